@@ -1,0 +1,39 @@
+// The exceptions disc throws. Every message is one line that says what was wrong, where, and how
+// to fix it. No library code aborts the host process: callers catch disc::Error.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace disc {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A caller passed something that can never work (bad option, unknown name).
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+// Text that does not parse; the message starts with file:line:col.
+class ParseError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A graph that is inconsistent: the message names the node and what disagrees.
+class VerifyError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Symbolic shapes that contradict each other, or a concrete shape that violates them.
+class ShapeError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace disc

@@ -1,0 +1,83 @@
+// One entry of the op registry: everything disc knows about an op, in one place. Adding an op
+// means adding one OpDef (in ir/ops/) and its tests.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/attribute.h"
+#include "ir/shape_graph.h"
+#include "ir/tensor_type.h"
+
+namespace disc::ir {
+
+enum class OpCategory {
+  kElementwise, kBroadcast, kReduce, kMatmul, kLayout, kGatherScatter,
+  kNormalization, kConvolution, kConstant, kRandom, kLoss,
+};
+std::string_view category_name(OpCategory c);
+
+// What a shape rule sees: operand types, attributes (already checked against the schema and
+// with defaults filled in) and the shape graph, where it records the dim equalities it implies.
+class InferContext {
+ public:
+  InferContext(const std::vector<const TensorType*>& operands, const Attributes& attrs,
+               ShapeGraph& shapes)
+      : operands_(operands), attrs_(attrs), shapes_(shapes) {}
+
+  int num_operands() const { return static_cast<int>(operands_.size()); }
+  const TensorType& in(int i) const { return *operands_.at(i); }
+  const Attributes& attrs() const { return attrs_; }
+  ShapeGraph& shapes() { return shapes_; }
+
+  // Throws VerifyError(what); the graph adds which node it is.
+  [[noreturn]] void fail(const std::string& what) const;
+  void require(bool ok, const std::string& what) const {
+    if (!ok) fail(what);
+  }
+  // Records a == b (both dims); fails with `what` when they can never be equal.
+  void unify(const DimExpr& a, const DimExpr& b, const std::string& what);
+  // Normalises `axis` (negative counts from the end) for a tensor of `rank`; fails if outside.
+  int axis(int64_t axis, int rank, const std::string& attr) const;
+  // Fails unless operand i has a float (or, with allow_int, integer) dtype.
+  void require_float(int i, bool allow_int = false) const;
+  void require_integer(int i) const;
+
+ private:
+  const std::vector<const TensorType*>& operands_;
+  const Attributes& attrs_;
+  ShapeGraph& shapes_;
+};
+
+// Symbolic cost of one execution of a node.
+struct OpCost {
+  DimExpr flops;
+  DimExpr bytes;  // read + written
+};
+
+using ShapeRule = std::function<std::vector<TensorType>(InferContext&)>;
+using CostRule = std::function<OpCost(const std::vector<TensorType>& operands,
+                                      const std::vector<TensorType>& results,
+                                      const Attributes& attrs)>;
+
+struct OpDef {
+  std::string name;
+  OpCategory category = OpCategory::kElementwise;
+  std::string summary;
+  int min_operands = 1;
+  int max_operands = 1;  // -1: any number
+  int num_results = 1;
+  std::vector<AttrSpec> attrs;
+  ShapeRule infer;
+  // Default cost: flops_per_element per result element, bytes of all operands and results.
+  int flops_per_element = 1;
+  CostRule cost;  // overrides the default when set
+  // The gradient rule (autodiff) and the reference kernel (execution) join this entry with the
+  // issues that build them, so that an op stays one entry.
+
+  OpCost cost_of(const std::vector<TensorType>& operands, const std::vector<TensorType>& results,
+                 const Attributes& attrs) const;
+};
+
+}  // namespace disc::ir

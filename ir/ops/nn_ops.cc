@@ -1,0 +1,138 @@
+// Composite neural-network ops: softmax, norms, loss, rotary embedding, causal mask, dropout.
+// Each is one op here so that graphs stay readable and the fusion planner can stitch its
+// reduction with the elementwise work around it.
+#include <limits>
+
+#include "ir/op_registry.h"
+#include "ir/ops/ops.h"
+#include "ir/ops/shape_helpers.h"
+
+namespace disc::ir {
+namespace {
+
+OpDef softmax_like(const std::string& name, const std::string& summary) {
+  OpDef d{.name = name, .category = OpCategory::kNormalization, .summary = summary};
+  d.flops_per_element = 5;
+  d.attrs = {{"axis", AttrKind::kInt, int64_t{-1}, {}}};
+  d.infer = [](InferContext& ctx) {
+    ctx.require_float(0);
+    ctx.axis(ctx.attrs().get_int("axis"), ctx.in(0).rank(), "axis");
+    return std::vector{ctx.in(0)};
+  };
+  return d;
+}
+
+// Operand i is a vector matching the last dim of operand 0 (a norm's weight or bias).
+void require_feature_vector(InferContext& ctx, int i) {
+  same_dtype(ctx, 0, i);
+  const auto& x = ctx.in(0).shape;
+  ctx.require(ctx.in(i).rank() == 1, "operand " + std::to_string(i) + " must have rank 1 [D]");
+  ctx.unify(ctx.in(i).shape[0], x.back(),
+            "operand " + std::to_string(i) + "'s size must equal the last dim of operand 0");
+}
+
+OpDef norm(const std::string& name, const std::string& summary, int operands, double eps) {
+  OpDef d{.name = name, .category = OpCategory::kNormalization, .summary = summary};
+  d.min_operands = d.max_operands = operands;
+  d.flops_per_element = 6;
+  d.attrs = {{"eps", AttrKind::kFloat, eps, {}}};
+  d.infer = [operands](InferContext& ctx) {
+    ctx.require_float(0);
+    ctx.require(ctx.in(0).rank() >= 1, "operand 0 needs rank >= 1 [..., D]");
+    ctx.require(ctx.attrs().get_float("eps") > 0, "`eps` must be positive");
+    for (int i = 1; i < operands; ++i) require_feature_vector(ctx, i);
+    return std::vector{ctx.in(0)};
+  };
+  return d;
+}
+
+std::vector<TensorType> infer_cross_entropy(InferContext& ctx) {
+  ctx.require_float(0);
+  ctx.require_integer(1);
+  const auto &logits = ctx.in(0).shape, &labels = ctx.in(1).shape;
+  ctx.require(logits.size() == labels.size() + 1,
+              "labels " + dims_str(labels) + " must have the shape of logits " +
+                  dims_str(logits) + " without its last (class) dim");
+  for (size_t i = 0; i < labels.size(); ++i) {
+    ctx.unify(labels[i], logits[i], "labels dim " + std::to_string(i) + " must equal logits dim " +
+                                        std::to_string(i));
+  }
+  return {TensorType{ctx.in(0).dtype, {}}};
+}
+
+std::vector<TensorType> infer_rope(InferContext& ctx) {
+  ctx.require_float(0);
+  const auto& x = ctx.in(0).shape;
+  ctx.require(x.size() >= 2, "operand 0 needs rank >= 2 [..., S, ..., D]");
+  int seq = ctx.axis(ctx.attrs().get_int("seq_axis"), ctx.in(0).rank(), "seq_axis");
+  ctx.require(seq != ctx.in(0).rank() - 1, "`seq_axis` cannot be the last (feature) dim");
+  auto half = x.back().divide_exact(2);
+  ctx.require(half.has_value(), "the last dim (" + x.back().str() + ") must be even");
+  ctx.require(ctx.attrs().get_float("theta") > 0, "`theta` must be positive");
+  return {ctx.in(0)};
+}
+
+std::vector<TensorType> infer_causal_mask(InferContext& ctx) {
+  ctx.require_float(0);
+  const auto& x = ctx.in(0).shape;
+  ctx.require(x.size() >= 2, "operand 0 needs rank >= 2 [..., S, T]");
+  ctx.require(ctx.shapes().compare(x[x.size() - 2], x.back()) != Ordering::kGT,
+              "query length " + x[x.size() - 2].str() + " exceeds key length " + x.back().str());
+  return {ctx.in(0)};
+}
+
+std::vector<TensorType> infer_dropout(InferContext& ctx) {
+  ctx.require_float(0);
+  ctx.require(ctx.in(1).dtype == DType::kI64 && ctx.in(1).rank() == 0,
+              "operand 1 (the seed) must be an i64 scalar");
+  double rate = ctx.attrs().get_float("rate");
+  ctx.require(rate >= 0 && rate < 1, "`rate` must be in [0, 1)");
+  return {ctx.in(0)};
+}
+
+}  // namespace
+
+void register_nn_ops(OpRegistry& r) {
+  r.add(softmax_like("softmax", "exp(x - max) / sum(exp(x - max)) along `axis`"));
+  r.add(softmax_like("log_softmax", "x - max - log(sum(exp(x - max))) along `axis`"));
+  r.add(norm("rms_norm", "x / sqrt(mean(x^2, last dim) + eps) * weight", 2, 1e-6));
+  r.add(norm("layer_norm", "(x - mean) / sqrt(var + eps) * weight + bias over the last dim", 3,
+             1e-5));
+
+  OpDef ce{.name = "cross_entropy", .category = OpCategory::kLoss,
+           .summary = "mean over labels != ignore_index of -log_softmax(logits)[label]"};
+  ce.min_operands = ce.max_operands = 2;
+  ce.attrs = {{"ignore_index", AttrKind::kInt, int64_t{-100}, {}}};
+  ce.infer = infer_cross_entropy;
+  ce.cost = [](const auto& in, const auto& out, const Attributes&) {
+    return input_proportional_cost(in, out, 5);
+  };
+  r.add(std::move(ce));
+
+  OpDef rope{.name = "rope", .category = OpCategory::kElementwise,
+             .summary = "rotary position embedding: pairs (x[i], x[i + D/2]) of the last dim "
+                        "rotated by position * theta^(-2i/D), position = index along seq_axis"};
+  rope.flops_per_element = 6;
+  rope.attrs = {{"seq_axis", AttrKind::kInt, int64_t{1}, {}},
+                {"theta", AttrKind::kFloat, 10000.0, {}}};
+  rope.infer = infer_rope;
+  r.add(std::move(rope));
+
+  OpDef mask{.name = "causal_mask", .category = OpCategory::kElementwise,
+             .summary = "scores [..., S, T] with `value` where key j > query i + (T - S)"};
+  mask.attrs = {{"value", AttrKind::kFloat, -std::numeric_limits<double>::infinity(), {}}};
+  mask.infer = infer_causal_mask;
+  r.add(std::move(mask));
+
+  OpDef dropout{.name = "dropout", .category = OpCategory::kRandom,
+                .summary = "x * keep / (1 - rate); keep is drawn from a counter-based RNG keyed "
+                           "by (seed, stream, element index), so recomputing gives the same mask"};
+  dropout.min_operands = dropout.max_operands = 2;
+  dropout.flops_per_element = 4;
+  dropout.attrs = {{"rate", AttrKind::kFloat, std::nullopt, {}},
+                   {"stream", AttrKind::kInt, int64_t{0}, {}}};
+  dropout.infer = infer_dropout;
+  r.add(std::move(dropout));
+}
+
+}  // namespace disc::ir

@@ -1,0 +1,15 @@
+// Constructors of the graph passes of ir/ (each defined in its own file here).
+#pragma once
+
+#include <memory>
+
+#include "ir/pass.h"
+
+namespace disc::ir {
+
+std::unique_ptr<Pass> make_verify_pass();
+std::unique_ptr<Pass> make_canonicalize_pass();
+std::unique_ptr<Pass> make_cse_pass();
+std::unique_ptr<Pass> make_dce_pass();
+
+}  // namespace disc::ir

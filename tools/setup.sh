@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of disc from Debian 12 packages.
+# Idempotent: packages already present are not fetched again, and a machine that has them all
+# runs no apt command at all. Usable by CI and by a user (as root, or with sudo).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build git pkg-config python3
+  # LLVM 19: ORC JIT for kernels, FileCheck for golden tests, clang + runtimes for the fuzzer.
+  llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev libzstd-dev
+  # oneDNN (its CMake package needs the OpenCL loader) and oneTBB for the CPU device.
+  libdnnl-dev ocl-icd-opencl-dev libtbb-dev
+  # Config, logging, CLI, JSON.
+  libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
+  # Tests and benchmarks.
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+echo "setup: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup: done"
