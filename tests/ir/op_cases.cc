@@ -1,0 +1,132 @@
+#include "op_cases.h"
+
+namespace disc::ir::testing {
+
+std::string case_graph(const std::string& node, const std::string& type) {
+  return std::string("graph @case {") + kCasePreamble + "  %r = " + node + " : " + type +
+         "\n  output r = %r\n}\n";
+}
+
+std::vector<ValidCase> valid_cases() {
+  std::vector<ValidCase> cases;
+  for (const char* op : {"neg", "abs", "relu", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid",
+                         "silu", "sin", "cos", "gelu"}) {
+    cases.push_back({op, std::string(op) + "(%x)", "f32[B, S, 8]"});
+  }
+  cases.push_back({"neg", "neg(%xi)", "i32[B, S, 8]"});
+  cases.push_back({"gelu", "gelu(%x) {approximate = \"tanh\"}", "f32[B, S, 8]"});
+  for (const char* op : {"add", "sub", "mul", "div", "pow", "max", "min"}) {
+    cases.push_back({op, std::string(op) + "(%x, %y)", "f32[B, S, 8]"});
+  }
+  for (const char* op : {"eq", "ne", "lt", "le", "gt", "ge"}) {
+    cases.push_back({op, std::string(op) + "(%x, %y)", "bool[B, S, 8]"});
+  }
+  std::vector<ValidCase> more = {
+      {"select", "select(%c, %x, %y)", "f32[B, S, 8]"},
+      {"cast", "cast(%x) {dtype = bf16}", "bf16[B, S, 8]"},
+      {"constant", "constant() {value = 2.5}", "f32[]"},
+      {"constant", "constant() {dtype = i32, value = 3.0}", "i32[]"},
+      {"full", "full() {shape = [B, 4], value = 1.0}", "f32[B, 4]"},
+      {"iota", "iota() {axis = 1, shape = [S, 4]}", "i64[S, 4]"},
+      {"broadcast", "broadcast(%v8) {dims = [2], shape = [B, S, 8]}", "f32[B, S, 8]"},
+      {"broadcast", "broadcast(%m) {dims = [0, 2], shape = [B, S, 8]}", "f32[B, S, 8]"},
+      {"reshape", "reshape(%x) {shape = [B*S, 8]}", "f32[B*S, 8]"},
+      {"reshape", "reshape(%x) {shape = [B, S, 2, 4]}", "f32[B, S, 2, 4]"},
+      {"transpose", "transpose(%x) {perm = [2, 0, 1]}", "f32[8, B, S]"},
+      {"slice", "slice(%x) {axis = 1, limit = S, start = 1}", "f32[B, S - 1, 8]"},
+      {"slice", "slice(%x) {axis = -1, limit = 6, start = 2}", "f32[B, S, 4]"},
+      {"concat", "concat(%x, %y) {axis = 2}", "f32[B, S, 16]"},
+      {"concat", "concat(%x, %y, %x) {axis = 1}", "f32[B, 3*S, 8]"},
+      {"pad", "pad(%x) {high = [0, 0, 2], low = [0, 1, 0]}", "f32[B, S + 1, 10]"},
+      {"reduce_sum", "reduce_sum(%x) {axes = [1]}", "f32[B, 8]"},
+      {"reduce_max", "reduce_max(%x) {axes = [2], keepdims = true}", "f32[B, S, 1]"},
+      {"reduce_mean", "reduce_mean(%x) {axes = [0, -2]}", "f32[8]"},
+      {"matmul", "matmul(%x, %w)", "f32[B, S, 16]"},
+      {"matmul", "matmul(%x, %y) {transpose_b = true}", "f32[B, S, S]"},
+      {"matmul", "matmul(%x, %y) {transpose_a = true}", "f32[B, 8, 8]"},
+      {"gather", "gather(%tab, %i)", "f32[B, S, 8]"},
+      {"scatter_add", "scatter_add(%tab, %i, %x)", "f32[100, 8]"},
+      {"softmax", "softmax(%x)", "f32[B, S, 8]"},
+      {"log_softmax", "log_softmax(%x) {axis = 1}", "f32[B, S, 8]"},
+      {"rms_norm", "rms_norm(%x, %v8)", "f32[B, S, 8]"},
+      {"layer_norm", "layer_norm(%x, %v8, %v8) {eps = 0.001}", "f32[B, S, 8]"},
+      {"cross_entropy", "cross_entropy(%x, %i)", "f32[]"},
+      {"cross_entropy", "cross_entropy(%x, %i) {ignore_index = 0}", "f32[]"},
+      {"rope", "rope(%h)", "f32[B, S, 2, 8]"},
+      {"rope", "rope(%x) {seq_axis = 1, theta = 500000.0}", "f32[B, S, 8]"},
+      {"causal_mask", "causal_mask(%sq)", "f32[B, S, S]"},
+      {"causal_mask", "causal_mask(%sq) {value = -10000.0}", "f32[B, S, S]"},
+      {"dropout", "dropout(%x, %seed) {rate = 0.1, stream = 3}", "f32[B, S, 8]"},
+      {"conv2d", "conv2d(%img, %kern) {padding = [1, 1]}", "f32[B, 16, 32, 32]"},
+      {"conv2d", "conv2d(%img, %kern) {stride = [2, 2]}", "f32[B, 16, 15, 15]"},
+      {"conv2d", "conv2d(%simg, %kern)", "f32[B, 16, S - 2, S - 2]"},
+      {"max_pool2d", "max_pool2d(%img) {kernel = [2, 2], stride = [2, 2]}", "f32[B, 3, 16, 16]"},
+      {"avg_pool2d", "avg_pool2d(%img) {kernel = [3, 3], padding = [1, 1], stride = [1, 1]}",
+       "f32[B, 3, 32, 32]"},
+  };
+  cases.insert(cases.end(), more.begin(), more.end());
+  return cases;
+}
+
+std::vector<InvalidCase> invalid_cases() {
+  std::vector<InvalidCase> cases;
+  for (const char* op : {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "sin", "cos",
+                         "gelu"}) {
+    cases.push_back({op, std::string(op) + "(%xi)", "expected a float dtype"});
+  }
+  for (const char* op : {"neg", "abs", "relu"}) {
+    cases.push_back({op, std::string(op) + "(%c)", "expected a float or integer dtype"});
+  }
+  for (const char* op : {"add", "sub", "mul", "div", "pow", "max", "min", "eq", "ne", "lt", "le",
+                         "gt", "ge"}) {
+    cases.push_back({op, std::string(op) + "(%x, %m)", "ranks differ"});
+  }
+  std::vector<InvalidCase> more = {
+      {"add", "add(%x, %xi)", "insert a cast"},
+      {"add", "add(%x, %y) {alpha = 1}", "unknown attribute `alpha`"},
+      {"gelu", "gelu(%x) {approximate = \"fast\"}", "valid values: \"none\", \"tanh\""},
+      {"select", "select(%x, %x, %y)", "must be bool"},
+      {"cast", "cast(%x)", "missing attribute `dtype`"},
+      {"cast", "cast(%x) {dtype = \"f16\"}", "must be a dtype, not string"},
+      {"constant", "constant(%x) {value = 1.0}", "takes 0 operands, got 1"},
+      {"full", "full() {shape = [B - 65], value = 0.0}", "negative dim"},
+      {"iota", "iota() {axis = 1, shape = [4]}", "outside [-1, 1)"},
+      {"broadcast", "broadcast(%v8) {dims = [2], shape = [B, S, 9]}", "must be 1 or equal"},
+      {"broadcast", "broadcast(%m) {dims = [2, 0], shape = [B, S, 8]}", "strictly increasing"},
+      {"reshape", "reshape(%x) {shape = [B, S, 9]}", "must keep the element count"},
+      {"reshape", "reshape(%x) {shape = [B, 7]}", "can never equal"},
+      {"transpose", "transpose(%x) {perm = [0, 0, 1]}", "permutation"},
+      {"slice", "slice(%x) {axis = 1, limit = 1, start = 2}", "below `start`"},
+      {"slice", "slice(%x) {axis = 2, limit = 9, start = 0}", "exceeds dim 2"},
+      {"concat", "concat(%x, %m) {axis = 0}", "has rank 2, operand 0 has rank 3"},
+      {"pad", "pad(%x) {high = [0, 0, 0], low = [0, 0]}", "one entry per dim"},
+      {"pad", "pad(%x) {high = [0, 0, 0], low = [0, -1, 0]}", "must not be negative"},
+      {"reduce_sum", "reduce_sum(%x) {axes = [3]}", "outside [-3, 3)"},
+      {"reduce_max", "reduce_max(%x) {axes = [1, -2]}", "names axis 1 twice"},
+      {"reduce_mean", "reduce_mean(%xi) {axes = [0]}", "expected a float dtype"},
+      {"matmul", "matmul(%x, %tab)", "contraction dims must be equal"},
+      {"matmul", "matmul(%v8, %v8)", "rank >= 2"},
+      {"gather", "gather(%tab, %x)", "expected i32 or i64"},
+      {"scatter_add", "scatter_add(%tab, %i, %m)", "operand 2 (updates)"},
+      {"softmax", "softmax(%x) {axis = 3}", "outside"},
+      {"log_softmax", "log_softmax(%i)", "expected a float dtype"},
+      {"rms_norm", "rms_norm(%x, %tab)", "must have rank 1"},
+      {"rms_norm", "rms_norm(%x, %v8) {eps = 0.0}", "`eps` must be positive"},
+      {"layer_norm", "layer_norm(%x, %v8)", "takes 3 operands, got 2"},
+      {"cross_entropy", "cross_entropy(%x, %xi)", "without its last (class) dim"},
+      {"rope", "rope(%odd)", "must be even"},
+      {"rope", "rope(%x) {seq_axis = 2}", "cannot be the last"},
+      {"causal_mask", "causal_mask(%wide)", "exceeds key length"},
+      {"dropout", "dropout(%x, %seed) {rate = 1.0}", "[0, 1)"},
+      {"dropout", "dropout(%x, %i) {rate = 0.5}", "the seed"},
+      {"conv2d", "conv2d(%img, %kern4)", "input channels"},
+      {"conv2d", "conv2d(%simg, %kern) {stride = [2, 2]}", "stride 2 does not divide"},
+      {"conv2d", "conv2d(%x, %kern)", "expected 4 (N, C, H, W)"},
+      {"max_pool2d", "max_pool2d(%img) {kernel = [2, 2]}", "missing attribute `stride`"},
+      {"avg_pool2d", "avg_pool2d(%img) {kernel = [2], stride = [2, 2]}", "needs 2 entries"},
+  };
+  cases.insert(cases.end(), more.begin(), more.end());
+  return cases;
+}
+
+}  // namespace disc::ir::testing
