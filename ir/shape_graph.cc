@@ -113,7 +113,33 @@ void ShapeGraph::assert_equal(const DimExpr& a, const DimExpr& b, const std::str
   if (d.constant() || compare(d, 0) == Ordering::kGT || compare(d, 0) == Ordering::kLT) {
     contradiction();
   }
+  d = remove_common_factor(d);
   if (!solve(d, why)) unsolved_.push_back(d);
+}
+
+DimExpr ShapeGraph::remove_common_factor(const DimExpr& d) const {
+  // d == g * c * r with g a monomial of symbols that are never 0 and c the coefficients' gcd;
+  // d == 0 then says r == 0, which is often solvable when d is not (B*S == P*S gives P = B).
+  Monomial common = d.terms().begin()->first;
+  int64_t content = 0;
+  for (const auto& [m, c] : d.terms()) {
+    content = std::gcd(content, c);
+    for (auto it = common.begin(); it != common.end();) {
+      auto f = m.find(it->first);
+      if (f == m.end()) {
+        it = common.erase(it);
+        continue;
+      }
+      it->second = std::min(it->second, f->second);
+      ++it;
+    }
+  }
+  DimExpr divisor = content;
+  for (const auto& [name, p] : common) {
+    if (symbols_.at(name).lo < 1) continue;  // may be 0: dividing would lose solutions
+    for (int i = 0; i < p; ++i) divisor *= DimExpr::symbol(name);
+  }
+  return d.divide_exact(divisor).value_or(d);
 }
 
 bool ShapeGraph::solve(const DimExpr& d, const std::string& why) {

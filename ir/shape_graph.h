@@ -56,6 +56,7 @@ class ShapeGraph {
   void eliminate(const std::string& name, const DimExpr& value, const std::string& why);
   void tighten(const std::string& name, const DimExpr& value, const std::string& why);
   bool solve(const DimExpr& difference, const std::string& why);
+  DimExpr remove_common_factor(const DimExpr& difference) const;
   std::string fresh_name(const std::string& base) const;
   int64_t effective_lo(const Symbol& s) const;
   int64_t effective_hi(const Symbol& s) const;
