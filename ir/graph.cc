@@ -206,27 +206,30 @@ void Graph::replace_all_uses(Value* from, Value* to) {
 }
 
 void Graph::erase_nodes(const std::function<bool(const Node&)>& dead) {
-  std::vector<std::unique_ptr<Node>> kept, erased;
-  for (auto& n : nodes_) (dead(*n) ? erased : kept).push_back(std::move(n));
-  // Unlink all erased nodes first: a dead chain may use its own results.
-  for (auto& n : erased) {
-    for (Value* op : n->operands_) {
-      auto& users = op->users_;
-      users.erase(std::find(users.begin(), users.end(), n.get()));
+  std::set<const Node*> doomed;
+  for (const auto& n : nodes_) {
+    if (dead(*n)) doomed.insert(n.get());
+  }
+  // Check everything before changing anything: a refused erase leaves the graph as it was.
+  for (const Node* n : doomed) {
+    for (const Value* r : n->results_) {
+      bool used_by_survivor = std::any_of(r->users_.begin(), r->users_.end(),
+                                          [&](const Node* u) { return !doomed.contains(u); });
+      if (used_by_survivor || is_output(r)) {
+        throw VerifyError(describe(*n) + ": cannot erase, %" + r->name_ + " is still used");
+      }
     }
   }
   std::set<const Value*> gone;
-  for (auto& n : erased) {
+  for (const Node* n : doomed) {
+    for (Value* op : n->operands_) std::erase(op->users_, n);
     for (Value* r : n->results_) {
-      if (!r->users_.empty() || is_output(r)) {
-        throw VerifyError(describe(*n) + ": cannot erase, %" + r->name_ + " is still used");
-      }
       by_name_.erase(r->name_);
       gone.insert(r);
     }
   }
+  std::erase_if(nodes_, [&](const auto& n) { return doomed.contains(n.get()); });
   std::erase_if(values_, [&](const auto& v) { return gone.contains(v.get()); });
-  nodes_ = std::move(kept);
 }
 
 std::string Graph::unique_name(const std::string& hint) {

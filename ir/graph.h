@@ -17,12 +17,12 @@
 #include <vector>
 
 #include "ir/attribute.h"
+#include "ir/op_def.h"
 #include "ir/shape_graph.h"
 #include "ir/tensor_type.h"
 
 namespace disc::ir {
 
-struct OpDef;
 class Node;
 
 enum class Role : uint8_t { kInput, kParameter, kState, kConstant, kIntermediate };

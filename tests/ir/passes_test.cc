@@ -1,0 +1,180 @@
+// The pass framework and the first passes (canonicalize, cse, dce).
+#include "ir/pass.h"
+
+#include <gtest/gtest.h>
+
+#include "ir/error.h"
+#include "ir/text_format.h"
+
+namespace disc::ir {
+namespace {
+
+std::string run(const std::string& passes, const std::string& text) {
+  auto g = parse_graph(text);
+  PassManager pm;
+  pm.add_list(passes);
+  pm.run(*g);
+  return print_graph(*g);
+}
+
+const char* kRedundant = R"(graph @g {
+  sym B in [1, 8]
+  input %x : f32[B, 4]
+  %a = exp(%x) : f32[B, 4]
+  %b = exp(%x) : f32[B, 4]
+  %s = add(%a, %b) : f32[B, 4]
+  %t = add(%b, %a) : f32[B, 4]
+  %u = mul(%s, %t) : f32[B, 4]
+  %dead = log(%u) : f32[B, 4]
+  output u = %u
+}
+)";
+
+TEST(Passes, CseMergesCommutedDuplicatesAndDceRemovesTheDead) {
+  EXPECT_EQ(run("cse,dce", kRedundant), R"(graph @g {
+  sym B in [1, 8]
+  input %x : f32[B, 4]
+  %a = exp(%x) : f32[B, 4]
+  %s = add(%a, %a) : f32[B, 4]
+  %u = mul(%s, %s) : f32[B, 4]
+  output u = %u
+}
+)");
+}
+
+TEST(Passes, CseKeepsDifferentAttributesApart) {
+  std::string text = R"(graph @g {
+  sym B in [1, 8]
+  input %x : f32[B, 4]
+  %a = softmax(%x) : f32[B, 4]
+  %b = softmax(%x) {axis = 0} : f32[B, 4]
+  %c = sub(%a, %b) : f32[B, 4]
+  %d = sub(%b, %a) : f32[B, 4]
+  output c = %c
+  output d = %d
+}
+)";
+  EXPECT_EQ(run("cse", text), text);  // sub is not commutative either
+}
+
+TEST(Passes, CanonicalizeBypassesNoOpsAndFoldsChains) {
+  EXPECT_EQ(run("canonicalize,dce", R"(graph @g {
+  sym B in [1, 8]
+  input %x : f32[B, 4]
+  %r = reshape(%x) {shape = [B, 4]} : f32[B, 4]
+  %t = transpose(%r) {perm = [1, 0]} : f32[4, B]
+  %t2 = transpose(%t) {perm = [1, 0]} : f32[B, 4]
+  %c = cast(%t2) {dtype = f32} : f32[B, 4]
+  %n = neg(%c) : f32[B, 4]
+  %n2 = neg(%n) : f32[B, 4]
+  %r1 = reshape(%n2) {shape = [4*B]} : f32[4*B]
+  %r2 = reshape(%r1) {shape = [2, 2*B]} : f32[2, 2*B]
+  %s = slice(%r2) {axis = 0, limit = 2, start = 0} : f32[2, 2*B]
+  %p = pad(%s) {high = [0, 0], low = [0, 0]} : f32[2, 2*B]
+  output y = %p
+}
+)"),
+            R"(graph @g {
+  sym B in [1, 8]
+  input %x : f32[B, 4]
+  %r2 = reshape(%x) {shape = [2, 2*B]} : f32[2, 2*B]
+  output y = %r2
+}
+)");
+}
+
+TEST(Passes, CanonicalizeReachesAFixpoint) {
+  std::string once = run("canonicalize,dce", R"(graph @g {
+  sym B in [1, 8]
+  input %x : f32[B, 4]
+  %t = transpose(%x) {perm = [1, 0]} : f32[4, B]
+  %t2 = transpose(%t) {perm = [1, 0]} : f32[B, 4]
+  %e = exp(%t2) : f32[B, 4]
+  output y = %e
+}
+)");
+  EXPECT_EQ(once, R"(graph @g {
+  sym B in [1, 8]
+  input %x : f32[B, 4]
+  %e = exp(%x) : f32[B, 4]
+  output y = %e
+}
+)");
+}
+
+TEST(Passes, CanonicalizeWritesDimsOverIndependentSymbols) {
+  EXPECT_EQ(run("canonicalize", R"(graph @g {
+  sym S0 in [1, 12288]
+  sym S1 in [1, 4096]
+  input %x : f32[S0, 1024]
+  %y = reshape(%x) {shape = [S1, 12288]} : f32[S1, 12288]
+  %z = full() {shape = [S0], value = 0.0} : f32[S0]
+  output y = %y
+  output z = %z
+}
+)"),
+            R"(graph @g {
+  sym S0 in [1, 12288]
+  sym S1 in [1, 4096]
+  input %x : f32[12*S1, 1024]
+  %y = reshape(%x) {shape = [S1, 12288]} : f32[S1, 12288]
+  %z = full() {shape = [12*S1], value = 0.0} : f32[12*S1]
+  output y = %y
+  output z = %z
+}
+)");
+}
+
+TEST(Passes, ManagerDisablesDumpsAndReports) {
+  auto g = parse_graph(kRedundant);
+  PassManager pm;
+  pm.add_list("verify,cse,dce");
+  pm.disable("dce");
+  std::vector<std::string> dumped;
+  pm.dump_after({"cse"}, [&](const std::string& p, const Graph& graph) {
+    dumped.push_back(p + ":" + std::to_string(graph.num_nodes()));
+  });
+  auto runs = pm.run(*g);
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_FALSE(runs[0].changed);
+  EXPECT_TRUE(runs[1].changed);
+  EXPECT_TRUE(runs[2].skipped);
+  EXPECT_EQ(dumped, (std::vector<std::string>{"cse:4"}));
+  EXPECT_EQ(g->num_nodes(), 4u);  // dce was off: %dead survives
+}
+
+TEST(Passes, UnknownPassNamesSuggest) {
+  try {
+    make_pass("canonicalise");
+    ADD_FAILURE();
+  } catch (const InvalidArgument& e) {
+    EXPECT_STREQ(e.what(), "unknown pass `canonicalise` (did you mean `canonicalize`?); passes: "
+                           "verify, canonicalize, cse, dce");
+  }
+  PassManager pm;
+  EXPECT_THROW(pm.dump_after({"csee"}, nullptr), InvalidArgument);
+}
+
+TEST(Passes, EveryPassStatesItsContract) {
+  for (const auto& name : pass_names()) {
+    auto p = make_pass(name);
+    EXPECT_EQ(p->name(), name);
+    EXPECT_FALSE(p->summary().empty());
+    EXPECT_FALSE(p->needs().empty());
+    EXPECT_FALSE(p->keeps().empty());
+  }
+}
+
+TEST(Passes, ModelGraphsAreStableUnderThePipeline) {
+  for (const char* file : {"mlp.disc", "llama.disc"}) {
+    auto g = parse_graph_file(std::string(DISC_TEST_DATA_DIR) + "/graphs/" + file);
+    std::string before = print_graph(*g);
+    PassManager pm;
+    pm.add_list("verify,canonicalize,cse,dce");
+    pm.run(*g);
+    EXPECT_EQ(print_graph(*g), before) << file;
+  }
+}
+
+}  // namespace
+}  // namespace disc::ir
