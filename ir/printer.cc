@@ -1,4 +1,6 @@
 // Printing half of the text format (see text_format.h).
+#include <set>
+
 #include "ir/op_def.h"
 #include "ir/op_registry.h"
 #include "ir/text_format.h"
@@ -26,11 +28,36 @@ std::string symbol_str(const Symbol& s) {
   return line;
 }
 
+// Symbols that some type or dim attribute of the graph mentions.
+std::set<std::string> used_symbols(const Graph& g) {
+  std::set<std::string> used;
+  auto add = [&](const DimExpr& d) { used.merge(d.symbols()); };
+  for (const Value* v : g.arguments()) {
+    for (const auto& d : v->shape()) add(d);
+  }
+  for (const Node* n : g.nodes()) {
+    for (const Value* r : n->results()) {
+      for (const auto& d : r->shape()) add(d);
+    }
+    for (const auto& [name, value] : n->attrs().all()) {
+      if (const auto* d = std::get_if<DimExpr>(&value)) add(*d);
+      if (const auto* ds = std::get_if<std::vector<DimExpr>>(&value)) {
+        for (const auto& d : *ds) add(d);
+      }
+    }
+  }
+  return used;
+}
+
 }  // namespace
 
 std::string print_graph(const Graph& g) {
   std::string out = "graph @" + g.name() + " {\n";
+  // A derived symbol is declared only once canonicalize wrote it into the graph; until then
+  // parsing re-derives it, under the same name.
+  std::set<std::string> used = used_symbols(g);
   for (const Symbol* s : g.shapes().symbols()) {
+    if (g.shapes().is_derived(s->name) && !used.contains(s->name)) continue;
     out += "  " + symbol_str(g.shapes().declaration(s->name)) + "\n";
   }
   for (const Value* v : g.arguments()) {

@@ -30,6 +30,8 @@ class ShapeGraph {
   // Declared symbols in declaration order (derived ones come last).
   std::vector<const Symbol*> symbols() const;
   bool is_independent(const std::string& name) const { return !subst_.contains(name); }
+  // True for symbols the solver introduced (`3*X = 2*Y` gives X = 2*T, Y = 3*T).
+  bool is_derived(const std::string& name) const { return !declared_.contains(name); }
 
   // Records that a == b. Throws ShapeError when that contradicts what is known; `why` says
   // where the fact comes from and starts the message.

@@ -34,9 +34,7 @@ std::vector<TensorType> infer_matmul(InferContext& ctx) {
 
 OpCost matmul_cost(const std::vector<TensorType>& in, const std::vector<TensorType>& out,
                    const Attributes& attrs) {
-  OpCost c;
-  for (const auto& t : in) c.bytes += t.bytes();
-  c.bytes += out[0].bytes();
+  OpCost c = input_proportional_cost(in, out, 0);  // bytes of operands and result
   const auto& a = in[0].shape;
   DimExpr k = a[a.size() - (attrs.get_bool("transpose_a") ? 2 : 1)];
   c.flops = out[0].numel() * k * 2;
