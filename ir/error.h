@@ -36,4 +36,16 @@ class ShapeError : public Error {
   using Error::Error;
 };
 
+// An allocation that would exceed a memory cap or the device's memory.
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
+
+// A file that cannot be read or written.
+class IoError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace disc

@@ -8,9 +8,13 @@
 
 #include "ir/attribute.h"
 #include "ir/shape_graph.h"
+#include "ir/tensor_ref.h"
 #include "ir/tensor_type.h"
 
 namespace disc::ir {
+
+class Value;
+struct GradContext;  // ir/autodiff.h
 
 enum class OpCategory {
   kElementwise, kBroadcast, kReduce, kMatmul, kLayout, kGatherScatter,
@@ -57,6 +61,8 @@ struct OpCost {
 };
 
 using ShapeRule = std::function<std::vector<TensorType>(InferContext&)>;
+// Builds the gradient of each operand (nullptr: none) from the gradients of the results.
+using GradRule = std::function<std::vector<Value*>(GradContext&)>;
 using CostRule = std::function<OpCost(const std::vector<TensorType>& operands,
                                       const std::vector<TensorType>& results,
                                       const Attributes& attrs)>;
@@ -73,8 +79,10 @@ struct OpDef {
   // Default cost: flops_per_element per result element, bytes of all operands and results.
   int flops_per_element = 1;
   CostRule cost;  // overrides the default when set
-  // The gradient rule (autodiff) and the reference kernel (execution) join this entry with the
-  // issues that build them, so that an op stays one entry.
+  // Plain loops over host memory: the oracle for every test and the fallback of every device.
+  ReferenceKernel reference;
+  // Empty for ops that are not differentiable (comparisons, integer ops, gradient ops).
+  GradRule grad;
 
   OpCost cost_of(const std::vector<TensorType>& operands, const std::vector<TensorType>& results,
                  const Attributes& attrs) const;
