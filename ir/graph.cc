@@ -106,10 +106,6 @@ Node* Graph::add_node(const std::string& op, const std::vector<Value*>& operands
   auto fail = [&](const std::string& what) -> void {
     throw VerifyError(describe(*node) + ": " + what);
   };
-  if (static_cast<int>(names.size()) != def.num_results) {
-    fail("has " + std::to_string(def.num_results) + " results, " + std::to_string(names.size()) +
-         " are named");
-  }
   if (std::string problem = apply_attr_schema(attrs, def.attrs); !problem.empty()) fail(problem);
   std::vector<const TensorType*> in;
   for (Value* v : operands) in.push_back(&v->type_);
@@ -118,6 +114,10 @@ Node* Graph::add_node(const std::string& op, const std::vector<Value*>& operands
     types = infer_types(def, in, attrs, shapes_);
   } catch (const Error& e) {
     fail(e.what());
+  }
+  if (static_cast<int>(names.size()) != def.num_results) {
+    fail("has " + std::to_string(def.num_results) + " results, " + std::to_string(names.size()) +
+         " are named");
   }
   if (declared) {
     if (declared->size() != types.size()) {

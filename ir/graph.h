@@ -141,9 +141,4 @@ class Graph {
   int next_id_ = 0;
 };
 
-// Runs `def`'s shape rule on these operand types and attributes (attributes must already have
-// passed the schema). Throws VerifyError with the rule's message.
-std::vector<TensorType> infer_types(const OpDef& def, const std::vector<const TensorType*>& in,
-                                    const Attributes& attrs, ShapeGraph& shapes);
-
 }  // namespace disc::ir

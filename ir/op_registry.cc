@@ -17,6 +17,8 @@ const OpRegistry& OpRegistry::instance() {
     register_gather_ops(r);
     register_nn_ops(r);
     register_conv_ops(r);
+    register_grad_ops(r);
+    register_optimizer_ops(r);
     return r;
   }();
   return registry;

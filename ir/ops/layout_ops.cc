@@ -99,13 +99,15 @@ std::vector<TensorType> infer_concat(InferContext& ctx) {
 }
 
 std::vector<TensorType> infer_pad(InferContext& ctx) {
-  const auto &low = ctx.attrs().get_ints("low"), &high = ctx.attrs().get_ints("high");
+  const auto &low = ctx.attrs().get_dims("low"), &high = ctx.attrs().get_dims("high");
   auto shape = ctx.in(0).shape;
   ctx.require(low.size() == shape.size() && high.size() == shape.size(),
               "`low` and `high` need one entry per dim (" + std::to_string(shape.size()) + ")");
   for (size_t d = 0; d < shape.size(); ++d) {
-    ctx.require(low[d] >= 0 && high[d] >= 0, "padding must not be negative (use slice to crop)");
-    shape[d] += DimExpr(low[d]) + high[d];
+    bool negative = ctx.shapes().compare(low[d], 0) == Ordering::kLT ||
+                    ctx.shapes().compare(high[d], 0) == Ordering::kLT;
+    ctx.require(!negative, "padding must not be negative (use slice to crop)");
+    shape[d] += low[d] + high[d];
   }
   return {TensorType{ctx.in(0).dtype, shape}};
 }
@@ -147,8 +149,8 @@ void register_layout_ops(OpRegistry& r) {
 
   OpDef pad = layout("pad", "adds low[d] and high[d] elements of `value` around each dim d",
                      OpCategory::kLayout);
-  pad.attrs = {{"low", AttrKind::kInts, std::nullopt, {}},
-               {"high", AttrKind::kInts, std::nullopt, {}},
+  pad.attrs = {{"low", AttrKind::kDims, std::nullopt, {}},
+               {"high", AttrKind::kDims, std::nullopt, {}},
                {"value", AttrKind::kFloat, 0.0, {}}};
   pad.infer = infer_pad;
   r.add(std::move(pad));

@@ -114,7 +114,8 @@ void register_nn_ops(OpRegistry& r) {
                         "rotated by position * theta^(-2i/D), position = index along seq_axis"};
   rope.flops_per_element = 6;
   rope.attrs = {{"seq_axis", AttrKind::kInt, int64_t{1}, {}},
-                {"theta", AttrKind::kFloat, 10000.0, {}}};
+                {"theta", AttrKind::kFloat, 10000.0, {}},
+                {"inverse", AttrKind::kBool, false, {}}};  // rotate by -angle: rope's gradient
   rope.infer = infer_rope;
   r.add(std::move(rope));
 

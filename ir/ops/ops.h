@@ -13,5 +13,7 @@ void register_matmul_ops(OpRegistry& r);
 void register_gather_ops(OpRegistry& r);
 void register_nn_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);
+void register_grad_ops(OpRegistry& r);
+void register_optimizer_ops(OpRegistry& r);
 
 }  // namespace disc::ir

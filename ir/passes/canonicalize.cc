@@ -46,8 +46,8 @@ bool is_iota(const std::vector<int64_t>& v) {
   return true;
 }
 
-bool all_zero(const std::vector<int64_t>& v) {
-  return std::all_of(v.begin(), v.end(), [](int64_t x) { return x == 0; });
+bool all_zero(const std::vector<DimExpr>& v) {
+  return std::all_of(v.begin(), v.end(), [](const DimExpr& x) { return x.is_zero(); });
 }
 
 // True when `n` returns its first operand unchanged.
@@ -60,7 +60,7 @@ bool is_identity(const Node& n) {
   if (op == "transpose") return is_iota(a.get_ints("perm"));
   if (op == "broadcast") return is_iota(a.get_ints("dims"));
   if (op == "slice") return a.get_dim("start").is_zero();
-  if (op == "pad") return all_zero(a.get_ints("low")) && all_zero(a.get_ints("high"));
+  if (op == "pad") return all_zero(a.get_dims("low")) && all_zero(a.get_dims("high"));
   if (op == "concat") return n.operands().size() == 1;
   return false;
 }

@@ -1,10 +1,18 @@
 #include "op_cases.h"
 
+#include <algorithm>
+
 namespace disc::ir::testing {
 
 std::string case_graph(const std::string& node, const std::string& type) {
-  return std::string("graph @case {") + kCasePreamble + "  %r = " + node + " : " + type +
-         "\n  output r = %r\n}\n";
+  int results = static_cast<int>(std::count(type.begin(), type.end(), ']'));
+  std::string names = "%r", outputs = "  output r = %r\n";
+  for (int i = 1; i < results; ++i) {
+    names += ", %r" + std::to_string(i);
+    outputs += "  output r" + std::to_string(i) + " = %r" + std::to_string(i) + "\n";
+  }
+  return std::string("graph @case {") + kCasePreamble + "  " + names + " = " + node + " : " + type +
+         "\n" + outputs + "}\n";
 }
 
 std::vector<ValidCase> valid_cases() {
@@ -63,6 +71,25 @@ std::vector<ValidCase> valid_cases() {
       {"max_pool2d", "max_pool2d(%img) {kernel = [2, 2], stride = [2, 2]}", "f32[B, 3, 16, 16]"},
       {"avg_pool2d", "avg_pool2d(%img) {kernel = [3, 3], padding = [1, 1], stride = [1, 1]}",
        "f32[B, 3, 32, 32]"},
+      {"pad", "pad(%x) {high = [0, 0, 0], low = [0, S, 0]}", "f32[B, 2*S, 8]"},
+      {"rope", "rope(%h) {inverse = true}", "f32[B, S, 2, 8]"},
+      {"gelu_grad", "gelu_grad(%x, %y)", "f32[B, S, 8]"},
+      {"softmax_grad", "softmax_grad(%x, %y)", "f32[B, S, 8]"},
+      {"log_softmax_grad", "log_softmax_grad(%x, %y) {axis = 1}", "f32[B, S, 8]"},
+      {"rms_norm_grad", "rms_norm_grad(%x, %v8, %y)", "f32[B, S, 8], f32[8]"},
+      {"layer_norm_grad", "layer_norm_grad(%x, %v8, %y)", "f32[B, S, 8], f32[8], f32[8]"},
+      {"cross_entropy_grad", "cross_entropy_grad(%x, %i, %s)", "f32[B, S, 8]"},
+      {"conv2d_grad_input", "conv2d_grad_input(%img, %kern, %dy) {padding = [1, 1]}",
+       "f32[B, 3, 32, 32]"},
+      {"conv2d_grad_weight", "conv2d_grad_weight(%img, %kern, %dy) {padding = [1, 1]}",
+       "f32[16, 3, 3, 3]"},
+      {"max_pool2d_grad", "max_pool2d_grad(%img, %pdy) {kernel = [2, 2], stride = [2, 2]}",
+       "f32[B, 3, 32, 32]"},
+      {"avg_pool2d_grad", "avg_pool2d_grad(%img, %pdy) {kernel = [2, 2], stride = [2, 2]}",
+       "f32[B, 3, 32, 32]"},
+      {"sgd_update", "sgd_update(%x, %y, %x, %s)", "f32[B, S, 8], f32[B, S, 8]"},
+      {"adamw_update", "adamw_update(%x, %y, %x, %y, %s, %seed) {weight_decay = 0.1}",
+       "f32[B, S, 8], f32[B, S, 8], f32[B, S, 8]"},
   };
   cases.insert(cases.end(), more.begin(), more.end());
   return cases;
@@ -124,6 +151,19 @@ std::vector<InvalidCase> invalid_cases() {
       {"conv2d", "conv2d(%x, %kern)", "expected 4 (N, C, H, W)"},
       {"max_pool2d", "max_pool2d(%img) {kernel = [2, 2]}", "missing attribute `stride`"},
       {"avg_pool2d", "avg_pool2d(%img) {kernel = [2], stride = [2, 2]}", "needs 2 entries"},
+      {"gelu_grad", "gelu_grad(%x, %m)", "ranks differ"},
+      {"softmax_grad", "softmax_grad(%x, %xi)", "insert a cast"},
+      {"log_softmax_grad", "log_softmax_grad(%xi, %xi)", "expected a float dtype"},
+      {"rms_norm_grad", "rms_norm_grad(%x, %v8, %m)", "ranks differ"},
+      {"layer_norm_grad", "layer_norm_grad(%x, %v8)", "takes 3 operands, got 2"},
+      {"cross_entropy_grad", "cross_entropy_grad(%x, %i, %v8)", "dloss) must be a scalar"},
+      {"conv2d_grad_input", "conv2d_grad_input(%img, %kern, %img)", "dy dim 1 must equal"},
+      {"conv2d_grad_weight", "conv2d_grad_weight(%img, %kern4, %dy)", "input channels"},
+      {"max_pool2d_grad", "max_pool2d_grad(%img, %img) {kernel = [2, 2], stride = [2, 2]}",
+       "dy dim 2 must equal"},
+      {"avg_pool2d_grad", "avg_pool2d_grad(%img, %pdy) {kernel = [2, 2]}", "missing attribute `stride`"},
+      {"sgd_update", "sgd_update(%x, %y, %x, %v8)", "(lr) must be a scalar"},
+      {"adamw_update", "adamw_update(%x, %y, %x, %y, %s, %s)", "(step) must be an i64 scalar"},
   };
   cases.insert(cases.end(), more.begin(), more.end());
   return cases;

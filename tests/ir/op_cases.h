@@ -29,12 +29,15 @@ inline constexpr const char* kCasePreamble = R"(
   input %kern : f32[16, 3, 3, 3]
   input %kern4 : f32[16, 4, 3, 3]
   input %tab : f32[100, 8]
+  input %s : f32[]
+  input %dy : f32[B, 16, 32, 32]
+  input %pdy : f32[B, 3, 16, 16]
 )";
 
 struct ValidCase {
   std::string op;
   std::string node;  // the right-hand side, e.g. "add(%x, %y)"
-  std::string type;  // the result type the op must infer
+  std::string type;  // the result types the op must infer, e.g. "f32[B, 8], f32[8]"
 };
 
 struct InvalidCase {
@@ -46,7 +49,7 @@ struct InvalidCase {
 std::vector<ValidCase> valid_cases();
 std::vector<InvalidCase> invalid_cases();
 
-// A whole graph holding `node` as `%r`, declared with result type `type`.
+// A whole graph holding `node` with results `%r`, `%r1`, ... declared with the types `type`.
 std::string case_graph(const std::string& node, const std::string& type);
 
 }  // namespace disc::ir::testing

@@ -1,0 +1,124 @@
+// Gradient ops: the backward of composite ops whose gradient is clearer (and fuses better) as one
+// op than as a chain of primitives. Each takes the forward operands it needs plus the incoming
+// gradient `dy`, and returns gradients shaped like those operands.
+#include "ir/op_registry.h"
+#include "ir/ops/ops.h"
+#include "ir/ops/shape_helpers.h"
+
+namespace disc::ir {
+namespace {
+
+// An op whose results have the types of the given operands, after checking that operand `dy`
+// matches operand `like` (the forward output's shape).
+OpDef grad_op(const std::string& name, const std::string& summary, int operands,
+              std::vector<int> result_like, int dy, int like) {
+  OpDef d{.name = name, .category = OpCategory::kNormalization, .summary = summary};
+  d.min_operands = d.max_operands = operands;
+  d.num_results = static_cast<int>(result_like.size());
+  d.flops_per_element = 8;
+  d.infer = [result_like, dy, like](InferContext& ctx) {
+    ctx.require_float(0);
+    same_dtype(ctx, like, dy);
+    unify_shapes(ctx, like, dy);
+    std::vector<TensorType> out;
+    for (int i : result_like) out.push_back(ctx.in(i));
+    return out;
+  };
+  return d;
+}
+
+std::vector<AttrSpec> window_attrs(bool conv) {
+  if (conv) {
+    return {{"stride", AttrKind::kInts, std::vector<int64_t>{1, 1}, {}},
+            {"padding", AttrKind::kInts, std::vector<int64_t>{0, 0}, {}},
+            {"dilation", AttrKind::kInts, std::vector<int64_t>{1, 1}, {}}};
+  }
+  return {{"kernel", AttrKind::kInts, std::nullopt, {}},
+          {"stride", AttrKind::kInts, std::nullopt, {}},
+          {"padding", AttrKind::kInts, std::vector<int64_t>{0, 0}, {}}};
+}
+
+// Checks that dy has the shape the forward op `forward` gives for the operands it shares.
+ShapeRule window_grad_rule(const std::string& forward, int forward_operands, int result) {
+  return [forward, forward_operands, result](InferContext& ctx) {
+    std::vector<const TensorType*> in;
+    for (int i = 0; i < forward_operands; ++i) in.push_back(&ctx.in(i));
+    auto y = infer_types(OpRegistry::instance().get(forward), in, ctx.attrs(), ctx.shapes());
+    same_dtype(ctx, 0, forward_operands);
+    const auto& dy = ctx.in(forward_operands).shape;
+    ctx.require(dy.size() == y[0].shape.size(), "dy must have the forward result's shape " +
+                                                    dims_str(y[0].shape));
+    for (size_t i = 0; i < dy.size(); ++i) {
+      ctx.unify(dy[i], y[0].shape[i], "dy dim " + std::to_string(i) + " must equal the forward result's");
+    }
+    return std::vector{ctx.in(result)};
+  };
+}
+
+}  // namespace
+
+void register_grad_ops(OpRegistry& r) {
+  OpDef gelu = grad_op("gelu_grad", "dy * gelu'(x)", 2, {0}, 1, 0);
+  gelu.category = OpCategory::kElementwise;
+  gelu.attrs = {{"approximate", AttrKind::kString, std::string("none"), {"none", "tanh"}}};
+  r.add(std::move(gelu));
+
+  for (const char* name : {"softmax_grad", "log_softmax_grad"}) {
+    OpDef d = grad_op(name,
+                      std::string(name) == "softmax_grad"
+                          ? "y * (dy - sum(dy * y, axis)) for y = softmax(x)"
+                          : "dy - exp(y) * sum(dy, axis) for y = log_softmax(x)",
+                      2, {0}, 1, 0);
+    d.attrs = {{"axis", AttrKind::kInt, int64_t{-1}, {}}};
+    r.add(std::move(d));
+  }
+
+  OpDef rms = grad_op("rms_norm_grad", "(dx, dweight) of rms_norm(x, weight) given dy", 3, {0, 1}, 2, 0);
+  rms.attrs = {{"eps", AttrKind::kFloat, 1e-6, {}}};
+  r.add(std::move(rms));
+
+  OpDef ln = grad_op("layer_norm_grad", "(dx, dweight, dbias) of layer_norm(x, weight, bias) given dy",
+                     3, {0, 1, 1}, 2, 0);
+  ln.attrs = {{"eps", AttrKind::kFloat, 1e-5, {}}};
+  r.add(std::move(ln));
+
+  OpDef ce{.name = "cross_entropy_grad", .category = OpCategory::kLoss,
+           .summary = "dlogits of cross_entropy(logits, labels) given the scalar dloss"};
+  ce.min_operands = ce.max_operands = 3;
+  ce.flops_per_element = 6;
+  ce.attrs = {{"ignore_index", AttrKind::kInt, int64_t{-100}, {}}};
+  ce.infer = [](InferContext& ctx) {
+    auto loss = infer_types(OpRegistry::instance().get("cross_entropy"), {&ctx.in(0), &ctx.in(1)},
+                            ctx.attrs(), ctx.shapes());
+    ctx.require(ctx.in(2).rank() == 0 && ctx.in(2).dtype == ctx.in(0).dtype,
+                "operand 2 (dloss) must be a scalar of the logits' dtype");
+    return std::vector{ctx.in(0)};
+  };
+  r.add(std::move(ce));
+
+  OpDef gi{.name = "conv2d_grad_input", .category = OpCategory::kConvolution,
+           .summary = "dx of conv2d(x, w) given dy; x gives only the shape"};
+  gi.min_operands = gi.max_operands = 3;
+  gi.attrs = window_attrs(true);
+  gi.infer = window_grad_rule("conv2d", 2, 0);
+  r.add(std::move(gi));
+
+  OpDef gw{.name = "conv2d_grad_weight", .category = OpCategory::kConvolution,
+           .summary = "dw of conv2d(x, w) given dy; w gives only the shape"};
+  gw.min_operands = gw.max_operands = 3;
+  gw.attrs = window_attrs(true);
+  gw.infer = window_grad_rule("conv2d", 2, 1);
+  r.add(std::move(gw));
+
+  for (const char* name : {"max_pool2d_grad", "avg_pool2d_grad"}) {
+    OpDef p{.name = name, .category = OpCategory::kConvolution,
+            .summary = std::string("dx of ") +
+                       std::string(name).substr(0, std::string(name).size() - 5) + "(x) given dy"};
+    p.min_operands = p.max_operands = 2;
+    p.attrs = window_attrs(false);
+    p.infer = window_grad_rule(std::string(name).substr(0, std::string(name).size() - 5), 1, 0);
+    r.add(std::move(p));
+  }
+}
+
+}  // namespace disc::ir
