@@ -48,4 +48,17 @@ class IoError : public Error {
   using Error::Error;
 };
 
+// Rethrows `e` with `prefix` in front of its message, keeping its type (callers add context such
+// as which node failed).
+[[noreturn]] inline void rethrow_with_context(const Error& e, const std::string& prefix) {
+  std::string m = prefix + e.what();
+  if (dynamic_cast<const OutOfMemory*>(&e)) throw OutOfMemory(m);
+  if (dynamic_cast<const ShapeError*>(&e)) throw ShapeError(m);
+  if (dynamic_cast<const VerifyError*>(&e)) throw VerifyError(m);
+  if (dynamic_cast<const ParseError*>(&e)) throw ParseError(m);
+  if (dynamic_cast<const IoError*>(&e)) throw IoError(m);
+  if (dynamic_cast<const InvalidArgument*>(&e)) throw InvalidArgument(m);
+  throw Error(m);
+}
+
 }  // namespace disc

@@ -166,6 +166,21 @@ void Graph::add_output(const std::string& name, Value* v) {
   outputs_.emplace_back(name, v);
 }
 
+void Graph::add_update(Value* argument, Value* value) {
+  std::string what = "update of %" + argument->name_;
+  if (argument->role_ != Role::kParameter && argument->role_ != Role::kState) {
+    throw VerifyError(what + ": only a param or state argument can be updated");
+  }
+  for (const auto& [arg, v] : updates_) {
+    if (arg == argument) throw VerifyError(what + ": the argument is updated twice");
+  }
+  if (argument->type_ != value->type_) {
+    throw VerifyError(what + ": the new value %" + value->name_ + " has type " + value->type_.str() +
+                      ", the argument " + argument->type_.str());
+  }
+  updates_.emplace_back(argument, value);
+}
+
 std::vector<Node*> Graph::nodes() const {
   std::vector<Node*> out;
   for (const auto& n : nodes_) out.push_back(n.get());
@@ -178,7 +193,8 @@ Value* Graph::find_value(const std::string& name) const {
 }
 
 bool Graph::is_output(const Value* v) const {
-  return std::any_of(outputs_.begin(), outputs_.end(), [&](const auto& o) { return o.second == v; });
+  return std::any_of(outputs_.begin(), outputs_.end(), [&](const auto& o) { return o.second == v; }) ||
+         std::any_of(updates_.begin(), updates_.end(), [&](const auto& u) { return u.second == v; });
 }
 
 void Graph::set_operand(Node* n, int i, Value* v) {
@@ -201,6 +217,9 @@ void Graph::replace_all_uses(Value* from, Value* to) {
     }
   }
   for (auto& [name, v] : outputs_) {
+    if (v == from) v = to;
+  }
+  for (auto& [arg, v] : updates_) {
     if (v == from) v = to;
   }
 }

@@ -104,12 +104,16 @@ class Graph {
   Value* add(const std::string& op, const std::vector<Value*>& operands, Attributes attrs = {},
              const std::string& name = "");
   void add_output(const std::string& name, Value* v);
+  // After a step, `argument` (a param or state) takes the value of `value` (an optimizer update).
+  void add_update(Value* argument, Value* value);
 
   const std::vector<Value*>& arguments() const { return arguments_; }
   std::vector<Node*> nodes() const;
   size_t num_nodes() const { return nodes_.size(); }
   const std::vector<std::pair<std::string, Value*>>& outputs() const { return outputs_; }
+  const std::vector<std::pair<Value*, Value*>>& updates() const { return updates_; }  // (argument, value)
   Value* find_value(const std::string& name) const;
+  // True when `v` is an output or the value of an update: it must outlive the step.
   bool is_output(const Value* v) const;
 
   // Editing, for passes.
@@ -137,6 +141,7 @@ class Graph {
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<Value*> arguments_;
   std::vector<std::pair<std::string, Value*>> outputs_;
+  std::vector<std::pair<Value*, Value*>> updates_;
   std::map<std::string, Value*, std::less<>> by_name_;
   int next_id_ = 0;
 };

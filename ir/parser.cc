@@ -58,6 +58,7 @@ class Parser {
   void argument_decl(Role role);
   void node_decl();
   void output_decl();
+  void update_decl();
   TensorType type();
   Attributes attributes();
   AttrValue attr_value();
@@ -114,7 +115,8 @@ void Parser::statement() {
   if (at_keyword("param")) return argument_decl(Role::kParameter);
   if (at_keyword("state")) return argument_decl(Role::kState);
   if (at_keyword("output")) return output_decl();
-  expected("a statement (`sym`, `input`, `param`, `state`, `%name = op(...)` or `output`)");
+  if (at_keyword("update")) return update_decl();
+  expected("a statement (`sym`, `input`, `param`, `state`, `%name = op(...)`, `output` or `update`)");
 }
 
 void Parser::symbol_decl() {
@@ -182,6 +184,15 @@ void Parser::output_decl() {
   Token at = tok_;
   Value* v = value_ref();
   at_location(at, [&] { graph_->add_output(name.empty() ? v->name() : name, v); });
+}
+
+void Parser::update_decl() {
+  take();
+  Token at = tok_;
+  Value* argument = value_ref();
+  expect(Tok::kEqual, "`=` after the updated argument");
+  Value* v = value_ref();
+  at_location(at, [&] { graph_->add_update(argument, v); });
 }
 
 Value* Parser::value_ref() {

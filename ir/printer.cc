@@ -74,6 +74,7 @@ std::string print_graph(const Graph& g) {
            types + "\n";
   }
   for (const auto& [name, v] : g.outputs()) out += "  output " + name + " = %" + v->name() + "\n";
+  for (const auto& [arg, v] : g.updates()) out += "  update %" + arg->name() + " = %" + v->name() + "\n";
   return out + "}\n";
 }
 

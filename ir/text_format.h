@@ -7,6 +7,7 @@
 //     %y = matmul(%x, %w) : f32[B, 10]
 //     %l = reduce_mean(%y) {axes = [0, 1]} : f32[]
 //     output loss = %l
+//     update %w = %w.new     // after the step, param %w takes %w.new's value (optimizers)
 //   }
 //
 // Attributes print sorted, and only where they differ from the op's default. Symbols print with

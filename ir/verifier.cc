@@ -77,6 +77,11 @@ void verify(const Graph& g) {
     std::multiset<const Node*> listed(v->users().begin(), v->users().end());
     if (listed != uses[v]) throw VerifyError("value %" + v->name() + " has a stale user list");
   }
+  for (const auto& [arg, v] : g.updates()) {
+    if (!defined.contains(v) || std::find(g.arguments().begin(), g.arguments().end(), arg) == g.arguments().end()) {
+      throw VerifyError("update of %" + arg->name() + " names a value that is not in the graph");
+    }
+  }
   std::set<std::string> output_names;
   for (const auto& [name, v] : g.outputs()) {
     if (!defined.contains(v)) throw VerifyError("output `" + name + "` names an undefined value");

@@ -1,6 +1,7 @@
 // Ops that make tensors from nothing: scalars, filled tensors and index ramps. Their results have
 // the role `constant`.
 #include "ir/op_registry.h"
+#include "ir/ops/index_math.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
 
@@ -12,6 +13,28 @@ void require_nonnegative_dims(InferContext& ctx, const std::vector<DimExpr>& dim
     ctx.require(ctx.shapes().compare(d, 0) != Ordering::kLT,
                 "`shape` has a negative dim " + d.str());
   }
+}
+
+// Fills out[0] with f(i) for every flat index i, in its dtype.
+template <typename F>
+void fill(const KernelArgs& a, F f) {
+  dispatch_number(a.out[0].dtype, a.op, [&](auto t) {
+    using T = decltype(t);
+    T* out = a.out[0].as<T>();
+    for (int64_t i = 0, n = a.out[0].numel(); i < n; ++i) out[i] = static_cast<T>(f(i));
+  });
+}
+
+void constant_kernel(const KernelArgs& a) {
+  double v = a.a().get_float("value");
+  fill(a, [v](int64_t) { return v; });
+}
+
+void iota_kernel(const KernelArgs& a) {
+  int axis = static_cast<int>(a.a().get_int("axis"));
+  if (axis < 0) axis += a.out[0].rank();
+  AxisSplit s = split_at(a.out[0].shape, axis);
+  fill(a, [s](int64_t i) { return (i / s.inner) % s.extent; });
 }
 
 }  // namespace
@@ -26,6 +49,7 @@ void register_constant_ops(OpRegistry& r) {
   constant.infer = [](InferContext& ctx) {
     return std::vector{TensorType{ctx.attrs().get_dtype("dtype"), {}}};
   };
+  constant.reference = constant_kernel;
   r.add(std::move(constant));
 
   OpDef full{.name = "full", .category = OpCategory::kConstant,
@@ -40,6 +64,7 @@ void register_constant_ops(OpRegistry& r) {
     require_nonnegative_dims(ctx, shape);
     return std::vector{TensorType{ctx.attrs().get_dtype("dtype"), shape}};
   };
+  full.reference = constant_kernel;
   r.add(std::move(full));
 
   OpDef iota{.name = "iota", .category = OpCategory::kConstant,
@@ -57,7 +82,23 @@ void register_constant_ops(OpRegistry& r) {
     ctx.require(t != DType::kBool, "`dtype` must be a number type");
     return std::vector{TensorType{t, shape}};
   };
+  iota.reference = iota_kernel;
   r.add(std::move(iota));
+
+  OpDef dim_value{.name = "dim_value", .category = OpCategory::kConstant,
+                  .summary = "a scalar holding the run-time value of the dim expression `dim`"};
+  dim_value.min_operands = dim_value.max_operands = 0;
+  dim_value.flops_per_element = 0;
+  dim_value.attrs = {{"dim", AttrKind::kDim, std::nullopt, {}},
+                     {"dtype", AttrKind::kDType, DType::kF32, {}}};
+  dim_value.infer = [](InferContext& ctx) {
+    return std::vector{TensorType{ctx.attrs().get_dtype("dtype"), {}}};
+  };
+  dim_value.reference = [](const KernelArgs& a) {
+    int64_t v = a.dim_attr("dim");
+    fill(a, [v](int64_t) { return static_cast<double>(v); });
+  };
+  r.add(std::move(dim_value));
 }
 
 }  // namespace disc::ir

@@ -1,5 +1,7 @@
 // 2-D convolution and pooling over NCHW tensors, for small CNNs.
+#include "ir/autodiff.h"
 #include "ir/op_registry.h"
+#include "ir/ops/kernels.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
 
@@ -63,6 +65,10 @@ OpDef pool(const std::string& name, const std::string& summary) {
              {"stride", AttrKind::kInts, std::nullopt, {}},
              {"padding", AttrKind::kInts, std::vector<int64_t>{0, 0}, {}}};
   d.infer = infer_pool2d;
+  d.grad = [name](GradContext& c) {
+    return std::vector<Value*>{c.add(name + "_grad", {c.x(0), c.dy[0]}, c.node.attrs())};
+  };
+  d.reference = name == "max_pool2d" ? ReferenceKernel(max_pool2d_kernel) : avg_pool2d_kernel;
   d.cost = [](const auto& in, const auto& out, const Attributes& a) {
     const auto& k = a.get_ints("kernel");
     OpCost c = input_proportional_cost(in, out, 0);
@@ -82,6 +88,12 @@ void register_conv_ops(OpRegistry& r) {
                 {"padding", AttrKind::kInts, std::vector<int64_t>{0, 0}, {}},
                 {"dilation", AttrKind::kInts, std::vector<int64_t>{1, 1}, {}}};
   conv.infer = infer_conv2d;
+  conv.grad = [](GradContext& c) {
+    const Attributes& a = c.node.attrs();
+    return std::vector<Value*>{c.add("conv2d_grad_input", {c.x(0), c.x(1), c.dy[0]}, a),
+                               c.add("conv2d_grad_weight", {c.x(0), c.x(1), c.dy[0]}, a)};
+  };
+  conv.reference = conv2d_kernel;
   conv.cost = [](const auto& in, const auto& out, const Attributes&) {
     OpCost c = input_proportional_cost(in, out, 0);
     const auto& w = in[1].shape;

@@ -1,4 +1,8 @@
 // Row gathers (embedding lookup) and their gradient, scatter-add.
+#include <algorithm>
+#include <cstring>
+
+#include "ir/autodiff.h"
 #include "ir/op_registry.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
@@ -33,6 +37,42 @@ std::vector<TensorType> infer_scatter_add(InferContext& ctx) {
   return {ctx.in(0)};
 }
 
+int64_t checked_row(const KernelArgs& a, const TensorRef& indices, int64_t i, int64_t rows) {
+  int64_t r = index_at(indices, i);
+  if (r < 0 || r >= rows) {
+    throw InvalidArgument(a.op + ": index " + std::to_string(r) + " at position " +
+                          std::to_string(i) + " is outside [0, " + std::to_string(rows) +
+                          "); check the token ids against the vocabulary size");
+  }
+  return r;
+}
+
+// out[i, :] = table[indices[i], :]
+void gather_kernel(const KernelArgs& a) {
+  const TensorRef &table = a.in[0], &indices = a.in[1];
+  int64_t row = dtype_size(table.dtype) * (table.numel() / std::max<int64_t>(table.shape[0], 1));
+  for (int64_t i = 0, n = indices.numel(); i < n; ++i) {
+    int64_t r = checked_row(a, indices, i, table.shape[0]);
+    std::memcpy(static_cast<char*>(a.out[0].data) + i * row, static_cast<const char*>(table.data) + r * row, row);
+  }
+}
+
+// out = base; out[indices[i], :] += updates[i, :], in index order (deterministic).
+void scatter_add_kernel(const KernelArgs& a) {
+  const TensorRef &base = a.in[0], &indices = a.in[1], &updates = a.in[2];
+  int64_t cols = base.numel() / std::max<int64_t>(base.shape[0], 1);
+  dispatch_number(base.dtype, a.op, [&](auto t) {
+    using T = decltype(t);
+    T* out = a.out[0].as<T>();
+    if (out != base.as<T>()) std::copy_n(base.as<T>(), base.numel(), out);
+    const T* u = updates.as<T>();
+    for (int64_t i = 0, n = indices.numel(); i < n; ++i) {
+      int64_t r = checked_row(a, indices, i, base.shape[0]);
+      for (int64_t c = 0; c < cols; ++c) out[r * cols + c] += u[i * cols + c];
+    }
+  });
+}
+
 }  // namespace
 
 void register_gather_ops(OpRegistry& r) {
@@ -41,12 +81,20 @@ void register_gather_ops(OpRegistry& r) {
   gather.min_operands = gather.max_operands = 2;
   gather.flops_per_element = 0;
   gather.infer = infer_gather;
+  gather.reference = gather_kernel;
+  gather.grad = [](GradContext& c) {
+    return std::vector<Value*>{c.add("scatter_add", {c.full_like(c.x(0), 0.0), c.x(1), c.dy[0]}), nullptr};
+  };
   r.add(std::move(gather));
 
   OpDef scatter{.name = "scatter_add", .category = OpCategory::kGatherScatter,
                 .summary = "base plus each update row added at its index (gather's gradient)"};
   scatter.min_operands = scatter.max_operands = 3;
   scatter.infer = infer_scatter_add;
+  scatter.reference = scatter_add_kernel;
+  scatter.grad = [](GradContext& c) {
+    return std::vector<Value*>{c.dy[0], nullptr, c.add("gather", {c.dy[0], c.x(1)})};
+  };
   r.add(std::move(scatter));
 }
 

@@ -2,6 +2,7 @@
 // op than as a chain of primitives. Each takes the forward operands it needs plus the incoming
 // gradient `dy`, and returns gradients shaped like those operands.
 #include "ir/op_registry.h"
+#include "ir/ops/kernels.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
 
@@ -61,6 +62,7 @@ void register_grad_ops(OpRegistry& r) {
   OpDef gelu = grad_op("gelu_grad", "dy * gelu'(x)", 2, {0}, 1, 0);
   gelu.category = OpCategory::kElementwise;
   gelu.attrs = {{"approximate", AttrKind::kString, std::string("none"), {"none", "tanh"}}};
+  gelu.reference = gelu_grad_kernel;
   r.add(std::move(gelu));
 
   for (const char* name : {"softmax_grad", "log_softmax_grad"}) {
@@ -70,16 +72,20 @@ void register_grad_ops(OpRegistry& r) {
                           : "dy - exp(y) * sum(dy, axis) for y = log_softmax(x)",
                       2, {0}, 1, 0);
     d.attrs = {{"axis", AttrKind::kInt, int64_t{-1}, {}}};
+    d.reference = std::string(name) == "softmax_grad" ? ReferenceKernel(softmax_grad_kernel)
+                                                      : log_softmax_grad_kernel;
     r.add(std::move(d));
   }
 
   OpDef rms = grad_op("rms_norm_grad", "(dx, dweight) of rms_norm(x, weight) given dy", 3, {0, 1}, 2, 0);
   rms.attrs = {{"eps", AttrKind::kFloat, 1e-6, {}}};
+  rms.reference = rms_norm_grad_kernel;
   r.add(std::move(rms));
 
   OpDef ln = grad_op("layer_norm_grad", "(dx, dweight, dbias) of layer_norm(x, weight, bias) given dy",
                      3, {0, 1, 1}, 2, 0);
   ln.attrs = {{"eps", AttrKind::kFloat, 1e-5, {}}};
+  ln.reference = layer_norm_grad_kernel;
   r.add(std::move(ln));
 
   OpDef ce{.name = "cross_entropy_grad", .category = OpCategory::kLoss,
@@ -87,6 +93,7 @@ void register_grad_ops(OpRegistry& r) {
   ce.min_operands = ce.max_operands = 3;
   ce.flops_per_element = 6;
   ce.attrs = {{"ignore_index", AttrKind::kInt, int64_t{-100}, {}}};
+  ce.reference = cross_entropy_grad_kernel;
   ce.infer = [](InferContext& ctx) {
     auto loss = infer_types(OpRegistry::instance().get("cross_entropy"), {&ctx.in(0), &ctx.in(1)},
                             ctx.attrs(), ctx.shapes());
@@ -101,6 +108,7 @@ void register_grad_ops(OpRegistry& r) {
   gi.min_operands = gi.max_operands = 3;
   gi.attrs = window_attrs(true);
   gi.infer = window_grad_rule("conv2d", 2, 0);
+  gi.reference = conv2d_grad_input_kernel;
   r.add(std::move(gi));
 
   OpDef gw{.name = "conv2d_grad_weight", .category = OpCategory::kConvolution,
@@ -108,6 +116,7 @@ void register_grad_ops(OpRegistry& r) {
   gw.min_operands = gw.max_operands = 3;
   gw.attrs = window_attrs(true);
   gw.infer = window_grad_rule("conv2d", 2, 1);
+  gw.reference = conv2d_grad_weight_kernel;
   r.add(std::move(gw));
 
   for (const char* name : {"max_pool2d_grad", "avg_pool2d_grad"}) {
@@ -116,6 +125,8 @@ void register_grad_ops(OpRegistry& r) {
                        std::string(name).substr(0, std::string(name).size() - 5) + "(x) given dy"};
     p.min_operands = p.max_operands = 2;
     p.attrs = window_attrs(false);
+    p.reference = std::string(name) == "max_pool2d_grad" ? ReferenceKernel(max_pool2d_grad_kernel)
+                                                         : avg_pool2d_grad_kernel;
     p.infer = window_grad_rule(std::string(name).substr(0, std::string(name).size() - 5), 1, 0);
     r.add(std::move(p));
   }

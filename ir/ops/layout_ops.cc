@@ -1,6 +1,10 @@
 // Ops that move or reinterpret data without arithmetic: broadcast, reshape, transpose, slice,
 // concat, pad.
+#include <cstring>
+
+#include "ir/autodiff.h"
 #include "ir/op_registry.h"
+#include "ir/ops/index_math.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
 
@@ -112,6 +116,153 @@ std::vector<TensorType> infer_pad(InferContext& ctx) {
   return {TensorType{ctx.in(0).dtype, shape}};
 }
 
+// Layout kernels move bytes, so one implementation serves every dtype.
+const char* bytes_of(const TensorRef& t) { return static_cast<const char*>(t.data); }
+char* bytes_of_mut(const TensorRef& t) { return static_cast<char*>(t.data); }
+
+// out[idx] = in[src(idx)] for every output multi-index; src returns a flat input index.
+template <typename F>
+void gather_elements(const KernelArgs& a, F src) {
+  const TensorRef &in = a.in[0], &out = a.out[0];
+  int64_t size = dtype_size(in.dtype);
+  if (out.numel() == 0) return;
+  std::vector<int64_t> idx(out.shape.size(), 0);
+  int64_t o = 0;
+  do {
+    std::memcpy(bytes_of_mut(out) + o++ * size, bytes_of(in) + src(idx) * size, size);
+  } while (next_index(idx, out.shape));
+}
+
+void reshape_kernel(const KernelArgs& a) {
+  std::memcpy(a.out[0].data, a.in[0].data, a.in[0].bytes());
+}
+
+void broadcast_kernel(const KernelArgs& a) {
+  const auto& dims = a.a().get_ints("dims");
+  const auto& in_shape = a.in[0].shape;
+  auto strides = row_major_strides(in_shape);
+  gather_elements(a, [&](const std::vector<int64_t>& idx) {
+    int64_t flat = 0;
+    for (size_t i = 0; i < dims.size(); ++i) flat += (in_shape[i] == 1 ? 0 : idx[dims[i]]) * strides[i];
+    return flat;
+  });
+}
+
+void transpose_kernel(const KernelArgs& a) {
+  const auto& perm = a.a().get_ints("perm");
+  auto strides = row_major_strides(a.in[0].shape);
+  gather_elements(a, [&](const std::vector<int64_t>& idx) {
+    int64_t flat = 0;
+    for (size_t i = 0; i < perm.size(); ++i) flat += idx[i] * strides[perm[i]];
+    return flat;
+  });
+}
+
+void slice_kernel(const KernelArgs& a) {
+  int axis = static_cast<int>(a.a().get_int("axis"));
+  if (axis < 0) axis += a.in[0].rank();
+  int64_t start = a.dim_attr("start"), limit = a.dim_attr("limit");
+  if (start < 0 || limit < start || limit > a.in[0].shape[axis]) {
+    throw ShapeError("slice [" + std::to_string(start) + ", " + std::to_string(limit) +
+                     ") is outside dim " + std::to_string(axis) + " of size " +
+                     std::to_string(a.in[0].shape[axis]));
+  }
+  auto strides = row_major_strides(a.in[0].shape);
+  gather_elements(a, [&](const std::vector<int64_t>& idx) {
+    int64_t flat = 0;
+    for (size_t i = 0; i < idx.size(); ++i) flat += (idx[i] + (static_cast<int>(i) == axis ? start : 0)) * strides[i];
+    return flat;
+  });
+}
+
+void concat_kernel(const KernelArgs& a) {
+  int axis = static_cast<int>(a.a().get_int("axis"));
+  if (axis < 0) axis += a.out[0].rank();
+  int64_t size = dtype_size(a.out[0].dtype);
+  AxisSplit out = split_at(a.out[0].shape, axis);
+  int64_t offset = 0;  // along the axis
+  for (const TensorRef& in : a.in) {
+    AxisSplit s = split_at(in.shape, axis);
+    int64_t run = s.extent * s.inner * size;  // one outer row of this operand, contiguous
+    for (int64_t o = 0; o < s.outer; ++o) {
+      std::memcpy(bytes_of_mut(a.out[0]) + (o * out.extent + offset) * out.inner * size,
+                  bytes_of(in) + o * run, run);
+    }
+    offset += s.extent;
+  }
+}
+
+void pad_kernel(const KernelArgs& a) {
+  auto low = a.dims_attr("low");
+  const TensorRef &in = a.in[0], &out = a.out[0];
+  double value = a.a().get_float("value");
+  // Fill with the pad value, then copy the operand into place.
+  dispatch_number(out.dtype, a.op, [&](auto t) {
+    using T = decltype(t);
+    std::fill_n(out.as<T>(), out.numel(), static_cast<T>(value));
+  });
+  if (in.numel() == 0) return;
+  int64_t size = dtype_size(in.dtype);
+  auto out_strides = row_major_strides(out.shape);
+  std::vector<int64_t> idx(in.shape.size(), 0);
+  int64_t i = 0;
+  do {
+    int64_t flat = 0;
+    for (size_t d = 0; d < idx.size(); ++d) flat += (idx[d] + low[d]) * out_strides[d];
+    std::memcpy(bytes_of_mut(out) + flat * size, bytes_of(in) + i++ * size, size);
+  } while (next_index(idx, in.shape));
+}
+
+std::vector<Value*> broadcast_grad(GradContext& c) {
+  // Sum over the new dims and over the size-1 dims that were stretched.
+  std::vector<int> kept;
+  const auto& dims = c.node.attrs().get_ints("dims");
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (!(c.x(0)->shape()[i] == DimExpr(1))) kept.push_back(static_cast<int>(dims[i]));
+  }
+  return {c.sum_to(c.dy[0], kept, c.x(0)->type())};
+}
+
+std::vector<Value*> transpose_grad(GradContext& c) {
+  const auto& perm = c.node.attrs().get_ints("perm");
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int64_t>(i);
+  return {c.add("transpose", {c.dy[0]}, {{"perm", inverse}})};
+}
+
+std::vector<Value*> slice_grad(GradContext& c) {
+  int rank = c.x(0)->rank();
+  int64_t axis = c.node.attrs().get_int("axis");
+  if (axis < 0) axis += rank;
+  std::vector<DimExpr> low(rank, 0), high(rank, 0);
+  low[axis] = c.node.attrs().get_dim("start");
+  high[axis] = c.x(0)->shape()[axis] - c.node.attrs().get_dim("limit");
+  return {c.add("pad", {c.dy[0]}, {{"low", low}, {"high", high}})};
+}
+
+std::vector<Value*> concat_grad(GradContext& c) {
+  int64_t axis = c.node.attrs().get_int("axis");
+  if (axis < 0) axis += c.y()->rank();
+  std::vector<Value*> out;
+  DimExpr offset = 0;
+  for (const Value* in : c.node.operands()) {
+    DimExpr limit = offset + in->shape()[axis];
+    out.push_back(c.add("slice", {c.dy[0]}, {{"axis", axis}, {"start", offset}, {"limit", limit}}));
+    offset = limit;
+  }
+  return out;
+}
+
+std::vector<Value*> pad_grad(GradContext& c) {
+  const auto& low = c.node.attrs().get_dims("low");
+  Value* v = c.dy[0];
+  for (int d = 0; d < c.x(0)->rank(); ++d) {
+    if (low[d].is_zero() && c.node.attrs().get_dims("high")[d].is_zero()) continue;
+    v = c.add("slice", {v}, {{"axis", int64_t{d}}, {"start", low[d]}, {"limit", low[d] + c.x(0)->shape()[d]}});
+  }
+  return {v};
+}
+
 }  // namespace
 
 void register_layout_ops(OpRegistry& r) {
@@ -122,16 +273,24 @@ void register_layout_ops(OpRegistry& r) {
   broadcast.attrs = {{"shape", AttrKind::kDims, std::nullopt, {}},
                      {"dims", AttrKind::kInts, std::nullopt, {}}};
   broadcast.infer = infer_broadcast;
+  broadcast.grad = broadcast_grad;
+  broadcast.reference = broadcast_kernel;
   r.add(std::move(broadcast));
 
   OpDef reshape = layout("reshape", "same elements, row-major, in `shape`", OpCategory::kLayout);
   reshape.attrs = {{"shape", AttrKind::kDims, std::nullopt, {}}};
   reshape.infer = infer_reshape;
+  reshape.grad = [](GradContext& c) {
+    return std::vector<Value*>{c.add("reshape", {c.dy[0]}, {{"shape", c.x(0)->shape()}})};
+  };
+  reshape.reference = reshape_kernel;
   r.add(std::move(reshape));
 
   OpDef transpose = layout("transpose", "result dim i is operand dim perm[i]", OpCategory::kLayout);
   transpose.attrs = {{"perm", AttrKind::kInts, std::nullopt, {}}};
   transpose.infer = infer_transpose;
+  transpose.grad = transpose_grad;
+  transpose.reference = transpose_kernel;
   r.add(std::move(transpose));
 
   OpDef slice = layout("slice", "elements [start, limit) along `axis`", OpCategory::kLayout);
@@ -139,12 +298,16 @@ void register_layout_ops(OpRegistry& r) {
                  {"start", AttrKind::kDim, std::nullopt, {}},
                  {"limit", AttrKind::kDim, std::nullopt, {}}};
   slice.infer = infer_slice;
+  slice.grad = slice_grad;
+  slice.reference = slice_kernel;
   r.add(std::move(slice));
 
   OpDef concat = layout("concat", "operands joined along `axis`", OpCategory::kLayout);
   concat.max_operands = -1;
   concat.attrs = {{"axis", AttrKind::kInt, std::nullopt, {}}};
   concat.infer = infer_concat;
+  concat.grad = concat_grad;
+  concat.reference = concat_kernel;
   r.add(std::move(concat));
 
   OpDef pad = layout("pad", "adds low[d] and high[d] elements of `value` around each dim d",
@@ -153,6 +316,8 @@ void register_layout_ops(OpRegistry& r) {
                {"high", AttrKind::kDims, std::nullopt, {}},
                {"value", AttrKind::kFloat, 0.0, {}}};
   pad.infer = infer_pad;
+  pad.grad = pad_grad;
+  pad.reference = pad_kernel;
   r.add(std::move(pad));
 }
 

@@ -1,6 +1,9 @@
 // Matrix products: [..., M, K] x [..., K, N] -> [..., M, N], optionally with either operand's
 // last two dims transposed. A rank-2 right operand is shared by every batch entry (the weight of
 // a linear layer applied to [B, S, D] activations).
+#include <algorithm>
+
+#include "ir/autodiff.h"
 #include "ir/op_registry.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
@@ -41,6 +44,63 @@ OpCost matmul_cost(const std::vector<TensorType>& in, const std::vector<TensorTy
   return c;
 }
 
+// C[b] = op(A[b]) x op(B[b]) with plain loops, accumulating in double. Devices use a library GEMM;
+// this is the oracle they are tested against.
+void matmul_kernel(const KernelArgs& a) {
+  const TensorRef &ta = a.in[0], &tb = a.in[1], &tc = a.out[0];
+  bool tra = a.a().get_bool("transpose_a"), trb = a.a().get_bool("transpose_b");
+  int64_t m = tc.dim(-2), n = tc.dim(-1), k = ta.dim(tra ? -2 : -1);
+  int64_t batch = tc.numel() / std::max<int64_t>(m * n, 1);
+  bool shared_b = tb.rank() == 2;
+  dispatch_float(ta.dtype, a.op, [&](auto t) {
+    using T = decltype(t);
+    for (int64_t b = 0; b < batch; ++b) {
+      const T* A = ta.as<T>() + b * m * k;            // (m, k) or (k, m)
+      const T* B = tb.as<T>() + (shared_b ? 0 : b * k * n);  // (k, n) or (n, k)
+      T* C = tc.as<T>() + b * m * n;                  // (m, n)
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          double acc = 0;
+          for (int64_t p = 0; p < k; ++p) {
+            acc += static_cast<double>(tra ? A[p * m + i] : A[i * k + p]) *
+                   static_cast<double>(trb ? B[j * k + p] : B[p * n + j]);
+          }
+          C[i * n + j] = static_cast<T>(acc);
+        }
+      }
+    }
+  });
+}
+
+Value* mm(GradContext& c, Value* a, Value* b, bool ta, bool tb) {
+  return c.add("matmul", {a, b}, {{"transpose_a", ta}, {"transpose_b", tb}});
+}
+
+// For C = op(A) op(B): dA and dB from dC, by the four transpose cases. A rank-2 B shared by a
+// batch gets its batched gradient summed over the batch dims.
+std::vector<Value*> matmul_grad(GradContext& c) {
+  bool ta = c.node.attrs().get_bool("transpose_a"), tb = c.node.attrs().get_bool("transpose_b");
+  Value *a = c.x(0), *b = c.x(1), *dc = c.dy[0];
+  Value* b_for_da = b;
+  if (ta && b->rank() == 2 && a->rank() > 2) {
+    // dA's product puts B first; a rank-2 first operand cannot be shared, so stretch it.
+    std::vector<DimExpr> shape(a->shape().begin(), a->shape().end() - 2);
+    shape.insert(shape.end(), b->shape().begin(), b->shape().end());
+    int64_t r = static_cast<int64_t>(shape.size());
+    b_for_da = c.add("broadcast", {b}, {{"shape", shape}, {"dims", std::vector<int64_t>{r - 2, r - 1}}});
+  }
+  Value* da = ta ? (tb ? mm(c, b_for_da, dc, true, true) : mm(c, b_for_da, dc, false, true))
+                 : (tb ? mm(c, dc, b, false, false) : mm(c, dc, b, false, true));
+  Value* db = tb ? (ta ? mm(c, dc, a, true, true) : mm(c, dc, a, true, false))
+                 : (ta ? mm(c, a, dc, false, false) : mm(c, a, dc, true, false));
+  if (b->rank() == 2 && db->rank() > 2) {
+    std::vector<int64_t> batch_axes;
+    for (int d = 0; d < db->rank() - 2; ++d) batch_axes.push_back(d);
+    db = c.add("reduce_sum", {db}, {{"axes", batch_axes}});
+  }
+  return {da, db};
+}
+
 }  // namespace
 
 void register_matmul_ops(OpRegistry& r) {
@@ -51,6 +111,8 @@ void register_matmul_ops(OpRegistry& r) {
                   {"transpose_b", AttrKind::kBool, false, {}}};
   matmul.infer = infer_matmul;
   matmul.cost = matmul_cost;
+  matmul.reference = matmul_kernel;
+  matmul.grad = matmul_grad;
   r.add(std::move(matmul));
 }
 

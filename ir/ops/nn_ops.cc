@@ -3,12 +3,27 @@
 // reduction with the elementwise work around it.
 #include <limits>
 
+#include "ir/autodiff.h"
 #include "ir/op_registry.h"
+#include "ir/ops/kernels.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
 
 namespace disc::ir {
 namespace {
+
+// The forward node's attributes, for gradient ops that take the same ones.
+Attributes same_attrs(const GradContext& c) { return c.node.attrs(); }
+
+std::vector<Value*> softmax_grad(GradContext& c) {
+  return {c.add(c.node.op().name + "_grad", {c.y(), c.dy[0]}, same_attrs(c))};
+}
+
+std::vector<Value*> norm_grad(GradContext& c) {
+  // (dx, dweight) or (dx, dweight, dbias)
+  return c.add_all(c.node.op().name + "_grad", {c.x(0), c.x(1), c.dy[0]}, same_attrs(c));
+}
+
 
 OpDef softmax_like(const std::string& name, const std::string& summary) {
   OpDef d{.name = name, .category = OpCategory::kNormalization, .summary = summary};
@@ -19,6 +34,8 @@ OpDef softmax_like(const std::string& name, const std::string& summary) {
     ctx.axis(ctx.attrs().get_int("axis"), ctx.in(0).rank(), "axis");
     return std::vector{ctx.in(0)};
   };
+  d.grad = softmax_grad;
+  d.reference = name == "softmax" ? ReferenceKernel(softmax_kernel) : log_softmax_kernel;
   return d;
 }
 
@@ -43,6 +60,8 @@ OpDef norm(const std::string& name, const std::string& summary, int operands, do
     for (int i = 1; i < operands; ++i) require_feature_vector(ctx, i);
     return std::vector{ctx.in(0)};
   };
+  d.grad = norm_grad;
+  d.reference = name == "rms_norm" ? ReferenceKernel(rms_norm_kernel) : layer_norm_kernel;
   return d;
 }
 
@@ -104,6 +123,10 @@ void register_nn_ops(OpRegistry& r) {
   ce.min_operands = ce.max_operands = 2;
   ce.attrs = {{"ignore_index", AttrKind::kInt, int64_t{-100}, {}}};
   ce.infer = infer_cross_entropy;
+  ce.grad = [](GradContext& c) {
+    return std::vector<Value*>{c.add("cross_entropy_grad", {c.x(0), c.x(1), c.dy[0]}, same_attrs(c)), nullptr};
+  };
+  ce.reference = cross_entropy_kernel;
   ce.cost = [](const auto& in, const auto& out, const Attributes&) {
     return input_proportional_cost(in, out, 5);
   };
@@ -117,12 +140,22 @@ void register_nn_ops(OpRegistry& r) {
                 {"theta", AttrKind::kFloat, 10000.0, {}},
                 {"inverse", AttrKind::kBool, false, {}}};  // rotate by -angle: rope's gradient
   rope.infer = infer_rope;
+  rope.grad = [](GradContext& c) {  // a rotation's transpose is the opposite rotation
+    Attributes a = same_attrs(c);
+    a.set("inverse", !a.get_bool("inverse"));
+    return std::vector<Value*>{c.add("rope", {c.dy[0]}, a)};
+  };
+  rope.reference = rope_kernel;
   r.add(std::move(rope));
 
   OpDef mask{.name = "causal_mask", .category = OpCategory::kElementwise,
              .summary = "scores [..., S, T] with `value` where key j > query i + (T - S)"};
   mask.attrs = {{"value", AttrKind::kFloat, -std::numeric_limits<double>::infinity(), {}}};
   mask.infer = infer_causal_mask;
+  mask.grad = [](GradContext& c) {  // masked positions are constants: no gradient reaches x
+    return std::vector<Value*>{c.add("causal_mask", {c.dy[0]}, {{"value", 0.0}})};
+  };
+  mask.reference = causal_mask_kernel;
   r.add(std::move(mask));
 
   OpDef dropout{.name = "dropout", .category = OpCategory::kRandom,
@@ -133,6 +166,10 @@ void register_nn_ops(OpRegistry& r) {
   dropout.attrs = {{"rate", AttrKind::kFloat, std::nullopt, {}},
                    {"stream", AttrKind::kInt, int64_t{0}, {}}};
   dropout.infer = infer_dropout;
+  dropout.grad = [](GradContext& c) {  // the same (seed, stream) draws the same mask
+    return std::vector<Value*>{c.add("dropout", {c.dy[0], c.x(1)}, same_attrs(c)), nullptr};
+  };
+  dropout.reference = dropout_kernel;
   r.add(std::move(dropout));
 }
 

@@ -2,6 +2,7 @@
 // marks them as updates of the parameter and state arguments, which the executor applies in
 // place. The learning rate is a scalar operand so schedules live outside the graph.
 #include "ir/op_registry.h"
+#include "ir/ops/kernels.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
 
@@ -41,6 +42,7 @@ void register_optimizer_ops(OpRegistry& r) {
                {"weight_decay", AttrKind::kFloat, 0.0, {}},
                {"nesterov", AttrKind::kBool, false, {}}};
   sgd.infer = update_rule(3, false, 2);
+  sgd.reference = sgd_update_kernel;
   r.add(std::move(sgd));
 
   OpDef adamw{.name = "adamw_update", .category = OpCategory::kElementwise,
@@ -54,6 +56,7 @@ void register_optimizer_ops(OpRegistry& r) {
                  {"eps", AttrKind::kFloat, 1e-8, {}},
                  {"weight_decay", AttrKind::kFloat, 0.01, {}}};
   adamw.infer = update_rule(4, true, 3);
+  adamw.reference = adamw_update_kernel;
   r.add(std::move(adamw));
 }
 

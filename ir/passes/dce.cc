@@ -1,4 +1,4 @@
-// Removes nodes whose results no output depends on.
+// Removes nodes whose results no output or update depends on.
 // Needs: a verified graph. Keeps: every output's value; arguments stay (they are the interface).
 #include <set>
 
@@ -16,6 +16,7 @@ class DcePass final : public Pass {
   bool run(Graph& g) override {
     std::set<const Value*> live;
     for (const auto& [name, v] : g.outputs()) live.insert(v);
+    for (const auto& [arg, v] : g.updates()) live.insert(v);
     std::set<const Node*> dead;
     auto nodes = g.nodes();
     for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {

@@ -32,6 +32,7 @@ std::vector<ValidCase> valid_cases() {
   std::vector<ValidCase> more = {
       {"select", "select(%c, %x, %y)", "f32[B, S, 8]"},
       {"cast", "cast(%x) {dtype = bf16}", "bf16[B, S, 8]"},
+      {"cast", "cast(%x) {dtype = f64}", "f64[B, S, 8]"},
       {"constant", "constant() {value = 2.5}", "f32[]"},
       {"constant", "constant() {dtype = i32, value = 3.0}", "i32[]"},
       {"full", "full() {shape = [B, 4], value = 1.0}", "f32[B, 4]"},
@@ -72,6 +73,7 @@ std::vector<ValidCase> valid_cases() {
       {"avg_pool2d", "avg_pool2d(%img) {kernel = [3, 3], padding = [1, 1], stride = [1, 1]}",
        "f32[B, 3, 32, 32]"},
       {"pad", "pad(%x) {high = [0, 0, 0], low = [0, S, 0]}", "f32[B, 2*S, 8]"},
+      {"dim_value", "dim_value() {dim = B*S + 1}", "f32[]"},
       {"rope", "rope(%h) {inverse = true}", "f32[B, S, 2, 8]"},
       {"gelu_grad", "gelu_grad(%x, %y)", "f32[B, S, 8]"},
       {"softmax_grad", "softmax_grad(%x, %y)", "f32[B, S, 8]"},
@@ -152,6 +154,7 @@ std::vector<InvalidCase> invalid_cases() {
       {"max_pool2d", "max_pool2d(%img) {kernel = [2, 2]}", "missing attribute `stride`"},
       {"avg_pool2d", "avg_pool2d(%img) {kernel = [2], stride = [2, 2]}", "needs 2 entries"},
       {"gelu_grad", "gelu_grad(%x, %m)", "ranks differ"},
+      {"dim_value", "dim_value(%x) {dim = B}", "takes 0 operands, got 1"},
       {"softmax_grad", "softmax_grad(%x, %xi)", "insert a cast"},
       {"log_softmax_grad", "log_softmax_grad(%xi, %xi)", "expected a float dtype"},
       {"rms_norm_grad", "rms_norm_grad(%x, %v8, %m)", "ranks differ"},

@@ -123,7 +123,7 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"graph @g {\n  sym B in [1, 8]\n  input %x : f32[B/3]\n}", "m.disc:3:19: B is not exactly divisible by 3"},
         Malformed{"graph @g {\n  sym f32 in [1, 8]\n}", "m.disc:2:3: `f32` is reserved and cannot name a symbol"},
         Malformed{"graph @g {\n}\ngraph @h {\n}", "m.disc:3:1: expected end of input after the graph's `}`, found `graph`"},
-        Malformed{"graph @g {\n  input %x : f32[4]\n  oops\n}", "m.disc:3:3: expected a statement (`sym`, `input`, `param`, `state`, `%name = op(...)` or `output`), found `oops`"}));
+        Malformed{"graph @g {\n  input %x : f32[4]\n  oops\n}", "m.disc:3:3: expected a statement (`sym`, `input`, `param`, `state`, `%name = op(...)`, `output` or `update`), found `oops`"}));
 
 TEST(TextFormat, DeepNestingIsAnErrorNotACrash) {
   std::string deep = "graph @g {\n  input %x : f32[" + std::string(10000, '(') + "1" +

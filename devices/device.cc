@@ -1,0 +1,50 @@
+// Argument checks shared by every device's GEMM, so that each backend rejects the same calls
+// with the same messages.
+#include "devices/device.h"
+
+#include <string>
+
+namespace disc::devices {
+namespace {
+
+std::string sizes(const GemmArgs& g) {
+  return "batch=" + std::to_string(g.batch) + " m=" + std::to_string(g.m) +
+         " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k);
+}
+
+// A batch stride must be 0 (only where sharing is allowed) or step past a whole matrix, so
+// that entries never overlap.
+void check_stride(const GemmArgs& g, const char* which, int64_t stride, int64_t matrix,
+                  bool may_share) {
+  if (g.batch <= 1) return;
+  if (stride == 0 && may_share) return;
+  if (stride < matrix) {
+    throw InvalidArgument(std::string("gemm: batch_stride_") + which + "=" +
+                          std::to_string(stride) + " is smaller than one matrix (" +
+                          std::to_string(matrix) + " elements) for " + sizes(g) +
+                          ": pass a stride of at least the matrix size" +
+                          (may_share ? ", or 0 to share one matrix" : ""));
+  }
+}
+
+}  // namespace
+
+void check_gemm_args(const GemmArgs& g) {
+  if (g.dtype != ir::DType::kF32 && g.dtype != ir::DType::kF64) {
+    throw InvalidArgument("gemm: dtype " + std::string(ir::dtype_name(g.dtype)) +
+                          " is not supported: cast the operands to f32 (or f64)");
+  }
+  if (g.batch < 0 || g.m < 0 || g.n < 0 || g.k < 0) {
+    throw InvalidArgument("gemm: negative size in " + sizes(g) + ": every size must be >= 0");
+  }
+  if (g.batch == 0 || g.m == 0 || g.n == 0) return;  // C is empty: nothing is touched
+  if (g.c == nullptr || (g.k > 0 && (g.a == nullptr || g.b == nullptr))) {
+    throw InvalidArgument("gemm: null operand pointer for " + sizes(g) +
+                          ": pass allocated a, b and c");
+  }
+  check_stride(g, "a", g.batch_stride_a, g.m * g.k, /*may_share=*/false);
+  check_stride(g, "b", g.batch_stride_b, g.k * g.n, /*may_share=*/true);
+  check_stride(g, "c", g.batch_stride_c, g.m * g.n, /*may_share=*/false);
+}
+
+}  // namespace disc::devices

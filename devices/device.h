@@ -1,0 +1,87 @@
+// The Device interface: what the engine, the memory governor and the JIT need from a piece of
+// hardware. A device allocates and frees, copies, synchronizes and runs library GEMMs; it knows
+// no graph. Loading and launching compiled kernels join this interface with jit/.
+//
+//   auto dev = devices::make_cpu_device(/*threads=*/0);      // 0: every hardware thread
+//   float* a = static_cast<float*>(dev->allocate(m * k * sizeof(float)));
+//   ...
+//   devices::GemmArgs g{.dtype = ir::DType::kF32, .batch = 1, .m = m, .n = n, .k = k,
+//                       .a = a, .b = b, .c = c};
+//   dev->gemm(g);                                           // C = A * B
+//   dev->synchronize();
+//   dev->deallocate(a, m * k * sizeof(float));
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ir/dtype.h"
+#include "ir/error.h"
+
+namespace disc::devices {
+
+// Every allocation is aligned to this, so kernels may use full-width aligned vector loads.
+inline constexpr size_t kAllocAlignment = 64;
+
+struct MemoryInfo {
+  int64_t total_bytes = 0;
+  int64_t free_bytes = 0;  // what can still be allocated without swapping
+};
+
+enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
+
+// C = op(A) * op(B) for `batch` independent products, in row-major storage:
+//   A: [batch, m, k], or [batch, k, m] when transpose_a
+//   B: [batch, k, n], or [batch, n, k] when transpose_b
+//   C: [batch, m, n], overwritten (beta = 0)
+// Batch strides are in elements; batch_stride_b == 0 means one B shared by every batch entry
+// (a weight matrix applied to a batch of activations). Within a matrix, rows are dense.
+struct GemmArgs {
+  ir::DType dtype = ir::DType::kF32;  // f32 or f64
+  int64_t batch = 1;
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  bool transpose_a = false;
+  bool transpose_b = false;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+  int64_t batch_stride_a = 0;
+  int64_t batch_stride_b = 0;
+  int64_t batch_stride_c = 0;
+};
+
+// Throws InvalidArgument when `g` cannot describe a product (negative sizes, a missing pointer,
+// overlapping C entries, a dtype other than f32/f64). Backends call it before dispatching.
+void check_gemm_args(const GemmArgs& g);
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  virtual std::string name() const = 0;  // "cpu", "cuda:0"
+  // True when the device's memory is directly addressable by the CPU (no copies needed).
+  virtual bool is_host() const = 0;
+  virtual MemoryInfo memory_info() const = 0;
+
+  // kAllocAlignment-aligned; throws OutOfMemory naming the size when it cannot be had.
+  virtual void* allocate(size_t bytes) = 0;
+  // `bytes` is the size passed to allocate (devices with sized pools need it).
+  virtual void deallocate(void* p, size_t bytes) = 0;
+  // dst and src must not overlap. May be asynchronous where the device has streams.
+  virtual void copy(void* dst, const void* src, size_t bytes, CopyKind kind) = 0;
+  // Waits until every copy and kernel issued so far has finished.
+  virtual void synchronize() = 0;
+
+  virtual void gemm(const GemmArgs& g) = 0;
+  // Host threads the device's kernels may use (CPU: TBB and oneDNN's OpenMP pool).
+  virtual int threads() const = 0;
+};
+
+// The CPU device. threads <= 0 means every hardware thread.
+std::unique_ptr<Device> make_cpu_device(int threads);
+
+}  // namespace disc::devices

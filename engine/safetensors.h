@@ -1,0 +1,25 @@
+// The safetensors file format: an 8-byte little-endian header length, a JSON header naming each
+// tensor's dtype, shape and byte range (plus optional string metadata), then the raw data.
+// Used for reference data in tests and for checkpoints.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "engine/tensor.h"
+
+namespace disc::engine {
+
+struct TensorFile {
+  std::map<std::string, std::string> metadata;
+  std::map<std::string, Tensor> tensors;
+};
+
+// Throws IoError for a file that cannot be read or is not valid safetensors (saying what is wrong).
+TensorFile read_safetensors(const std::string& path, memory::Allocator& alloc);
+
+// Writes atomically: a temporary file beside `path`, fsync, then rename over `path`.
+void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace disc::engine

@@ -1,0 +1,30 @@
+#include "engine/tensor.h"
+
+namespace disc::engine {
+
+Tensor Tensor::empty(ir::DType dtype, std::vector<int64_t> shape, memory::Allocator& alloc) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  for (int64_t d : t.shape_) {
+    if (d < 0) throw InvalidArgument("tensor shape " + t.describe() + " has a negative dim");
+  }
+  size_t bytes = static_cast<size_t>(t.bytes());
+  t.storage_ = std::make_shared<Storage>(alloc, bytes);
+  return t;
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape_) n *= d;
+  return n;
+}
+
+std::string Tensor::describe() const {
+  std::string s(ir::dtype_name(dtype_));
+  s += '[';
+  for (size_t i = 0; i < shape_.size(); ++i) s += (i ? ", " : "") + std::to_string(shape_[i]);
+  return s + ']';
+}
+
+}  // namespace disc::engine

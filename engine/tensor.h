@@ -1,0 +1,73 @@
+// A dense, row-major tensor whose storage comes from a memory::Allocator and returns to it when
+// the last Tensor sharing it goes away. Copies of a Tensor share storage.
+//
+//   auto t = engine::Tensor::from<float>({2, 3}, {1, 2, 3, 4, 5, 6}, alloc);
+//   float* p = t.data<float>();
+#pragma once
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/tensor_ref.h"
+#include "memory/allocator.h"
+
+namespace disc::engine {
+
+class Tensor {
+ public:
+  Tensor() = default;
+  static Tensor empty(ir::DType dtype, std::vector<int64_t> shape, memory::Allocator& alloc);
+  template <typename T>
+  static Tensor from(std::vector<int64_t> shape, const std::vector<T>& values, memory::Allocator& alloc);
+
+  bool defined() const { return storage_ != nullptr; }
+  ir::DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int64_t numel() const;
+  int64_t bytes() const { return numel() * ir::dtype_size(dtype_); }
+  void* raw() const { return storage_ ? storage_->data : nullptr; }
+  template <typename T>
+  T* data() const {
+    return static_cast<T*>(raw());
+  }
+  template <typename T>
+  std::vector<T> to_vector() const {
+    return std::vector<T>(data<T>(), data<T>() + numel());
+  }
+  ir::TensorRef ref() const { return {dtype_, shape_, raw()}; }
+  std::string describe() const;  // "f32[2, 3]"
+
+ private:
+  struct Storage {
+    Storage(memory::Allocator& a, size_t n) : alloc(&a), data(a.allocate(n)), bytes(n) {}
+    Storage(const Storage&) = delete;
+    Storage& operator=(const Storage&) = delete;
+    ~Storage() { alloc->deallocate(data, bytes); }
+    memory::Allocator* alloc;
+    void* data;
+    size_t bytes;
+  };
+  ir::DType dtype_ = ir::DType::kF32;
+  std::vector<int64_t> shape_;
+  std::shared_ptr<Storage> storage_;
+};
+
+template <typename T>
+Tensor Tensor::from(std::vector<int64_t> shape, const std::vector<T>& values, memory::Allocator& alloc) {
+  ir::DType dt = std::is_same_v<T, float>     ? ir::DType::kF32
+                 : std::is_same_v<T, double>  ? ir::DType::kF64
+                 : std::is_same_v<T, int32_t> ? ir::DType::kI32
+                 : std::is_same_v<T, int64_t> ? ir::DType::kI64
+                                              : ir::DType::kBool;
+  Tensor t = empty(dt, std::move(shape), alloc);
+  if (static_cast<int64_t>(values.size()) != t.numel()) {
+    throw InvalidArgument("Tensor::from: " + std::to_string(values.size()) + " values for shape " +
+                          t.describe() + " (" + std::to_string(t.numel()) + " elements)");
+  }
+  std::memcpy(t.raw(), values.data(), t.bytes());
+  return t;
+}
+
+}  // namespace disc::engine

@@ -1,0 +1,69 @@
+// Model families as forward graphs with a scalar loss. Batch B and sequence length S are symbols,
+// so one graph serves every batch shape.
+//
+// Inputs: llama and gpt2 take `tokens` i32[B, S] and `targets` i32[B, S] (targets == -100 are
+// padding and do not count); mlp takes `x` f32[B, in] and `labels` i32[B]; cnn takes `images`
+// f32[B, C, H, W] and `labels` i32[B]. Models with dropout also take `seed` i64[].
+//
+// Initialisation (documented so that any run can be reproduced): weight matrices and embeddings
+// normal(0, init_std), norm weights 1, biases 0; engine/init.h draws them from a seeded RNG.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace disc::ir::models {
+
+struct ParamInit {
+  enum class Kind { kNormal, kZeros, kOnes };
+  Kind kind = Kind::kNormal;
+  double std = 0.02;
+};
+
+struct Model {
+  std::unique_ptr<Graph> graph;
+  Value* loss = nullptr;
+  std::vector<Value*> params;              // in a stable order
+  std::map<std::string, ParamInit> init;   // by parameter name
+};
+
+struct LlamaConfig {
+  int64_t vocab = 256, hidden = 64, layers = 2, heads = 4, kv_heads = 2, ffn = 172;
+  double norm_eps = 1e-5, rope_theta = 10000.0, init_std = 0.02;
+  bool tied_embeddings = false;
+  int64_t max_batch = 64, max_seq = 1024;
+};
+
+struct Gpt2Config {
+  int64_t vocab = 256, hidden = 64, layers = 2, heads = 4, ffn = 256;
+  int64_t max_batch = 64, max_seq = 1024;  // max_seq is also the number of learned positions
+  double norm_eps = 1e-5, init_std = 0.02, dropout = 0.0;
+};
+
+struct MlpConfig {
+  int64_t in = 784, classes = 10;
+  std::vector<int64_t> hidden = {256};
+  int64_t max_batch = 1024;
+  double init_std = 0.05;
+};
+
+struct CnnConfig {
+  int64_t channels = 1, image = 28, classes = 10;
+  std::vector<int64_t> conv_channels = {8, 16};  // 3x3 conv (padding 1) + relu + 2x2 max pool each
+  int64_t max_batch = 256;
+  double init_std = 0.1;
+};
+
+Model build_llama(const LlamaConfig& c);
+Model build_gpt2(const Gpt2Config& c);
+Model build_mlp(const MlpConfig& c);
+Model build_cnn(const CnnConfig& c);
+
+// Shared by the builders: a parameter argument with its initialisation.
+Value* add_param(Model& m, const std::string& name, std::vector<DimExpr> shape, ParamInit init);
+
+}  // namespace disc::ir::models

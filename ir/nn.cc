@@ -1,0 +1,106 @@
+#include "ir/nn.h"
+
+#include <cmath>
+
+#include "ir/error.h"
+
+namespace disc::ir::nn {
+namespace {
+
+std::vector<int64_t> last_dims(int rank, int count) {
+  std::vector<int64_t> d;
+  for (int i = rank - count; i < rank; ++i) d.push_back(i);
+  return d;
+}
+
+// v [n] stretched over x's shape along its last dim.
+Value* along_last(Graph& g, Value* v, const Value* like) {
+  return g.add("broadcast", {v}, {{"shape", like->shape()}, {"dims", last_dims(like->rank(), 1)}});
+}
+
+Value* scale(Graph& g, Value* x, double factor) {
+  Value* c = g.add("constant", {}, {{"value", factor}, {"dtype", x->dtype()}});
+  return g.add("mul", {x, g.add("broadcast", {c}, {{"shape", x->shape()}, {"dims", std::vector<int64_t>{}}})});
+}
+
+// [B, S, n*Dh] -> [B, S, n, Dh]
+Value* split_heads(Graph& g, Value* x, int64_t n, int64_t head_dim) {
+  std::vector<DimExpr> shape = {x->shape()[0], x->shape()[1], n, head_dim};
+  return g.add("reshape", {x}, {{"shape", shape}});
+}
+
+// [B, S, KV, Dh] -> [B, S, H, Dh], query head h reading kv head h / (H / KV).
+Value* repeat_kv(Graph& g, Value* x, int64_t heads) {
+  int64_t kv = *x->shape()[2].constant();
+  if (kv == heads) return x;
+  const auto& s = x->shape();
+  std::vector<DimExpr> wide = {s[0], s[1], kv, heads / kv, s[3]};
+  Value* b = g.add("broadcast", {x}, {{"shape", wide}, {"dims", std::vector<int64_t>{0, 1, 2, 4}}});
+  return g.add("reshape", {b}, {{"shape", std::vector<DimExpr>{s[0], s[1], heads, s[3]}}});
+}
+
+Value* heads_first(Graph& g, Value* x) {  // [B, S, H, Dh] -> [B, H, S, Dh]
+  return g.add("transpose", {x}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+}
+
+}  // namespace
+
+Value* linear(Graph& g, Value* x, Value* w, Value* b) {
+  Value* y = g.add("matmul", {x, w});
+  return b ? g.add("add", {y, along_last(g, b, y)}) : y;
+}
+
+Value* embedding(Graph& g, Value* table, Value* ids) { return g.add("gather", {table, ids}); }
+
+Value* rms_norm(Graph& g, Value* x, Value* w, double eps) {
+  return g.add("rms_norm", {x, w}, {{"eps", eps}});
+}
+
+Value* layer_norm(Graph& g, Value* x, Value* w, Value* b, double eps) {
+  return g.add("layer_norm", {x, w, b}, {{"eps", eps}});
+}
+
+Value* gelu_mlp(Graph& g, Value* x, Value* w1, Value* b1, Value* w2, Value* b2) {
+  Value* h = g.add("gelu", {linear(g, x, w1, b1)}, {{"approximate", std::string("tanh")}});
+  return linear(g, h, w2, b2);
+}
+
+Value* swiglu(Graph& g, Value* x, Value* w_gate, Value* w_up, Value* w_down) {
+  Value* gate = g.add("silu", {linear(g, x, w_gate)});
+  return linear(g, g.add("mul", {gate, linear(g, x, w_up)}), w_down);
+}
+
+Value* dropout(Graph& g, Value* x, Value* seed, double rate, int64_t stream) {
+  if (rate == 0) return x;
+  return g.add("dropout", {x, seed}, {{"rate", rate}, {"stream", stream}});
+}
+
+Value* cross_entropy(Graph& g, Value* logits, Value* labels, int64_t ignore_index) {
+  return g.add("cross_entropy", {logits, labels}, {{"ignore_index", ignore_index}});
+}
+
+Value* causal_self_attention(Graph& g, Value* x, const AttentionWeights& w, const AttentionConfig& c) {
+  if (x->rank() != 3) throw InvalidArgument("attention expects x [B, S, D], got " + x->type().str());
+  if (c.kv_heads < 1 || c.heads % c.kv_heads != 0) {
+    throw InvalidArgument("attention: heads (" + std::to_string(c.heads) +
+                          ") must be a multiple of kv_heads (" + std::to_string(c.kv_heads) + ")");
+  }
+  Value* q = split_heads(g, linear(g, x, w.wq, w.bq), c.heads, c.head_dim);
+  Value* k = split_heads(g, linear(g, x, w.wk, w.bk), c.kv_heads, c.head_dim);
+  Value* v = split_heads(g, linear(g, x, w.wv, w.bv), c.kv_heads, c.head_dim);
+  if (c.rope_theta) {
+    q = g.add("rope", {q}, {{"seq_axis", int64_t{1}}, {"theta", *c.rope_theta}});
+    k = g.add("rope", {k}, {{"seq_axis", int64_t{1}}, {"theta", *c.rope_theta}});
+  }
+  q = heads_first(g, q);
+  k = heads_first(g, repeat_kv(g, k, c.heads));
+  v = heads_first(g, repeat_kv(g, v, c.heads));
+  Value* scores = g.add("matmul", {q, k}, {{"transpose_b", true}});              // [B, H, S, S]
+  scores = scale(g, scores, 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  Value* probs = g.add("softmax", {g.add("causal_mask", {scores})});
+  Value* ctx = g.add("transpose", {g.add("matmul", {probs, v})}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  std::vector<DimExpr> merged = {x->shape()[0], x->shape()[1], c.heads * c.head_dim};
+  return linear(g, g.add("reshape", {ctx}, {{"shape", merged}}), w.wo, w.bo);
+}
+
+}  // namespace disc::ir::nn

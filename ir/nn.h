@@ -1,0 +1,44 @@
+// Neural-network layers as small graph builders. Each takes values already in the graph and
+// returns the layer's output; parameters are made by the caller (a model), so that their names
+// and initialisation stay explicit.
+//
+//   Value* h = nn::rms_norm(g, x, w_norm, 1e-5);                 // [B, S, D]
+//   Value* a = nn::causal_self_attention(g, h, weights, config);  // [B, S, D]
+#pragma once
+
+#include <optional>
+
+#include "ir/graph.h"
+
+namespace disc::ir::nn {
+
+// x [..., in] times w [in, out], plus b [out] when given.
+Value* linear(Graph& g, Value* x, Value* w, Value* b = nullptr);
+// Rows of table [V, D] picked by integer ids [...] -> [..., D].
+Value* embedding(Graph& g, Value* table, Value* ids);
+Value* rms_norm(Graph& g, Value* x, Value* w, double eps);
+Value* layer_norm(Graph& g, Value* x, Value* w, Value* b, double eps);
+// gelu(x w1 + b1) w2 + b2 (GPT-2, tanh form)
+Value* gelu_mlp(Graph& g, Value* x, Value* w1, Value* b1, Value* w2, Value* b2);
+// (silu(x w_gate) * (x w_up)) w_down (Llama)
+Value* swiglu(Graph& g, Value* x, Value* w_gate, Value* w_up, Value* w_down);
+Value* dropout(Graph& g, Value* x, Value* seed, double rate, int64_t stream);
+// Mean token loss over labels != ignore_index (padding).
+Value* cross_entropy(Graph& g, Value* logits, Value* labels, int64_t ignore_index = -100);
+
+struct AttentionWeights {
+  Value *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;  // [D, H*Dh], [D, KV*Dh] x2, [H*Dh, D]
+  Value *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // optional biases
+};
+
+struct AttentionConfig {
+  int64_t heads = 1;
+  int64_t kv_heads = 1;  // < heads: grouped-query attention, each kv head serves heads/kv_heads
+  int64_t head_dim = 1;
+  std::optional<double> rope_theta;  // rotary embeddings on q and k when set
+};
+
+// Causal self-attention over x [B, S, D] -> [B, S, D].
+Value* causal_self_attention(Graph& g, Value* x, const AttentionWeights& w, const AttentionConfig& c);
+
+}  // namespace disc::ir::nn

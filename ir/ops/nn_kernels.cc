@@ -1,0 +1,217 @@
+// Reference kernels of the composite nn ops (ir/ops/nn_ops.cc): softmax, log_softmax, rms_norm,
+// layer_norm, cross_entropy, rope, causal_mask, dropout. Sums run in double, one row per thread.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "ir/ops/kernels.h"
+
+namespace disc::ir {
+namespace {
+
+// softmax and log_softmax: the row's max is subtracted first so exp never overflows.
+template <typename T>
+void softmax_rows(const KernelArgs& a, bool log) {
+  AxisRows rows = axis_rows(a.in[0], a.a().get_int("axis"));
+  const T* x = a.in[0].as<T>();  // (..., extent, ...)
+  T* y = a.out[0].as<T>();       // like x
+  parallel_rows(rows.count, [&](int64_t r) {
+    int64_t s = rows.start(r), st = rows.stride, n = rows.extent;
+    T max = -std::numeric_limits<T>::infinity();
+    for (int64_t k = 0; k < n; ++k) max = std::max(max, x[s + k * st]);
+    double sum = 0;
+    for (int64_t k = 0; k < n; ++k) sum += std::exp(static_cast<double>(x[s + k * st] - max));
+    double log_sum = std::log(sum);
+    for (int64_t k = 0; k < n; ++k) {
+      double shifted = static_cast<double>(x[s + k * st] - max);
+      y[s + k * st] = static_cast<T>(log ? shifted - log_sum : std::exp(shifted) / sum);
+    }
+  });
+}
+
+// Inverse frequencies theta^(-2i/D) of rope, i in [0, D/2), in double.
+std::vector<double> rope_inv_freq(int64_t d, double theta) {
+  std::vector<double> f(d / 2);
+  for (int64_t i = 0; i < d / 2; ++i) f[i] = std::pow(theta, -2.0 * static_cast<double>(i) / d);
+  return f;
+}
+
+// SplitMix64's output function (Steele, Lea & Flood, "Fast splittable pseudorandom number
+// generators", 2014; the finaliser of java.util.SplittableRandom).
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+constexpr uint64_t kGoldenGamma = 0x9e3779b97f4a7c15ULL;
+
+}  // namespace
+
+// Dropout's mask must come back identical when a tensor is recomputed, so it is a pure function
+// of (seed, stream, e), all arithmetic mod 2^64:
+//   key  = mix64(mix64(seed) + stream * kGoldenGamma)
+//   bits = mix64(key + (e + 1) * kGoldenGamma)
+//   u    = (bits >> 11) * 2^-53
+// that is, element e gets output e of a SplitMix64 generator seeded with `key`.
+double dropout_uniform(int64_t seed, int64_t stream, int64_t e) {
+  uint64_t key =
+      mix64(mix64(static_cast<uint64_t>(seed)) + static_cast<uint64_t>(stream) * kGoldenGamma);
+  uint64_t bits = mix64(key + (static_cast<uint64_t>(e) + 1) * kGoldenGamma);
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
+
+int64_t count_labels(const std::string& op, const TensorRef& labels, int64_t classes,
+                     int64_t ignore_index) {
+  int64_t count = 0;
+  for (int64_t i = 0, n = labels.numel(); i < n; ++i) {
+    int64_t label = index_at(labels, i);
+    if (label == ignore_index) continue;
+    if (label < 0 || label >= classes) {
+      throw InvalidArgument("`" + op + "`: label " + std::to_string(label) + " at position " +
+                            std::to_string(i) + " is outside [0, " + std::to_string(classes) +
+                            ") and is not ignore_index (" + std::to_string(ignore_index) + ")");
+    }
+    ++count;
+  }
+  return count;
+}
+
+void softmax_kernel(const KernelArgs& a) {
+  dispatch_float(a.in[0].dtype, a.op, [&](auto t) { softmax_rows<decltype(t)>(a, false); });
+}
+
+void log_softmax_kernel(const KernelArgs& a) {
+  dispatch_float(a.in[0].dtype, a.op, [&](auto t) { softmax_rows<decltype(t)>(a, true); });
+}
+
+void rms_norm_kernel(const KernelArgs& a) {
+  dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
+    using T = decltype(t);
+    int64_t d = a.in[0].shape.back(), rows = last_dim_rows(a.in[0]);
+    double eps = a.a().get_float("eps");
+    const T* x = a.in[0].as<T>();  // (R, D)
+    const T* w = a.in[1].as<T>();  // (D)
+    T* y = a.out[0].as<T>();       // (R, D)
+    parallel_rows(rows, [&](int64_t r) {
+      const T* xr = x + r * d;
+      double inv = row_rms_inv(xr, d, eps);
+      for (int64_t j = 0; j < d; ++j) y[r * d + j] = static_cast<T>(xr[j] * inv * w[j]);
+    });
+  });
+}
+
+void layer_norm_kernel(const KernelArgs& a) {
+  dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
+    using T = decltype(t);
+    int64_t d = a.in[0].shape.back(), rows = last_dim_rows(a.in[0]);
+    double eps = a.a().get_float("eps");
+    const T* x = a.in[0].as<T>();  // (R, D)
+    const T* w = a.in[1].as<T>();  // (D)
+    const T* b = a.in[2].as<T>();  // (D)
+    T* y = a.out[0].as<T>();       // (R, D)
+    parallel_rows(rows, [&](int64_t r) {
+      const T* xr = x + r * d;
+      RowMoments m = row_moments(xr, d, eps);
+      for (int64_t j = 0; j < d; ++j) {
+        y[r * d + j] = static_cast<T>((xr[j] - m.mean) * m.rstd * w[j] + b[j]);
+      }
+    });
+  });
+}
+
+// The mean is over counted positions only; with none counted the loss is 0 rather than
+// PyTorch's nan (0/0), so a batch that is all padding leaves the parameters untouched.
+void cross_entropy_kernel(const KernelArgs& a) {
+  dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
+    using T = decltype(t);
+    int64_t v = a.in[0].shape.back(), rows = last_dim_rows(a.in[0]);
+    int64_t ignore = a.a().get_int("ignore_index");
+    int64_t count = count_labels(a.op, a.in[1], v, ignore);
+    const T* logits = a.in[0].as<T>();    // (R, V)
+    std::vector<double> loss(rows, 0.0);  // (R), 0 for ignored rows
+    parallel_rows(rows, [&](int64_t r) {
+      int64_t label = index_at(a.in[1], r);
+      if (label == ignore) return;
+      const T* row = logits + r * v;
+      T max = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < v; ++j) max = std::max(max, row[j]);
+      double sum = 0;
+      for (int64_t j = 0; j < v; ++j) sum += std::exp(static_cast<double>(row[j] - max));
+      loss[r] = std::log(sum) + max - row[label];
+    });
+    double total = 0;
+    for (int64_t r = 0; r < rows; ++r) total += loss[r];
+    a.out[0].as<T>()[0] = static_cast<T>(count == 0 ? 0.0 : total / count);
+  });
+}
+
+// Rotates pairs (x[i], x[i + D/2]) of the last dim ("rotate_half" layout of Llama / GPT-NeoX);
+// rotating by -angle is the inverse, which is also rope's gradient.
+void rope_kernel(const KernelArgs& a) {
+  dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
+    using T = decltype(t);
+    const TensorRef& in = a.in[0];
+    int64_t seq_axis = a.a().get_int("seq_axis");
+    AxisSplit split =
+        split_at(in.shape, static_cast<int>(seq_axis < 0 ? seq_axis + in.rank() : seq_axis));
+    int64_t d = in.shape.back(), half = d / 2, seq = split.extent;
+    double sign = a.a().get_bool("inverse") ? -1.0 : 1.0;
+    std::vector<double> inv_freq = rope_inv_freq(d, a.a().get_float("theta"));
+    std::vector<double> cos_t(seq * half), sin_t(seq * half);  // (S, D/2)
+    parallel_rows(seq, [&](int64_t p) {
+      for (int64_t i = 0; i < half; ++i) {
+        double angle = static_cast<double>(p) * inv_freq[i];
+        cos_t[p * half + i] = std::cos(angle);
+        sin_t[p * half + i] = sign * std::sin(angle);
+      }
+    });
+    const T* x = in.as<T>();  // (R, D), row r at position (r * D / inner) % S
+    T* y = a.out[0].as<T>();  // (R, D)
+    parallel_rows(last_dim_rows(in), [&](int64_t r) {
+      int64_t p = (r * d / split.inner) % seq;
+      const T* xr = x + r * d;
+      T* yr = y + r * d;
+      for (int64_t i = 0; i < half; ++i) {
+        double c = cos_t[p * half + i], s = sin_t[p * half + i];
+        double x0 = xr[i], x1 = xr[i + half];
+        yr[i] = static_cast<T>(x0 * c - x1 * s);
+        yr[i + half] = static_cast<T>(x1 * c + x0 * s);
+      }
+    });
+  });
+}
+
+void causal_mask_kernel(const KernelArgs& a) {
+  dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
+    using T = decltype(t);
+    int64_t s = a.in[0].dim(-2), k = a.in[0].dim(-1);
+    T value = static_cast<T>(a.a().get_float("value"));
+    const T* x = a.in[0].as<T>();  // (M, S, T): row r is query r % S
+    T* y = a.out[0].as<T>();       // (M, S, T)
+    parallel_rows(last_dim_rows(a.in[0]), [&](int64_t r) {
+      int64_t last_visible = r % s + (k - s);  // the query's own position among the keys
+      for (int64_t j = 0; j < k; ++j) y[r * k + j] = j > last_visible ? value : x[r * k + j];
+    });
+  });
+}
+
+// rate == 0 keeps every element (u >= 0) and scales by exactly 1: the identity. The scale is
+// rounded to T before multiplying, as PyTorch's x * (mask / (1 - p)) does.
+void dropout_kernel(const KernelArgs& a) {
+  dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
+    using T = decltype(t);
+    double rate = a.a().get_float("rate");
+    int64_t stream = a.a().get_int("stream");
+    int64_t seed = a.in[1].as<int64_t>()[0];
+    T scale = static_cast<T>(1.0 / (1.0 - rate));
+    const T* x = a.in[0].as<T>();  // (n)
+    T* y = a.out[0].as<T>();       // (n)
+    parallel_rows(a.in[0].numel(), [&](int64_t e) {
+      y[e] = dropout_uniform(seed, stream, e) >= rate ? x[e] * scale : T(0);
+    });
+  });
+}
+
+}  // namespace disc::ir

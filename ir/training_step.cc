@@ -1,0 +1,85 @@
+#include "ir/training_step.h"
+
+#include "ir/autodiff.h"
+#include "ir/error.h"
+
+namespace disc::ir {
+namespace {
+
+Value* scalar(Graph& g, double v, DType t) { return g.add("constant", {}, {{"value", v}, {"dtype", t}}); }
+
+Value* stretch(Graph& g, Value* s, const Value* like) {
+  return g.add("broadcast", {s}, {{"shape", like->shape()}, {"dims", std::vector<int64_t>{}}});
+}
+
+// sqrt(sum over every gradient of g^2), as a scalar.
+Value* global_norm(Graph& g, const std::vector<Value*>& grads, DType t) {
+  Value* total = scalar(g, 0.0, t);
+  for (Value* d : grads) {
+    std::vector<int64_t> all;
+    for (int i = 0; i < d->rank(); ++i) all.push_back(i);
+    Value* sq = g.add("mul", {d, d});
+    total = g.add("add", {total, all.empty() ? sq : g.add("reduce_sum", {sq}, {{"axes", all}})});
+  }
+  return g.add("sqrt", {total}, {}, "grad_norm");
+}
+
+// PyTorch's clip_grad_norm_: scale = min(1, max_norm / (norm + 1e-6)).
+std::vector<Value*> clip(Graph& g, const std::vector<Value*>& grads, Value* norm, double max_norm) {
+  DType t = norm->dtype();
+  Value* ratio = g.add("div", {scalar(g, max_norm, t), g.add("add", {norm, scalar(g, 1e-6, t)})});
+  Value* scale = g.add("min", {ratio, scalar(g, 1.0, t)});
+  std::vector<Value*> out;
+  for (Value* d : grads) out.push_back(g.add("mul", {d, stretch(g, scale, d)}));
+  return out;
+}
+
+Value* state_like(Graph& g, Value* p, const std::string& suffix) {
+  return g.add_argument(p->name() + "." + suffix, p->type(), Role::kState);
+}
+
+}  // namespace
+
+void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& params,
+                         const OptimizerConfig& opt, bool output_gradients) {
+  for (Value* p : params) {
+    if (p->role() != Role::kParameter) {
+      throw InvalidArgument("%" + p->name() + " is not a param argument and cannot be trained");
+    }
+  }
+  DType t = loss->dtype();
+  Value* lr = g.add_argument("lr", {t, {}}, Role::kInput);
+  Value* step = opt.kind == OptimizerConfig::Kind::kAdamW
+                    ? g.add_argument("step", {DType::kI64, {}}, Role::kInput)
+                    : nullptr;
+  auto grads = build_gradients(g, loss, params);
+  Value* norm = global_norm(g, grads, t);
+  for (size_t i = 0; output_gradients && i < params.size(); ++i) g.add_output("grad." + params[i]->name(), grads[i]);
+  if (opt.clip_norm > 0) grads = clip(g, grads, norm, opt.clip_norm);
+  g.add_output("loss", loss);
+  g.add_output("grad_norm", norm);
+  for (size_t i = 0; i < params.size(); ++i) {
+    Value* p = params[i];
+    if (opt.kind == OptimizerConfig::Kind::kAdamW) {
+      Value *m = state_like(g, p, "m"), *v = state_like(g, p, "v");
+      Node* n = g.add_node("adamw_update", {p, grads[i], m, v, lr, step},
+                           {{"beta1", opt.beta1}, {"beta2", opt.beta2}, {"eps", opt.eps},
+                            {"weight_decay", opt.weight_decay}},
+                           {g.unique_name(p->name() + ".new"), g.unique_name(m->name() + ".new"),
+                            g.unique_name(v->name() + ".new")});
+      g.add_update(p, n->result(0));
+      g.add_update(m, n->result(1));
+      g.add_update(v, n->result(2));
+    } else {
+      Value* buf = state_like(g, p, "momentum");
+      Node* n = g.add_node("sgd_update", {p, grads[i], buf, lr},
+                           {{"momentum", opt.momentum}, {"weight_decay", opt.weight_decay},
+                            {"nesterov", opt.nesterov}},
+                           {g.unique_name(p->name() + ".new"), g.unique_name(buf->name() + ".new")});
+      g.add_update(p, n->result(0));
+      g.add_update(buf, n->result(1));
+    }
+  }
+}
+
+}  // namespace disc::ir

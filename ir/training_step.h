@@ -1,0 +1,33 @@
+// Turns a forward graph into one fixed-topology training step: forward, backward (autodiff),
+// optional gradient clipping by global norm, and the optimizer's update of every parameter and
+// its state. This graph is what the engine loads.
+//
+// The step gains these arguments: input `lr` (scalar, the learning rate, so schedules live
+// outside the graph), input `step` (i64 scalar, 1 at the first step; AdamW's bias correction),
+// and per parameter P the optimizer state `P.m`, `P.v` (AdamW) or `P.momentum` (SGD), all
+// starting at zero. Outputs: `loss` and `grad_norm` (before clipping). Every parameter and state
+// argument gets an update.
+#pragma once
+
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace disc::ir {
+
+struct OptimizerConfig {
+  enum class Kind { kSgd, kAdamW };
+  Kind kind = Kind::kAdamW;
+  double weight_decay = 0.01;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
+  double momentum = 0.9;                          // SGD
+  bool nesterov = false;                          // SGD
+  double clip_norm = 0;                           // 0: no clipping
+};
+
+// With output_gradients, each parameter's gradient (before clipping) is also an output named
+// `grad.<param>` (for tests and debugging; it keeps every gradient alive to the end of the step).
+void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& params,
+                         const OptimizerConfig& opt, bool output_gradients = false);
+
+}  // namespace disc::ir

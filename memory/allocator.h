@@ -1,0 +1,44 @@
+// The one path by which tensor memory is allocated. Every byte a step holds is counted here, so
+// that the memory governor (which will sit behind this interface) can cap it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "devices/device.h"
+
+namespace disc::memory {
+
+struct AllocatorStats {
+  int64_t live_bytes = 0;   // held now
+  int64_t peak_bytes = 0;   // the most held at once since the last reset_peak()
+  int64_t allocations = 0;  // calls to allocate since construction
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  // Throws OutOfMemory when the bytes cannot be had.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* p, size_t bytes) = 0;
+  virtual const AllocatorStats& stats() const = 0;
+  virtual void reset_peak() = 0;
+  virtual devices::Device& device() = 0;
+};
+
+// Allocates straight from a device and counts live and peak bytes.
+class DeviceAllocator final : public Allocator {
+ public:
+  explicit DeviceAllocator(devices::Device& device) : device_(device) {}
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p, size_t bytes) override;
+  const AllocatorStats& stats() const override { return stats_; }
+  void reset_peak() override { stats_.peak_bytes = stats_.live_bytes; }
+  devices::Device& device() override { return device_; }
+
+ private:
+  devices::Device& device_;
+  AllocatorStats stats_;
+};
+
+}  // namespace disc::memory

@@ -1,0 +1,252 @@
+// GEMM conformance: every device present runs the same cases against a plain triple loop in
+// double precision. Cases cover each transpose combination, single, batched, strided-batch and
+// shared-B layouts, and awkward sizes (1, primes, non-multiples of 16, one ~512^3 product).
+// Padding between batch entries holds NaN: reading it, or leaving C partly unwritten, shows up
+// as a NaN in the result or a changed pad.
+#include <array>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "devices/device.h"
+
+namespace disc::devices {
+namespace {
+
+using ir::DType;
+
+enum class Layout { kSingle, kBatched, kPaddedBatch, kSharedB, kSharedBPadded };
+
+struct GemmCase {
+  DType dtype;
+  Layout layout;
+  int64_t m, n, k;
+  bool ta, tb;
+};
+
+// Batch count and batch strides in elements. Padded strides leave gaps the GEMM must skip; a
+// padded shared-B case also cannot be folded into one big GEMM.
+struct Strides {
+  int64_t batch, a, b, c;
+};
+
+Strides strides_for(const GemmCase& t) {
+  const int64_t a = t.m * t.k, b = t.k * t.n, c = t.m * t.n;
+  switch (t.layout) {
+    case Layout::kSingle: return {1, a, b, c};
+    case Layout::kBatched: return {3, a, b, c};
+    case Layout::kPaddedBatch: return {2, a + 5, b + 3, c + 7};
+    case Layout::kSharedB: return {4, a, 0, c};
+    case Layout::kSharedBPadded: return {3, a + 5, 0, c + 7};
+  }
+  return {};
+}
+
+int64_t extent(int64_t batch, int64_t stride, int64_t matrix) {
+  return (batch - 1) * stride + matrix;
+}
+
+// A device buffer of T, filled from and read back to host vectors through Device::copy.
+template <typename T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer(Device& dev, const std::vector<T>& host)
+      : dev_(dev), bytes_(host.size() * sizeof(T)), ptr_(dev.allocate(bytes_)) {
+    dev_.copy(ptr_, host.data(), bytes_, CopyKind::kHostToDevice);
+  }
+  ~DeviceBuffer() { dev_.deallocate(ptr_, bytes_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return ptr_; }
+  std::vector<T> download() const {
+    std::vector<T> host(bytes_ / sizeof(T));
+    dev_.copy(host.data(), ptr_, bytes_, CopyKind::kDeviceToHost);
+    dev_.synchronize();
+    return host;
+  }
+
+ private:
+  Device& dev_;
+  size_t bytes_;
+  void* ptr_;
+};
+
+// Random values in [-1, 1] inside the matrices, NaN in the gaps between batch entries.
+template <typename T>
+std::vector<T> make_operand(int64_t batch, int64_t stride, int64_t matrix, std::mt19937& rng) {
+  std::vector<T> v(extent(batch, stride, matrix), std::numeric_limits<T>::quiet_NaN());
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  for (int64_t e = 0; e < batch; ++e) {
+    for (int64_t i = 0; i < matrix; ++i) v[e * stride + i] = static_cast<T>(dist(rng));
+  }
+  return v;
+}
+
+// Checks C of batch entry `e` against a double-precision triple loop. Each element may be off
+// by `rel` times its row's magnitude: the largest sum of |a*b| terms in that row, which bounds
+// the rounding error of any summation order.
+template <typename T>
+void check_entry(const GemmCase& t, const Strides& s, int64_t e, const std::vector<T>& a,
+                 const std::vector<T>& b, const std::vector<T>& c, double rel) {
+  auto a_at = [&](int64_t i, int64_t p) {
+    return double(a[e * s.a + (t.ta ? p * t.m + i : i * t.k + p)]);
+  };
+  auto b_at = [&](int64_t p, int64_t j) {
+    return double(b[e * s.b + (t.tb ? j * t.k + p : p * t.n + j)]);
+  };
+  std::vector<double> row(t.n), a_row(t.k), b_col(t.k);
+  for (int64_t i = 0; i < t.m; ++i) {
+    for (int64_t p = 0; p < t.k; ++p) a_row[p] = a_at(i, p);
+    double magnitude = 0;
+    for (int64_t j = 0; j < t.n; ++j) {
+      double sum = 0, abs_sum = 0;
+      for (int64_t p = 0; p < t.k; ++p) b_col[p] = b_at(p, j);  // gathered: contiguous dot
+      for (int64_t p = 0; p < t.k; ++p) sum += a_row[p] * b_col[p];
+      for (int64_t p = 0; p < t.k; ++p) abs_sum += std::abs(a_row[p] * b_col[p]);
+      row[j] = sum;
+      magnitude = std::max(magnitude, abs_sum);
+    }
+    for (int64_t j = 0; j < t.n; ++j) {
+      const double got = c[e * s.c + i * t.n + j];
+      ASSERT_NEAR(got, row[j], rel * magnitude) << "batch " << e << " C[" << i << "," << j << "]";
+    }
+  }
+}
+
+// The gaps between C entries are NaN before the GEMM and must stay so.
+template <typename T>
+void check_gaps(const GemmCase& t, const Strides& s, const std::vector<T>& c) {
+  for (int64_t e = 0; e + 1 < s.batch; ++e) {
+    for (int64_t i = e * s.c + t.m * t.n; i < (e + 1) * s.c; ++i) {
+      ASSERT_TRUE(std::isnan(c[i])) << "GEMM wrote into the gap after batch entry " << e;
+    }
+  }
+}
+
+template <typename T>
+void run_case(Device& dev, const GemmCase& t, double rel) {
+  const Strides s = strides_for(t);
+  std::mt19937 rng(static_cast<uint32_t>(t.m * 1000003 + t.n * 1009 + t.k));
+  const int64_t b_batch = s.b == 0 ? 1 : s.batch;
+  const std::vector<T> a = make_operand<T>(s.batch, s.a, t.m * t.k, rng);
+  const std::vector<T> b = make_operand<T>(b_batch, s.b, t.k * t.n, rng);
+  const std::vector<T> c0(extent(s.batch, s.c, t.m * t.n), std::numeric_limits<T>::quiet_NaN());
+  DeviceBuffer<T> da(dev, a), db(dev, b), dc(dev, c0);
+  dev.gemm({.dtype = t.dtype, .batch = s.batch, .m = t.m, .n = t.n, .k = t.k,
+            .transpose_a = t.ta, .transpose_b = t.tb, .a = da.get(), .b = db.get(),
+            .c = dc.get(), .batch_stride_a = s.a, .batch_stride_b = s.b, .batch_stride_c = s.c});
+  const std::vector<T> c = dc.download();
+  for (int64_t e = 0; e < s.batch; ++e) check_entry(t, s, e, a, b, c, rel);
+  check_gaps(t, s, c);
+}
+
+// Every device to test; a new backend adds its factory here.
+std::vector<std::unique_ptr<Device>>& devices() {
+  static auto* all = [] {
+    auto* v = new std::vector<std::unique_ptr<Device>>;
+    v->push_back(make_cpu_device(0));
+    return v;
+  }();
+  return *all;
+}
+
+class GemmConformance : public ::testing::TestWithParam<GemmCase> {};
+
+TEST_P(GemmConformance, MatchesReference) {
+  const GemmCase& t = GetParam();
+  for (auto& dev : devices()) {
+    SCOPED_TRACE(dev->name());
+    if (t.dtype == DType::kF32) {
+      run_case<float>(*dev, t, 1e-4);
+    } else {
+      run_case<double>(*dev, t, 1e-12);
+    }
+  }
+}
+
+std::vector<GemmCase> small_cases() {
+  const std::vector<std::array<int64_t, 3>> sizes = {
+      {1, 1, 1},   {7, 13, 31},  {13, 31, 7},  {31, 7, 13},   {97, 13, 1},
+      {1, 97, 31}, {31, 1, 97},  {17, 33, 65}, {100, 50, 75}, {97, 97, 97}};
+  const Layout layouts[] = {Layout::kSingle, Layout::kBatched, Layout::kPaddedBatch,
+                            Layout::kSharedB, Layout::kSharedBPadded};
+  std::vector<GemmCase> cases;
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    for (Layout layout : layouts) {
+      for (auto [m, n, k] : sizes) {
+        for (int tr = 0; tr < 4; ++tr) {
+          cases.push_back({dtype, layout, m, n, k, bool(tr & 1), bool(tr >> 1)});
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+std::vector<GemmCase> large_cases() {
+  std::vector<GemmCase> cases;
+  for (int tr = 0; tr < 4; ++tr) {
+    cases.push_back({DType::kF32, Layout::kSingle, 512, 512, 512, bool(tr & 1), bool(tr >> 1)});
+  }
+  // f64 runs the loop fallback: one layout is enough to cover it at size.
+  cases.push_back({DType::kF64, Layout::kSingle, 512, 512, 512, false, false});
+  return cases;
+}
+
+const char* layout_name(Layout l) {
+  switch (l) {
+    case Layout::kSingle: return "single";
+    case Layout::kBatched: return "batched";
+    case Layout::kPaddedBatch: return "paddedbatch";
+    case Layout::kSharedB: return "sharedB";
+    case Layout::kSharedBPadded: return "sharedBpadded";
+  }
+  return "?";
+}
+
+std::string case_name(const ::testing::TestParamInfo<GemmCase>& info) {
+  const GemmCase& t = info.param;
+  return std::string(ir::dtype_name(t.dtype)) + "_" + layout_name(t.layout) + "_" +
+         std::to_string(t.m) + "x" + std::to_string(t.n) + "x" + std::to_string(t.k) + "_" +
+         (t.ta ? "T" : "N") + (t.tb ? "T" : "N");
+}
+
+INSTANTIATE_TEST_SUITE_P(Small, GemmConformance, ::testing::ValuesIn(small_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Large, GemmConformance, ::testing::ValuesIn(large_cases()), case_name);
+
+TEST(Gemm, EmptyKZeroesC) {
+  auto dev = make_cpu_device(0);
+  std::vector<float> c(6, 7.0f);
+  dev->gemm({.m = 2, .n = 3, .k = 0, .a = nullptr, .b = nullptr, .c = c.data()});
+  for (float v : c) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(Gemm, EmptyCTouchesNothing) {
+  auto dev = make_cpu_device(0);
+  dev->gemm({.m = 0, .n = 3, .k = 4});  // no pointers needed: nothing is read or written
+}
+
+TEST(Gemm, RejectsBadArguments) {
+  auto dev = make_cpu_device(0);
+  float x[16] = {};
+  EXPECT_THROW(dev->gemm({.dtype = DType::kBF16, .m = 2, .n = 2, .k = 2, .a = x, .b = x, .c = x}),
+               InvalidArgument);
+  EXPECT_THROW(dev->gemm({.m = -1, .n = 2, .k = 2, .a = x, .b = x, .c = x}), InvalidArgument);
+  EXPECT_THROW(dev->gemm({.m = 2, .n = 2, .k = 2, .a = x, .b = nullptr, .c = x}),
+               InvalidArgument);
+  try {
+    dev->gemm({.batch = 2, .m = 2, .n = 2, .k = 2, .a = x, .b = x, .c = x,
+               .batch_stride_a = 4, .batch_stride_b = 4, .batch_stride_c = 0});
+    FAIL() << "overlapping C entries were accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("batch_stride_c=0"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace disc::devices

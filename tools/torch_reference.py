@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""Records PyTorch reference results for disc's model families (llama, gpt2, mlp).
+
+For each family at a small size: random weights and a batch (seeded), the loss, the logits, the
+gradient of every parameter, the global gradient norm, and the parameters after three AdamW steps
+(with clipping by global norm) on that batch. Everything goes into
+tests/reference/<family>.safetensors; tests/engine/torch_reference_test.cc runs disc on the same
+weights and batch and compares. The tests do not need torch: run this script only to regenerate.
+
+Needs Debian's python3-torch and libopenblas0-openmp:
+  LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp /usr/bin/python3 tools/torch_reference.py
+
+The models mirror ir/models/*.cc exactly: weights are [in, out] (y = x @ W), parameter names
+match, attention uses rotate-half RoPE and repeats each kv head for consecutive query heads.
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import torch
+import torch.nn.functional as F
+
+OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference")
+OPTIM = {"lr": 0.01, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.1, "clip_norm": 0.5}
+STEPS = 3
+
+
+def rms_norm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rope(x, theta):  # x [B, S, H, D], positions along dim 1
+    d = x.shape[-1]
+    half = d // 2
+    pos = torch.arange(x.shape[1], dtype=torch.float64)
+    inv = theta ** (-2.0 * torch.arange(half, dtype=torch.float64) / d)
+    ang = (pos[:, None] * inv[None, :]).to(x.dtype)  # [S, D/2]
+    cos, sin = ang.cos()[None, :, None, :], ang.sin()[None, :, None, :]
+    a, b = x[..., :half], x[..., half:]
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+
+
+def attention(x, p, pre, heads, kv_heads, theta, bias):
+    b, s, d = x.shape
+    hd = d // heads
+
+    def lin(name):
+        y = x @ p[pre + "w" + name]
+        return y + p[pre + "b" + name] if bias else y
+
+    q = lin("q").view(b, s, heads, hd)
+    k = lin("k").view(b, s, kv_heads, hd)
+    v = lin("v").view(b, s, kv_heads, hd)
+    if theta is not None:
+        q, k = rope(q, theta), rope(k, theta)
+    rep = heads // kv_heads
+    k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(hd))
+    mask = torch.ones(s, s, dtype=torch.bool).triu(1)
+    probs = scores.masked_fill(mask, float("-inf")).softmax(-1)
+    ctx = (probs @ v).transpose(1, 2).reshape(b, s, heads * hd)
+    y = ctx @ p[pre + "wo"]
+    return y + p[pre + "bo"] if bias else y
+
+
+def llama(p, batch, c):
+    x = p["embed"][batch["tokens"].long()]
+    for l in range(c["layers"]):
+        pre = f"l{l}."
+        x = x + attention(rms_norm(x, p[pre + "attn_norm"], c["norm_eps"]), p, pre, c["heads"],
+                          c["kv_heads"], c["rope_theta"], False)
+        h = rms_norm(x, p[pre + "mlp_norm"], c["norm_eps"])
+        x = x + (F.silu(h @ p[pre + "w_gate"]) * (h @ p[pre + "w_up"])) @ p[pre + "w_down"]
+    logits = rms_norm(x, p["final_norm"], c["norm_eps"]) @ p["lm_head"]
+    return logits, F.cross_entropy(logits.flatten(0, 1), batch["targets"].long().flatten(), ignore_index=-100)
+
+
+def gpt2(p, batch, c):
+    s = batch["tokens"].shape[1]
+    x = p["wte"][batch["tokens"].long()] + p["wpe"][torch.arange(s)]
+    ln = lambda v, n: F.layer_norm(v, (c["hidden"],), p[n + ".w"], p[n + ".b"], c["norm_eps"])
+    for l in range(c["layers"]):
+        pre = f"h{l}."
+        x = x + attention(ln(x, pre + "ln1"), p, pre, c["heads"], c["heads"], None, True)
+        h = F.gelu(ln(x, pre + "ln2") @ p[pre + "fc"] + p[pre + "fc.b"], approximate="tanh")
+        x = x + h @ p[pre + "proj"] + p[pre + "proj.b"]
+    logits = ln(x, "ln_f") @ p["wte"].t()
+    return logits, F.cross_entropy(logits.flatten(0, 1), batch["targets"].long().flatten(), ignore_index=-100)
+
+
+def mlp(p, batch, c):
+    x = batch["x"]
+    n = len(c["hidden"])
+    for i in range(n + 1):
+        x = x @ p[f"fc{i}.w"] + p[f"fc{i}.b"]
+        if i < n:
+            x = F.relu(x)
+    return x, F.cross_entropy(x, batch["labels"].long())
+
+
+def params_llama(c, g):
+    d, f, kv = c["hidden"], c["ffn"], c["kv_heads"] * (c["hidden"] // c["heads"])
+    shapes = {"embed": (c["vocab"], d)}
+    for l in range(c["layers"]):
+        pre = f"l{l}."
+        shapes.update({pre + "attn_norm": (d,), pre + "wq": (d, d), pre + "wk": (d, kv), pre + "wv": (d, kv),
+                       pre + "wo": (d, d), pre + "mlp_norm": (d,), pre + "w_gate": (d, f), pre + "w_up": (d, f),
+                       pre + "w_down": (f, d)})
+    shapes.update({"final_norm": (d,), "lm_head": (d, c["vocab"])})
+    return random_params(shapes, g)
+
+
+def params_gpt2(c, g):
+    d, f = c["hidden"], c["ffn"]
+    shapes = {"wte": (c["vocab"], d), "wpe": (c["max_seq"], d)}
+    for l in range(c["layers"]):
+        pre = f"h{l}."
+        for n in ("ln1", "ln2"):
+            shapes.update({pre + n + ".w": (d,), pre + n + ".b": (d,)})
+        for n in ("q", "k", "v", "o"):
+            shapes.update({pre + "w" + n: (d, d), pre + "b" + n: (d,)})
+        shapes.update({pre + "fc": (d, f), pre + "fc.b": (f,), pre + "proj": (f, d), pre + "proj.b": (d,)})
+    shapes.update({"ln_f.w": (d,), "ln_f.b": (d,)})
+    return random_params(shapes, g)
+
+
+def params_mlp(c, g):
+    shapes, width = {}, c["in"]
+    for i, out in enumerate(c["hidden"] + [c["classes"]]):
+        shapes.update({f"fc{i}.w": (width, out), f"fc{i}.b": (out,)})
+        width = out
+    return random_params(shapes, g)
+
+
+def random_params(shapes, g):
+    """Matrices N(0, 0.3^2); vectors 1 + N(0, 0.1^2) for norm weights, N(0, 0.1^2) otherwise."""
+    out = {}
+    for name, shape in shapes.items():
+        if len(shape) == 2:
+            t = torch.randn(shape, generator=g) * 0.3
+        elif "norm" in name or name.endswith(".w"):
+            t = 1 + torch.randn(shape, generator=g) * 0.1
+        else:
+            t = torch.randn(shape, generator=g) * 0.1
+        out[name] = t.float().requires_grad_(True)
+    return out
+
+
+def token_batch(c, g, b=2, s=7):
+    tokens = torch.randint(0, c["vocab"], (b, s), generator=g, dtype=torch.int32)
+    targets = torch.randint(0, c["vocab"], (b, s), generator=g, dtype=torch.int32)
+    targets[1, 4:] = -100  # the second sequence is 4 tokens long: its padding must not count
+    return {"tokens": tokens, "targets": targets}
+
+
+FAMILIES = {
+    "llama": (llama, params_llama, token_batch,
+              {"vocab": 32, "hidden": 16, "layers": 2, "heads": 4, "kv_heads": 2, "ffn": 24,
+               "norm_eps": 1e-5, "rope_theta": 10000.0}),
+    "gpt2": (gpt2, params_gpt2, token_batch,
+             {"vocab": 32, "hidden": 16, "layers": 2, "heads": 2, "ffn": 32, "max_seq": 16, "norm_eps": 1e-5}),
+    "mlp": (mlp, params_mlp,
+            lambda c, g: {"x": torch.randn(5, c["in"], generator=g),
+                          "labels": torch.randint(0, c["classes"], (5,), generator=g, dtype=torch.int32)},
+            {"in": 12, "hidden": [16, 8], "classes": 5}),
+}
+
+
+def write_safetensors(path, tensors, metadata):
+    header, blobs, offset = {"__metadata__": metadata}, [], 0
+    for name, t in tensors.items():
+        t = t.detach().contiguous()
+        dtype = {torch.float32: "F32", torch.int32: "I32"}[t.dtype]
+        data = t.numpy().tobytes()
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    raw = json.dumps(header, sort_keys=True).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw + b"".join(blobs))
+
+
+def record(family):
+    forward, make_params, make_batch, config = FAMILIES[family]
+    g = torch.Generator().manual_seed(1234)
+    params = make_params(config, g)
+    batch = make_batch(config, g)
+    out = {"param." + n: p.detach().clone() for n, p in params.items()}
+    out.update({"input." + n: t for n, t in batch.items()})
+    logits, loss = forward(params, batch, config)
+    loss.backward()
+    out["logits"], out["loss"] = logits, loss.reshape(())
+    out.update({"grad." + n: p.grad.clone() for n, p in params.items()})
+    out["grad_norm"] = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in params.values())).float()
+    opt = torch.optim.AdamW(params.values(), lr=OPTIM["lr"], betas=(OPTIM["beta1"], OPTIM["beta2"]),
+                            eps=OPTIM["eps"], weight_decay=OPTIM["weight_decay"])
+    for step in range(STEPS):
+        if step > 0:
+            opt.zero_grad()
+            forward(params, batch, config)[1].backward()
+        torch.nn.utils.clip_grad_norm_(params.values(), OPTIM["clip_norm"])
+        opt.step()
+    out.update({f"after{STEPS}." + n: p.detach().clone() for n, p in params.items()})
+    meta = {"family": family, "config": json.dumps(config), "optimizer": json.dumps(OPTIM), "steps": str(STEPS),
+            "torch": torch.__version__}
+    path = os.path.join(OUT_DIR, family + ".safetensors")
+    write_safetensors(path, out, meta)
+    print(f"{family}: loss {loss.item():.6f}, grad norm {out['grad_norm'].item():.6f} -> {os.path.relpath(path)}")
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    os.makedirs(OUT_DIR, exist_ok=True)
+    for fam in sys.argv[1:] or FAMILIES:
+        record(fam)
