@@ -8,13 +8,9 @@ namespace disc::ir::models {
 
 Model build_gpt2(const Gpt2Config& c) {
   Model m;
-  m.graph = std::make_unique<Graph>("gpt2");
+  auto [tokens, targets] = start_language_model(m, "gpt2", c.max_batch, c.max_seq);
   Graph& g = *m.graph;
-  g.shapes().add_symbol({"B", 1, c.max_batch, 1, std::nullopt});
-  g.shapes().add_symbol({"S", 1, c.max_seq, 1, std::nullopt});
   DimExpr B = DimExpr::symbol("B"), S = DimExpr::symbol("S");
-  Value* tokens = g.add_argument("tokens", {DType::kI32, {B, S}}, Role::kInput);
-  Value* targets = g.add_argument("targets", {DType::kI32, {B, S}}, Role::kInput);
   Value* seed = c.dropout > 0 ? g.add_argument("seed", {DType::kI64, {}}, Role::kInput) : nullptr;
   ParamInit normal{ParamInit::Kind::kNormal, c.init_std}, ones{ParamInit::Kind::kOnes},
       zeros{ParamInit::Kind::kZeros};

@@ -12,13 +12,8 @@ Model build_llama(const LlamaConfig& c) {
                           std::to_string(c.heads) + ")");
   }
   Model m;
-  m.graph = std::make_unique<Graph>("llama");
+  auto [tokens, targets] = start_language_model(m, "llama", c.max_batch, c.max_seq);
   Graph& g = *m.graph;
-  g.shapes().add_symbol({"B", 1, c.max_batch, 1, std::nullopt});
-  g.shapes().add_symbol({"S", 1, c.max_seq, 1, std::nullopt});
-  DimExpr B = DimExpr::symbol("B"), S = DimExpr::symbol("S");
-  Value* tokens = g.add_argument("tokens", {DType::kI32, {B, S}}, Role::kInput);
-  Value* targets = g.add_argument("targets", {DType::kI32, {B, S}}, Role::kInput);
   ParamInit normal{ParamInit::Kind::kNormal, c.init_std}, ones{ParamInit::Kind::kOnes};
   int64_t head_dim = c.hidden / c.heads, kv = c.kv_heads * head_dim;
 

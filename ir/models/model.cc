@@ -9,4 +9,14 @@ Value* add_param(Model& m, const std::string& name, std::vector<DimExpr> shape, 
   return p;
 }
 
+TokenInputs start_language_model(Model& m, const std::string& name, int64_t max_batch, int64_t max_seq) {
+  m.graph = std::make_unique<Graph>(name);
+  Graph& g = *m.graph;
+  g.shapes().add_symbol({"B", 1, max_batch, 1, std::nullopt});
+  g.shapes().add_symbol({"S", 1, max_seq, 1, std::nullopt});
+  std::vector<DimExpr> bs = {DimExpr::symbol("B"), DimExpr::symbol("S")};
+  return {g.add_argument("tokens", {DType::kI32, bs}, Role::kInput),
+          g.add_argument("targets", {DType::kI32, bs}, Role::kInput)};
+}
+
 }  // namespace disc::ir::models

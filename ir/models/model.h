@@ -66,4 +66,11 @@ Model build_cnn(const CnnConfig& c);
 // Shared by the builders: a parameter argument with its initialisation.
 Value* add_param(Model& m, const std::string& name, std::vector<DimExpr> shape, ParamInit init);
 
+// A language model's graph with symbols B and S and inputs `tokens`, `targets` i32[B, S].
+struct TokenInputs {
+  Value* tokens;
+  Value* targets;
+};
+TokenInputs start_language_model(Model& m, const std::string& name, int64_t max_batch, int64_t max_seq);
+
 }  // namespace disc::ir::models

@@ -4,7 +4,6 @@
 // order, so every sum has a fixed order.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <numbers>
 #include <vector>
 
@@ -35,6 +34,30 @@ void column_sums(int64_t rows, int64_t d, T* out, F f) {
   });
 }
 
+// softmax and log_softmax gradients from the forward's output y, along the axis:
+//   softmax:     dx = y * (dy - sum(dy * y))
+//   log_softmax: dx = dy - exp(y) * sum(dy)
+template <typename T>
+void softmax_grad_rows(const KernelArgs& a, bool log) {
+  AxisRows rows = axis_rows(a.in[0], a.a().get_int("axis"));
+  const T* y = a.in[0].as<T>();   // (..., extent, ...)
+  const T* dy = a.in[1].as<T>();  // like y
+  T* dx = a.out[0].as<T>();       // like y
+  parallel_rows(rows.count, [&](int64_t r) {
+    int64_t s = rows.start(r), st = rows.stride, n = rows.extent;
+    double sum = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t e = s + k * st;
+      sum += log ? static_cast<double>(dy[e]) : static_cast<double>(dy[e]) * y[e];
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t e = s + k * st;
+      dx[e] = static_cast<T>(log ? dy[e] - std::exp(static_cast<double>(y[e])) * sum
+                                 : y[e] * (dy[e] - sum));
+    }
+  });
+}
+
 }  // namespace
 
 void gelu_grad_kernel(const KernelArgs& a) {
@@ -50,57 +73,20 @@ void gelu_grad_kernel(const KernelArgs& a) {
   });
 }
 
-// dx = y * (dy - sum(dy * y)) along the axis.
 void softmax_grad_kernel(const KernelArgs& a) {
-  dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
-    using T = decltype(t);
-    AxisRows rows = axis_rows(a.in[0], a.a().get_int("axis"));
-    const T* y = a.in[0].as<T>();   // (..., extent, ...)
-    const T* dy = a.in[1].as<T>();  // like y
-    T* dx = a.out[0].as<T>();       // like y
-    parallel_rows(rows.count, [&](int64_t r) {
-      int64_t s = rows.start(r), st = rows.stride;
-      double dot = 0;
-      for (int64_t k = 0; k < rows.extent; ++k)
-        dot += static_cast<double>(dy[s + k * st]) * y[s + k * st];
-      for (int64_t k = 0; k < rows.extent; ++k) {
-        int64_t e = s + k * st;
-        dx[e] = static_cast<T>(y[e] * (dy[e] - dot));
-      }
-    });
-  });
+  dispatch_float(a.in[0].dtype, a.op, [&](auto t) { softmax_grad_rows<decltype(t)>(a, false); });
 }
 
-// dx = dy - exp(y) * sum(dy) along the axis.
 void log_softmax_grad_kernel(const KernelArgs& a) {
-  dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
-    using T = decltype(t);
-    AxisRows rows = axis_rows(a.in[0], a.a().get_int("axis"));
-    const T* y = a.in[0].as<T>();   // (..., extent, ...)
-    const T* dy = a.in[1].as<T>();  // like y
-    T* dx = a.out[0].as<T>();       // like y
-    parallel_rows(rows.count, [&](int64_t r) {
-      int64_t s = rows.start(r), st = rows.stride;
-      double sum = 0;
-      for (int64_t k = 0; k < rows.extent; ++k) sum += dy[s + k * st];
-      for (int64_t k = 0; k < rows.extent; ++k) {
-        int64_t e = s + k * st;
-        dx[e] = static_cast<T>(dy[e] - std::exp(static_cast<double>(y[e])) * sum);
-      }
-    });
-  });
+  dispatch_float(a.in[0].dtype, a.op, [&](auto t) { softmax_grad_rows<decltype(t)>(a, true); });
 }
 
 // y = x * inv * w with inv = (mean(x^2) + eps)^(-1/2):
 // dx_j = inv * w_j * dy_j - inv^3 / D * x_j * sum_k(dy_k * w_k * x_k); dw_j = sum_rows dy_j x_j
 // inv.
 void rms_norm_grad_kernel(const KernelArgs& a) {
-  dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
+  with_norm_operands(a, [&](auto t, auto x, auto w, int64_t d, int64_t rows, double eps) {
     using T = decltype(t);
-    int64_t d = a.in[0].shape.back(), rows = last_dim_rows(a.in[0]);
-    double eps = a.a().get_float("eps");
-    const T* x = a.in[0].as<T>();   // (R, D)
-    const T* w = a.in[1].as<T>();   // (D)
     const T* dy = a.in[2].as<T>();  // (R, D)
     T* dx = a.out[0].as<T>();       // (R, D)
     std::vector<double> inv(rows);  // (R)
@@ -122,12 +108,8 @@ void rms_norm_grad_kernel(const KernelArgs& a) {
 // With xhat = (x - mean) * rstd and g = dy * w:
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); dw = sum_rows dy * xhat; db = sum_rows dy.
 void layer_norm_grad_kernel(const KernelArgs& a) {
-  dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
+  with_norm_operands(a, [&](auto t, auto x, auto w, int64_t d, int64_t rows, double eps) {
     using T = decltype(t);
-    int64_t d = a.in[0].shape.back(), rows = last_dim_rows(a.in[0]);
-    double eps = a.a().get_float("eps");
-    const T* x = a.in[0].as<T>();     // (R, D)
-    const T* w = a.in[1].as<T>();     // (D)
     const T* dy = a.in[2].as<T>();    // (R, D)
     T* dx = a.out[0].as<T>();         // (R, D)
     std::vector<RowMoments> m(rows);  // (R)
@@ -176,12 +158,9 @@ void cross_entropy_grad_kernel(const KernelArgs& a) {
         std::fill(out, out + v, T(0));
         return;
       }
-      T max = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j < v; ++j) max = std::max(max, row[j]);
-      double sum = 0;
-      for (int64_t j = 0; j < v; ++j) sum += std::exp(static_cast<double>(row[j] - max));
+      RowExpSum<T> e = row_exp_sum(row, v);
       for (int64_t j = 0; j < v; ++j) {
-        double p = std::exp(static_cast<double>(row[j] - max)) / sum;
+        double p = std::exp(static_cast<double>(row[j] - e.max)) / e.sum;
         out[j] = static_cast<T>((p - (j == label ? 1.0 : 0.0)) * scale);
       }
     });

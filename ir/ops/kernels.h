@@ -8,8 +8,10 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "ir/ops/index_math.h"
@@ -78,6 +80,36 @@ struct AxisRows {
 inline AxisRows axis_rows(const TensorRef& t, int64_t axis) {
   AxisSplit s = split_at(t.shape, static_cast<int>(axis < 0 ? axis + t.rank() : axis));
   return {s.outer * s.inner, s.extent, s.inner};
+}
+
+// The max of one row of n elements, x[0], x[stride], ..., and the sum of exp(x[k] - max) in
+// double (softmax, cross-entropy and its gradient). Subtracting the max first keeps exp from
+// overflowing; x[k] - max is taken in T, as the callers take it again when they normalise, so
+// both see the same shifted values.
+template <typename T>
+struct RowExpSum {
+  T max;
+  double sum;
+};
+template <typename T>
+RowExpSum<T> row_exp_sum(const T* x, int64_t n, int64_t stride = 1) {
+  T max = -std::numeric_limits<T>::infinity();
+  for (int64_t k = 0; k < n; ++k) max = std::max(max, x[k * stride]);
+  double sum = 0;
+  for (int64_t k = 0; k < n; ++k) sum += std::exp(static_cast<double>(x[k * stride] - max));
+  return {max, sum};
+}
+
+// Runs f(T{}, x, w, d, rows, eps) in x's dtype T with the operands every norm kernel (rms_norm,
+// layer_norm and their gradients) reads first: x (R, D) normalised over its last dim, d = D,
+// rows = R, w (D) scaling each column, and the eps attribute.
+template <typename F>
+void with_norm_operands(const KernelArgs& a, F&& f) {
+  dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
+    using T = decltype(t);
+    f(t, a.in[0].as<T>(), a.in[1].as<T>(), a.in[0].shape.back(), last_dim_rows(a.in[0]),
+      a.a().get_float("eps"));
+  });
 }
 
 // Mean and 1 / sqrt(biased variance + eps) of one row of d elements (layer_norm), in double.

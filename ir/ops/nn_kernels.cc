@@ -1,8 +1,6 @@
 // Reference kernels of the composite nn ops (ir/ops/nn_ops.cc): softmax, log_softmax, rms_norm,
 // layer_norm, cross_entropy, rope, causal_mask, dropout. Sums run in double, one row per thread.
-#include <algorithm>
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "ir/ops/kernels.h"
@@ -18,14 +16,11 @@ void softmax_rows(const KernelArgs& a, bool log) {
   T* y = a.out[0].as<T>();       // like x
   parallel_rows(rows.count, [&](int64_t r) {
     int64_t s = rows.start(r), st = rows.stride, n = rows.extent;
-    T max = -std::numeric_limits<T>::infinity();
-    for (int64_t k = 0; k < n; ++k) max = std::max(max, x[s + k * st]);
-    double sum = 0;
-    for (int64_t k = 0; k < n; ++k) sum += std::exp(static_cast<double>(x[s + k * st] - max));
-    double log_sum = std::log(sum);
+    RowExpSum<T> e = row_exp_sum(x + s, n, st);
+    double log_sum = std::log(e.sum);
     for (int64_t k = 0; k < n; ++k) {
-      double shifted = static_cast<double>(x[s + k * st] - max);
-      y[s + k * st] = static_cast<T>(log ? shifted - log_sum : std::exp(shifted) / sum);
+      double shifted = static_cast<double>(x[s + k * st] - e.max);
+      y[s + k * st] = static_cast<T>(log ? shifted - log_sum : std::exp(shifted) / e.sum);
     }
   });
 }
@@ -87,13 +82,9 @@ void log_softmax_kernel(const KernelArgs& a) {
 }
 
 void rms_norm_kernel(const KernelArgs& a) {
-  dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
+  with_norm_operands(a, [&](auto t, auto x, auto w, int64_t d, int64_t rows, double eps) {
     using T = decltype(t);
-    int64_t d = a.in[0].shape.back(), rows = last_dim_rows(a.in[0]);
-    double eps = a.a().get_float("eps");
-    const T* x = a.in[0].as<T>();  // (R, D)
-    const T* w = a.in[1].as<T>();  // (D)
-    T* y = a.out[0].as<T>();       // (R, D)
+    T* y = a.out[0].as<T>();  // (R, D)
     parallel_rows(rows, [&](int64_t r) {
       const T* xr = x + r * d;
       double inv = row_rms_inv(xr, d, eps);
@@ -103,12 +94,8 @@ void rms_norm_kernel(const KernelArgs& a) {
 }
 
 void layer_norm_kernel(const KernelArgs& a) {
-  dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
+  with_norm_operands(a, [&](auto t, auto x, auto w, int64_t d, int64_t rows, double eps) {
     using T = decltype(t);
-    int64_t d = a.in[0].shape.back(), rows = last_dim_rows(a.in[0]);
-    double eps = a.a().get_float("eps");
-    const T* x = a.in[0].as<T>();  // (R, D)
-    const T* w = a.in[1].as<T>();  // (D)
     const T* b = a.in[2].as<T>();  // (D)
     T* y = a.out[0].as<T>();       // (R, D)
     parallel_rows(rows, [&](int64_t r) {
@@ -135,11 +122,8 @@ void cross_entropy_kernel(const KernelArgs& a) {
       int64_t label = index_at(a.in[1], r);
       if (label == ignore) return;
       const T* row = logits + r * v;
-      T max = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j < v; ++j) max = std::max(max, row[j]);
-      double sum = 0;
-      for (int64_t j = 0; j < v; ++j) sum += std::exp(static_cast<double>(row[j] - max));
-      loss[r] = std::log(sum) + max - row[label];
+      RowExpSum<T> e = row_exp_sum(row, v);
+      loss[r] = std::log(e.sum) + e.max - row[label];
     });
     double total = 0;
     for (int64_t r = 0; r < rows; ++r) total += loss[r];

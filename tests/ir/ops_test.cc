@@ -81,6 +81,12 @@ TEST(Ops, EveryRegisteredOpHasValidAndInvalidCases) {
   for (const auto& name : valid) EXPECT_NE(OpRegistry::instance().find(name), nullptr) << name;
 }
 
+TEST(Ops, EveryOpHasAReferenceKernel) {
+  for (const OpDef* op : OpRegistry::instance().all()) {
+    EXPECT_TRUE(static_cast<bool>(op->reference)) << op->name << " has no reference kernel";
+  }
+}
+
 TEST(Ops, UnknownOpSuggestsTheNearest) {
   try {
     OpRegistry::instance().get("sofmax");

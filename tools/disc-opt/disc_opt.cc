@@ -3,11 +3,14 @@
 //
 //   disc-opt model.disc --passes=verify,canonicalize,cse,dce --facts
 //   disc-opt model.disc --passes=canonicalize,dce --dump-after=canonicalize
+//   disc-opt --model llama --train adamw            (a model family's training-step graph)
 #include <CLI/CLI.hpp>
 #include <iostream>
 
 #include "ir/error.h"
+#include "ir/models/model.h"
 #include "ir/op_registry.h"
+#include "ir/training_step.h"
 #include "ir/pass.h"
 #include "ir/text_format.h"
 
@@ -36,12 +39,34 @@ void print_ops() {
   }
 }
 
+// A model family at its default (small) size; with `train`, its whole training step.
+std::unique_ptr<disc::ir::Graph> model_graph(const std::string& family, const std::string& train) {
+  namespace m = disc::ir::models;
+  m::Model model = family == "llama" ? m::build_llama({})
+                   : family == "gpt2" ? m::build_gpt2({})
+                   : family == "mlp"  ? m::build_mlp({})
+                   : family == "cnn"  ? m::build_cnn({})
+                                      : throw disc::InvalidArgument("unknown model `" + family +
+                                                                    "`; models: llama, gpt2, mlp, cnn");
+  if (!train.empty()) {
+    disc::ir::OptimizerConfig opt;
+    if (train == "sgd") opt.kind = disc::ir::OptimizerConfig::Kind::kSgd;
+    else if (train != "adamw") throw disc::InvalidArgument("unknown optimizer `" + train + "`; use adamw or sgd");
+    opt.clip_norm = 1.0;
+    disc::ir::build_training_step(*model.graph, model.loss, model.params, opt);
+  } else {
+    model.graph->add_output("loss", model.loss);
+  }
+  return std::move(model.graph);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"disc-opt: run graph passes on a disc graph file and print the result"};
   std::string file, passes = "verify", dump, disable, output;
   bool facts = false, stats = false, list_ops = false;
+  std::string model, train;
   app.add_option("file", file, "Graph file in the disc text format ('-' reads standard input)");
   app.add_option("--passes", passes, passes_help())->capture_default_str();
   app.add_option("--dump-after", dump, "Print the graph after these passes (comma-separated, or 'all')");
@@ -49,19 +74,23 @@ int main(int argc, char** argv) {
   app.add_flag("--facts", facts, "Print the symbolic shape facts after the graph");
   app.add_flag("--stats", stats, "Print per-pass timing and whether each changed the graph");
   app.add_flag("--list-ops", list_ops, "List every op in the registry and exit");
+  app.add_option("--model", model, "Instead of a file, build a model family: llama, gpt2, mlp, cnn");
+  app.add_option("--train", train, "With --model: the training step (forward, backward, update) with this optimizer: adamw or sgd");
   CLI11_PARSE(app, argc, argv);
 
   if (list_ops) {
     print_ops();
     return 0;
   }
-  if (file.empty()) {
-    std::cerr << "disc-opt: no graph file given; run `disc-opt --help`\n";
+  if (file.empty() == model.empty()) {
+    std::cerr << "disc-opt: give a graph file or --model (not both); run `disc-opt --help`\n";
     return 2;
   }
   try {
     std::unique_ptr<disc::ir::Graph> g;
-    if (file == "-") {
+    if (!model.empty()) {
+      g = model_graph(model, train);
+    } else if (file == "-") {
       std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
       g = disc::ir::parse_graph(text, "<stdin>");
     } else {

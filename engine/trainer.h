@@ -1,0 +1,83 @@
+// The embedding API: train a fixed-topology model whose batch shapes change every step.
+//
+//   #include <disc/engine/trainer.h>
+//   using namespace disc;
+//   engine::TrainerOptions opt;                        // device, threads, seed, optimizer, memory cap
+//   engine::Trainer trainer(ir::models::build_llama({}), opt);
+//   engine::Batch batch = ...;                          // "tokens", "targets": i32[B, S], any B, S
+//   engine::StepResult r = trainer.step(batch, /*lr=*/3e-4);
+//   std::printf("loss %.4f, peak %lld bytes\n", r.loss, (long long)r.stats.live_peak_bytes);
+//   trainer.save("ckpt/step-000100", {{"data_cursor", "1234"}});
+//
+// Errors are disc exceptions (ir/error.h): InvalidArgument, ShapeError (a batch that violates
+// the graph's symbolic shapes), OutOfMemory, IoError. Nothing aborts the host process.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "devices/device.h"
+#include "engine/executor.h"
+#include "engine/tensor.h"
+#include "ir/models/model.h"
+#include "ir/training_step.h"
+
+namespace disc::engine {
+
+using Batch = std::map<std::string, Tensor>;
+
+struct TrainerOptions {
+  std::string device = "cpu";
+  int threads = 0;                 // 0: every hardware thread
+  uint64_t seed = 0;               // parameter initialisation
+  ir::OptimizerConfig optimizer;   // AdamW with weight decay 0.01 by default
+  int64_t memory_cap_bytes = 0;    // 0: no cap (enforced once the memory governor lands)
+};
+
+struct StepResult {
+  int64_t step = 0;  // 1 for the first step
+  float loss = 0;
+  float grad_norm = 0;
+  StepStats stats;
+};
+
+class Trainer {
+ public:
+  // Builds the training step from a model and initialises its parameters from options.seed.
+  Trainer(ir::models::Model model, const TrainerOptions& options);
+
+  // One training step on `batch` (the model's inputs by name) at learning rate `lr`.
+  StepResult step(const Batch& batch, double lr);
+
+  int64_t steps_done() const { return step_; }
+  const ir::Graph& graph() const { return *model_.graph; }
+  std::vector<std::string> parameter_names() const;
+  const Tensor& parameter(const std::string& name) const;
+  // Copies `value` into the parameter (same dtype and shape, else InvalidArgument).
+  void set_parameter(const std::string& name, const Tensor& value);
+  memory::Allocator& allocator() { return *alloc_; }
+  devices::Device& device() { return *device_; }
+
+  // Writes parameters and optimizer state to DIR/state.safetensors and the step count plus
+  // `extra` (the caller's data cursor, RNG and schedule state) to DIR/trainer.json, each
+  // atomically; trainer.json is written last, so its presence marks a complete checkpoint.
+  void save(const std::string& dir, const std::map<std::string, std::string>& extra = {}) const;
+  // Restores a checkpoint written by save(); returns its `extra`. Throws IoError for a missing or
+  // incomplete checkpoint and InvalidArgument when it belongs to a different model.
+  std::map<std::string, std::string> load(const std::string& dir);
+
+ private:
+  ir::models::Model model_;
+  std::unique_ptr<devices::Device> device_;
+  std::unique_ptr<memory::Allocator> alloc_;
+  std::unique_ptr<Executor> executor_;
+  std::map<std::string, Tensor> state_;  // parameters and optimizer state by name
+  int64_t step_ = 0;
+};
+
+// The devices this build can create: "cpu" (GPUs join with their backends).
+std::unique_ptr<devices::Device> make_device(const std::string& name, int threads);
+
+}  // namespace disc::engine
