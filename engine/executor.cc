@@ -29,7 +29,11 @@ std::map<std::string, Tensor> Executor::run(std::map<std::string, Tensor>& args,
   std::map<const ir::Value*, Tensor> env;
   for (const ir::Value* a : g_.arguments()) env[a] = args.at(a->name());
   auto nodes = g_.nodes();
+  auto since_start = [&] {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  };
   for (size_t i = 0; i < nodes.size(); ++i) {
+    double begin = observer_ ? since_start() : 0;
     run_node(*nodes[i], b, env);
     for (const ir::Value* v : nodes[i]->operands()) {
       if (last_use_.at(v) == i && !g_.is_output(v) && v->producer()) env.erase(v);
@@ -37,6 +41,7 @@ std::map<std::string, Tensor> Executor::run(std::map<std::string, Tensor>& args,
     for (const ir::Value* r : nodes[i]->results()) {
       if (!last_use_.contains(r) && !g_.is_output(r)) env.erase(r);  // never used
     }
+    if (observer_) observer_(*nodes[i], begin, since_start(), alloc_.stats().live_bytes);
   }
   std::map<std::string, Tensor> outputs;
   for (const auto& [name, v] : g_.outputs()) outputs[name] = env.at(v);

@@ -4,6 +4,7 @@
 // value after its last use, and finally applies the graph's updates to the argument tensors.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,6 +22,10 @@ struct StepStats {
   ir::Bindings bindings;        // the symbol values of this step
 };
 
+// Called after each node runs: the node, its start and end in microseconds since the step began,
+// and the live bytes after it (for traces).
+using NodeObserver = std::function<void(const ir::Node&, double begin_us, double end_us, int64_t live_bytes)>;
+
 class Executor {
  public:
   // The graph must outlive the executor.
@@ -29,6 +34,8 @@ class Executor {
   // `args` holds every graph argument by name; updates are written into those tensors.
   // Returns the graph's outputs by name.
   std::map<std::string, Tensor> run(std::map<std::string, Tensor>& args, StepStats* stats = nullptr);
+  // Observe every node of the following runs (an empty function stops it).
+  void set_observer(NodeObserver observer) { observer_ = std::move(observer); }
 
  private:
   void run_node(const ir::Node& n, const ir::Bindings& b, std::map<const ir::Value*, Tensor>& env);
@@ -37,6 +44,7 @@ class Executor {
   const ir::Graph& g_;
   memory::Allocator& alloc_;
   std::map<const ir::Value*, size_t> last_use_;  // node index after which a value can go
+  NodeObserver observer_;
 };
 
 }  // namespace disc::engine

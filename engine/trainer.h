@@ -58,6 +58,7 @@ class Trainer {
   // Copies `value` into the parameter (same dtype and shape, else InvalidArgument).
   void set_parameter(const std::string& name, const Tensor& value);
   memory::Allocator& allocator() { return *alloc_; }
+  void set_node_observer(NodeObserver observer) { executor_->set_observer(std::move(observer)); }
   devices::Device& device() { return *device_; }
 
   // Writes parameters and optimizer state to DIR/state.safetensors and the step count plus

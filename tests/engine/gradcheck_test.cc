@@ -115,7 +115,9 @@ TEST_F(GradCheck, EveryDifferentiableOpMatchesFiniteDifferences) {
   }
   // Every op with a gradient rule was checked at least once.
   for (const ir::OpDef* op : ir::OpRegistry::instance().all()) {
-    if (op->grad) EXPECT_TRUE(checked.contains(op->name)) << op->name << " has a gradient rule but no valid case to check";
+    if (op->grad) {
+      EXPECT_TRUE(checked.contains(op->name)) << op->name << " has a gradient rule but no valid case to check";
+    }
   }
 }
 

@@ -1,0 +1,110 @@
+// Epoch order, batch assembly and resumable cursors (see batcher.h).
+#include "apps/data/batcher.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "apps/data/random.h"
+#include "ir/error.h"
+
+namespace disc::data {
+namespace {
+
+void validate(const std::vector<std::vector<int32_t>>& data, const BatchSpec& s) {
+  if (s.token_budget < 0) {
+    throw InvalidArgument("token_budget is " + std::to_string(s.token_budget) + "; it must be 0 (use batch_size) or positive");
+  }
+  if (s.token_budget == 0 && s.batch_size < 1) {
+    throw InvalidArgument("batch_size is " + std::to_string(s.batch_size) + "; it must be at least 1 (or set token_budget)");
+  }
+  if (data.empty()) throw InvalidArgument("no sequences to batch: the dataset is empty");
+  for (size_t i = 0; i < data.size(); ++i) {
+    if (data[i].empty()) {
+      throw InvalidArgument("sequence " + std::to_string(i) + " is empty: drop empty sequences before batching");
+    }
+  }
+}
+
+// Fisher-Yates over our own uniform draws: the same permutation on every standard library
+// (std::shuffle's is implementation-defined).
+std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  if (!shuffle) return order;
+  std::mt19937_64 rng = detail::make_engine(seed, static_cast<uint64_t>(epoch));
+  for (int64_t i = n - 1; i > 0; --i) {
+    auto j = static_cast<int64_t>(detail::uniform_below(rng, static_cast<uint64_t>(i + 1)));
+    std::swap(order[i], order[j]);
+  }
+  return order;
+}
+
+}  // namespace
+
+Batcher::Batcher(const std::vector<std::vector<int32_t>>& data, BatchSpec spec) : data_(data), spec_(spec) {
+  validate(data_, spec_);
+  start_epoch(0);
+}
+
+void Batcher::start_epoch(int64_t epoch) {
+  cursor_ = {epoch, 0};
+  order_ = epoch_order(sequences(), spec_.shuffle, spec_.seed, epoch);
+}
+
+void Batcher::seek(Cursor c) {
+  if (c.epoch < 0 || c.position < 0 || c.position > sequences()) {
+    throw InvalidArgument("cannot seek to epoch " + std::to_string(c.epoch) + ", position " + std::to_string(c.position) +
+                          ": epochs count from 0 and positions from 0 to " + std::to_string(sequences()) +
+                          ", the dataset's size (was the cursor saved with a different dataset?)");
+  }
+  start_epoch(c.epoch);
+  cursor_.position = c.position;
+  if (cursor_.position == sequences()) start_epoch(c.epoch + 1);  // the spelling next() leaves
+}
+
+int64_t Batcher::take_count() const {
+  int64_t left = sequences() - cursor_.position;
+  if (spec_.token_budget == 0) return std::min(spec_.batch_size, left);
+  int64_t count = 1;
+  auto longest = static_cast<int64_t>(data_[order_[cursor_.position]].size());
+  int64_t rows = spec_.max_rows > 0 ? std::min(left, spec_.max_rows) : left;
+  while (count < rows) {
+    auto len = static_cast<int64_t>(data_[order_[cursor_.position + count]].size());
+    if ((count + 1) * std::max(longest, len) > spec_.token_budget) break;
+    longest = std::max(longest, len);
+    ++count;
+  }
+  return count;
+}
+
+HostBatch Batcher::next() {
+  int64_t count = take_count();
+  HostBatch b = assemble(count);
+  cursor_.position += count;
+  // Step into the next epoch at once, so that a cursor has one spelling between two batches.
+  if (cursor_.position == sequences()) start_epoch(cursor_.epoch + 1);
+  return b;
+}
+
+HostBatch Batcher::assemble(int64_t count) const {
+  HostBatch b;
+  b.batch = count;
+  for (int64_t r = 0; r < count; ++r) {
+    b.seq = std::max(b.seq, static_cast<int64_t>(data_[order_[cursor_.position + r]].size()));
+  }
+  b.tokens.assign(static_cast<size_t>(b.batch * b.seq), spec_.pad_id);
+  b.targets.assign(static_cast<size_t>(b.batch * b.seq), spec_.ignore_index);
+  for (int64_t r = 0; r < count; ++r) {
+    const std::vector<int32_t>& s = data_[order_[cursor_.position + r]];
+    auto len = static_cast<int64_t>(s.size());
+    int32_t* tokens = b.tokens.data() + r * b.seq;
+    int32_t* targets = b.targets.data() + r * b.seq;
+    std::copy(s.begin(), s.end(), tokens);
+    std::copy(s.begin() + 1, s.end(), targets);  // targets[t] = tokens[t + 1] for t < len - 1
+    b.real_tokens += len - 1;
+  }
+  return b;
+}
+
+}  // namespace disc::data

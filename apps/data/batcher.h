@@ -1,0 +1,69 @@
+// Batches of variable-length sequences for training: each batch is padded only to its own
+// longest sequence, so shapes vary from step to step (what disc compiles for) and no step pays
+// for padding it does not need. The order is reproducible from (seed, epoch), and a cursor makes
+// a resumed run see exactly the batches an uninterrupted run would have seen.
+//
+//   Batcher batcher(examples, BatchSpec{.batch_size = 8, .seed = 1});
+//   HostBatch b = batcher.next();            // b.tokens and b.targets are [b.batch, b.seq]
+//   Batcher::Cursor c = batcher.cursor();    // store with a checkpoint ...
+//   batcher.seek(c);                         // ... and continue from it after a restart
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace disc::data {
+
+struct BatchSpec {
+  int64_t batch_size = 8;
+  // When > 0, replaces batch_size: a batch takes sequences while batch * longest <= token_budget
+  // (always at least one sequence, even one longer than the budget).
+  int64_t token_budget = 0;
+  int64_t max_rows = 0;  // with token_budget: at most this many sequences per batch (0: no limit)
+  bool shuffle = true;  // false: file order
+  uint64_t seed = 0;
+  int32_t pad_id = 0;
+  int32_t ignore_index = -100;  // targets that the loss skips
+};
+
+struct HostBatch {
+  int64_t batch = 0, seq = 0;
+  // [batch, seq], row-major. tokens: each sequence, then pad_id. targets[t] = tokens[t + 1] for
+  // t < len - 1; ignore_index at the last real position and at every padding position.
+  std::vector<int32_t> tokens, targets;
+  int64_t real_tokens = 0;  // targets that count: the sum of (len - 1)
+};
+
+class Batcher {
+ public:
+  // Keeps its own copy of `data`. Throws InvalidArgument for an empty dataset, an empty sequence
+  // or an invalid spec.
+  Batcher(const std::vector<std::vector<int32_t>>& data, BatchSpec spec);
+
+  // The next batch. An epoch visits every sequence once; its last batch may be smaller, and the
+  // batch after it starts the next epoch (never mixing two epochs).
+  HostBatch next();
+
+  // Where next() continues: the epoch, and how many of its sequences were already batched.
+  struct Cursor {
+    int64_t epoch = 0;
+    int64_t position = 0;
+  };
+  Cursor cursor() const { return cursor_; }
+  // After seek(c), next() returns exactly what it returned when cursor() was c.
+  void seek(Cursor c);
+
+  int64_t sequences() const { return static_cast<int64_t>(data_.size()); }
+
+ private:
+  void start_epoch(int64_t epoch);
+  int64_t take_count() const;  // how many sequences the next batch takes
+  HostBatch assemble(int64_t count) const;
+
+  std::vector<std::vector<int32_t>> data_;
+  BatchSpec spec_;
+  Cursor cursor_;
+  std::vector<int64_t> order_;  // the current epoch's permutation of data_'s indices
+};
+
+}  // namespace disc::data

@@ -1,0 +1,45 @@
+// A disc-train run's configuration: YAML file, then `key=value` overrides, validated against the
+// schema (config_schema.h). Every problem is one line that says where and how to fix it:
+//   run.yaml:7:3: unknown key `train.step` (did you mean `train.steps`?)
+//   override `memory.cap=lots`: memory.cap must be a byte size such as 2GiB or 512MiB, not `lots`
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+#include <yaml-cpp/yaml.h>
+
+namespace disc::apps {
+
+class Config {
+ public:
+  // `file` may be empty (defaults only). Throws InvalidArgument (bad keys or values, malformed
+  // YAML) or IoError (unreadable file).
+  static Config load(const std::string& file, const std::vector<std::string>& overrides);
+
+  int64_t get_int(const std::string& key) const;
+  double get_float(const std::string& key) const;
+  bool get_bool(const std::string& key) const;
+  std::string get_string(const std::string& key) const;
+  std::vector<std::string> get_strings(const std::string& key) const;
+  std::vector<int64_t> get_ints(const std::string& key) const;
+  int64_t get_bytes(const std::string& key) const;
+
+  // Every key with its resolved value, as YAML that load() accepts.
+  std::string to_yaml() const;
+  // The file the config came from ("" for defaults only), for resolving relative paths.
+  const std::string& file() const { return file_; }
+
+ private:
+  void set(const std::string& key, const YAML::Node& value, const std::string& where);
+  void visit(const YAML::Node& node, const std::string& prefix);
+  const YAML::Node& value(const std::string& key) const;
+
+  std::string file_;
+  std::map<std::string, YAML::Node> values_;
+};
+
+// "2GiB" -> 2147483648; plain integers are bytes. Returns -1 when `text` is no byte size.
+int64_t parse_bytes(const std::string& text);
+
+}  // namespace disc::apps

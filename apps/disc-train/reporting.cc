@@ -1,0 +1,140 @@
+#include "reporting.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "ir/error.h"
+
+namespace disc::apps {
+namespace {
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string bucket_of(const ir::Bindings& b) {
+  std::string s;
+  for (const auto& [name, v] : b) s += (s.empty() ? "" : ",") + name + "=" + std::to_string(v);
+  return s;
+}
+
+void ensure_parent(const std::string& path) {
+  auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+}
+
+}  // namespace
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) bytes /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+  return buf;
+}
+
+MetricsFile::MetricsFile(const std::string& path, int64_t keep_through_step) {
+  ensure_parent(path);
+  std::vector<std::string> kept;
+  if (keep_through_step >= 0) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("step", int64_t{1} << 62) <= keep_through_step) kept.push_back(line);
+    }
+  }
+  out_.open(path, std::ios::trunc);
+  if (!out_) throw IoError("cannot write metrics file " + path);
+  for (const auto& line : kept) out_ << line << "\n";
+  out_.flush();
+}
+
+void MetricsFile::write(const StepReport& r) {
+  const auto& s = r.result.stats;
+  nlohmann::json j = {
+      {"step", r.result.step}, {"loss", r.result.loss}, {"tokens", r.tokens}, {"step_ms", s.ms},
+      {"tokens_per_s", s.ms > 0 ? r.tokens / (s.ms / 1e3) : 0.0},
+      {"live_peak_bytes", s.live_peak_bytes},
+      // The CPU allocator takes every byte straight from the system (no pool), so what is
+      // reserved is what is live; the memory governor's pools will make these differ.
+      {"reserved_peak_bytes", s.live_peak_bytes},
+      {"evictions", 0}, {"recomputes", 0}, {"reloads", 0}, {"compiles", 0}, {"compile_ms", 0.0},
+      {"bucket", bucket_of(s.bindings)}, {"lr", r.lr}, {"grad_norm", r.result.grad_norm},
+      {"batch", r.batch}, {"seq", r.seq}};
+  out_ << j.dump() << "\n";
+  out_.flush();
+}
+
+Progress::Progress(const std::string& mode, int64_t total, int64_t every)
+    : total_(total), every_(every), start_ms_(now_ms()) {
+  bool tty = ::isatty(STDERR_FILENO);
+  bar_ = mode == "bar" || (mode == "auto" && tty);
+  quiet_ = mode == "none";
+}
+
+void Progress::update(const StepReport& r) {
+  if (first_step_ < 0) first_step_ = r.result.step, start_ms_ = now_ms() - r.result.stats.ms;
+  if (quiet_) return;
+  const auto& s = r.result.stats;
+  double tps = s.ms > 0 ? r.tokens / (s.ms / 1e3) : 0;
+  double elapsed = (now_ms() - start_ms_) / 1e3;
+  double done = static_cast<double>(r.result.step - first_step_ + 1);
+  double eta = elapsed / done * static_cast<double>(total_ - r.result.step);
+  if (bar_) {
+    int width = 24, filled = static_cast<int>(width * r.result.step / std::max<int64_t>(total_, 1));
+    std::fprintf(stderr, "\r[%s%s] %lld/%lld loss %.4f %.0f tok/s live %s peak %s compiles 0 ETA %.0fs  ",
+                 std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
+                 static_cast<long long>(r.result.step), static_cast<long long>(total_), r.result.loss, tps,
+                 human_bytes(static_cast<double>(s.live_peak_bytes)).c_str(),
+                 human_bytes(static_cast<double>(s.live_peak_bytes)).c_str(), eta);
+    std::fflush(stderr);
+  } else if (r.result.step % every_ == 0 || r.result.step == total_) {
+    spdlog::info("step {}/{} loss {:.4f} lr {:.2e} tokens/s {:.0f} peak {} B={} S={} ETA {:.0f}s", r.result.step,
+                 total_, r.result.loss, r.lr, tps, human_bytes(static_cast<double>(s.live_peak_bytes)), r.batch,
+                 r.seq, eta);
+  }
+}
+
+void Progress::finish(const std::string& summary) {
+  if (bar_) std::fprintf(stderr, "\n");
+  spdlog::info("{}", summary);
+}
+
+Trace::Trace(std::string path, std::vector<int64_t> steps, int64_t cap_bytes)
+    : path_(std::move(path)), steps_(std::move(steps)), cap_(cap_bytes) {}
+
+bool Trace::wants(int64_t step) const {
+  return !path_.empty() && std::find(steps_.begin(), steps_.end(), step) != steps_.end();
+}
+
+engine::NodeObserver Trace::observer(int64_t step) {
+  return [this, step](const ir::Node& n, double begin, double end, int64_t live) {
+    std::string results;
+    for (const ir::Value* r : n.results()) results += (results.empty() ? "%" : ", %") + r->name();
+    nlohmann::json span = {{"name", n.op().name}, {"ph", "X"}, {"ts", offset_us_ + begin},
+                           {"dur", end - begin}, {"pid", 1}, {"tid", 1},
+                           {"args", {{"step", step}, {"results", results}}}};
+    nlohmann::json counter = {{"name", "memory"}, {"ph", "C"}, {"ts", offset_us_ + end}, {"pid", 1},
+                              {"args", {{"live_bytes", live}}}};
+    if (cap_ > 0) counter["args"]["cap_bytes"] = cap_;
+    events_ += (events_.empty() ? "" : ",\n") + span.dump() + ",\n" + counter.dump();
+  };
+}
+
+void Trace::end_step(double step_us) { offset_us_ += step_us + 1000; }  // a gap between steps
+
+void Trace::write() const {
+  if (path_.empty()) return;
+  ensure_parent(path_);
+  std::ofstream out(path_, std::ios::trunc);
+  out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n" << events_ << "\n]}\n";
+  if (!out) throw IoError("cannot write trace file " + path_);
+}
+
+}  // namespace disc::apps

@@ -1,0 +1,68 @@
+// What a run tells the world: one metrics JSON object per step (stable keys), a progress bar on
+// a terminal or log lines otherwise, a Chrome trace (Perfetto-readable) of chosen steps, and an
+// end-of-run summary.
+#pragma once
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/trainer.h"
+
+namespace disc::apps {
+
+struct StepReport {
+  engine::StepResult result;
+  int64_t tokens = 0;  // real (unpadded) target tokens
+  int64_t batch = 0, seq = 0;
+  double lr = 0;
+};
+
+// Appends one JSON object per step to a .jsonl file.
+class MetricsFile {
+ public:
+  // `keep_through_step` >= 0 (a resumed run) drops lines of later steps first; -1 truncates.
+  MetricsFile(const std::string& path, int64_t keep_through_step);
+  void write(const StepReport& r);
+
+ private:
+  std::ofstream out_;
+};
+
+// A progress bar on a terminal, log lines every `every` steps otherwise.
+class Progress {
+ public:
+  Progress(const std::string& mode, int64_t total, int64_t every);
+  void update(const StepReport& r);
+  void finish(const std::string& summary);
+
+ private:
+  bool bar_ = false, quiet_ = false;
+  int64_t total_, every_;
+  double start_ms_;
+  int64_t first_step_ = -1;
+};
+
+// Collects node spans and live-byte counters of traced steps and writes a Chrome trace.
+class Trace {
+ public:
+  Trace(std::string path, std::vector<int64_t> steps, int64_t cap_bytes);
+  bool wants(int64_t step) const;
+  // Observer for the trainer while step `step` runs; `offset_us` places the step on the timeline.
+  engine::NodeObserver observer(int64_t step);
+  void end_step(double step_us);
+  void write() const;  // no-op without a path
+
+ private:
+  std::string path_;
+  std::vector<int64_t> steps_;
+  int64_t cap_;
+  double offset_us_ = 0;
+  std::string events_;
+};
+
+// "12.3 MiB"
+std::string human_bytes(double bytes);
+
+}  // namespace disc::apps

@@ -1,0 +1,119 @@
+#include "run.h"
+
+#include <cstdio>
+#include <iostream>
+#include <spdlog/spdlog.h>
+
+#include "checkpoints.h"
+#include "ir/error.h"
+#include "ir/text_format.h"
+#include "reporting.h"
+#include "schedule.h"
+#include "setup.h"
+
+namespace disc::apps {
+namespace {
+
+engine::Batch to_tensors(const data::HostBatch& hb, engine::Trainer& t, const ir::Graph& g, int64_t seed, int64_t step) {
+  engine::Batch b;
+  b["tokens"] = engine::Tensor::from<int32_t>({hb.batch, hb.seq}, hb.tokens, t.allocator());
+  b["targets"] = engine::Tensor::from<int32_t>({hb.batch, hb.seq}, hb.targets, t.allocator());
+  // Dropout draws from (seed, stream, element): a per-step seed keeps masks fresh and reproducible.
+  if (g.find_value("seed")) b["seed"] = engine::Tensor::from<int64_t>({}, {seed * 1000003 + step}, t.allocator());
+  return b;
+}
+
+Schedule schedule_of(const Config& c) {
+  return {c.get_float("schedule.lr"), c.get_float("schedule.min_lr"), c.get_int("schedule.warmup_steps"),
+          c.get_int("train.steps"), c.get_string("schedule.decay")};
+}
+
+std::string summary_line(int64_t steps, int64_t tokens, double ms, int64_t peak, float first, float last) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "done: %lld steps, %lld tokens, %.0f tokens/s, peak %s, loss %.4f -> %.4f, compiles 0, evictions 0",
+                static_cast<long long>(steps), static_cast<long long>(tokens), ms > 0 ? tokens / (ms / 1e3) : 0.0,
+                human_bytes(static_cast<double>(peak)).c_str(), first, last);
+  return buf;
+}
+
+}  // namespace
+
+int run_training(const Config& c, const RunFlags& f) {
+  RunSetup s = make_setup(c);  // every bad input fails here, before anything is written
+  std::string ckdir = c.get_string("checkpoint.dir");
+  std::optional<std::string> resume_from;
+  if (f.resume) {
+    if (ckdir.empty()) throw InvalidArgument("--resume needs checkpoint.dir: set it to the run's checkpoint folder");
+    resume_from = latest_checkpoint(ckdir);
+    if (!resume_from) throw InvalidArgument("no complete checkpoint in " + ckdir + " to resume from; run without --resume to start fresh");
+  }
+  const ir::Graph& g = *s.model.graph;
+  engine::Trainer trainer(std::move(s.model), s.trainer);
+  data::Batcher batcher(s.examples, s.batching);
+  if (resume_from) {
+    auto extra = trainer.load(*resume_from);
+    batcher.seek({std::stoll(extra.at("epoch")), std::stoll(extra.at("position"))});
+    spdlog::info("resumed from {} at step {}", *resume_from, trainer.steps_done());
+  }
+  int64_t total = c.get_int("train.steps"), seed = c.get_int("train.seed");
+  std::string metrics_path = c.get_string("logging.metrics");
+  std::unique_ptr<MetricsFile> metrics;
+  if (!metrics_path.empty()) metrics = std::make_unique<MetricsFile>(metrics_path, resume_from ? trainer.steps_done() : -1);
+  Trace trace(c.get_string("logging.trace"), c.get_ints("logging.trace_steps"), c.get_bytes("memory.cap"));
+  Progress progress(c.get_string("logging.progress"), total, c.get_int("logging.every"));
+  Schedule lr = schedule_of(c);
+  spdlog::info("disc-train: {}; {} steps", s.describe, total);
+
+  int64_t tokens = 0, peak = 0, steps_run = 0;
+  double ms = 0;
+  float first = 0, last = 0;
+  bool warned_cap = false;
+  for (int64_t step = trainer.steps_done() + 1; step <= total; ++step) {
+    data::HostBatch hb = batcher.next();
+    if (trace.wants(step)) trainer.set_node_observer(trace.observer(step));
+    StepReport r{trainer.step(to_tensors(hb, trainer, g, seed, step), lr.at(step)), hb.real_tokens, hb.batch, hb.seq, lr.at(step)};
+    if (trace.wants(step)) trainer.set_node_observer({}), trace.end_step(r.result.stats.ms * 1e3);
+    if (metrics) metrics->write(r);
+    int64_t cap = c.get_bytes("memory.cap");
+    if (cap > 0 && r.result.stats.live_peak_bytes > cap && !warned_cap) {
+      warned_cap = true;
+      spdlog::warn("step {} peaked at {}, above memory.cap {}: the cap is not enforced until the memory governor lands",
+                   step, human_bytes(static_cast<double>(r.result.stats.live_peak_bytes)), human_bytes(static_cast<double>(cap)));
+    }
+    progress.update(r);
+    tokens += r.tokens, ms += r.result.stats.ms, peak = std::max(peak, r.result.stats.live_peak_bytes);
+    if (steps_run++ == 0) first = r.result.loss;
+    last = r.result.loss;
+    if (!ckdir.empty() && (step % c.get_int("checkpoint.every") == 0 || step == total)) {
+      auto cursor = batcher.cursor();
+      trainer.save(checkpoint_path(ckdir, step), {{"epoch", std::to_string(cursor.epoch)}, {"position", std::to_string(cursor.position)}});
+      prune_checkpoints(ckdir, c.get_int("checkpoint.keep"));
+    }
+  }
+  trace.write();
+  progress.finish(summary_line(steps_run, tokens, ms, peak, first, last));
+  return 0;
+}
+
+int validate(const Config& c) {
+  RunSetup s = make_setup(c);
+  engine::Trainer trainer(std::move(s.model), s.trainer);  // builds the training step too
+  std::cout << "config OK: " << s.describe << "; " << trainer.graph().num_nodes() << " nodes in the training step\n";
+  return 0;
+}
+
+int plan(const Config& c) {
+  RunSetup s = make_setup(c);
+  engine::Trainer trainer(std::move(s.model), s.trainer);
+  const ir::Graph& g = trainer.graph();
+  std::cout << "// " << s.describe << "\n// symbols and bounds:\n";
+  for (const ir::Symbol* sym : g.shapes().symbols()) {
+    std::cout << "//   " << sym->name << " in [" << sym->lo << ", " << sym->hi << "]\n";
+  }
+  std::cout << "// schedule: the " << g.num_nodes() << " nodes run in the order printed below;"
+            << " the memory plan per bucket arrives with the memory governor\n"
+            << ir::print_graph(g);
+  return 0;
+}
+
+}  // namespace disc::apps

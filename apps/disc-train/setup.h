@@ -1,0 +1,33 @@
+// Turns a validated config into what a run needs: the examples, the batcher and the model.
+// Everything that can fail on bad input happens here, before a run writes anything.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/data/batcher.h"
+#include "config.h"
+#include "engine/trainer.h"
+#include "ir/models/model.h"
+
+namespace disc::apps {
+
+struct RunSetup {
+  std::vector<std::vector<int32_t>> examples;
+  data::BatchSpec batching;
+  int64_t vocab = 0;     // the data's token range
+  int64_t max_len = 0;   // the longest sequence the data can give (bounds S)
+  ir::models::Model model;
+  engine::TrainerOptions trainer;
+  std::string describe;  // one line: "llama 2x128, 4,535 json examples, vocab 258"
+};
+
+RunSetup make_setup(const Config& c);
+
+// An input path from the config: a relative path that does not exist from the working directory
+// resolves against the config file's folder, so a config and its data can travel together.
+// Outputs (metrics, traces, checkpoints) are always relative to the working directory.
+std::string resolve_path(const Config& c, const std::string& path);
+
+}  // namespace disc::apps

@@ -1,0 +1,216 @@
+// The batcher: shapes and padding, shifted targets, token budgets, epochs, awkward batch sizes,
+// and bit-exact resume from a cursor.
+#include "apps/data/batcher.h"
+
+#include <algorithm>
+#include <set>
+
+#include "ir/error.h"
+#include "test_util.h"
+
+namespace disc::data {
+namespace {
+
+using testing::message_of;
+using Data = std::vector<std::vector<int32_t>>;
+
+// Sequence i holds i * 1000 + 1, i * 1000 + 2, ...: its first token names it, and no real token
+// equals the pad id 0.
+Data numbered(const std::vector<int64_t>& lengths) {
+  Data d;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    d.emplace_back();
+    for (int64_t t = 0; t < lengths[i]; ++t) d.back().push_back(static_cast<int32_t>(i * 1000 + t + 1));
+  }
+  return d;
+}
+
+// Lengths 2..40 in a scrambled but fixed pattern.
+std::vector<int64_t> varied(int n) {
+  std::vector<int64_t> l;
+  for (int i = 0; i < n; ++i) l.push_back(2 + (i * 17 + 5) % 39);
+  return l;
+}
+
+// Which sequences a batch holds, by their first token.
+std::vector<int64_t> ids(const HostBatch& b) {
+  std::vector<int64_t> out;
+  for (int64_t r = 0; r < b.batch; ++r) out.push_back(b.tokens[r * b.seq] / 1000);
+  return out;
+}
+
+// Checks one batch against the sequences it claims to hold: padding, targets, real_tokens.
+void expect_well_formed(const HostBatch& b, const Data& data, const BatchSpec& spec) {
+  ASSERT_EQ(b.tokens.size(), static_cast<size_t>(b.batch * b.seq));
+  ASSERT_EQ(b.targets.size(), b.tokens.size());
+  int64_t longest = 0, real = 0;
+  for (int64_t r = 0; r < b.batch; ++r) {
+    const auto& s = data[ids(b)[r]];
+    auto len = static_cast<int64_t>(s.size());
+    longest = std::max(longest, len), real += len - 1;
+    for (int64_t t = 0; t < b.seq; ++t) {
+      int32_t token = t < len ? s[t] : spec.pad_id;
+      int32_t target = t < len - 1 ? s[t + 1] : spec.ignore_index;
+      ASSERT_EQ(b.tokens[r * b.seq + t], token) << "row " << r << " position " << t;
+      ASSERT_EQ(b.targets[r * b.seq + t], target) << "row " << r << " position " << t;
+    }
+  }
+  EXPECT_EQ(b.seq, longest);  // padded to this batch's longest, not beyond
+  EXPECT_EQ(b.real_tokens, real);
+}
+
+TEST(Batcher, PadsToTheBatchsLongestAndShiftsTargets) {
+  Data data = numbered({3, 5, 2, 4});
+  BatchSpec spec{.batch_size = 2, .shuffle = false};
+  Batcher batcher(data, spec);
+  HostBatch b = batcher.next();
+  EXPECT_EQ(b.batch, 2);
+  EXPECT_EQ(b.seq, 5);
+  EXPECT_EQ(b.tokens, (std::vector<int32_t>{1, 2, 3, 0, 0, 1001, 1002, 1003, 1004, 1005}));
+  EXPECT_EQ(b.targets, (std::vector<int32_t>{2, 3, -100, -100, -100, 1002, 1003, 1004, 1005, -100}));
+  EXPECT_EQ(b.real_tokens, 6);
+  b = batcher.next();
+  EXPECT_EQ(b.seq, 4);  // this batch's own longest
+  EXPECT_EQ(ids(b), (std::vector<int64_t>{2, 3}));
+  expect_well_formed(b, data, spec);
+}
+
+TEST(Batcher, UsesThePadIdAndIgnoreIndexItIsGiven) {
+  Data data = numbered({1, 3});
+  BatchSpec spec{.batch_size = 2, .shuffle = false, .pad_id = 7, .ignore_index = -1};
+  HostBatch b = Batcher(data, spec).next();
+  EXPECT_EQ(b.tokens, (std::vector<int32_t>{1, 7, 7, 1001, 1002, 1003}));
+  EXPECT_EQ(b.targets, (std::vector<int32_t>{-1, -1, -1, 1002, 1003, -1}));
+  EXPECT_EQ(b.real_tokens, 2);  // a 1-token sequence has no target
+}
+
+// Runs whole epochs and checks each visits every sequence once, with batches of `expect` sizes.
+void check_epochs(const Data& data, BatchSpec spec, const std::vector<int64_t>& expect_sizes) {
+  Batcher batcher(data, spec);
+  std::vector<std::vector<int64_t>> orders;
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    std::vector<int64_t> order, sizes;
+    while (order.size() < data.size()) {
+      ASSERT_EQ(batcher.cursor().epoch, epoch);
+      HostBatch b = batcher.next();
+      expect_well_formed(b, data, spec);
+      for (int64_t id : ids(b)) order.push_back(id);
+      sizes.push_back(b.batch);
+    }
+    EXPECT_EQ(sizes, expect_sizes);
+    EXPECT_EQ(std::set<int64_t>(order.begin(), order.end()).size(), data.size()) << "epoch " << epoch;
+    orders.push_back(order);
+  }
+  EXPECT_EQ(batcher.cursor().epoch, 3);
+  EXPECT_EQ(batcher.cursor().position, 0);
+  // Shuffled, each epoch has its own order; unshuffled, every epoch is in file order.
+  EXPECT_EQ(orders[0] != orders[1], spec.shuffle);
+}
+
+TEST(Batcher, EveryEpochVisitsEverySequenceOnce) {
+  Data data = numbered(varied(20));
+  check_epochs(data, {.batch_size = 1}, std::vector<int64_t>(20, 1));
+  check_epochs(data, {.batch_size = 7}, {7, 7, 6});  // a prime: the epoch's last batch is short
+  check_epochs(data, {.batch_size = 100}, {20});     // larger than the dataset: one batch per epoch
+  check_epochs(data, {.batch_size = 20}, {20});
+  check_epochs(data, {.batch_size = 3, .shuffle = false}, {3, 3, 3, 3, 3, 3, 2});
+}
+
+TEST(Batcher, WithoutShuffleBatchesComeInFileOrder) {
+  Batcher batcher(numbered(varied(5)), {.batch_size = 2, .shuffle = false});
+  EXPECT_EQ(ids(batcher.next()), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(ids(batcher.next()), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(ids(batcher.next()), (std::vector<int64_t>{4}));
+  EXPECT_EQ(ids(batcher.next()), (std::vector<int64_t>{0, 1}));
+}
+
+TEST(Batcher, ShuffleIsFixedBySeedAndEpoch) {
+  Data data = numbered(varied(10));
+  auto first = [&](uint64_t seed) { return ids(Batcher(data, {.batch_size = 10, .seed = seed}).next()); };
+  EXPECT_EQ(first(1), first(1));
+  EXPECT_NE(first(1), first(2));
+  // Pinned: our own Fisher-Yates over mt19937_64 gives this order with every standard library.
+  EXPECT_EQ(first(0), (std::vector<int64_t>{6, 1, 2, 4, 7, 5, 3, 0, 9, 8}));
+}
+
+TEST(Batcher, TokenBudgetStopsAtMaxRows) {
+  Data data(50, std::vector<int32_t>(3, 1));  // short sequences: the budget alone would take all 50
+  BatchSpec spec;
+  spec.token_budget = 1000, spec.max_rows = 7, spec.shuffle = false;
+  Batcher b(data, spec);
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(b.next().batch, 7);
+  EXPECT_EQ(b.next().batch, 1);  // the epoch's remainder
+}
+
+TEST(Batcher, TokenBudgetBoundsBatchTimesLongest) {
+  Data data = numbered(varied(200));
+  BatchSpec spec{.token_budget = 100, .shuffle = false};
+  Batcher batcher(data, spec);
+  size_t seen = 0;
+  while (seen < data.size()) {
+    HostBatch b = batcher.next();
+    expect_well_formed(b, data, spec);
+    EXPECT_LE(b.batch * b.seq, 100);
+    seen += b.batch;
+    // Greedy: the next sequence in file order would have broken the budget.
+    if (seen < data.size()) {
+      auto next_len = static_cast<int64_t>(data[seen].size());
+      EXPECT_GT((b.batch + 1) * std::max(b.seq, next_len), 100) << "batch ending before " << seen;
+    }
+  }
+  EXPECT_EQ(seen, data.size());
+}
+
+TEST(Batcher, ASequenceLongerThanTheBudgetGoesAlone) {
+  Batcher batcher(numbered({50, 3, 3}), {.token_budget = 10, .shuffle = false});
+  HostBatch b = batcher.next();
+  EXPECT_EQ(b.batch, 1);
+  EXPECT_EQ(b.seq, 50);
+  EXPECT_EQ(batcher.next().batch, 2);  // 2 * 3 <= 10, and the epoch ends there
+}
+
+TEST(Batcher, SeekReproducesAnUninterruptedRun) {
+  Data data = numbered(varied(23));
+  for (BatchSpec spec : {BatchSpec{.batch_size = 5, .seed = 3}, BatchSpec{.token_budget = 64, .seed = 4}}) {
+    Batcher straight(data, spec);
+    std::vector<HostBatch> all;
+    std::vector<Batcher::Cursor> cursors;
+    for (int i = 0; i < 40; ++i) cursors.push_back(straight.cursor()), all.push_back(straight.next());
+    for (int stop : {0, 1, 4, 5, 13, 39}) {  // inside epochs and at their boundaries
+      Batcher resumed(data, spec);
+      resumed.seek(cursors[stop]);
+      for (int i = stop; i < 40; ++i) {
+        HostBatch b = resumed.next();
+        ASSERT_EQ(b.tokens, all[i].tokens) << "resumed at batch " << stop << ", batch " << i;
+        ASSERT_EQ(b.targets, all[i].targets);
+        ASSERT_EQ(b.real_tokens, all[i].real_tokens);
+      }
+    }
+  }
+}
+
+TEST(Batcher, SeekToTheEndOfAnEpochIsTheStartOfTheNext) {
+  Data data = numbered(varied(6));
+  Batcher a(data, {.batch_size = 4}), b(data, {.batch_size = 4});
+  a.seek({2, 6});
+  b.seek({3, 0});
+  EXPECT_EQ(a.cursor().epoch, 3);
+  EXPECT_EQ(a.next().tokens, b.next().tokens);
+}
+
+TEST(Batcher, BadInputNamesWhatIsWrong) {
+  Data data = numbered({3});
+  auto error = [&](const Data& d, BatchSpec s) { return message_of<InvalidArgument>([&] { Batcher(d, s); }); };
+  EXPECT_EQ(error(data, {.batch_size = 0}), "batch_size is 0; it must be at least 1 (or set token_budget)");
+  EXPECT_EQ(error(data, {.token_budget = -5}), "token_budget is -5; it must be 0 (use batch_size) or positive");
+  EXPECT_EQ(error({}, {}), "no sequences to batch: the dataset is empty");
+  EXPECT_EQ(error({{1}, {}}, {}), "sequence 1 is empty: drop empty sequences before batching");
+  Batcher batcher(data, {});
+  EXPECT_EQ(message_of<InvalidArgument>([&] { batcher.seek({0, 2}); }),
+            "cannot seek to epoch 0, position 2: epochs count from 0 and positions from 0 to 1, the dataset's size (was the cursor saved with a different dataset?)");
+  EXPECT_EQ(message_of<InvalidArgument>([&] { batcher.seek({-1, 0}); }),
+            "cannot seek to epoch -1, position 0: epochs count from 0 and positions from 0 to 1, the dataset's size (was the cursor saved with a different dataset?)");
+}
+
+}  // namespace
+}  // namespace disc::data

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs disc from BUILD_DIR into a scratch prefix, then builds the example embedder
+# (apps/examples/embed) against it twice: with find_package(disc CONFIG) and with pkg-config.
+# Both binaries must train (print falling losses).
+# usage: install_test.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build=$1 src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build" --prefix "$work/prefix" > /dev/null
+cmake -S "$src/apps/examples/embed" -B "$work/embed" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" > /dev/null
+cmake --build "$work/embed" > /dev/null
+"$work/embed/train_counting" 20 | tee "$work/cmake.out"
+PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --exists disc
+# shellcheck disable=SC2046  # pkg-config output is meant to be split into flags
+c++ "$src/apps/examples/embed/train_counting.cc" -o "$work/pc_train" \
+  $(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs disc) -fopenmp
+"$work/pc_train" 20 > "$work/pc.out"
+grep -q "step 20 loss" "$work/cmake.out" && grep -q "step 20 loss" "$work/pc.out"
+echo "installed package: find_package(disc) and pkg-config builds both train"
