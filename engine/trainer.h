@@ -34,6 +34,8 @@ struct TrainerOptions {
   uint64_t seed = 0;               // parameter initialisation
   ir::OptimizerConfig optimizer;   // AdamW with weight decay 0.01 by default
   int64_t memory_cap_bytes = 0;    // 0: no cap (enforced once the memory governor lands)
+  std::vector<int64_t> buckets;    // shape-bucket boundaries ([]: powers of two; used by the JIT)
+  std::string kernel_cache_dir;    // on-disk kernel cache ("": none; used by the JIT)
 };
 
 struct StepResult {

@@ -42,6 +42,12 @@ class OutOfMemory : public Error {
   using Error::Error;
 };
 
+// Generating or compiling a kernel failed (the JIT and GPU backends throw it).
+class CompileError : public Error {
+ public:
+  using Error::Error;
+};
+
 // A file that cannot be read or written.
 class IoError : public Error {
  public:
@@ -57,6 +63,7 @@ class IoError : public Error {
   if (dynamic_cast<const VerifyError*>(&e)) throw VerifyError(m);
   if (dynamic_cast<const ParseError*>(&e)) throw ParseError(m);
   if (dynamic_cast<const IoError*>(&e)) throw IoError(m);
+  if (dynamic_cast<const CompileError*>(&e)) throw CompileError(m);
   if (dynamic_cast<const InvalidArgument*>(&e)) throw InvalidArgument(m);
   throw Error(m);
 }

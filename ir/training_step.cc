@@ -56,7 +56,13 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
   Value* norm = global_norm(g, grads, t);
   for (size_t i = 0; output_gradients && i < params.size(); ++i) g.add_output("grad." + params[i]->name(), grads[i]);
   if (opt.clip_norm > 0) grads = clip(g, grads, norm, opt.clip_norm);
-  g.add_output("loss", loss);
+  bool has_loss = false;  // a forward graph read from a file may already name its loss
+  for (const auto& [name, v] : g.outputs()) {
+    if (name != "loss") continue;
+    if (v != loss) throw InvalidArgument("output `loss` of graph @" + g.name() + " is not the loss being trained");
+    has_loss = true;
+  }
+  if (!has_loss) g.add_output("loss", loss);
   g.add_output("grad_norm", norm);
   for (size_t i = 0; i < params.size(); ++i) {
     Value* p = params[i];

@@ -91,7 +91,7 @@ void Progress::update(const StepReport& r) {
     std::fprintf(stderr, "\r[%s%s] %lld/%lld loss %.4f %.0f tok/s live %s peak %s compiles 0 ETA %.0fs  ",
                  std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
                  static_cast<long long>(r.result.step), static_cast<long long>(total_), r.result.loss, tps,
-                 human_bytes(static_cast<double>(s.live_peak_bytes)).c_str(),
+                 human_bytes(static_cast<double>(r.live_bytes)).c_str(),
                  human_bytes(static_cast<double>(s.live_peak_bytes)).c_str(), eta);
     std::fflush(stderr);
   } else if (r.result.step % every_ == 0 || r.result.step == total_) {

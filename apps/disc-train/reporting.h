@@ -17,6 +17,7 @@ struct StepReport {
   int64_t tokens = 0;  // real (unpadded) target tokens
   int64_t batch = 0, seq = 0;
   double lr = 0;
+  int64_t live_bytes = 0;  // held after the step: parameters, optimizer state
 };
 
 // Appends one JSON object per step to a .jsonl file.

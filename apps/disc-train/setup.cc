@@ -46,8 +46,15 @@ ir::models::Model build_model(const Config& c, const RunSetup& s) {
                           std::to_string(s.vocab - 1) + ": set model.vocab to 0 (take the data's) or at least " +
                           std::to_string(s.vocab));
   }
-  if (!c.get_string("model.graph").empty()) {
-    throw InvalidArgument("model.graph is not supported by disc-train yet: use model.family");
+  if (std::string file = c.get_string("model.graph"); !file.empty()) {
+    auto m = ir::models::model_from_graph(ir::parse_graph_file(resolve_path(c, file)), c.get_float("model.init_std"));
+    for (const char* input : {"tokens", "targets"}) {
+      const ir::Value* v = m.graph->find_value(input);
+      if (!v || v->role() != ir::Role::kInput || v->dtype() != ir::DType::kI32 || v->rank() != 2) {
+        throw InvalidArgument(file + ": disc-train feeds `" + input + "` i32[B, S]; declare `input %" + input + " : i32[B, S]`");
+      }
+    }
+    return m;
   }
   if (c.get_string("model.family") == "gpt2") {
     ir::models::Gpt2Config g;
@@ -120,6 +127,8 @@ RunSetup make_setup(const Config& c) {
   }
   s.model = build_model(c, s);
   s.trainer = trainer_options(c);
+  s.trainer.buckets = c.get_ints("jit.buckets");
+  s.trainer.kernel_cache_dir = c.get_string("jit.cache_dir");
   s.describe = c.get_string("model.family") + " " + std::to_string(c.get_int("model.layers")) + "x" +
                std::to_string(c.get_int("model.hidden")) + ", " + std::to_string(s.examples.size()) + " " +
                c.get_string("data.source") + " examples, token ids < " + std::to_string(s.vocab);

@@ -1,5 +1,7 @@
 #include "ir/models/model.h"
 
+#include "ir/error.h"
+
 namespace disc::ir::models {
 
 Value* add_param(Model& m, const std::string& name, std::vector<DimExpr> shape, ParamInit init) {
@@ -7,6 +9,26 @@ Value* add_param(Model& m, const std::string& name, std::vector<DimExpr> shape, 
   m.params.push_back(p);
   m.init[name] = init;
   return p;
+}
+
+Model model_from_graph(std::unique_ptr<Graph> forward, double init_std) {
+  Model m;
+  for (const auto& [name, v] : forward->outputs()) {
+    if (name == "loss") m.loss = v;
+  }
+  if (!m.loss || m.loss->rank() != 0 || !is_float(m.loss->dtype())) {
+    throw InvalidArgument("graph @" + forward->name() + " needs a float scalar output named `loss` (write `output loss = %...`)");
+  }
+  for (Value* a : forward->arguments()) {
+    if (a->role() != Role::kParameter) continue;
+    m.params.push_back(a);
+    bool vector = a->rank() == 1, norm = a->name().find("norm") != std::string::npos;
+    m.init[a->name()] = a->rank() >= 2 ? ParamInit{ParamInit::Kind::kNormal, init_std}
+                        : vector && norm ? ParamInit{ParamInit::Kind::kOnes}
+                                         : ParamInit{ParamInit::Kind::kZeros};
+  }
+  m.graph = std::move(forward);
+  return m;
 }
 
 TokenInputs start_language_model(Model& m, const std::string& name, int64_t max_batch, int64_t max_seq) {

@@ -63,6 +63,11 @@ Model build_gpt2(const Gpt2Config& c);
 Model build_mlp(const MlpConfig& c);
 Model build_cnn(const CnnConfig& c);
 
+// A model from a forward graph read from a file: its `loss` output is the loss and its param
+// arguments are the parameters, initialised normal(0, init_std) when of rank >= 2, to 1 when a
+// vector whose name contains "norm", else to 0. Throws InvalidArgument without a scalar `loss`.
+Model model_from_graph(std::unique_ptr<Graph> forward, double init_std);
+
 // Shared by the builders: a parameter argument with its initialisation.
 Value* add_param(Model& m, const std::string& name, std::vector<DimExpr> shape, ParamInit init);
 

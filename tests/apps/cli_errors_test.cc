@@ -90,6 +90,19 @@ TEST(Cli, ValidateWritesNothingAndPlanShowsSymbols) {
   EXPECT_NE(p.out.find("adamw_update"), std::string::npos);
 }
 
+TEST(Cli, TrainsAForwardGraphReadFromAFile) {
+  Scratch s;
+  std::string graph = std::string(DISC_TEST_DATA_DIR) + "/graphs/llama.disc";
+  auto r = testing::run_command(std::string(DISC_TRAIN) + " run model.graph=" + graph +
+                                " train.steps=3 data.synthetic.max_len=32 logging.progress=none logging.metrics=" + s.path("m.jsonl"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  std::ifstream in(s.path("m.jsonl"));
+  EXPECT_EQ(std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n'), 3);
+  auto bad = testing::run_command(std::string(DISC_TRAIN) + " run model.graph=" + std::string(DISC_TEST_DATA_DIR) + "/graphs/mlp.disc");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find("disc-train feeds `tokens` i32[B, S]"), std::string::npos) << bad.out;
+}
+
 TEST(Cli, HelpListsTheSubcommands) {
   auto r = testing::run_command(std::string(DISC_TRAIN) + " --help");
   EXPECT_EQ(r.code, 0);
