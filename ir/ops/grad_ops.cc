@@ -103,21 +103,22 @@ void register_grad_ops(OpRegistry& r) {
   };
   r.add(std::move(ce));
 
-  OpDef gi{.name = "conv2d_grad_input", .category = OpCategory::kConvolution,
-           .summary = "dx of conv2d(x, w) given dy; x gives only the shape"};
-  gi.min_operands = gi.max_operands = 3;
-  gi.attrs = window_attrs(true);
-  gi.infer = window_grad_rule("conv2d", 2, 0);
-  gi.reference = conv2d_grad_input_kernel;
-  r.add(std::move(gi));
-
-  OpDef gw{.name = "conv2d_grad_weight", .category = OpCategory::kConvolution,
-           .summary = "dw of conv2d(x, w) given dy; w gives only the shape"};
-  gw.min_operands = gw.max_operands = 3;
-  gw.attrs = window_attrs(true);
-  gw.infer = window_grad_rule("conv2d", 2, 1);
-  gw.reference = conv2d_grad_weight_kernel;
-  r.add(std::move(gw));
+  struct ConvGrad {
+    const char* name;
+    const char* summary;
+    int result_like;  // the operand whose shape the gradient has
+    ReferenceKernel kernel;
+  };
+  for (const auto& [name, summary, like, kernel] :
+       {ConvGrad{"conv2d_grad_input", "dx of conv2d(x, w) given dy; x gives only the shape", 0, conv2d_grad_input_kernel},
+        ConvGrad{"conv2d_grad_weight", "dw of conv2d(x, w) given dy; w gives only the shape", 1, conv2d_grad_weight_kernel}}) {
+    OpDef d{.name = name, .category = OpCategory::kConvolution, .summary = summary};
+    d.min_operands = d.max_operands = 3;
+    d.attrs = window_attrs(true);
+    d.infer = window_grad_rule("conv2d", 2, like);
+    d.reference = kernel;
+    r.add(std::move(d));
+  }
 
   for (const char* name : {"max_pool2d_grad", "avg_pool2d_grad"}) {
     OpDef p{.name = name, .category = OpCategory::kConvolution,
