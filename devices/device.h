@@ -24,6 +24,18 @@ namespace disc::devices {
 
 // Every allocation is aligned to this, so kernels may use full-width aligned vector loads.
 inline constexpr size_t kAllocAlignment = 64;
+// Blocks of at least this size are whole pages (a CPU maps them on their own).
+inline constexpr size_t kPageBlockMin = size_t{64} << 10;
+inline constexpr size_t kPageSize = 4096;
+
+// The bytes an allocation of `bytes` really occupies: a multiple of kAllocAlignment (at least one),
+// or of kPageSize from kPageBlockMin on. Every allocator counts these, so that a plan's
+// arithmetic and the bytes reserved from the system agree. 0 when rounding up overflows.
+constexpr size_t allocation_size(size_t bytes) {
+  const size_t unit = bytes >= kPageBlockMin ? kPageSize : kAllocAlignment;
+  if (bytes > SIZE_MAX - unit) return 0;
+  return bytes == 0 ? kAllocAlignment : (bytes + unit - 1) / unit * unit;
+}
 
 struct MemoryInfo {
   int64_t total_bytes = 0;
@@ -65,6 +77,9 @@ class Device {
   virtual std::string name() const = 0;  // "cpu", "cuda:0"
   // True when the device's memory is directly addressable by the CPU (no copies needed).
   virtual bool is_host() const = 0;
+  // True when the device's memory is a pool apart from host memory, so that copying a tensor to
+  // the host and freeing it gives device bytes back (offload). GPUs, and the simulated device.
+  virtual bool separate_memory() const { return !is_host(); }
   virtual MemoryInfo memory_info() const = 0;
 
   // kAllocAlignment-aligned; throws OutOfMemory naming the size when it cannot be had.

@@ -8,65 +8,70 @@
 
 namespace disc::engine {
 
-Executor::Executor(const ir::Graph& g, memory::Allocator& alloc) : g_(g), alloc_(alloc) {
-  auto nodes = g.nodes();
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    for (const ir::Value* v : nodes[i]->operands()) last_use_[v] = i;
-    if (!nodes[i]->op().reference && nodes[i]->op().name != "matmul") {
-      throw InvalidArgument("op `" + nodes[i]->op().name + "` has no reference kernel yet");
+// The state of one run.
+struct Executor::Run {
+  ir::Bindings b;
+  std::map<const ir::Value*, Tensor> env;
+  std::map<const ir::Value*, std::vector<std::byte>> offloaded;  // evicted to host memory
+  StepStats stats;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  double since_start() const {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  }
+};
+
+Executor::Executor(const ir::Graph& g, memory::Allocator& alloc, const memory::GovernorOptions& memory)
+    : g_(g), alloc_(alloc), governor_(g, memory) {
+  for (const ir::Node* n : g.nodes()) {
+    if (!n->op().reference && n->op().name != "matmul") {
+      throw InvalidArgument("op `" + n->op().name + "` has no reference kernel yet");
     }
   }
 }
 
 std::map<std::string, Tensor> Executor::run(std::map<std::string, Tensor>& args, StepStats* stats) {
-  auto start = std::chrono::steady_clock::now();
+  Run r;
   alloc_.reset_peak();
-  int64_t allocations = alloc_.stats().allocations;
+  const int64_t allocations = alloc_.stats().allocations;
   ShapeOf shapes;
   for (const auto& [name, t] : args) shapes[name] = {t.dtype(), t.shape()};
-  ir::Bindings b = bind_symbols(g_, shapes);
+  r.b = bind_symbols(g_, shapes);
+  const memory::MemoryPlan& plan = governor_.plan(r.b, alloc_.stats().live_bytes);
+  const memory::Liveness& live = governor_.liveness();
 
-  std::map<const ir::Value*, Tensor> env;
-  for (const ir::Value* a : g_.arguments()) env[a] = args.at(a->name());
-  auto nodes = g_.nodes();
-  auto since_start = [&] {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-  };
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    double begin = observer_ ? since_start() : 0;
-    run_node(*nodes[i], b, env);
-    for (const ir::Value* v : nodes[i]->operands()) {
-      if (last_use_.at(v) == i && !g_.is_output(v) && v->producer()) env.erase(v);
+  for (const ir::Value* a : g_.arguments()) r.env[a] = args.at(a->name());
+  for (int i = 0; i < live.steps(); ++i) {
+    for (int e : plan.regen_before[i]) regenerate(plan.evictions[e], r);
+    run_node(*live.order[i], r);
+    for (const auto& [arg, v] : live.copies_after[i]) {
+      const Tensor &target = r.env.at(arg), &value = r.env.at(v);
+      if (target.raw() != value.raw()) std::memcpy(target.raw(), value.raw(), value.bytes());
     }
-    for (const ir::Value* r : nodes[i]->results()) {
-      if (!last_use_.contains(r) && !g_.is_output(r)) env.erase(r);  // never used
-    }
-    if (observer_) observer_(*nodes[i], begin, since_start(), alloc_.stats().live_bytes);
+    for (const ir::Value* v : live.frees_after[i]) r.env.erase(v);
+    for (int e : plan.evict_after[i]) evict(plan.evictions[e], r);
   }
   std::map<std::string, Tensor> outputs;
-  for (const auto& [name, v] : g_.outputs()) outputs[name] = env.at(v);
-  for (const auto& [arg, v] : g_.updates()) {
-    Tensor& target = args.at(arg->name());
-    const Tensor& value = env.at(v);
-    if (target.raw() != value.raw()) std::memcpy(target.raw(), value.raw(), value.bytes());
-  }
+  for (const auto& [name, v] : g_.outputs()) outputs[name] = r.env.at(v);
   if (stats) {
-    stats->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    *stats = std::move(r.stats);
+    stats->ms = r.since_start() / 1e3;
     stats->live_peak_bytes = alloc_.stats().peak_bytes;
+    stats->reserved_peak_bytes = alloc_.stats().reserved_peak_bytes;
+    stats->planned_peak_bytes = plan.peak;
     stats->allocations = alloc_.stats().allocations - allocations;
-    stats->bindings = b;
+    stats->bindings = r.b;
   }
   return outputs;
 }
 
-void Executor::run_node(const ir::Node& n, const ir::Bindings& b,
-                        std::map<const ir::Value*, Tensor>& env) {
-  ir::KernelArgs args{.op = n.op().name, .attrs = &n.attrs(), .bindings = &b};
-  for (const ir::Value* v : n.operands()) args.in.push_back(env.at(v).ref());
-  for (const ir::Value* r : n.results()) {
-    Tensor t = Tensor::empty(r->dtype(), concrete_shape(g_, *r, b), alloc_);
+void Executor::run_node(const ir::Node& n, Run& r) {
+  const double begin = observer_ ? r.since_start() : 0;
+  ir::KernelArgs args{.op = n.op().name, .attrs = &n.attrs(), .bindings = &r.b};
+  for (const ir::Value* v : n.operands()) args.in.push_back(r.env.at(v).ref());
+  for (const ir::Value* v : n.results()) {
+    Tensor t = Tensor::empty(v->dtype(), concrete_shape(g_, *v, r.b), alloc_);
     args.out.push_back(t.ref());
-    env[r] = std::move(t);
+    r.env[v] = std::move(t);
   }
   try {
     if (n.op().name == "matmul" && alloc_.device().is_host()) {
@@ -76,6 +81,53 @@ void Executor::run_node(const ir::Node& n, const ir::Bindings& b,
     }
   } catch (const Error& e) {
     rethrow_with_context(e, g_.describe(n) + ": ");
+  }
+  if (observer_) observer_({.node = &n, .begin_us = begin, .end_us = r.since_start(), .live_bytes = alloc_.stats().live_bytes});
+}
+
+void Executor::evict(const memory::Eviction& e, Run& r) {
+  const ir::Value* v = governor_.candidates()[e.candidate].value;
+  const double begin = observer_ ? r.since_start() : 0;
+  if (e.how == memory::Regen::kReload) {
+    const Tensor& t = r.env.at(v);
+    auto& host = r.offloaded[v];
+    host.resize(static_cast<size_t>(t.bytes()));
+    alloc_.device().copy(host.data(), t.raw(), host.size(), devices::CopyKind::kDeviceToHost);
+    alloc_.device().synchronize();
+  }
+  r.env.erase(v);
+  ++r.stats.evictions;
+  if (observer_) {
+    observer_({.kind = StepEvent::Kind::kEvict, .value = v, .begin_us = begin, .end_us = r.since_start(),
+               .live_bytes = alloc_.stats().live_bytes});
+  }
+}
+
+void Executor::regenerate(const memory::Eviction& e, Run& r) {
+  const memory::Candidate& c = governor_.candidates()[e.candidate];
+  const double begin = observer_ ? r.since_start() : 0;
+  if (e.how == memory::Regen::kReload) {
+    auto host = r.offloaded.extract(c.value);
+    Tensor t = Tensor::empty(c.value->dtype(), concrete_shape(g_, *c.value, r.b), alloc_);
+    alloc_.device().copy(t.raw(), host.mapped().data(), host.mapped().size(), devices::CopyKind::kHostToDevice);
+    r.env[c.value] = std::move(t);
+    ++r.stats.reloads;
+    r.stats.reload_bytes += static_cast<int64_t>(host.mapped().size());
+  } else {
+    std::vector<const ir::Value*> temporaries;
+    for (const ir::Node* n : c.recompute) {
+      for (const ir::Value* v : n->results()) {
+        if (v != c.value && !r.env.contains(v)) temporaries.push_back(v);
+      }
+      run_node(*n, r);
+      ++r.stats.recomputes;
+    }
+    for (const ir::Value* v : temporaries) r.env.erase(v);
+    r.stats.recompute_flops += static_cast<double>(c.recompute_flops.evaluate(r.b));
+  }
+  if (observer_) {
+    observer_({.kind = e.how == memory::Regen::kReload ? StepEvent::Kind::kReload : StepEvent::Kind::kRecompute,
+               .value = c.value, .begin_us = begin, .end_us = r.since_start(), .live_bytes = alloc_.stats().live_bytes});
   }
 }
 

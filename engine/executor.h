@@ -1,50 +1,73 @@
-// Runs a graph on concrete tensors, one node per step of the plan: binds the symbols from the
-// argument shapes (refusing bad inputs), allocates each result through the allocator, runs the
-// node (the device's library GEMM for matmul, the op's reference kernel otherwise), frees each
-// value after its last use, and finally applies the graph's updates to the argument tensors.
+// Runs a training step on concrete tensors, following the memory governor: binds the symbols from
+// the argument shapes (refusing bad inputs), takes the memory plan for these shapes, then walks
+// the governor's schedule. Each node's results are allocated through the allocator and its kernel
+// runs (the device's library GEMM for matmul, the op's reference kernel otherwise). Values are
+// freed after their last use, updates are copied into their arguments as soon as nothing reads
+// the old value, and the plan's evictions and regenerations (recompute or reload) happen between
+// the nodes.
 #pragma once
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/tensor.h"
 #include "ir/graph.h"
 #include "memory/allocator.h"
+#include "memory/governor.h"
 
 namespace disc::engine {
 
 struct StepStats {
   double ms = 0;
-  int64_t live_peak_bytes = 0;  // most bytes held at once during the step, arguments included
+  int64_t live_peak_bytes = 0;      // most bytes held at once during the step, arguments included
+  int64_t reserved_peak_bytes = 0;  // most bytes reserved from the device (allocator caches too)
+  int64_t planned_peak_bytes = 0;   // the plan's simulated peak
   int64_t allocations = 0;
-  ir::Bindings bindings;        // the symbol values of this step
+  int64_t evictions = 0;
+  int64_t recomputes = 0;           // nodes rerun to regenerate evicted values
+  int64_t reloads = 0;
+  double recompute_flops = 0;
+  int64_t reload_bytes = 0;         // copied back from the host
+  ir::Bindings bindings;            // the symbol values of this step
 };
 
-// Called after each node runs: the node, its start and end in microseconds since the step began,
-// and the live bytes after it (for traces).
-using NodeObserver = std::function<void(const ir::Node&, double begin_us, double end_us, int64_t live_bytes)>;
+// What the executor does, as it happens: for traces.
+struct StepEvent {
+  enum class Kind { kRun, kEvict, kRecompute, kReload };
+  Kind kind = Kind::kRun;
+  const ir::Node* node = nullptr;    // kRun, kRecompute: the node run
+  const ir::Value* value = nullptr;  // kEvict, kRecompute, kReload: the value evicted or regenerated
+  double begin_us = 0, end_us = 0;   // since the step began
+  int64_t live_bytes = 0;            // after the event
+};
+using StepObserver = std::function<void(const StepEvent&)>;
 
 class Executor {
  public:
   // The graph must outlive the executor.
-  Executor(const ir::Graph& g, memory::Allocator& alloc);
+  Executor(const ir::Graph& g, memory::Allocator& alloc, const memory::GovernorOptions& memory = {});
 
   // `args` holds every graph argument by name; updates are written into those tensors.
   // Returns the graph's outputs by name.
   std::map<std::string, Tensor> run(std::map<std::string, Tensor>& args, StepStats* stats = nullptr);
-  // Observe every node of the following runs (an empty function stops it).
-  void set_observer(NodeObserver observer) { observer_ = std::move(observer); }
+  // Observe every event of the following runs (an empty function stops it).
+  void set_observer(StepObserver observer) { observer_ = std::move(observer); }
+  memory::Governor& governor() { return governor_; }
 
  private:
-  void run_node(const ir::Node& n, const ir::Bindings& b, std::map<const ir::Value*, Tensor>& env);
+  struct Run;
+  void run_node(const ir::Node& n, Run& r);
+  void evict(const memory::Eviction& e, Run& r);
+  void regenerate(const memory::Eviction& e, Run& r);
   void gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, const ir::TensorRef& out);
 
   const ir::Graph& g_;
   memory::Allocator& alloc_;
-  std::map<const ir::Value*, size_t> last_use_;  // node index after which a value can go
-  NodeObserver observer_;
+  memory::Governor governor_;
+  StepObserver observer_;
 };
 
 }  // namespace disc::engine

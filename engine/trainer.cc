@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/init.h"
+#include "devices/simulated/simulated_device.h"
 #include "engine/safetensors.h"
 #include "ir/error.h"
 
@@ -26,16 +27,45 @@ void write_text_atomically(const std::string& path, const std::string& text) {
 
 std::unique_ptr<devices::Device> make_device(const std::string& name, int threads) {
   if (name == "cpu") return devices::make_cpu_device(threads);
-  throw InvalidArgument("unknown device `" + name + "`; this build has: cpu");
+  if (name == "sim") return devices::make_simulated_device(threads, devices::make_cpu_device(1)->memory_info().total_bytes);
+  throw InvalidArgument("unknown device `" + name + "`; this build has: cpu, sim");
 }
+
+namespace {
+
+// Every symbol at its upper bound: the batch that needs the most memory.
+ir::Bindings largest_bindings(const ir::Graph& g) {
+  ir::Bindings b;
+  for (const ir::Symbol* s : g.shapes().symbols()) {
+    if (g.shapes().is_independent(s->name)) b[s->name] = s->hi / s->multiple_of * s->multiple_of;
+  }
+  return g.shapes().complete_and_check(b);
+}
+
+// Bytes the step's inputs take at `b` (parameters and state are already allocated).
+int64_t input_bytes(const ir::Graph& g, const ir::Bindings& b) {
+  int64_t total = 0;
+  for (const ir::Value* a : g.arguments()) {
+    if (a->role() == ir::Role::kInput) total += memory::concrete_bytes(*a, b);
+  }
+  return total;
+}
+
+}  // namespace
 
 Trainer::Trainer(ir::models::Model model, const TrainerOptions& options) : model_(std::move(model)) {
   device_ = make_device(options.device, options.threads);
-  alloc_ = std::make_unique<memory::DeviceAllocator>(*device_);
+  alloc_ = std::make_unique<memory::CachingAllocator>(*device_, options.memory.cap);
   ir::build_training_step(*model_.graph, model_.loss, model_.params, options.optimizer);
-  executor_ = std::make_unique<Executor>(*model_.graph, *alloc_);
+  memory::GovernorOptions memory = options.memory;
+  memory.offload = memory.offload && device_->separate_memory();
+  executor_ = std::make_unique<Executor>(*model_.graph, *alloc_, memory);
   state_ = init_params(model_, options.seed, *alloc_);
   state_.merge(zero_state(*model_.graph, *alloc_));
+  if (memory.cap > 0) {
+    const ir::Bindings largest = largest_bindings(*model_.graph);
+    executor_->governor().check_cap(largest, alloc_->stats().live_bytes + input_bytes(*model_.graph, largest));
+  }
 }
 
 StepResult Trainer::step(const Batch& batch, double lr) {
@@ -50,6 +80,7 @@ StepResult Trainer::step(const Batch& batch, double lr) {
   if (model_.graph->find_value("step")) args["step"] = Tensor::from<int64_t>({}, {step_ + 1}, *alloc_);
   StepResult r;
   auto out = executor_->run(args, &r.stats);
+  alloc_->trim();  // blocks this step did not reuse go back to the system
   r.step = ++step_;
   r.loss = out.at("loss").data<float>()[0];
   r.grad_norm = out.at("grad_norm").data<float>()[0];

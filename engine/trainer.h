@@ -9,6 +9,10 @@
 //   std::printf("loss %.4f, peak %lld bytes\n", r.loss, (long long)r.stats.live_peak_bytes);
 //   trainer.save("ckpt/step-000100", {{"data_cursor", "1234"}});
 //
+// With options.memory.cap set, no step holds more device bytes than the cap (allocator caches
+// included): the governor schedules, evicts and regenerates to keep it, and the constructor
+// refuses a cap that the largest batch the graph admits cannot fit in.
+//
 // Errors are disc exceptions (ir/error.h): InvalidArgument, ShapeError (a batch that violates
 // the graph's symbolic shapes), OutOfMemory, IoError. Nothing aborts the host process.
 #pragma once
@@ -21,6 +25,7 @@
 #include "devices/device.h"
 #include "engine/executor.h"
 #include "engine/tensor.h"
+#include "memory/caching_allocator.h"
 #include "ir/models/model.h"
 #include "ir/training_step.h"
 
@@ -33,7 +38,7 @@ struct TrainerOptions {
   int threads = 0;                 // 0: every hardware thread
   uint64_t seed = 0;               // parameter initialisation
   ir::OptimizerConfig optimizer;   // AdamW with weight decay 0.01 by default
-  int64_t memory_cap_bytes = 0;    // 0: no cap (enforced once the memory governor lands)
+  memory::GovernorOptions memory;  // the cap on device bytes (0: none), scheduling, remat, offload
   std::vector<int64_t> buckets;    // shape-bucket boundaries ([]: powers of two; used by the JIT)
   std::string kernel_cache_dir;    // on-disk kernel cache ("": none; used by the JIT)
 };
@@ -60,7 +65,8 @@ class Trainer {
   // Copies `value` into the parameter (same dtype and shape, else InvalidArgument).
   void set_parameter(const std::string& name, const Tensor& value);
   memory::Allocator& allocator() { return *alloc_; }
-  void set_node_observer(NodeObserver observer) { executor_->set_observer(std::move(observer)); }
+  memory::Governor& governor() { return executor_->governor(); }
+  void set_observer(StepObserver observer) { executor_->set_observer(std::move(observer)); }
   devices::Device& device() { return *device_; }
 
   // Writes parameters and optimizer state to DIR/state.safetensors and the step count plus
@@ -74,13 +80,14 @@ class Trainer {
  private:
   ir::models::Model model_;
   std::unique_ptr<devices::Device> device_;
-  std::unique_ptr<memory::Allocator> alloc_;
+  std::unique_ptr<memory::CachingAllocator> alloc_;
   std::unique_ptr<Executor> executor_;
   std::map<std::string, Tensor> state_;  // parameters and optimizer state by name
   int64_t step_ = 0;
 };
 
-// The devices this build can create: "cpu" (GPUs join with their backends).
+// The devices this build can create: "cpu", and "sim" (the CPU with its memory counted as a
+// separate device pool, so that offload can be tried without a GPU). GPUs join with their backends.
 std::unique_ptr<devices::Device> make_device(const std::string& name, int threads);
 
 }  // namespace disc::engine

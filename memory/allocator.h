@@ -9,10 +9,13 @@
 
 namespace disc::memory {
 
+// Bytes are counted as devices::allocation_size rounds them: what the system really hands out.
 struct AllocatorStats {
-  int64_t live_bytes = 0;   // held now
-  int64_t peak_bytes = 0;   // the most held at once since the last reset_peak()
-  int64_t allocations = 0;  // calls to allocate since construction
+  int64_t live_bytes = 0;           // held by tensors now
+  int64_t peak_bytes = 0;           // the most held at once since the last reset_peak()
+  int64_t reserved_bytes = 0;       // taken from the device now: live plus cached free blocks
+  int64_t reserved_peak_bytes = 0;  // the most reserved at once since the last reset_peak()
+  int64_t allocations = 0;          // calls to allocate since construction
 };
 
 class Allocator {
@@ -26,14 +29,16 @@ class Allocator {
   virtual devices::Device& device() = 0;
 };
 
-// Allocates straight from a device and counts live and peak bytes.
+// Allocates straight from a device and counts live and peak bytes (reserved equals live).
 class DeviceAllocator final : public Allocator {
  public:
   explicit DeviceAllocator(devices::Device& device) : device_(device) {}
   void* allocate(size_t bytes) override;
   void deallocate(void* p, size_t bytes) override;
   const AllocatorStats& stats() const override { return stats_; }
-  void reset_peak() override { stats_.peak_bytes = stats_.live_bytes; }
+  void reset_peak() override {
+    stats_.peak_bytes = stats_.reserved_peak_bytes = stats_.live_bytes;
+  }
   devices::Device& device() override { return device_; }
 
  private:

@@ -113,15 +113,23 @@ bool Trace::wants(int64_t step) const {
   return !path_.empty() && std::find(steps_.begin(), steps_.end(), step) != steps_.end();
 }
 
-engine::NodeObserver Trace::observer(int64_t step) {
-  return [this, step](const ir::Node& n, double begin, double end, int64_t live) {
-    std::string results;
-    for (const ir::Value* r : n.results()) results += (results.empty() ? "%" : ", %") + r->name();
-    nlohmann::json span = {{"name", n.op().name}, {"ph", "X"}, {"ts", offset_us_ + begin},
-                           {"dur", end - begin}, {"pid", 1}, {"tid", 1},
-                           {"args", {{"step", step}, {"results", results}}}};
-    nlohmann::json counter = {{"name", "memory"}, {"ph", "C"}, {"ts", offset_us_ + end}, {"pid", 1},
-                              {"args", {{"live_bytes", live}}}};
+engine::StepObserver Trace::observer(int64_t step) {
+  return [this, step](const engine::StepEvent& e) {
+    using Kind = engine::StepEvent::Kind;
+    nlohmann::json args = {{"step", step}};
+    std::string name;
+    if (e.kind == Kind::kRun) {
+      std::string results;
+      for (const ir::Value* r : e.node->results()) results += (results.empty() ? "%" : ", %") + r->name();
+      name = e.node->op().name, args["results"] = results;
+    } else {
+      name = e.kind == Kind::kEvict ? "Evict" : e.kind == Kind::kRecompute ? "Regenerate (recompute)" : "Regenerate (reload)";
+      args["value"] = "%" + e.value->name();
+    }
+    nlohmann::json span = {{"name", name}, {"ph", "X"}, {"ts", offset_us_ + e.begin_us}, {"dur", e.end_us - e.begin_us},
+                           {"pid", 1}, {"tid", e.kind == Kind::kRun ? 1 : 2}, {"args", args}};
+    nlohmann::json counter = {{"name", "memory"}, {"ph", "C"}, {"ts", offset_us_ + e.end_us}, {"pid", 1},
+                              {"args", {{"live_bytes", e.live_bytes}}}};
     if (cap_ > 0) counter["args"]["cap_bytes"] = cap_;
     events_ += (events_.empty() ? "" : ",\n") + span.dump() + ",\n" + counter.dump();
   };

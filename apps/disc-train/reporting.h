@@ -45,13 +45,14 @@ class Progress {
   int64_t first_step_ = -1;
 };
 
-// Collects node spans and live-byte counters of traced steps and writes a Chrome trace.
+// Collects node spans, Evict/Regenerate spans (a second track) and live-byte counters against the
+// cap of traced steps, and writes a Chrome trace.
 class Trace {
  public:
   Trace(std::string path, std::vector<int64_t> steps, int64_t cap_bytes);
   bool wants(int64_t step) const;
   // Observer for the trainer while step `step` runs; `offset_us` places the step on the timeline.
-  engine::NodeObserver observer(int64_t step);
+  engine::StepObserver observer(int64_t step);
   void end_step(double step_us);
   void write() const;  // no-op without a path
 

@@ -70,10 +70,10 @@ int run_training(const Config& c, const RunFlags& f) {
   bool warned_cap = false;
   for (int64_t step = trainer.steps_done() + 1; step <= total; ++step) {
     data::HostBatch hb = batcher.next();
-    if (trace.wants(step)) trainer.set_node_observer(trace.observer(step));
+    if (trace.wants(step)) trainer.set_observer(trace.observer(step));
     StepReport r{trainer.step(to_tensors(hb, trainer, g, seed, step), lr.at(step)), hb.real_tokens, hb.batch, hb.seq,
                  lr.at(step), trainer.allocator().stats().live_bytes};
-    if (trace.wants(step)) trainer.set_node_observer({}), trace.end_step(r.result.stats.ms * 1e3);
+    if (trace.wants(step)) trainer.set_observer({}), trace.end_step(r.result.stats.ms * 1e3);
     if (metrics) metrics->write(r);
     int64_t cap = c.get_bytes("memory.cap");
     if (cap > 0 && r.result.stats.live_peak_bytes > cap && !warned_cap) {

@@ -86,7 +86,8 @@ engine::TrainerOptions trainer_options(const Config& c) {
   t.device = c.get_string("device.name");
   t.threads = static_cast<int>(c.get_int("device.threads"));
   t.seed = static_cast<uint64_t>(c.get_int("train.seed"));
-  t.memory_cap_bytes = c.get_bytes("memory.cap");
+  t.memory = {.cap = c.get_bytes("memory.cap"), .schedule = c.get_bool("memory.schedule"),
+              .remat = c.get_bool("memory.remat"), .offload = c.get_bool("memory.offload")};
   auto& o = t.optimizer;
   o.kind = c.get_string("optimizer.name") == "sgd" ? ir::OptimizerConfig::Kind::kSgd : ir::OptimizerConfig::Kind::kAdamW;
   o.weight_decay = c.get_float("optimizer.weight_decay"), o.beta1 = c.get_float("optimizer.beta1");

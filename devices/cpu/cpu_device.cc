@@ -1,6 +1,7 @@
 // The CPU device; see cpu_device.h.
 #include "devices/cpu/cpu_device.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -83,13 +84,18 @@ MemoryInfo CpuDevice::memory_info() const {
 }
 
 void* CpuDevice::allocate(size_t bytes) {
-  // aligned_alloc wants a multiple of the alignment; a zero-byte request still gets its own
-  // pointer, so that every allocation can be told apart and freed alike.
-  constexpr size_t kA = kAllocAlignment;
+  const size_t rounded = allocation_size(bytes);
   void* p = nullptr;
-  if (bytes <= SIZE_MAX - kA) {
-    const size_t rounded = std::max(kA, (bytes + kA - 1) / kA * kA);
-    p = std::aligned_alloc(kA, rounded);
+  if (rounded == 0) {
+    p = nullptr;  // the request overflowed when rounded up
+  } else if (rounded >= kPageBlockMin) {
+    // Large blocks are mapped pages of their own, returned to the system on free, so that the
+    // process's resident memory follows what the allocators count (malloc would keep freed
+    // chunks of its heap resident).
+    p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) p = nullptr;
+  } else {
+    p = std::aligned_alloc(kAllocAlignment, rounded);
   }
   if (p == nullptr) {
     throw OutOfMemory("cpu: cannot allocate " + format_bytes(bytes) + " of host memory, " +
@@ -99,7 +105,13 @@ void* CpuDevice::allocate(size_t bytes) {
   return p;
 }
 
-void CpuDevice::deallocate(void* p, size_t /*bytes*/) { std::free(p); }
+void CpuDevice::deallocate(void* p, size_t bytes) {
+  if (allocation_size(bytes) >= kPageBlockMin) {
+    munmap(p, allocation_size(bytes));
+  } else {
+    std::free(p);
+  }
+}
 
 void CpuDevice::copy(void* dst, const void* src, size_t bytes, CopyKind /*kind*/) {
   if (bytes == 0) return;

@@ -118,13 +118,13 @@ TEST_F(ExecutorTest, ValuesAreFreedAfterTheirLastUse) {
   text += "  output y = %x8\n}\n";
   auto g = ir::parse_graph(text);
   Executor ex(*g, alloc);
-  std::map<std::string, Tensor> args = {{"x0", random(ir::DType::kF32, {1000})}};
-  for (int64_t i = 0; i < 1000; ++i) args["x0"].data<float>()[i] *= 0.01f;
+  std::map<std::string, Tensor> args = {{"x0", random(ir::DType::kF32, {1024})}};
+  for (int64_t i = 0; i < 1024; ++i) args["x0"].data<float>()[i] *= 0.01f;
   StepStats stats;
   ex.run(args, &stats);
-  EXPECT_EQ(stats.live_peak_bytes, 3 * 4000);
+  EXPECT_EQ(stats.live_peak_bytes, 3 * 4096);
   EXPECT_EQ(stats.allocations, 8);
-  EXPECT_EQ(stats.bindings.at("N"), 1000);
+  EXPECT_EQ(stats.bindings.at("N"), 1024);
 }
 
 TEST_F(ExecutorTest, UpdatesAreWrittenIntoTheArguments) {

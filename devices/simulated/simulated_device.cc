@@ -1,0 +1,59 @@
+// The simulated device; see simulated_device.h. It forwards to a CPU device and keeps the books.
+#include "devices/simulated/simulated_device.h"
+
+namespace disc::devices {
+namespace {
+
+class Simulated final : public SimulatedDevice {
+ public:
+  Simulated(int threads, int64_t capacity) : cpu_(make_cpu_device(threads)), capacity_(capacity) {}
+
+  std::string name() const override { return "sim"; }
+  bool is_host() const override { return true; }  // kernels may read its memory directly
+  bool separate_memory() const override { return true; }
+  MemoryInfo memory_info() const override { return {capacity_, capacity_ - used_}; }
+
+  void* allocate(size_t bytes) override {
+    const auto size = static_cast<int64_t>(allocation_size(bytes));
+    if (size == 0 || size > capacity_ - used_) {
+      throw OutOfMemory("sim: cannot allocate " + std::to_string(bytes) + " bytes: " +
+                        std::to_string(capacity_ - used_) + " of " + std::to_string(capacity_) +
+                        " bytes of simulated device memory are free");
+    }
+    void* p = cpu_->allocate(bytes);
+    used_ += size;
+    return p;
+  }
+  void deallocate(void* p, size_t bytes) override {
+    cpu_->deallocate(p, bytes);
+    used_ -= static_cast<int64_t>(allocation_size(bytes));
+  }
+  void copy(void* dst, const void* src, size_t bytes, CopyKind kind) override {
+    cpu_->copy(dst, src, bytes, kind);
+    const auto n = static_cast<int64_t>(bytes);
+    if (kind == CopyKind::kHostToDevice) stats_.host_to_device_bytes += n;
+    if (kind == CopyKind::kDeviceToHost) stats_.device_to_host_bytes += n;
+    ++stats_.copies;
+  }
+  void synchronize() override { cpu_->synchronize(); }
+  void gemm(const GemmArgs& g) override { cpu_->gemm(g); }
+  int threads() const override { return cpu_->threads(); }
+  const CopyStats& copy_stats() const override { return stats_; }
+
+ private:
+  std::unique_ptr<Device> cpu_;
+  int64_t capacity_;
+  int64_t used_ = 0;
+  CopyStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<SimulatedDevice> make_simulated_device(int threads, int64_t capacity_bytes) {
+  if (capacity_bytes <= 0) {
+    throw InvalidArgument("sim: capacity must be positive, got " + std::to_string(capacity_bytes));
+  }
+  return std::make_unique<Simulated>(threads, capacity_bytes);
+}
+
+}  // namespace disc::devices

@@ -1,0 +1,79 @@
+#include "memory/governor.h"
+
+#include "ir/error.h"
+
+namespace disc::memory {
+namespace {
+
+// Plans are small, but a run over many shapes should not keep every one of them.
+constexpr size_t kMaxCachedPlans = 512;
+
+std::string describe_bindings(const ir::Graph& g, const ir::Bindings& b) {
+  std::string s;
+  for (const auto& [name, v] : b) {
+    if (!g.shapes().is_independent(name)) continue;
+    s += (s.empty() ? "" : ", ") + name + "=" + std::to_string(v);
+  }
+  return s;
+}
+
+}  // namespace
+
+Governor::Governor(const ir::Graph& g, const GovernorOptions& options) : g_(g), options_(options) {
+  if (options.schedule) {
+    schedule_ = choose_schedule(g);
+  } else {
+    auto nodes = g.nodes();
+    schedule_ = {{nodes.begin(), nodes.end()}, "original", {}};
+  }
+  live_ = analyze_liveness(g, schedule_.order);
+  if (options.cap > 0 && (options.remat || options.offload)) candidates_ = find_candidates(g, live_);
+}
+
+PlanOptions Governor::plan_options(int64_t cap) const {
+  return {.cap = cap, .remat = options_.remat, .offload = options_.offload};
+}
+
+const MemoryPlan& Governor::plan(const ir::Bindings& b, int64_t held_before_step) {
+  auto key = std::pair(b, held_before_step);
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+  if (plans_.size() >= kMaxCachedPlans) plans_.clear();
+  return plans_.emplace(key, plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(options_.cap))).first->second;
+}
+
+int64_t Governor::smallest_feasible_cap(const ir::Bindings& b, int64_t held_before_step) const {
+  const MemoryPlan free_run = plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(0));
+  int64_t lo = free_run.lower_bound, hi = free_run.unplanned_peak;  // lo - 1 fails, hi fits
+  lo = std::max<int64_t>(lo, 1) - 1;
+  while (hi - lo > std::max<int64_t>(hi / 1000, 4096)) {  // to 0.1%: the plan is a heuristic anyway
+    const int64_t mid = lo + (hi - lo) / 2;
+    try {
+      plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(mid));
+      hi = mid;
+    } catch (const OutOfMemory&) {
+      lo = mid;
+    }
+  }
+  return hi;
+}
+
+void Governor::check_cap(const ir::Bindings& largest, int64_t held_before_step) const {
+  const int64_t cap = options_.cap;
+  if (cap <= 0) return;
+  try {
+    plan_memory(g_, live_, candidates_, largest, held_before_step, plan_options(options_.cap));
+  } catch (const OutOfMemory&) {
+    const MemoryPlan p = plan_memory(g_, live_, candidates_, largest, held_before_step, plan_options(0));
+    const bool below_bound = cap < p.lower_bound;
+    throw OutOfMemory(
+        "memory.cap " + human_bytes(cap) + " is too small for the largest batch (" + describe_bindings(g_, largest) +
+        "): " + (below_bound ? "it is below the lower bound " : "the lower bound is ") + human_bytes(p.lower_bound) +
+        " (" + human_bytes(held_before_step) + " of parameters, optimizer state and inputs, plus what step " +
+        std::to_string(p.lower_bound_step) + ", " + g_.describe(*live_.order.at(p.lower_bound_step)) +
+        ", must hold), and the smallest cap the planner reaches is " +
+        human_bytes(smallest_feasible_cap(largest, held_before_step)) +
+        ": raise memory.cap, or lower the batch size or the maximum length");
+  }
+}
+
+}  // namespace disc::memory

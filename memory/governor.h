@@ -1,0 +1,60 @@
+// The memory governor: everything disc decides about a step's memory, in one object.
+// At construction (symbolic shapes): the op schedule, its liveness and the eviction candidates.
+// Per new shape signature (concrete shapes, cached): the memory plan under the cap. The executor
+// follows the plan; the CachingAllocator enforces the cap as a hard limit on reserved bytes.
+//
+//   memory::Governor gov(graph, {.cap = 512 << 20});
+//   gov.check_cap(largest_bindings, persistent_bytes);   // refuses a cap no step can fit in
+//   const memory::MemoryPlan& p = gov.plan(bindings, alloc.stats().live_bytes);
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "memory/memory_plan.h"
+#include "memory/scheduler.h"
+
+namespace disc::memory {
+
+struct GovernorOptions {
+  int64_t cap = 0;        // bytes; 0: none
+  bool schedule = true;   // memory-aware op order (else the graph's order)
+  bool remat = true;      // recompute evicted values
+  bool offload = false;   // copy evicted values to the host (devices with separate memory)
+};
+
+class Governor {
+ public:
+  // The graph must outlive the governor.
+  Governor(const ir::Graph& g, const GovernorOptions& options);
+
+  const Liveness& liveness() const { return live_; }
+  const ScheduleChoice& schedule() const { return schedule_; }
+  const std::vector<Candidate>& candidates() const { return candidates_; }
+  const GovernorOptions& options() const { return options_; }
+
+  // The plan for these bindings when `held_before_step` bytes are allocated as the step starts;
+  // computed once per (bindings, bytes held) and cached. Throws OutOfMemory when the cap cannot
+  // be kept.
+  const MemoryPlan& plan(const ir::Bindings& b, int64_t held_before_step);
+
+  // Refuses, before the first step, a cap that the step at `largest` cannot fit in: the message
+  // gives the lower bound, the step that sets it, and the smallest cap the planner reaches.
+  void check_cap(const ir::Bindings& largest, int64_t held_before_step) const;
+  // The smallest cap for which a plan exists (binary search over plan_memory).
+  int64_t smallest_feasible_cap(const ir::Bindings& b, int64_t held_before_step) const;
+
+ private:
+  PlanOptions plan_options(int64_t cap) const;
+
+  const ir::Graph& g_;
+  GovernorOptions options_;
+  ScheduleChoice schedule_;
+  Liveness live_;
+  std::vector<Candidate> candidates_;
+  std::map<std::pair<ir::Bindings, int64_t>, MemoryPlan> plans_;
+};
+
+}  // namespace disc::memory

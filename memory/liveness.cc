@@ -1,0 +1,118 @@
+#include "memory/liveness.h"
+
+#include <algorithm>
+#include <set>
+
+#include "devices/device.h"
+#include "ir/error.h"
+
+namespace disc::memory {
+namespace {
+
+// Steps in which each node runs; refuses orders that miss a node or break a dependency.
+std::map<const ir::Node*, int> check_order(const ir::Graph& g, const std::vector<const ir::Node*>& order) {
+  std::map<const ir::Node*, int> at;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (!at.emplace(order[i], static_cast<int>(i)).second) {
+      throw InvalidArgument("schedule runs " + g.describe(*order[i]) + " twice");
+    }
+    for (const ir::Value* o : order[i]->operands()) {
+      if (o->producer() && !at.contains(o->producer())) {
+        throw InvalidArgument("schedule runs " + g.describe(*order[i]) + " before its operand %" +
+                              o->name() + " is produced");
+      }
+    }
+  }
+  if (at.size() != g.num_nodes()) {
+    throw InvalidArgument("schedule has " + std::to_string(at.size()) + " nodes, the graph " +
+                          std::to_string(g.num_nodes()));
+  }
+  return at;
+}
+
+}  // namespace
+
+bool Liveness::live_at(const ir::Value* v, int i) const {
+  const Life& l = lives.at(v);
+  return l.def <= i && i <= l.last;
+}
+
+Liveness analyze_liveness(const ir::Graph& g, std::vector<const ir::Node*> order) {
+  auto at = check_order(g, order);
+  Liveness l;
+  const int n = static_cast<int>(order.size());
+  std::map<const ir::Value*, int> arg_last;  // last step reading each argument
+  for (int i = 0; i < n; ++i) {
+    for (const ir::Value* r : order[i]->results()) l.lives[r].def = l.lives[r].last = i;
+    for (const ir::Value* o : order[i]->operands()) {
+      if (!o->producer()) {
+        arg_last[o] = i;
+        continue;
+      }
+      Life& life = l.lives.at(o);
+      if (life.uses.empty() || life.uses.back() != i) life.uses.push_back(i);
+      life.last = i;
+    }
+  }
+  for (const auto& [name, v] : g.outputs()) {
+    if (v->producer()) l.lives.at(v).last = n;
+  }
+  l.copies_after.resize(n);
+  l.frees_after.resize(n);
+  for (const auto& [arg, v] : g.updates()) {
+    if (!v->producer()) {
+      throw InvalidArgument("update of `" + arg->name() + "` takes the argument `" + v->name() +
+                            "` itself; updates must take values computed in the step (another "
+                            "update may overwrite `" + v->name() + "` first)");
+    }
+    Life& life = l.lives.at(v);
+    const int copy_at = std::max(life.def, arg_last.contains(arg) ? arg_last.at(arg) : 0);
+    l.copies_after[copy_at].push_back({arg, v});
+    if (life.last < n) life.last = std::max(life.last, copy_at);
+  }
+  for (const auto& [v, life] : l.lives) {
+    if (life.last < n) l.frees_after[life.last].push_back(v);
+  }
+  // A stable order of frees, so that runs are reproducible.
+  for (auto& f : l.frees_after) {
+    std::sort(f.begin(), f.end(), [&](const ir::Value* a, const ir::Value* b) {
+      return std::pair(at.at(a->producer()), a->result_index()) < std::pair(at.at(b->producer()), b->result_index());
+    });
+  }
+  l.order = std::move(order);
+  return l;
+}
+
+int64_t concrete_bytes(const ir::Value& v, const ir::Bindings& b) {
+  return static_cast<int64_t>(devices::allocation_size(static_cast<size_t>(v.type().bytes().evaluate(b))));
+}
+
+// Both curves add each value's bytes where it starts and take them off after it ends, then sum
+// once: linear in values plus steps.
+std::vector<ir::DimExpr> live_curve(const Liveness& l) {
+  std::vector<ir::DimExpr> delta(l.steps() + 1);
+  for (const auto& [v, life] : l.lives) {
+    ir::DimExpr bytes = v->type().bytes();
+    delta[life.def] += bytes;
+    delta[std::min(life.last, l.steps() - 1) + 1] += -bytes;
+  }
+  std::vector<ir::DimExpr> curve(l.steps());
+  ir::DimExpr sum;
+  for (int i = 0; i < l.steps(); ++i) curve[i] = sum += delta[i];
+  return curve;
+}
+
+std::vector<int64_t> live_curve(const Liveness& l, const ir::Bindings& b) {
+  std::vector<int64_t> delta(l.steps() + 1, 0);
+  for (const auto& [v, life] : l.lives) {
+    const int64_t bytes = concrete_bytes(*v, b);
+    delta[life.def] += bytes;
+    delta[std::min(life.last, l.steps() - 1) + 1] -= bytes;
+  }
+  std::vector<int64_t> curve(l.steps());
+  int64_t sum = 0;
+  for (int i = 0; i < l.steps(); ++i) curve[i] = sum += delta[i];
+  return curve;
+}
+
+}  // namespace disc::memory

@@ -1,0 +1,49 @@
+// When each value of a training step is alive, for a given order of its nodes, and how many bytes
+// that holds at each step: symbolically (for printing and for the scheduler) and for concrete
+// symbol values (for the run-time memory plan).
+//
+// A value lives from the step that produces it to the last step that reads it. An update
+// (`update %w = %w_new`) copies its value into the argument after the argument's last reader and
+// the value's producer have both run, so a scheduler may put the optimizer anywhere and never
+// overwrite a parameter that a later step still reads.
+#pragma once
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace disc::memory {
+
+struct Life {
+  int def = 0;            // the step that produces it
+  int last = 0;           // the last step that needs it; the order's size for graph outputs
+  std::vector<int> uses;  // steps that read it, ascending, without repeats
+};
+
+struct Liveness {
+  std::vector<const ir::Node*> order;
+  std::map<const ir::Value*, Life> lives;  // every value a node produces
+  // After step i: the updates to apply (argument, value), then the values to free.
+  std::vector<std::vector<std::pair<const ir::Value*, const ir::Value*>>> copies_after;
+  std::vector<std::vector<const ir::Value*>> frees_after;
+
+  int steps() const { return static_cast<int>(order.size()); }
+  // True when `v` is held during step i (produced values only; arguments are always held).
+  bool live_at(const ir::Value* v, int i) const;
+};
+
+// `order` must hold every node of `g` once, each after its operands' producers; throws
+// InvalidArgument otherwise, and for an update whose value is an argument (it would read an
+// argument that another update may already have overwritten).
+Liveness analyze_liveness(const ir::Graph& g, std::vector<const ir::Node*> order);
+
+// The bytes a value occupies for `b`, rounded as the allocators round them.
+int64_t concrete_bytes(const ir::Value& v, const ir::Bindings& b);
+
+// Bytes of produced values held during each step (arguments excluded: they are held throughout).
+std::vector<ir::DimExpr> live_curve(const Liveness& l);
+std::vector<int64_t> live_curve(const Liveness& l, const ir::Bindings& b);
+
+}  // namespace disc::memory

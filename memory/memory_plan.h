@@ -1,0 +1,61 @@
+// Which candidates to evict for one set of concrete shapes, so that the bytes held stay under
+// the cap (the run-time half of rematerialization). It simulates the step with the concrete
+// sizes, finds the first step over the cap, and evicts there the candidate that costs the least
+// time per byte freed (recompute time from the op's FLOPs and bytes, or the copy out and back),
+// until every step fits. The executor then follows the plan: no search on the hot path.
+//
+//   MemoryPlan p = plan_memory(g, live, candidates, bindings, held_before_step, {.cap = 1 << 30});
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "memory/remat.h"
+
+namespace disc::memory {
+
+enum class Regen : uint8_t { kRecompute, kReload };
+
+struct PlanOptions {
+  int64_t cap = 0;  // 0: no cap, no evictions
+  bool remat = true;
+  bool offload = false;  // only on devices with separate memory
+  // Rates that turn work into time, so that recompute and reload can be compared.
+  double flops_per_second = 2e11;
+  double bytes_per_second = 2e10;       // memory-bound kernels
+  double copy_bytes_per_second = 1e10;  // device <-> host
+};
+
+struct Eviction {
+  int candidate = 0;  // index into the candidates
+  Regen how = Regen::kRecompute;
+  int64_t bytes = 0;
+};
+
+struct MemoryPlan {
+  std::vector<Eviction> evictions;
+  // Per step: the evictions to carry out after it, and those to regenerate before it.
+  std::vector<std::vector<int>> evict_after, regen_before;
+  std::vector<int64_t> curve;      // bytes held during each step, held_before_step included
+  int64_t held_before_step = 0;    // arguments, and whatever else was allocated before the step
+  int64_t unplanned_peak = 0;      // the peak without evictions
+  int64_t peak = 0;                // the peak with them (regeneration temporaries included)
+  int64_t lower_bound = 0;         // no plan over these candidates can go below this
+  int lower_bound_step = 0;        // the step that sets it
+  double recompute_flops = 0;
+  int64_t reload_bytes = 0;        // copied each way
+};
+
+// Throws OutOfMemory, with the cap, the peak it could reach and the lower bound, when no choice
+// of evictions fits the cap.
+MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs,
+                       const ir::Bindings& b, int64_t held_before_step, const PlanOptions& options);
+
+// "peak 12.0 MiB -> 7.5 MiB (cap 8.0 MiB, lower bound 6.2 MiB at step 40); 3 evictions" and one
+// line per eviction.
+std::string print_plan(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs,
+                       const MemoryPlan& p, int64_t cap);
+
+std::string human_bytes(int64_t bytes);  // "7.5 MiB"
+
+}  // namespace disc::memory

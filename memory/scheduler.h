@@ -1,0 +1,34 @@
+// Chooses the order in which a step's nodes run so that the peak of live bytes is low.
+// Needs: a verified graph. Keeps: every dependency (an update is applied after its argument's
+// last reader whatever the order, see liveness.h), so every order computes the same numbers.
+//
+// Three orders are tried and the one with the lowest simulated peak over sample shapes is kept
+// (XLA does the same): the graph's own order, a list schedule driven by bytes freed minus bytes
+// allocated (compared symbolically, estimated from hints only when the comparison is unknown),
+// and a depth-first order from the outputs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace disc::memory {
+
+struct ScheduleChoice {
+  std::vector<const ir::Node*> order;
+  std::string method;  // "original", "list" or "depth-first"
+  // Each order tried, with its simulated peak (largest over the samples) of produced values.
+  std::vector<std::pair<std::string, int64_t>> tried;
+};
+
+std::vector<const ir::Node*> list_schedule(const ir::Graph& g);
+std::vector<const ir::Node*> depth_first_schedule(const ir::Graph& g);
+
+// Bindings at which orders are compared: every independent symbol at its upper bound, at its hint
+// and at a quarter of its upper bound (kept within range and multiple_of).
+std::vector<ir::Bindings> sample_bindings(const ir::Graph& g);
+
+ScheduleChoice choose_schedule(const ir::Graph& g);
+
+}  // namespace disc::memory
