@@ -31,28 +31,6 @@ std::unique_ptr<devices::Device> make_device(const std::string& name, int thread
   throw InvalidArgument("unknown device `" + name + "`; this build has: cpu, sim");
 }
 
-namespace {
-
-// Every symbol at its upper bound: the batch that needs the most memory.
-ir::Bindings largest_bindings(const ir::Graph& g) {
-  ir::Bindings b;
-  for (const ir::Symbol* s : g.shapes().symbols()) {
-    if (g.shapes().is_independent(s->name)) b[s->name] = s->hi / s->multiple_of * s->multiple_of;
-  }
-  return g.shapes().complete_and_check(b);
-}
-
-// Bytes the step's inputs take at `b` (parameters and state are already allocated).
-int64_t input_bytes(const ir::Graph& g, const ir::Bindings& b) {
-  int64_t total = 0;
-  for (const ir::Value* a : g.arguments()) {
-    if (a->role() == ir::Role::kInput) total += memory::concrete_bytes(*a, b);
-  }
-  return total;
-}
-
-}  // namespace
-
 Trainer::Trainer(ir::models::Model model, const TrainerOptions& options) : model_(std::move(model)) {
   device_ = make_device(options.device, options.threads);
   alloc_ = std::make_unique<memory::CachingAllocator>(*device_, options.memory.cap);
@@ -62,10 +40,25 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options) : model
   executor_ = std::make_unique<Executor>(*model_.graph, *alloc_, memory);
   state_ = init_params(model_, options.seed, *alloc_);
   state_.merge(zero_state(*model_.graph, *alloc_));
-  if (memory.cap > 0) {
-    const ir::Bindings largest = largest_bindings(*model_.graph);
-    executor_->governor().check_cap(largest, alloc_->stats().live_bytes + input_bytes(*model_.graph, largest));
+  if (memory.cap > 0) executor_->governor().check_cap(largest_shape(), bytes_held_for(largest_shape()));
+}
+
+ir::Bindings Trainer::largest_shape() const {
+  const ir::ShapeGraph& shapes = model_.graph->shapes();
+  ir::Bindings b;
+  for (const ir::Symbol* s : shapes.symbols()) {
+    if (shapes.is_independent(s->name)) b[s->name] = s->hi / s->multiple_of * s->multiple_of;
   }
+  return shapes.complete_and_check(b);
+}
+
+int64_t Trainer::bytes_held_for(const ir::Bindings& b) const {
+  int64_t total = 0;
+  for (const auto& [name, t] : state_) total += static_cast<int64_t>(devices::allocation_size(t.bytes()));
+  for (const ir::Value* a : model_.graph->arguments()) {
+    if (a->role() == ir::Role::kInput) total += memory::concrete_bytes(*a, b);
+  }
+  return total;
 }
 
 StepResult Trainer::step(const Batch& batch, double lr) {

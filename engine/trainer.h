@@ -66,6 +66,10 @@ class Trainer {
   void set_parameter(const std::string& name, const Tensor& value);
   memory::Allocator& allocator() { return *alloc_; }
   memory::Governor& governor() { return executor_->governor(); }
+  // Every symbol at its upper bound: the batch that needs the most memory.
+  ir::Bindings largest_shape() const;
+  // Bytes held as a step at `b` starts: parameters, optimizer state and the step's inputs.
+  int64_t bytes_held_for(const ir::Bindings& b) const;
   void set_observer(StepObserver observer) { executor_->set_observer(std::move(observer)); }
   devices::Device& device() { return *device_; }
 

@@ -1,5 +1,7 @@
 #include "memory/governor.h"
 
+#include <algorithm>
+
 #include "ir/error.h"
 
 namespace disc::memory {
@@ -74,6 +76,21 @@ void Governor::check_cap(const ir::Bindings& largest, int64_t held_before_step) 
         human_bytes(smallest_feasible_cap(largest, held_before_step)) +
         ": raise memory.cap, or lower the batch size or the maximum length");
   }
+}
+
+std::string Governor::report(const ir::Bindings& b, int64_t held_before_step) const {
+  std::string s = "schedule: " + schedule_.method + " order of " + std::to_string(live_.steps()) + " steps";
+  for (const auto& [method, peak] : schedule_.tried) s += "; " + method + " peaks at " + human_bytes(peak);
+  s += "\n" + std::to_string(candidates_.size()) + " eviction candidates" +
+       (candidates_.empty() ? " (none without a cap, or with remat and offload off)\n" : ":\n") +
+       print_candidates(candidates_) + "memory plan for " + describe_bindings(g_, b) + ": ";
+  try {
+    s += print_plan(g_, live_, candidates_, plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(options_.cap)),
+                    options_.cap);
+  } catch (const OutOfMemory& e) {
+    s += e.what() + std::string("\n");
+  }
+  return s;
 }
 
 }  // namespace disc::memory

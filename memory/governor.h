@@ -46,6 +46,10 @@ class Governor {
   // The smallest cap for which a plan exists (binary search over plan_memory).
   int64_t smallest_feasible_cap(const ir::Bindings& b, int64_t held_before_step) const;
 
+  // For people: the schedule chosen (and the peaks of the orders tried), the candidates, and the
+  // plan at `b` against the cap and the lower bound.
+  std::string report(const ir::Bindings& b, int64_t held_before_step) const;
+
  private:
   PlanOptions plan_options(int64_t cap) const;
 

@@ -52,7 +52,7 @@ const std::vector<ConfigKey>& config_schema() {
       {"jit.fusion", K::kBool, "true", "fuse memory-bound ops into JIT kernels"},
       {"jit.buckets", K::kInts, "[]", "shape-bucket boundaries for S ([]: powers of two)"},
       {"jit.cache_dir", K::kString, "", "on-disk kernel cache ('': none)"},
-      {"device.name", K::kString, "cpu", "device: cpu"},
+      {"device.name", K::kString, "cpu", "device: cpu, or sim (the CPU with separate device memory, to try offload)"},
       {"device.threads", K::kInt, "0", "threads (0: every hardware thread)", {}, 0, 4096},
       {"logging.metrics", K::kString, "", "metrics JSONL file, one object per step ('': none)"},
       {"logging.trace", K::kString, "", "Chrome trace JSON of the steps in logging.trace_steps ('': none)"},

@@ -4,7 +4,7 @@
 //   disc-train run --config run.yaml --resume
 //   disc-train print-config --config run.yaml      (every key, resolved, with its help)
 //   disc-train validate --config run.yaml          (checks config, data and model; writes nothing)
-//   disc-train plan --config run.yaml              (symbols, bounds and the step's node order)
+//   disc-train plan --config run.yaml [--shape B=8,S=64]  (schedule, evictions, memory plan)
 //
 // Bad input: one line on stderr naming what and where, exit code 2, nothing written.
 #include <CLI/CLI.hpp>
@@ -31,8 +31,10 @@ int main(int argc, char** argv) {
   add_common(print);
   CLI::App* check = app.add_subcommand("validate", "Check the config, the data and the model; write nothing");
   add_common(check);
-  CLI::App* show = app.add_subcommand("plan", "Print symbols, bounds and the training step in execution order");
+  CLI::App* show = app.add_subcommand("plan", "Print symbols, the op schedule, eviction candidates and the memory plan");
   add_common(show);
+  std::string shape;
+  show->add_option("--shape", shape, "symbol values for the memory plan, e.g. B=8,S=64 (default: upper bounds)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -42,7 +44,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*check) return disc::apps::validate(c);
-    if (*show) return disc::apps::plan(c);
+    if (*show) return disc::apps::plan(c, shape);
     return disc::apps::run_training(c, flags);
   } catch (const disc::Error& e) {
     std::cerr << "disc-train: " << e.what() << "\n";

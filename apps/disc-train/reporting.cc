@@ -60,11 +60,10 @@ void MetricsFile::write(const StepReport& r) {
   nlohmann::json j = {
       {"step", r.result.step}, {"loss", r.result.loss}, {"tokens", r.tokens}, {"step_ms", s.ms},
       {"tokens_per_s", s.ms > 0 ? r.tokens / (s.ms / 1e3) : 0.0},
-      {"live_peak_bytes", s.live_peak_bytes},
-      // The CPU allocator takes every byte straight from the system (no pool), so what is
-      // reserved is what is live; the memory governor's pools will make these differ.
-      {"reserved_peak_bytes", s.live_peak_bytes},
-      {"evictions", 0}, {"recomputes", 0}, {"reloads", 0}, {"compiles", 0}, {"compile_ms", 0.0},
+      {"live_peak_bytes", s.live_peak_bytes}, {"reserved_peak_bytes", s.reserved_peak_bytes},
+      {"planned_peak_bytes", s.planned_peak_bytes}, {"evictions", s.evictions}, {"recomputes", s.recomputes},
+      {"recompute_flops", s.recompute_flops}, {"reloads", s.reloads}, {"reload_bytes", s.reload_bytes},
+      {"compiles", 0}, {"compile_ms", 0.0},
       {"bucket", bucket_of(s.bindings)}, {"lr", r.lr}, {"grad_norm", r.result.grad_norm},
       {"batch", r.batch}, {"seq", r.seq}};
   out_ << j.dump() << "\n";

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 #include <spdlog/spdlog.h>
 
 #include "checkpoints.h"
@@ -28,11 +29,12 @@ Schedule schedule_of(const Config& c) {
           c.get_int("train.steps"), c.get_string("schedule.decay")};
 }
 
-std::string summary_line(int64_t steps, int64_t tokens, double ms, int64_t peak, float first, float last) {
+std::string summary_line(int64_t steps, int64_t tokens, double ms, int64_t peak, float first, float last,
+                         int64_t evictions) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "done: %lld steps, %lld tokens, %.0f tokens/s, peak %s, loss %.4f -> %.4f, compiles 0, evictions 0",
+  std::snprintf(buf, sizeof buf, "done: %lld steps, %lld tokens, %.0f tokens/s, peak %s, loss %.4f -> %.4f, compiles 0, evictions %lld",
                 static_cast<long long>(steps), static_cast<long long>(tokens), ms > 0 ? tokens / (ms / 1e3) : 0.0,
-                human_bytes(static_cast<double>(peak)).c_str(), first, last);
+                human_bytes(static_cast<double>(peak)).c_str(), first, last, static_cast<long long>(evictions));
   return buf;
 }
 
@@ -64,10 +66,9 @@ int run_training(const Config& c, const RunFlags& f) {
   Schedule lr = schedule_of(c);
   spdlog::info("disc-train: {}; {} steps", s.describe, total);
 
-  int64_t tokens = 0, peak = 0, steps_run = 0;
+  int64_t tokens = 0, peak = 0, steps_run = 0, evictions = 0;
   double ms = 0;
   float first = 0, last = 0;
-  bool warned_cap = false;
   for (int64_t step = trainer.steps_done() + 1; step <= total; ++step) {
     data::HostBatch hb = batcher.next();
     if (trace.wants(step)) trainer.set_observer(trace.observer(step));
@@ -75,14 +76,8 @@ int run_training(const Config& c, const RunFlags& f) {
                  lr.at(step), trainer.allocator().stats().live_bytes};
     if (trace.wants(step)) trainer.set_observer({}), trace.end_step(r.result.stats.ms * 1e3);
     if (metrics) metrics->write(r);
-    int64_t cap = c.get_bytes("memory.cap");
-    if (cap > 0 && r.result.stats.live_peak_bytes > cap && !warned_cap) {
-      warned_cap = true;
-      spdlog::warn("step {} peaked at {}, above memory.cap {}: the cap is not enforced until the memory governor lands",
-                   step, human_bytes(static_cast<double>(r.result.stats.live_peak_bytes)), human_bytes(static_cast<double>(cap)));
-    }
     progress.update(r);
-    tokens += r.tokens, ms += r.result.stats.ms, peak = std::max(peak, r.result.stats.live_peak_bytes);
+    tokens += r.tokens, ms += r.result.stats.ms, evictions += r.result.stats.evictions, peak = std::max(peak, r.result.stats.live_peak_bytes);
     if (steps_run++ == 0) first = r.result.loss;
     last = r.result.loss;
     if (!ckdir.empty() && (step % c.get_int("checkpoint.every") == 0 || step == total)) {
@@ -92,7 +87,7 @@ int run_training(const Config& c, const RunFlags& f) {
     }
   }
   trace.write();
-  progress.finish(summary_line(steps_run, tokens, ms, peak, first, last));
+  progress.finish(summary_line(steps_run, tokens, ms, peak, first, last, evictions));
   return 0;
 }
 
@@ -103,17 +98,48 @@ int validate(const Config& c) {
   return 0;
 }
 
-int plan(const Config& c) {
+namespace {
+
+// "B=8,S=64" over the largest shape: the symbols named take the values given.
+ir::Bindings parse_shape(const std::string& text, const ir::Graph& g, ir::Bindings largest) {
+  std::istringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    auto eq = item.find('=');
+    const std::string name = item.substr(0, eq);
+    if (eq == std::string::npos || !g.shapes().find(name) || !g.shapes().is_independent(name)) {
+      throw InvalidArgument("--shape `" + item + "`: expected SYMBOL=VALUE with one of the graph's symbols, e.g. B=8,S=64");
+    }
+    try {
+      largest[name] = std::stoll(item.substr(eq + 1));
+    } catch (const std::exception&) {
+      throw InvalidArgument("--shape `" + item + "`: the value is not an integer");
+    }
+  }
+  ir::Bindings independent;
+  for (const auto& [name, v] : largest) {
+    if (g.shapes().is_independent(name)) independent[name] = v;
+  }
+  return g.shapes().complete_and_check(independent);
+}
+
+}  // namespace
+
+int plan(const Config& c, const std::string& shape) {
   RunSetup s = make_setup(c);
   engine::Trainer trainer(std::move(s.model), s.trainer);
   const ir::Graph& g = trainer.graph();
+  const ir::Bindings b = parse_shape(shape, g, trainer.largest_shape());
   std::cout << "// " << s.describe << "\n// symbols and bounds:\n";
   for (const ir::Symbol* sym : g.shapes().symbols()) {
     std::cout << "//   " << sym->name << " in [" << sym->lo << ", " << sym->hi << "]\n";
   }
-  std::cout << "// schedule: the " << g.num_nodes() << " nodes run in the order printed below;"
-            << " the memory plan per bucket arrives with the memory governor\n"
-            << ir::print_graph(g);
+  std::istringstream report(trainer.governor().report(b, trainer.bytes_held_for(b)));
+  for (std::string line; std::getline(report, line);) std::cout << "// " << line << "\n";
+  std::cout << "// execution order:\n";
+  const auto& order = trainer.governor().liveness().order;
+  for (size_t i = 0; i < order.size(); ++i) std::cout << "//   " << i << ": " << g.describe(*order[i]) << "\n";
+  std::cout << ir::print_graph(g);
   return 0;
 }
 

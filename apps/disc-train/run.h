@@ -11,6 +11,8 @@ struct RunFlags {
 
 int run_training(const Config& c, const RunFlags& f);
 int validate(const Config& c);
-int plan(const Config& c);
+// Prints the symbols, the governor's schedule, candidates and memory plan at `shape` ("B=8,S=64";
+// "": every symbol at its upper bound), and the step's graph.
+int plan(const Config& c, const std::string& shape);
 
 }  // namespace disc::apps

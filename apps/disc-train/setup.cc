@@ -39,6 +39,13 @@ void load_examples(const Config& c, RunSetup& s) {
   s.max_len = spec.max_len;
 }
 
+// The batch symbol's upper bound: the most rows a batch can have. It sizes the largest step, the
+// one a memory cap is checked against before the run.
+int64_t batch_bound(const Config& c) {
+  return c.get_int("data.token_budget") == 0 ? std::min(c.get_int("data.batch_size"), c.get_int("model.max_batch"))
+                                             : c.get_int("model.max_batch");
+}
+
 ir::models::Model build_model(const Config& c, const RunSetup& s) {
   int64_t vocab = c.get_int("model.vocab") ? c.get_int("model.vocab") : s.vocab;
   if (vocab < s.vocab) {
@@ -60,7 +67,7 @@ ir::models::Model build_model(const Config& c, const RunSetup& s) {
     ir::models::Gpt2Config g;
     g.vocab = vocab, g.hidden = c.get_int("model.hidden"), g.layers = c.get_int("model.layers");
     g.heads = c.get_int("model.heads"), g.ffn = c.get_int("model.ffn"), g.max_seq = s.max_len;
-    g.max_batch = c.get_int("model.max_batch"), g.norm_eps = c.get_float("model.norm_eps");
+    g.max_batch = batch_bound(c), g.norm_eps = c.get_float("model.norm_eps");
     g.init_std = c.get_float("model.init_std"), g.dropout = c.get_float("model.dropout");
     return ir::models::build_gpt2(g);
   }
@@ -69,7 +76,7 @@ ir::models::Model build_model(const Config& c, const RunSetup& s) {
   l.heads = c.get_int("model.heads"), l.kv_heads = c.get_int("model.kv_heads"), l.ffn = c.get_int("model.ffn");
   l.norm_eps = c.get_float("model.norm_eps"), l.rope_theta = c.get_float("model.rope_theta");
   l.tied_embeddings = c.get_bool("model.tied_embeddings"), l.init_std = c.get_float("model.init_std");
-  l.max_batch = c.get_int("model.max_batch"), l.max_seq = s.max_len;
+  l.max_batch = batch_bound(c), l.max_seq = s.max_len;
   if (l.hidden % l.heads != 0 || (l.hidden / l.heads) % 2 != 0) {
     throw InvalidArgument("model.hidden (" + std::to_string(l.hidden) + ") must be a multiple of 2 * model.heads (" +
                           std::to_string(l.heads) + ") so that each head has an even size for RoPE");
@@ -109,8 +116,8 @@ std::string resolve_path(const Config& c, const std::string& path) {
 
 RunSetup make_setup(const Config& c) {
   RunSetup s;
-  if (c.get_string("device.name") != "cpu") {
-    throw InvalidArgument("device.name is `" + c.get_string("device.name") + "`; this build has: cpu");
+  if (c.get_string("device.name") != "cpu" && c.get_string("device.name") != "sim") {
+    throw InvalidArgument("device.name is `" + c.get_string("device.name") + "`; this build has: cpu, sim");
   }
   load_examples(c, s);
   s.batching.batch_size = c.get_int("data.batch_size");
