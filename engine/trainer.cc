@@ -1,5 +1,10 @@
 #include "engine/trainer.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,15 +17,68 @@
 namespace disc::engine {
 namespace {
 
-void write_text_atomically(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw IoError("cannot write " + tmp);
+namespace fs = std::filesystem;
+
+// Closes a file descriptor on every path out of a scope.
+class Fd {
+ public:
+  Fd(const std::string& path, int flags, mode_t mode = 0) : fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)) {
+    if (fd_ < 0) throw IoError("cannot open " + path + ": " + std::strerror(errno));
   }
-  std::filesystem::rename(tmp, path);
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  // fsync, then close; throws IoError naming `path` when either fails.
+  void sync_and_close(const std::string& path) {
+    int rc = ::fsync(fd_), err = errno;
+    int closed = ::close(fd_), close_err = errno;
+    fd_ = -1;
+    if (rc != 0 || closed != 0) throw IoError("cannot sync " + path + " to disk: " + std::strerror(rc ? err : close_err));
+  }
+
+ private:
+  int fd_;
+};
+
+// Writes `text` to a new file and syncs it (the folder it is in gets renamed into place later).
+void write_text_durably(const std::string& path, const std::string& text) {
+  Fd fd(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  for (size_t done = 0; done < text.size();) {
+    ssize_t w = ::write(fd.get(), text.data() + done, text.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) throw IoError("cannot write " + path + ": " + std::strerror(errno));
+    done += static_cast<size_t>(w);
+  }
+  fd.sync_and_close(path);
+}
+
+// Syncs a folder, so that the entries created or renamed in it survive a crash.
+void sync_folder(const std::string& path) { Fd(path, O_RDONLY | O_DIRECTORY).sync_and_close(path); }
+
+// The folder a checkpoint is written into before it is renamed to `final`: a hidden sibling,
+// so that nothing that lists checkpoints ever sees a half-written one under its final name.
+fs::path staging_folder(const fs::path& final) { return final.parent_path() / ("." + final.filename().string() + ".partial"); }
+
+void remove_quietly(const fs::path& p) {
+  std::error_code ec;
+  fs::remove_all(p, ec);
+}
+
+// trainer.json's step and extra; IoError naming the file for anything missing or malformed.
+std::pair<int64_t, std::map<std::string, std::string>> read_trainer_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError("checkpoint " + fs::path(path).parent_path().string() + " is incomplete: trainer.json is missing");
+  try {
+    nlohmann::json j = nlohmann::json::parse(in);
+    auto step = j.at("step").get<int64_t>();
+    if (step < 0) throw IoError(path + " is corrupt: step is " + std::to_string(step));
+    return {step, j.at("extra").get<std::map<std::string, std::string>>()};
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(path + " is corrupt (" + e.what() + "): the checkpoint cannot be resumed");
+  }
 }
 
 }  // namespace
@@ -101,31 +159,59 @@ void Trainer::set_parameter(const std::string& name, const Tensor& value) {
 }
 
 void Trainer::save(const std::string& dir, const std::map<std::string, std::string>& extra) const {
-  std::filesystem::create_directories(dir);
-  write_safetensors(dir + "/state.safetensors", state_, {{"graph", model_.graph->name()}});
-  nlohmann::json j = {{"step", step_}, {"graph", model_.graph->name()}, {"extra", extra}};
-  write_text_atomically(dir + "/trainer.json", j.dump(2) + "\n");
+  fs::path final = fs::path(dir).lexically_normal();
+  if (!final.has_filename()) final = final.parent_path();  // "ck/step-1/"
+  if (final.empty() || final.filename() == "." || final.filename() == "..") {
+    throw InvalidArgument("cannot save a checkpoint to `" + dir + "`: name a folder, e.g. ckpt/step-100");
+  }
+  if (final.parent_path().empty()) final = fs::path(".") / final;
+  const fs::path staging = staging_folder(final);
+  std::string meta;
+  try {
+    meta = nlohmann::json{{"step", step_}, {"graph", model_.graph->name()}, {"extra", extra}}.dump(2) + "\n";
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument("checkpoint extra data must be UTF-8 text: " + std::string(e.what()));
+  }
+  std::error_code ec;
+  fs::create_directories(final.parent_path(), ec);
+  if (!ec) remove_quietly(staging);  // a leftover of an interrupted save
+  if (!ec) fs::create_directory(staging, ec);
+  if (ec) throw IoError("cannot create checkpoint folder " + staging.string() + ": " + ec.message());
+  try {
+    write_safetensors((staging / "state.safetensors").string(), state_, {{"graph", model_.graph->name()}});
+    write_text_durably((staging / "trainer.json").string(), meta);
+    sync_folder(staging.string());
+    // Only a complete checkpoint gets the final name; an older one of the same step goes first.
+    fs::remove_all(final);
+    fs::rename(staging, final);
+  } catch (const fs::filesystem_error& e) {
+    remove_quietly(staging);
+    throw IoError("cannot put checkpoint " + final.string() + " in place: " + e.code().message());
+  } catch (...) {
+    remove_quietly(staging);
+    throw;
+  }
+  sync_folder(final.parent_path().string());
 }
 
 std::map<std::string, std::string> Trainer::load(const std::string& dir) {
-  std::ifstream in(dir + "/trainer.json");
-  if (!in) throw IoError("no complete checkpoint in " + dir + " (trainer.json is missing)");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw IoError(dir + "/trainer.json is not valid JSON: " + e.what());
-  }
+  auto [step, extra] = read_trainer_json(dir + "/trainer.json");
   TensorFile file = read_safetensors(dir + "/state.safetensors", *alloc_);
+  // Every tensor is checked before any is copied: a checkpoint that does not fit leaves the
+  // trainer as it was.
   for (const auto& [name, t] : state_) {
     auto it = file.tensors.find(name);
     if (it == file.tensors.end()) {
       throw InvalidArgument("checkpoint " + dir + " lacks `" + name + "`: it belongs to a different model");
     }
-    set_parameter(name, it->second);
+    if (it->second.dtype() != t.dtype() || it->second.shape() != t.shape()) {
+      throw InvalidArgument("checkpoint " + dir + " holds `" + name + "` as " + it->second.describe() + ", the model has " +
+                            t.describe() + ": it belongs to a different model");
+    }
   }
-  step_ = j.at("step").get<int64_t>();
-  return j.at("extra").get<std::map<std::string, std::string>>();
+  for (const auto& [name, t] : state_) std::memcpy(t.raw(), file.tensors.at(name).raw(), t.bytes());
+  step_ = step;
+  return extra;
 }
 
 }  // namespace disc::engine

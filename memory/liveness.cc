@@ -68,6 +68,7 @@ Liveness analyze_liveness(const ir::Graph& g, std::vector<const ir::Node*> order
     Life& life = l.lives.at(v);
     const int copy_at = std::max(life.def, arg_last.contains(arg) ? arg_last.at(arg) : 0);
     l.copies_after[copy_at].push_back({arg, v});
+    l.overwritten_after[arg] = copy_at;
     if (life.last < n) life.last = std::max(life.last, copy_at);
   }
   for (const auto& [v, life] : l.lives) {
@@ -113,6 +114,15 @@ std::vector<int64_t> live_curve(const Liveness& l, const ir::Bindings& b) {
   int64_t sum = 0;
   for (int i = 0; i < l.steps(); ++i) curve[i] = sum += delta[i];
   return curve;
+}
+
+std::string print_schedule(const ir::Graph& g, const Liveness& l) {
+  const auto curve = live_curve(l);
+  std::string s;
+  for (int i = 0; i < l.steps(); ++i) {
+    s += std::to_string(i) + ": " + g.describe(*l.order[i]) + "  holds " + curve[i].str() + "\n";
+  }
+  return s;
 }
 
 }  // namespace disc::memory

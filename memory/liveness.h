@@ -9,6 +9,7 @@
 #pragma once
 
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,8 @@ struct Liveness {
   // After step i: the updates to apply (argument, value), then the values to free.
   std::vector<std::vector<std::pair<const ir::Value*, const ir::Value*>>> copies_after;
   std::vector<std::vector<const ir::Value*>> frees_after;
+  // Updated arguments: the step after which each holds its new value.
+  std::map<const ir::Value*, int> overwritten_after;
 
   int steps() const { return static_cast<int>(order.size()); }
   // True when `v` is held during step i (produced values only; arguments are always held).
@@ -45,5 +48,8 @@ int64_t concrete_bytes(const ir::Value& v, const ir::Bindings& b);
 // Bytes of produced values held during each step (arguments excluded: they are held throughout).
 std::vector<ir::DimExpr> live_curve(const Liveness& l);
 std::vector<int64_t> live_curve(const Liveness& l, const ir::Bindings& b);
+
+// One line per step: `3: %c = exp  holds 8*N` (the bytes of produced values held during it).
+std::string print_schedule(const ir::Graph& g, const Liveness& l);
 
 }  // namespace disc::memory

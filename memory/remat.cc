@@ -30,7 +30,11 @@ std::optional<Candidate> recompute_chain(const Liveness& l, const std::set<const
     const Node* p = x->producer();
     if (never.contains(p) || static_cast<int>(c.recompute.size()) >= kMaxChain) return false;
     for (const Value* o : p->operands()) {
-      if (!o->producer()) continue;                      // an argument: held all step
+      if (!o->producer()) {  // an argument: held all step, but an update may overwrite it
+        auto it = l.overwritten_after.find(o);
+        if (it != l.overwritten_after.end() && it->second < r) return false;
+        continue;
+      }
       if (o != v && l.lives.at(o).def < r && l.live_at(o, r)) {  // alive then anyway
         if (std::find(c.leaves.begin(), c.leaves.end(), o) == c.leaves.end()) c.leaves.push_back(o);
         continue;

@@ -7,8 +7,9 @@
 //  - recompute: rerunning its producer, and the producers of operands that are gone by then
 //    (a chain of at most kMaxChain nodes), over values that are alive at that step anyway;
 //  - reload: a copy to host memory and back, on devices whose memory is separate.
-// Outputs and values that updates copy into parameters are never candidates, and nodes whose
-// results feed updates are never recomputed. Random ops are counter-based (seed, position), so
+// Outputs and values that updates copy into parameters are never candidates, nodes whose
+// results feed updates are never recomputed, and no recompute reads a parameter after its
+// update has overwritten it. Random ops are counter-based (seed, position), so
 // rerunning one draws the same numbers.
 #pragma once
 

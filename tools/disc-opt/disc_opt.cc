@@ -13,6 +13,7 @@
 #include "ir/training_step.h"
 #include "ir/pass.h"
 #include "ir/text_format.h"
+#include "memory/governor.h"
 
 namespace {
 
@@ -60,6 +61,30 @@ std::unique_ptr<disc::ir::Graph> model_graph(const std::string& family, const st
   return std::move(model.graph);
 }
 
+// The governor's view of the graph: schedule with symbolic bytes, candidates, plan at `shape`
+// (nothing is held before the step: the plan counts produced values only).
+void print_memory(const disc::ir::Graph& g, const disc::memory::GovernorOptions& options, const std::string& shape) {
+  disc::memory::Governor gov(g, options);
+  disc::ir::Bindings b;
+  for (const disc::ir::Symbol* s : g.shapes().symbols()) {
+    if (g.shapes().is_independent(s->name)) b[s->name] = s->hi;
+  }
+  for (size_t start = 0; start < shape.size();) {
+    size_t comma = std::min(shape.find(',', start), shape.size());
+    std::string item = shape.substr(start, comma - start);
+    size_t eq = item.find('=');
+    if (eq == std::string::npos) throw disc::InvalidArgument("--shape `" + item + "`: expected SYMBOL=VALUE");
+    try {
+      b[item.substr(0, eq)] = std::stoll(item.substr(eq + 1));
+    } catch (const std::exception&) {
+      throw disc::InvalidArgument("--shape `" + item + "`: the value is not an integer");
+    }
+    start = comma + 1;
+  }
+  b = g.shapes().complete_and_check(b);
+  std::cout << "// ----- memory -----\n" << disc::memory::print_schedule(g, gov.liveness()) << gov.report(b, 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -76,6 +101,13 @@ int main(int argc, char** argv) {
   app.add_flag("--list-ops", list_ops, "List every op in the registry and exit");
   app.add_option("--model", model, "Instead of a file, build a model family: llama, gpt2, mlp, cnn");
   app.add_option("--train", train, "With --model: the training step (forward, backward, update) with this optimizer: adamw or sgd");
+  bool memory = false, offload = false;
+  int64_t cap = 0;
+  std::string shape;
+  app.add_flag("--memory", memory, "Print the memory governor's schedule (bytes held per step), eviction candidates and plan");
+  app.add_option("--cap", cap, "With --memory: the cap in bytes for the plan (0: none)");
+  app.add_option("--shape", shape, "With --memory: symbol values for the plan, e.g. B=8,S=64 (default: upper bounds)");
+  app.add_flag("--offload", offload, "With --memory: allow offload to the host as well as recompute");
   CLI11_PARSE(app, argc, argv);
 
   if (list_ops) {
@@ -119,6 +151,7 @@ int main(int argc, char** argv) {
     auto runs = pm.run(*g);
     if (dump.empty()) std::cout << disc::ir::print_graph(*g);
     if (facts) print_facts(*g);
+    if (memory) print_memory(*g, {.cap = cap, .offload = offload}, shape);
     if (stats) {
       for (const auto& r : runs) {
         std::cerr << "pass " << r.pass << ": "

@@ -1,0 +1,75 @@
+// The caching allocator: blocks are reused by size, the cap holds on reserved bytes (cached
+// blocks included), and trim() gives back what a step did not reuse.
+#include "memory/caching_allocator.h"
+
+#include <gtest/gtest.h>
+
+#include "ir/error.h"
+
+namespace disc::memory {
+namespace {
+
+class CachingAllocatorTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<devices::Device> dev = devices::make_cpu_device(1);
+};
+
+TEST_F(CachingAllocatorTest, ReusesAFreedBlockOfTheSameSize) {
+  CachingAllocator a(*dev, 0);
+  void* p = a.allocate(100000);
+  a.deallocate(p, 100000);
+  EXPECT_EQ(a.stats().live_bytes, 0);
+  EXPECT_EQ(a.stats().reserved_bytes, 102400);  // 100000 rounded up to whole 4 KiB pages
+  EXPECT_EQ(a.allocate(100000), p);
+  EXPECT_EQ(a.stats().reserved_bytes, 102400);
+  a.deallocate(p, 100000);
+}
+
+TEST_F(CachingAllocatorTest, SizesRoundAsTheDeviceRounds) {
+  EXPECT_EQ(devices::allocation_size(0), 64u);
+  EXPECT_EQ(devices::allocation_size(1), 64u);
+  EXPECT_EQ(devices::allocation_size(65), 128u);
+  EXPECT_EQ(devices::allocation_size(65535), 65536u);
+  EXPECT_EQ(devices::allocation_size(65537), 69632u);  // 17 pages
+  EXPECT_EQ(devices::allocation_size(SIZE_MAX - 10), 0u);
+}
+
+TEST_F(CachingAllocatorTest, CachedBlocksCountAgainstTheCapAndGoBackWhenNeeded) {
+  CachingAllocator a(*dev, 3 * 65536);
+  void* p = a.allocate(2 * 65536);
+  a.deallocate(p, 2 * 65536);  // cached: 128 KiB reserved, nothing live
+  void* q = a.allocate(65536 + 4096);  // 68 KiB more would make 196 KiB > 192 KiB: the cache goes
+  EXPECT_EQ(a.stats().reserved_bytes, 65536 + 4096);
+  EXPECT_LE(a.stats().reserved_peak_bytes, 3 * 65536);
+  a.deallocate(q, 65536 + 4096);
+}
+
+TEST_F(CachingAllocatorTest, RefusesPastTheCapWithLiveBytesAndTheCap) {
+  CachingAllocator a(*dev, 1 << 20);
+  void* p = a.allocate(900 << 10);
+  try {
+    a.allocate(200 << 10);
+    ADD_FAILURE() << "allocated past the cap";
+  } catch (const OutOfMemory& e) {
+    EXPECT_NE(std::string(e.what()).find("past the cap of 1048576 bytes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("921600 bytes are live"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(a.stats().live_bytes, 900 << 10);  // the failed request changed nothing
+  a.deallocate(p, 900 << 10);
+}
+
+TEST_F(CachingAllocatorTest, TrimGivesBackBlocksTheLastStepDidNotReuse) {
+  CachingAllocator a(*dev, 0);
+  void* p = a.allocate(1 << 20);
+  void* q = a.allocate(2 << 20);
+  a.deallocate(p, 1 << 20);
+  a.deallocate(q, 2 << 20);
+  a.trim();  // both were used since the last trim: kept
+  EXPECT_EQ(a.stats().reserved_bytes, 3 << 20);
+  a.deallocate(a.allocate(1 << 20), 1 << 20);  // the next "step" reuses only the 1 MiB block
+  a.trim();
+  EXPECT_EQ(a.stats().reserved_bytes, 1 << 20);
+}
+
+}  // namespace
+}  // namespace disc::memory
