@@ -1,6 +1,7 @@
 #include "memory/governor.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "ir/error.h"
 
@@ -89,6 +90,13 @@ std::string Governor::report(const ir::Bindings& b, int64_t held_before_step) co
                     options_.cap);
   } catch (const OutOfMemory& e) {
     s += e.what() + std::string("\n");
+  }
+  if (!candidates_.empty()) {
+    const MemoryPlan free_run = plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(0));
+    const int64_t smallest = smallest_feasible_cap(b, held_before_step);
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.2f", static_cast<double>(smallest) / static_cast<double>(std::max<int64_t>(free_run.lower_bound, 1)));
+    s += "smallest cap the planner reaches: " + human_bytes(smallest) + " (" + ratio + "x the lower bound)\n";
   }
   return s;
 }

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <sstream>
 
 #include "ir/error.h"
@@ -33,8 +34,10 @@ Option cheapest(const Candidate& c, int i, int64_t bytes, const ir::Bindings& b,
 // Chosen candidates by their value, and by each value their regeneration reads.
 using ChosenIndex = std::multimap<const ir::Value*, const Candidate*>;
 
+// Regenerations before the same step run producers first (see the end of plan_memory), so a
+// value regenerated there is back before a later regeneration reads it.
 bool reads_while_gone(const Candidate& reader, const Candidate& gone) {
-  return gone.evict_after < reader.regen_before && reader.regen_before <= gone.regen_before;
+  return gone.evict_after < reader.regen_before && reader.regen_before < gone.regen_before;
 }
 
 // A candidate cannot go when its regeneration reads a value that is evicted by then, or when a
@@ -91,30 +94,43 @@ MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<
   std::vector<int64_t> sizes(cs.size());
   std::vector<Option> ways(cs.size());
   std::vector<bool> usable(cs.size());
+  std::vector<int64_t> temps(cs.size());
   for (size_t i = 0; i < cs.size(); ++i) {
     sizes[i] = concrete_bytes(*cs[i].value, b);
+    temps[i] = temporaries(cs[i], b);
     ways[i] = cheapest(cs[i], static_cast<int>(i), sizes[i], b, options);
     usable[i] = ways[i].candidate >= 0;
   }
   set_lower_bound(p, cs, sizes, usable);
-  std::vector<int64_t> extra(p.curve.size(), 0);  // regeneration temporaries at each step
-  auto held = [&](size_t i) { return p.curve[i] + extra[i]; };
+  // Regenerations run before their step's node allocates its results, one after another: the
+  // step holds its curve, or everything but the node's results plus the largest recompute's
+  // temporaries, whichever is more.
+  std::vector<int64_t> results(p.curve.size(), 0), temps_at(p.curve.size(), 0);
+  for (size_t i = 0; i < results.size(); ++i) {
+    for (const ir::Value* r : l.order[i]->results()) results[i] += concrete_bytes(*r, b);
+  }
+  auto held_with = [&](size_t i, int64_t temps_now) { return std::max(p.curve[i], p.curve[i] - results[i] + temps_now); };
+  auto held = [&](size_t i) { return held_with(i, temps_at[i]); };
   std::vector<bool> chosen(cs.size(), false);
   ChosenIndex chosen_by_value, chosen_by_leaf;
   while (options.cap > 0) {
     size_t over = 0;
     while (over < p.curve.size() && held(over) <= options.cap) ++over;
     if (over == p.curve.size()) break;
+    // Best: a candidate whose own regeneration fits under the cap, then the least time per byte
+    // freed, then the longest gap.
+    auto rank = [&](int j) {
+      const int r = cs[j].regen_before;
+      const bool fits = ways[j].how == Regen::kReload || held_with(r, std::max(temps_at[r], temps[j])) <= options.cap;
+      return std::tuple(!fits, ways[j].seconds / static_cast<double>(std::max<int64_t>(sizes[j], 1)),
+                        -(cs[j].regen_before - cs[j].evict_after));
+    };
     int pick = -1;
     for (size_t i = 0; i < cs.size(); ++i) {
       const Candidate& c = cs[i];
       if (chosen[i] || !usable[i] || !(c.evict_after < static_cast<int>(over) && static_cast<int>(over) < c.regen_before)) continue;
       if (clashes(c, chosen_by_value, chosen_by_leaf)) continue;
-      auto cost = [&](int j) { return ways[j].seconds / static_cast<double>(std::max<int64_t>(sizes[j], 1)); };
-      if (pick < 0 || cost(static_cast<int>(i)) < cost(pick) ||
-          (cost(static_cast<int>(i)) == cost(pick) && c.regen_before - c.evict_after > cs[pick].regen_before - cs[pick].evict_after)) {
-        pick = static_cast<int>(i);
-      }
+      if (pick < 0 || rank(static_cast<int>(i)) < rank(pick)) pick = static_cast<int>(i);
     }
     if (pick < 0) {
       throw OutOfMemory("memory cap " + human_bytes(options.cap) + " cannot be kept: step " + std::to_string(over) +
@@ -130,7 +146,7 @@ MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<
     for (const ir::Value* leaf : c.leaves) chosen_by_leaf.insert({leaf, &c});
     for (int i = c.evict_after + 1; i < c.regen_before; ++i) p.curve[i] -= sizes[pick];
     if (ways[pick].how == Regen::kRecompute) {
-      extra[c.regen_before] += temporaries(c, b);
+      temps_at[c.regen_before] = std::max(temps_at[c.regen_before], temps[pick]);
       p.recompute_flops += static_cast<double>(c.recompute_flops.evaluate(b));
     } else {
       p.reload_bytes += sizes[pick];
@@ -138,6 +154,11 @@ MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<
     p.evict_after[c.evict_after].push_back(static_cast<int>(p.evictions.size()));
     p.regen_before[c.regen_before].push_back(static_cast<int>(p.evictions.size()));
     p.evictions.push_back({pick, ways[pick].how, sizes[pick]});
+  }
+  for (auto& at : p.regen_before) {
+    std::sort(at.begin(), at.end(), [&](int x, int y) {
+      return l.lives.at(cs[p.evictions[x].candidate].value).def < l.lives.at(cs[p.evictions[y].candidate].value).def;
+    });
   }
   for (size_t i = 0; i < p.curve.size(); ++i) p.peak = std::max(p.peak, held(i));
   return p;
