@@ -58,6 +58,7 @@ std::map<std::string, Tensor> Executor::run(std::map<std::string, Tensor>& args,
     stats->live_peak_bytes = alloc_.stats().peak_bytes;
     stats->reserved_peak_bytes = alloc_.stats().reserved_peak_bytes;
     stats->planned_peak_bytes = plan.peak;
+    stats->held_before_step_bytes = plan.held_before_step;
     stats->allocations = alloc_.stats().allocations - allocations;
     stats->bindings = r.b;
   }

@@ -25,6 +25,7 @@ struct StepStats {
   int64_t live_peak_bytes = 0;      // most bytes held at once during the step, arguments included
   int64_t reserved_peak_bytes = 0;  // most bytes reserved from the device (allocator caches too)
   int64_t planned_peak_bytes = 0;   // the plan's simulated peak
+  int64_t held_before_step_bytes = 0;  // allocated as the step began (arguments and the like)
   int64_t allocations = 0;
   int64_t evictions = 0;
   int64_t recomputes = 0;           // nodes rerun to regenerate evicted values

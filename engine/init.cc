@@ -1,6 +1,7 @@
 #include "engine/init.h"
 
 #include <cmath>
+#include <cstring>
 #include <numbers>
 #include <random>
 
@@ -48,26 +49,53 @@ double NormalSource::next() {
   return r * std::cos(t);
 }
 
+namespace {
+
+// A concrete shape for `v`, or InvalidArgument naming `what` it is and its symbolic dims.
+std::vector<int64_t> fixed_shape(const ir::Value& v, const std::string& what) {
+  std::vector<int64_t> shape;
+  for (const auto& d : v.shape()) {
+    auto c = d.constant();
+    if (!c) {
+      throw InvalidArgument(what + " `" + v.name() + "` has the symbolic shape " + v.type().str() +
+                            ": parameters and optimizer state need fixed dims (no batch or sequence symbols)");
+    }
+    shape.push_back(*c);
+  }
+  return shape;
+}
+
+template <typename T>
+void fill(Tensor& t, const ir::models::ParamInit& init, NormalSource& normal) {
+  T* data = t.data<T>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    switch (init.kind) {
+      case ir::models::ParamInit::Kind::kNormal: data[i] = static_cast<T>(init.std * normal.next()); break;
+      case ir::models::ParamInit::Kind::kZeros: data[i] = 0; break;
+      case ir::models::ParamInit::Kind::kOnes: data[i] = 1; break;
+    }
+  }
+}
+
+}  // namespace
+
 std::map<std::string, Tensor> init_params(const ir::models::Model& m, uint64_t seed,
                                           memory::Allocator& alloc) {
   std::map<std::string, Tensor> out;
   for (const ir::Value* p : m.params) {
-    std::vector<int64_t> shape;
-    for (const auto& d : p->shape()) {
-      auto c = d.constant();
-      if (!c) throw InvalidArgument("parameter `" + p->name() + "` has a symbolic shape " + p->type().str());
-      shape.push_back(*c);
+    if (p->dtype() != ir::DType::kF32 && p->dtype() != ir::DType::kF64) {
+      throw InvalidArgument("parameter `" + p->name() + "` is " + p->type().str() +
+                            ": parameters are initialised as f32 or f64; declare it as one of those");
     }
-    Tensor t = Tensor::empty(ir::DType::kF32, shape, alloc);
-    const ir::models::ParamInit& init = m.init.at(p->name());
+    auto it = m.init.find(p->name());
+    if (it == m.init.end()) throw InvalidArgument("parameter `" + p->name() + "` has no initialisation in the model");
+    Tensor t = Tensor::empty(p->dtype(), fixed_shape(*p, "parameter"), alloc);
+    // The same draws in either precision: an f32 parameter holds its f64 twin's values, rounded.
     NormalSource normal(splitmix64(seed ^ fnv1a(p->name())));
-    float* data = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      switch (init.kind) {
-        case ir::models::ParamInit::Kind::kNormal: data[i] = static_cast<float>(init.std * normal.next()); break;
-        case ir::models::ParamInit::Kind::kZeros: data[i] = 0; break;
-        case ir::models::ParamInit::Kind::kOnes: data[i] = 1; break;
-      }
+    if (p->dtype() == ir::DType::kF64) {
+      fill<double>(t, it->second, normal);
+    } else {
+      fill<float>(t, it->second, normal);
     }
     out[p->name()] = std::move(t);
   }
@@ -78,9 +106,7 @@ std::map<std::string, Tensor> zero_state(const ir::Graph& step, memory::Allocato
   std::map<std::string, Tensor> out;
   for (const ir::Value* a : step.arguments()) {
     if (a->role() != ir::Role::kState) continue;
-    std::vector<int64_t> shape;
-    for (const auto& d : a->shape()) shape.push_back(*d.constant());
-    Tensor t = Tensor::empty(a->dtype(), shape, alloc);
+    Tensor t = Tensor::empty(a->dtype(), fixed_shape(*a, "optimizer state"), alloc);
     std::memset(t.raw(), 0, t.bytes());
     out[a->name()] = std::move(t);
   }

@@ -15,10 +15,13 @@ struct TensorFile {
   std::map<std::string, Tensor> tensors;
 };
 
-// Throws IoError for a file that cannot be read or is not valid safetensors (saying what is wrong).
+// Throws IoError for a file that cannot be read or is not valid safetensors (saying what is wrong),
+// and checks every entry against the file size before it allocates anything.
 TensorFile read_safetensors(const std::string& path, memory::Allocator& alloc);
 
-// Writes atomically: a temporary file beside `path`, fsync, then rename over `path`.
+// Writes atomically and durably: a temporary file beside `path`, fsync, rename over `path`, then
+// fsync of the folder. Throws IoError (nothing left behind) or InvalidArgument (names or metadata
+// that are not UTF-8).
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 

@@ -62,6 +62,24 @@ void sync_folder(const std::string& path) { Fd(path, O_RDONLY | O_DIRECTORY).syn
 // so that nothing that lists checkpoints ever sees a half-written one under its final name.
 fs::path staging_folder(const fs::path& final) { return final.parent_path() / ("." + final.filename().string() + ".partial"); }
 
+// Refuses to replace `final` unless it is a checkpoint folder: save() swaps in a whole new folder
+// and must not delete what a caller keeps beside a checkpoint.
+void check_replaceable(const fs::path& final) {
+  std::error_code ec;
+  auto st = fs::status(final, ec);
+  if (!fs::exists(st)) return;
+  if (!fs::is_directory(st)) throw IoError("cannot save a checkpoint to " + final.string() + ": it exists and is not a folder");
+  for (const auto& e : fs::directory_iterator(final, ec)) {
+    std::string name = e.path().filename().string();
+    if (name != "trainer.json" && name != "state.safetensors" && name.rfind("trainer.json.tmp", 0) != 0 &&
+        name.rfind("state.safetensors.tmp", 0) != 0) {
+      throw InvalidArgument("cannot save a checkpoint to " + final.string() + ": the folder holds other files (" + name +
+                            "); save into a new folder");
+    }
+  }
+  if (ec) throw IoError("cannot list " + final.string() + ": " + ec.message());
+}
+
 void remove_quietly(const fs::path& p) {
   std::error_code ec;
   fs::remove_all(p, ec);
@@ -166,6 +184,7 @@ void Trainer::save(const std::string& dir, const std::map<std::string, std::stri
   }
   if (final.parent_path().empty()) final = fs::path(".") / final;
   const fs::path staging = staging_folder(final);
+  check_replaceable(final);
   std::string meta;
   try {
     meta = nlohmann::json{{"step", step_}, {"graph", model_.graph->name()}, {"extra", extra}}.dump(2) + "\n";

@@ -12,6 +12,9 @@
 namespace disc::memory {
 namespace {
 
+// Evicting less than a page saves nothing worth a regeneration.
+constexpr int64_t kMinEvictionBytes = 4096;
+
 struct Option {
   int candidate = -1;
   Regen how = Regen::kRecompute;
@@ -99,7 +102,7 @@ MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<
     sizes[i] = concrete_bytes(*cs[i].value, b);
     temps[i] = temporaries(cs[i], b);
     ways[i] = cheapest(cs[i], static_cast<int>(i), sizes[i], b, options);
-    usable[i] = ways[i].candidate >= 0;
+    usable[i] = ways[i].candidate >= 0 && sizes[i] >= kMinEvictionBytes;
   }
   set_lower_bound(p, cs, sizes, usable);
   // Regenerations run before their step's node allocates its results, one after another: the

@@ -1,50 +1,101 @@
 #include "checkpoints.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 
+#include "ir/error.h"
+
 namespace disc::apps {
+namespace {
 
 namespace fs = std::filesystem;
 
-std::string checkpoint_path(const std::string& dir, int64_t step) {
+std::string folder_name(int64_t step) {
   char name[32];
   std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
-  return (fs::path(dir) / name).string();
+  return name;
 }
 
-static std::vector<fs::path> step_folders(const std::string& dir) {
-  std::vector<fs::path> out;
-  if (!fs::is_directory(dir)) return out;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0) out.push_back(e.path());
+// Folders under `dir` whose names checkpoint_step accepts after dropping `prefix` and `suffix`,
+// with their steps, in step order (a string sort would put step-100000000 before step-99999999).
+std::vector<std::pair<int64_t, fs::path>> folders(const std::string& dir, const std::string& prefix,
+                                                  const std::string& suffix) {
+  std::vector<std::pair<int64_t, fs::path>> out;
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(dir, ec)) return out;
+  try {
+    for (const auto& e : fs::directory_iterator(dir)) {
+      std::string name = e.path().filename().string();
+      if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+          !name.ends_with(suffix) || !e.is_directory()) {
+        continue;
+      }
+      if (auto step = checkpoint_step(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size()))) {
+        out.emplace_back(*step, e.path());
+      }
+    }
+  } catch (const fs::filesystem_error& e) {
+    throw IoError("cannot list checkpoint folder " + dir + ": " + e.code().message());
   }
-  std::sort(out.begin(), out.end());  // zero-padded step numbers sort in step order
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool complete(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p / "trainer.json", ec) && fs::is_regular_file(p / "state.safetensors", ec);
+}
+
+void remove_folder(const fs::path& p) {
+  std::error_code ec;
+  fs::remove_all(p, ec);
+  if (ec) throw IoError("cannot delete old checkpoint " + p.string() + ": " + ec.message());
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir, int64_t step) { return (fs::path(dir) / folder_name(step)).string(); }
+
+std::optional<int64_t> checkpoint_step(const std::string& name) {
+  if (name.rfind("step-", 0) != 0) return std::nullopt;
+  int64_t step = -1;
+  const char* first = name.data() + 5;
+  const char* last = name.data() + name.size();
+  auto [end, err] = std::from_chars(first, last, step);
+  if (err != std::errc() || end != last || step < 0 || folder_name(step) != name) return std::nullopt;
+  return step;
+}
+
+std::vector<std::string> checkpoint_folders(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& [step, p] : folders(dir, "", "")) out.push_back(p.string());
   return out;
 }
 
 std::vector<std::string> complete_checkpoints(const std::string& dir) {
   std::vector<std::string> out;
-  for (const auto& p : step_folders(dir)) {
-    if (fs::exists(p / "trainer.json") && fs::exists(p / "state.safetensors")) out.push_back(p.string());
+  for (const auto& [step, p] : folders(dir, "", "")) {
+    if (complete(p)) out.push_back(p.string());
   }
   return out;
 }
 
-std::optional<std::string> latest_checkpoint(const std::string& dir) {
-  auto all = complete_checkpoints(dir);
-  if (all.empty()) return std::nullopt;
-  return all.back();
-}
-
 void prune_checkpoints(const std::string& dir, int64_t keep) {
-  auto complete = complete_checkpoints(dir);
-  if (complete.empty()) return;
-  std::string oldest_kept = complete.size() > static_cast<size_t>(keep) ? complete[complete.size() - keep] : complete.front();
-  for (const auto& p : step_folders(dir)) {
-    if (p.string() < oldest_kept) fs::remove_all(p);
+  auto all = folders(dir, "", "");
+  std::vector<int64_t> complete_steps;
+  for (const auto& [step, p] : all) {
+    if (complete(p)) complete_steps.push_back(step);
   }
+  if (complete_steps.empty()) return;
+  size_t n = complete_steps.size();
+  int64_t oldest_kept = complete_steps[n > static_cast<size_t>(keep) ? n - static_cast<size_t>(keep) : 0];
+  for (const auto& [step, p] : all) {
+    if (step < oldest_kept) remove_folder(p);
+  }
+  // A staging folder outlives its save only when the process died mid-save.
+  for (const auto& [step, p] : folders(dir, ".", ".partial")) remove_folder(p);
 }
 
 }  // namespace disc::apps

@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "config_schema.h"
@@ -129,9 +130,13 @@ void Config::set(const std::string& key, const YAML::Node& v, const std::string&
 
 void Config::visit(const YAML::Node& node, const std::string& prefix) {
   for (const auto& item : node) {
-    std::string name = item.first.as<std::string>();
-    std::string path = prefix.empty() ? name : prefix + "." + name;
     std::string where = at(file_, item.first.Mark());
+    if (!item.first.IsScalar() || item.first.Scalar().empty()) {
+      std::string in = prefix.empty() ? "at the top level" : "in section `" + prefix + "`";
+      throw InvalidArgument(where + ": a key " + in + " is null, empty or a collection, not a name; write `name: value`");
+    }
+    std::string name = item.first.Scalar();
+    std::string path = prefix.empty() ? name : prefix + "." + name;
     if (is_section(path) && !find_key(path)) {
       if (!item.second.IsMap()) throw InvalidArgument(where + ": `" + path + "` is a section and must hold keys");
       visit(item.second, path);
@@ -146,6 +151,11 @@ Config Config::load(const std::string& file, const std::vector<std::string>& ove
   c.file_ = file;
   for (const auto& k : config_schema()) c.values_[k.path] = YAML::Load(k.default_value);
   if (!file.empty()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(file, ec)) {
+      throw IoError("config file " + file + " is a directory: pass a YAML file, e.g. --config " +
+                    (std::filesystem::path(file) / "run.yaml").string());
+    }
     std::ifstream in(file);
     if (!in) throw IoError("cannot open config file " + file + ": check the path");
     YAML::Node root;
@@ -153,7 +163,10 @@ Config Config::load(const std::string& file, const std::vector<std::string>& ove
       root = YAML::Load(in);
     } catch (const YAML::ParserException& e) {
       throw InvalidArgument(at(file, e.mark) + ": malformed YAML: " + e.msg);
+    } catch (const YAML::Exception& e) {
+      throw IoError("cannot read config file " + file + ": " + e.msg);
     }
+    if (in.bad()) throw IoError("cannot read config file " + file + ": the read failed part way");
     if (!root.IsNull()) {
       if (!root.IsMap()) throw InvalidArgument(file + ": the config must be a map of sections (model:, data:, train:, ...)");
       c.visit(root, "");

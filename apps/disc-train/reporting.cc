@@ -1,9 +1,12 @@
 #include "reporting.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -25,7 +28,32 @@ std::string bucket_of(const ir::Bindings& b) {
 
 void ensure_parent(const std::string& path) {
   auto parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec) throw IoError("cannot create folder " + parent.string() + " for " + path + ": " + ec.message());
+}
+
+// Replaces `path` with `text` so that a reader or a crash sees the old file or the new one, never
+// a truncated one: a temporary beside it, fsync, rename.
+void replace_file(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError("cannot create " + tmp + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t w = ::write(fd, text.data() + done, text.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) break;
+    done += static_cast<size_t>(w);
+  }
+  int err = done < text.size() ? errno : 0;
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    throw IoError("cannot rewrite " + path + ": " + std::strerror(err));
+  }
 }
 
 }  // namespace
@@ -41,18 +69,25 @@ std::string human_bytes(double bytes) {
 
 MetricsFile::MetricsFile(const std::string& path, int64_t keep_through_step) {
   ensure_parent(path);
-  std::vector<std::string> kept;
-  if (keep_through_step >= 0) {
+  std::error_code ec;
+  if (keep_through_step >= 0 && std::filesystem::exists(path, ec)) {
     std::ifstream in(path);
+    if (!in) throw IoError("cannot read metrics file " + path + " to continue it");
+    std::string kept;
     for (std::string line; std::getline(in, line);) {
       auto j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.value("step", int64_t{1} << 62) <= keep_through_step) kept.push_back(line);
+      if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+          j["step"].get<int64_t>() <= keep_through_step) {
+        kept += line + "\n";
+      }
     }
+    if (in.bad()) throw IoError("cannot read metrics file " + path + ": the read failed part way");
+    replace_file(path, kept);
+    out_.open(path, std::ios::app);
+  } else {
+    out_.open(path, std::ios::trunc);
   }
-  out_.open(path, std::ios::trunc);
   if (!out_) throw IoError("cannot write metrics file " + path);
-  for (const auto& line : kept) out_ << line << "\n";
-  out_.flush();
 }
 
 void MetricsFile::write(const StepReport& r) {

@@ -23,7 +23,8 @@ struct StepReport {
 // Appends one JSON object per step to a .jsonl file.
 class MetricsFile {
  public:
-  // `keep_through_step` >= 0 (a resumed run) drops lines of later steps first; -1 truncates.
+  // `keep_through_step` >= 0 (a resumed run) drops lines of later steps first, replacing the file
+  // atomically (a temporary beside it, then rename); -1 truncates.
   MetricsFile(const std::string& path, int64_t keep_through_step);
   void write(const StepReport& r);
 

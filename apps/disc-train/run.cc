@@ -1,11 +1,14 @@
 #include "run.h"
 
+#include <charconv>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 #include <spdlog/spdlog.h>
 
 #include "checkpoints.h"
+#include "memory_report.h"
 #include "ir/error.h"
 #include "ir/text_format.h"
 #include "reporting.h"
@@ -38,35 +41,81 @@ std::string summary_line(int64_t steps, int64_t tokens, double ms, int64_t peak,
   return buf;
 }
 
+// The batcher cursor stored in a checkpoint's extra; IoError when it is missing or not numbers.
+data::Batcher::Cursor cursor_of(const std::map<std::string, std::string>& extra, const std::string& dir) {
+  auto number = [&](const char* key) {
+    auto it = extra.find(key);
+    int64_t v = -1;
+    if (it != extra.end()) {
+      const char* end = it->second.data() + it->second.size();
+      auto [ptr, err] = std::from_chars(it->second.data(), end, v);
+      if (err != std::errc() || ptr != end) v = -1;
+    }
+    if (v < 0) throw IoError(dir + "/trainer.json is corrupt: its data cursor `" + key + "` is missing or not a count");
+    return v;
+  };
+  return {number("epoch"), number("position")};
+}
+
+// A fresh run into a folder that already holds checkpoints would mix two runs: pruning would
+// delete the new ones and a later --resume would pick whichever is newest.
+void refuse_mixing_runs(const std::string& ckdir) {
+  auto existing = checkpoint_folders(ckdir);
+  if (existing.empty()) return;
+  throw InvalidArgument("checkpoint.dir " + ckdir + " already holds checkpoints of a run (" +
+                        std::filesystem::path(existing.back()).filename().string() +
+                        "): pass --resume to continue it, or choose another checkpoint.dir, or delete the folder");
+}
+
+// Loads the newest checkpoint that reads back whole, warning about each newer one it skips
+// (a crash or a full disk can leave one incomplete or corrupt). Returns the folder loaded.
+std::string resume(const std::string& ckdir, engine::Trainer& trainer, data::Batcher& batcher) {
+  auto folders = checkpoint_folders(ckdir);
+  std::string skipped;
+  for (auto it = folders.rbegin(); it != folders.rend(); ++it) {
+    try {
+      auto extra = trainer.load(*it);  // all or nothing: a failed load leaves the trainer as it was
+      batcher.seek(cursor_of(extra, *it));
+      return *it;
+    } catch (const IoError& e) {
+      spdlog::warn("skipping checkpoint {}: {}", *it, e.what());
+      skipped += (skipped.empty() ? "" : ", ") + std::filesystem::path(*it).filename().string();
+    }
+  }
+  throw InvalidArgument("no complete checkpoint in " + ckdir + " to resume from" +
+                        (skipped.empty() ? "" : " (skipped unreadable " + skipped + ")") +
+                        "; run without --resume to start fresh");
+}
+
 }  // namespace
 
 int run_training(const Config& c, const RunFlags& f) {
-  RunSetup s = make_setup(c);  // every bad input fails here, before anything is written
+  RunSetup s = make_setup(c);  // every bad input fails here or in the checks below, before anything is written
+  check_outputs(c);
   std::string ckdir = c.get_string("checkpoint.dir");
-  std::optional<std::string> resume_from;
-  if (f.resume) {
-    if (ckdir.empty()) throw InvalidArgument("--resume needs checkpoint.dir: set it to the run's checkpoint folder");
-    resume_from = latest_checkpoint(ckdir);
-    if (!resume_from) throw InvalidArgument("no complete checkpoint in " + ckdir + " to resume from; run without --resume to start fresh");
+  if (f.resume && ckdir.empty()) throw InvalidArgument("--resume needs checkpoint.dir: set it to the run's checkpoint folder");
+  if (f.resume && checkpoint_folders(ckdir).empty()) {
+    throw InvalidArgument("no complete checkpoint in " + ckdir + " to resume from; run without --resume to start fresh");
   }
+  if (!f.resume && !ckdir.empty()) refuse_mixing_runs(ckdir);
   const ir::Graph& g = *s.model.graph;
   engine::Trainer trainer(std::move(s.model), s.trainer);
   data::Batcher batcher(s.examples, s.batching);
-  if (resume_from) {
-    auto extra = trainer.load(*resume_from);
-    batcher.seek({std::stoll(extra.at("epoch")), std::stoll(extra.at("position"))});
-    spdlog::info("resumed from {} at step {}", *resume_from, trainer.steps_done());
+  if (f.resume) {
+    std::string from = resume(ckdir, trainer, batcher);
+    spdlog::info("resumed from {} at step {}", from, trainer.steps_done());
   }
   int64_t total = c.get_int("train.steps"), seed = c.get_int("train.seed");
   std::string metrics_path = c.get_string("logging.metrics");
   std::unique_ptr<MetricsFile> metrics;
-  if (!metrics_path.empty()) metrics = std::make_unique<MetricsFile>(metrics_path, resume_from ? trainer.steps_done() : -1);
+  if (!metrics_path.empty()) metrics = std::make_unique<MetricsFile>(metrics_path, f.resume ? trainer.steps_done() : -1);
   Trace trace(c.get_string("logging.trace"), c.get_ints("logging.trace_steps"), c.get_bytes("memory.cap"));
   Progress progress(c.get_string("logging.progress"), total, c.get_int("logging.every"));
   Schedule lr = schedule_of(c);
   spdlog::info("disc-train: {}; {} steps", s.describe, total);
 
   int64_t tokens = 0, peak = 0, steps_run = 0, evictions = 0;
+  std::pair<ir::Bindings, int64_t> peak_step;  // the shape of the step with the highest planned peak
   double ms = 0;
   float first = 0, last = 0;
   for (int64_t step = trainer.steps_done() + 1; step <= total; ++step) {
@@ -77,7 +126,9 @@ int run_training(const Config& c, const RunFlags& f) {
     if (trace.wants(step)) trainer.set_observer({}), trace.end_step(r.result.stats.ms * 1e3);
     if (metrics) metrics->write(r);
     progress.update(r);
-    tokens += r.tokens, ms += r.result.stats.ms, evictions += r.result.stats.evictions, peak = std::max(peak, r.result.stats.live_peak_bytes);
+    if (r.result.stats.planned_peak_bytes > peak) peak_step = {r.result.stats.bindings, r.result.stats.held_before_step_bytes};
+    tokens += r.tokens, ms += r.result.stats.ms, evictions += r.result.stats.evictions;
+    peak = std::max(peak, r.result.stats.live_peak_bytes);
     if (steps_run++ == 0) first = r.result.loss;
     last = r.result.loss;
     if (!ckdir.empty() && (step % c.get_int("checkpoint.every") == 0 || step == total)) {
@@ -87,12 +138,17 @@ int run_training(const Config& c, const RunFlags& f) {
     }
   }
   trace.write();
+  if (!metrics_path.empty() && steps_run > 0) {
+    const std::string svg = (std::filesystem::path(metrics_path).parent_path() / "memory.svg").string();
+    write_memory_report(svg, g, trainer.governor(), peak_step.first, peak_step.second);
+  }
   progress.finish(summary_line(steps_run, tokens, ms, peak, first, last, evictions));
   return 0;
 }
 
 int validate(const Config& c) {
   RunSetup s = make_setup(c);
+  check_outputs(c);
   engine::Trainer trainer(std::move(s.model), s.trainer);  // builds the training step too
   std::cout << "config OK: " << s.describe << "; " << trainer.graph().num_nodes() << " nodes in the training step\n";
   return 0;

@@ -1,10 +1,17 @@
 #include "setup.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "apps/data/byte_tokenizer.h"
 #include "apps/data/synthetic.h"
 #include "apps/data/text_dataset.h"
+#include "engine/binding.h"
 #include "ir/error.h"
 #include "ir/text_format.h"
 
@@ -46,6 +53,100 @@ int64_t batch_bound(const Config& c) {
                                              : c.get_int("model.max_batch");
 }
 
+// The batch shapes the batcher can hand a graph: [rows, seq] at the extremes.
+struct DataShapes {
+  int64_t max_rows = 0, min_rows = 0, max_seq = 0, min_seq = 0;
+  std::string rows_from;  // the key that sets max_rows
+};
+
+DataShapes data_shapes(const Config& c, const RunSetup& s) {
+  DataShapes d;
+  const auto n = static_cast<int64_t>(s.examples.size());
+  d.min_seq = d.max_seq = static_cast<int64_t>(s.examples.front().size());
+  for (const auto& e : s.examples) {
+    d.max_seq = std::max(d.max_seq, static_cast<int64_t>(e.size()));
+    d.min_seq = std::min(d.min_seq, static_cast<int64_t>(e.size()));
+  }
+  if (int64_t budget = c.get_int("data.token_budget"); budget > 0) {
+    d.max_rows = std::min({c.get_int("model.max_batch"), n, std::max<int64_t>(1, budget / d.min_seq)});
+    d.min_rows = 1;
+    d.rows_from = "data.token_budget and model.max_batch";
+  } else {
+    int64_t size = c.get_int("data.batch_size");
+    d.max_rows = std::min(size, n);
+    d.min_rows = n % size ? n % size : size;  // an epoch's last batch takes what is left
+    d.rows_from = "data.batch_size";
+  }
+  return d;
+}
+
+bool is_input(const ir::Value* v, const char* name) { return v && v->role() == ir::Role::kInput && v->name() == name; }
+
+// A graph file must take what the data gives: inputs disc-train feeds, symbol bounds that admit
+// every batch shape, and embedding and logits wide enough for every token id. Checked here, so
+// that a mismatch is one line before anything is written rather than an error at step 1.
+void check_graph_fits_data(const std::string& file, const ir::Graph& g, const Config& c, const RunSetup& s) {
+  const std::string fed = "disc-train feeds `tokens` and `targets` i32[B, S] (and `seed` i64[] when declared)";
+  for (const char* input : {"tokens", "targets"}) {
+    const ir::Value* v = g.find_value(input);
+    if (!v || v->role() != ir::Role::kInput || v->dtype() != ir::DType::kI32 || v->rank() != 2) {
+      throw InvalidArgument(file + ": disc-train feeds `" + input + "` i32[B, S]; declare `input %" + input + " : i32[B, S]`");
+    }
+  }
+  engine::ShapeOf largest, smallest;
+  const DataShapes d = data_shapes(c, s);
+  for (const ir::Value* a : g.arguments()) {
+    if (a->role() == ir::Role::kInput) {
+      if (a->name() == "seed" && a->dtype() == ir::DType::kI64 && a->rank() == 0) {
+        largest[a->name()] = smallest[a->name()] = {a->dtype(), {}};
+      } else if (a->name() != "tokens" && a->name() != "targets") {
+        throw InvalidArgument(file + ": input %" + a->name() + " (" + a->type().str() + ") is not something the data gives; " +
+                              fed + ": compute it in the graph or make it a param");
+      } else {
+        largest[a->name()] = {a->dtype(), {d.max_rows, d.max_seq}};
+        smallest[a->name()] = {a->dtype(), {d.min_rows, d.min_seq}};
+      }
+      continue;
+    }
+    std::vector<int64_t> shape;
+    for (const auto& dim : a->shape()) {
+      auto k = dim.constant();
+      if (!k) {
+        throw InvalidArgument(file + ": " + std::string(ir::role_name(a->role())) + " %" + a->name() + " has the symbolic shape " +
+                              a->type().str() + "; parameters need fixed dims");
+      }
+      shape.push_back(*k);
+    }
+    largest[a->name()] = smallest[a->name()] = {a->dtype(), shape};
+  }
+  auto check = [&](const engine::ShapeOf& shapes, const std::vector<int64_t>& bs, const std::string& which, const std::string& fix) {
+    try {
+      engine::bind_symbols(g, shapes);
+    } catch (const Error& e) {
+      throw InvalidArgument(file + ": the data gives batches as " + which + " as [" + std::to_string(bs[0]) + ", " +
+                            std::to_string(bs[1]) + "], which the graph refuses: " + e.what() + " (or " + fix + ")");
+    }
+  };
+  const std::string max_len = c.get_string("data.source") == "synthetic" ? "data.synthetic.max_len" : "data.max_len";
+  check(largest, {d.max_rows, d.max_seq}, "large", "lower " + d.rows_from + " or " + max_len);
+  check(smallest, {d.min_rows, d.min_seq}, "small", "lower the symbols' lower bounds in the graph");
+  const std::string tokens_hint = " the data's token ids go up to " + std::to_string(s.vocab - 1) + " (" +
+                                  c.get_string("data.source") + " data, vocab " + std::to_string(s.vocab) + ")";
+  for (const ir::Node* n : g.nodes()) {
+    bool embeds = n->op().name == "gather" && is_input(n->operand(1), "tokens");
+    bool scores = n->op().name == "cross_entropy" && is_input(n->operand(1), "targets");
+    if (!embeds && !scores) continue;
+    const ir::Value* table = n->operand(0);
+    const auto& dim = embeds ? table->shape().front() : table->shape().back();
+    auto size = dim.constant();
+    if (size && *size < s.vocab) {
+      throw InvalidArgument(file + ": " + (embeds ? "embedding %" + table->name() + " has " + std::to_string(*size) + " rows"
+                                                  : "logits %" + table->name() + " score " + std::to_string(*size) + " classes") +
+                            ", but" + tokens_hint + ": make it at least " + std::to_string(s.vocab));
+    }
+  }
+}
+
 ir::models::Model build_model(const Config& c, const RunSetup& s) {
   int64_t vocab = c.get_int("model.vocab") ? c.get_int("model.vocab") : s.vocab;
   if (vocab < s.vocab) {
@@ -55,12 +156,7 @@ ir::models::Model build_model(const Config& c, const RunSetup& s) {
   }
   if (std::string file = c.get_string("model.graph"); !file.empty()) {
     auto m = ir::models::model_from_graph(ir::parse_graph_file(resolve_path(c, file)), c.get_float("model.init_std"));
-    for (const char* input : {"tokens", "targets"}) {
-      const ir::Value* v = m.graph->find_value(input);
-      if (!v || v->role() != ir::Role::kInput || v->dtype() != ir::DType::kI32 || v->rank() != 2) {
-        throw InvalidArgument(file + ": disc-train feeds `" + input + "` i32[B, S]; declare `input %" + input + " : i32[B, S]`");
-      }
-    }
+    check_graph_fits_data(file, *m.graph, c, s);
     return m;
   }
   if (c.get_string("model.family") == "gpt2") {
@@ -104,14 +200,49 @@ engine::TrainerOptions trainer_options(const Config& c) {
   return t;
 }
 
+// Refuses an output path that cannot be written, without creating anything: the path itself when
+// it exists, else its nearest existing ancestor, which must be a writable folder.
+void check_output(const std::string& key, const std::string& path, bool folder) {
+  if (path.empty()) return;
+  auto refuse = [&](const std::string& why) {
+    throw InvalidArgument(key + " is " + path + ", which cannot be written: " + why + "; choose another path");
+  };
+  namespace fs = std::filesystem;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (folder && !S_ISDIR(st.st_mode)) refuse("it exists and is not a folder");
+    if (!folder && S_ISDIR(st.st_mode)) refuse("it is a folder; name a file");
+    if (::access(path.c_str(), W_OK) != 0) refuse(std::string("no permission (") + std::strerror(errno) + ")");
+    return;
+  }
+  fs::path ancestor = fs::path(path).lexically_normal();
+  if (!ancestor.has_filename()) ancestor = ancestor.parent_path();
+  do {
+    ancestor = ancestor.parent_path();
+    if (ancestor.empty()) ancestor = ".";
+  } while (::stat(ancestor.c_str(), &st) != 0 && ancestor != "." && ancestor != ancestor.root_path());
+  if (::stat(ancestor.c_str(), &st) != 0) refuse(ancestor.string() + " cannot be read (" + std::strerror(errno) + ")");
+  if (!S_ISDIR(st.st_mode)) refuse(ancestor.string() + " is a file, not a folder");
+  if (::access(ancestor.c_str(), W_OK | X_OK) != 0) {
+    refuse("no permission to create anything in " + ancestor.string() + " (" + std::strerror(errno) + ")");
+  }
+}
+
 }  // namespace
+
+void check_outputs(const Config& c) {
+  check_output("logging.metrics", c.get_string("logging.metrics"), false);
+  check_output("logging.trace", c.get_string("logging.trace"), false);
+  check_output("checkpoint.dir", c.get_string("checkpoint.dir"), true);
+}
 
 std::string resolve_path(const Config& c, const std::string& path) {
   if (path.empty() || std::filesystem::path(path).is_absolute() || c.file().empty()) return path;
   auto base = std::filesystem::path(c.file()).parent_path();
   auto candidate = base / path;
   // A path that exists relative to the working directory wins (command-line habits).
-  return std::filesystem::exists(path) ? path : candidate.lexically_normal().string();
+  std::error_code ec;
+  return std::filesystem::exists(path, ec) ? path : candidate.lexically_normal().string();
 }
 
 RunSetup make_setup(const Config& c) {

@@ -25,6 +25,10 @@ struct RunSetup {
 
 RunSetup make_setup(const Config& c);
 
+// Refuses outputs (logging.metrics, logging.trace, checkpoint.dir) that cannot be written, e.g. a
+// path under a regular file, before a run writes anything. Creates nothing.
+void check_outputs(const Config& c);
+
 // An input path from the config: a relative path that does not exist from the working directory
 // resolves against the config file's folder, so a config and its data can travel together.
 // Outputs (metrics, traces, checkpoints) are always relative to the working directory.

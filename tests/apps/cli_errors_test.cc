@@ -1,6 +1,9 @@
 // Every kind of bad input to disc-train: one clear line on stderr, exit code 2, nothing written.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+
 #include "cli_test_util.h"
 
 namespace disc::apps {
@@ -14,6 +17,7 @@ struct BadInput {
   const char* overrides;  // appended to the command
   const char* message;    // must appear in the one line
 };
+void PrintTo(const BadInput& x, std::ostream* os) { *os << x.name; }  // test names, not bytes
 
 class CliErrors : public ::testing::TestWithParam<BadInput> {};
 
@@ -51,8 +55,122 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"no_dataset_path", "data:\n  source: json\n", "", "data.path is empty"},
         BadInput{"heads_kv_mismatch", "model:\n  heads: 4\n  kv_heads: 3\n", "", "must be a multiple of model.kv_heads"},
         BadInput{"batch_over_bound", "data:\n  batch_size: 500\n", "", "exceeds model.max_batch"},
-        BadInput{"resume_without_checkpoint", "", "--resume", "no complete checkpoint in"}),
+        BadInput{"resume_without_checkpoint", "", "--resume", "no complete checkpoint in"},
+        BadInput{"config_is_a_directory", "", "--config / train.steps=1", "config file / is a directory: pass a YAML file"},
+        BadInput{"null_key", "~: 5\n", "train.steps=1", "run.yaml:1:1: a key at the top level is null, empty or a collection"},
+        BadInput{"null_key_in_section", "train:\n  null: 5\n", "train.steps=1", "run.yaml:2:3: a key in section `train` is null"},
+        BadInput{"collection_key", "train:\n  [a, b]: 5\n", "train.steps=1", "run.yaml:2:3: a key in section `train`"}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// A graph file that cannot take what the data gives is refused before anything is written, not
+// at step 1 with the metrics file already started.
+struct GraphMismatch {
+  const char* name;
+  int64_t b_max, s_max, rows, classes;  // the graph's bounds for B and S, embedding rows, logits' classes
+  const char* extra_input;     // another input declaration, or ""
+  const char* overrides;
+  const char* message;
+};
+void PrintTo(const GraphMismatch& x, std::ostream* os) { *os << x.name; }  // test names, not bytes
+
+class GraphFileErrors : public ::testing::TestWithParam<GraphMismatch> {};
+
+TEST_P(GraphFileErrors, OneLineExitTwoNothingWritten) {
+  const GraphMismatch& m = GetParam();
+  Scratch s;
+  char graph[2048];
+  // An embedding, an LM head and the loss: enough to train, with every size a parameter here.
+  std::snprintf(graph, sizeof graph, R"(graph @tiny {
+  sym B in [1, %lld]
+  sym S in [1, %lld]
+  input %%tokens : i32[B, S]
+  input %%targets : i32[B, S]
+  %s
+  param %%embed : f32[%lld, 8]
+  param %%head : f32[8, %lld]
+  %%x = gather(%%embed, %%tokens) : f32[B, S, 8]
+  %%logits = matmul(%%x, %%head) : f32[B, S, %lld]
+  %%loss = cross_entropy(%%logits, %%targets) : f32[]
+  output loss = %%loss
+}
+)", static_cast<long long>(m.b_max), static_cast<long long>(m.s_max), m.extra_input, static_cast<long long>(m.rows),
+                static_cast<long long>(m.classes), static_cast<long long>(m.classes));
+  std::string file = s.write("tiny.disc", graph);
+  s.write("data.txt", std::string(3000, 'x'));
+  size_t before = s.entries();
+  auto r = testing::run_command(std::string(DISC_TRAIN) + " run model.graph=" + file + " " + m.overrides + " data.path=" +
+                                s.path("data.txt") + " train.steps=2 logging.progress=none logging.metrics=" +
+                                s.path("out/m.jsonl") + " checkpoint.dir=" + s.path("out/ck"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_EQ(r.out.rfind("disc-train: " + file + ": ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(m.message), std::string::npos) << r.out;
+  EXPECT_EQ(s.entries(), before) << "something was written";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Mismatches, GraphFileErrors,
+    ::testing::Values(
+        // data.batch_size 8 gives B = 8; the graph admits 4.
+        GraphMismatch{"batch_above_bound", 4, 64, 300, 300, "", "data.batch_size=8 data.synthetic.max_len=32",
+                      "B = 8, outside B's range [1, 4]"},
+        // Every synthetic example is 100 tokens; the graph admits 64.
+        GraphMismatch{"length_above_bound", 8, 64, 300, 300, "",
+                      "data.batch_size=8 data.synthetic.min_len=100 data.synthetic.max_len=100", "S = 100, outside S's range [1, 64]"},
+        // Byte tokens run to 257; a 200-row embedding cannot look them up, 200 classes cannot score them.
+        GraphMismatch{"embedding_below_vocab", 8, 64, 200, 300, "", "data.source=text data.max_len=64 data.batch_size=8",
+                      "embedding %embed has 200 rows, but the data's token ids go up to 257 (text data, vocab 258)"},
+        GraphMismatch{"logits_below_vocab", 8, 64, 300, 200, "", "data.source=text data.max_len=64 data.batch_size=8",
+                      "logits %logits score 200 classes, but the data's token ids go up to 257"},
+        GraphMismatch{"input_the_data_lacks", 8, 64, 300, 300, "input %mask : f32[B, S]", "data.batch_size=8 data.synthetic.max_len=32",
+                      "input %mask (f32[B, S]) is not something the data gives"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// Outputs that can never be written are refused before training, not after it (a trace is
+// written at the end of a run) and not half way (checkpoints).
+class UnwritableOutput : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(UnwritableOutput, OneLineExitTwoNothingWritten) {
+  const std::string key = GetParam();
+  Scratch s;
+  s.write("blocker", "a regular file where a folder would have to be");
+  std::map<std::string, std::string> outputs = {{"logging.metrics", s.path("out/m.jsonl")},
+                                                {"logging.trace", s.path("out/t.json")},
+                                                {"checkpoint.dir", s.path("out/ck")}};
+  outputs[key] = s.path("blocker/sub/" + key);
+  std::string cmd = std::string(DISC_TRAIN) + " run train.steps=2 model.hidden=16 data.synthetic.max_len=16 logging.progress=none";
+  for (const auto& [k, v] : outputs) cmd += " " + k + "=" + v;
+  size_t before = s.entries();
+  auto r = testing::run_command(cmd);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_NE(r.out.find("disc-train: " + key + " is " + outputs[key] + ", which cannot be written: " + s.path("blocker") +
+                       " is a file, not a folder"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(s.entries(), before) << "something was written";
+}
+
+INSTANTIATE_TEST_SUITE_P(Keys, UnwritableOutput, ::testing::Values("logging.metrics", "logging.trace", "checkpoint.dir"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '.', '_');
+                           return n;
+                         });
+
+TEST(CliErrors, OutputThatIsAFolderOrCheckpointDirThatIsAFile) {
+  Scratch s;
+  std::filesystem::create_directories(s.path("metrics_dir"));
+  s.write("ck_file", "x");
+  size_t before = s.entries();
+  auto r = testing::run_command(std::string(DISC_TRAIN) + " validate logging.metrics=" + s.path("metrics_dir"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("it is a folder; name a file"), std::string::npos) << r.out;
+  r = testing::run_command(std::string(DISC_TRAIN) + " run train.steps=1 checkpoint.dir=" + s.path("ck_file"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("it exists and is not a folder"), std::string::npos) << r.out;
+  EXPECT_EQ(s.entries(), before);
+}
 
 TEST(CliErrors, DatasetThatIsNotWhatTheConfigSays) {
   Scratch s;

@@ -1,0 +1,225 @@
+// Checkpoints and parameter files fail safely: a checkpoint that does not fit the model changes
+// nothing, a corrupt one is an IoError that says where, a safetensors header cannot make the
+// reader allocate what the file does not hold, and init honours each parameter's dtype.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "devices/device.h"
+#include "engine/init.h"
+#include "engine/safetensors.h"
+#include "engine/trainer.h"
+#include "ir/error.h"
+#include "ir/models/model.h"
+#include "memory/allocator.h"
+
+namespace disc::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ScratchDir {
+ public:
+  ScratchDir() : dir_(fs::temp_directory_path() / ("disc-ckpt-" + std::to_string(::getpid()) + "-" + std::to_string(n_++))) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  ~ScratchDir() { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+ private:
+  static inline int n_ = 0;
+  fs::path dir_;
+};
+
+Trainer small_trainer(uint64_t seed) {
+  ir::models::MlpConfig c;
+  c.in = 6, c.classes = 3, c.hidden = {5}, c.max_batch = 4;
+  TrainerOptions o;
+  o.threads = 1, o.seed = seed;
+  return Trainer(ir::models::build_mlp(c), o);
+}
+
+std::vector<char> bytes_of(const Tensor& t) {
+  const char* p = static_cast<const char*>(t.raw());
+  return std::vector<char>(p, p + t.bytes());
+}
+
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::trunc) << text; }
+
+// A safetensors file with `header` as its JSON header and `data` after it.
+void write_raw_safetensors(const std::string& path, const std::string& header, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  uint64_t len = header.size();
+  out.write(reinterpret_cast<const char*>(&len), 8);
+  out << header << data;
+}
+
+TEST(Checkpoint, LoadThatDoesNotFitChangesNothing) {
+  ScratchDir s;
+  Trainer a = small_trainer(1), b = small_trainer(2);
+  a.save(s.path("ck"), {{"k", "v"}});
+  // Replace the tensor that comes last in name order: an all-or-nothing load must refuse before
+  // it copies the ones before it.
+  memory::Allocator& alloc = b.allocator();
+  TensorFile file = read_safetensors(s.path("ck/state.safetensors"), alloc);
+  std::string last = file.tensors.rbegin()->first;
+  file.tensors[last] = Tensor::from<float>({1}, {0.5f}, alloc);
+  write_safetensors(s.path("ck/state.safetensors"), file.tensors, file.metadata);
+
+  std::map<std::string, std::vector<char>> before;
+  for (const auto& name : b.parameter_names()) before[name] = bytes_of(b.parameter(name));
+  int differing = 0;
+  for (const auto& name : a.parameter_names()) differing += bytes_of(a.parameter(name)) != before[name];
+  ASSERT_GT(differing, 1) << "the two trainers must start from different parameters for this test to mean anything";
+
+  try {
+    b.load(s.path("ck"));
+    FAIL() << "a checkpoint with a wrong shape loaded";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("`" + last + "`"), std::string::npos) << e.what();
+  }
+  for (const auto& name : b.parameter_names()) EXPECT_EQ(bytes_of(b.parameter(name)), before[name]) << name << " was overwritten";
+  EXPECT_EQ(b.steps_done(), 0);
+}
+
+TEST(Checkpoint, CorruptTrainerJsonIsAnIoErrorNamingTheFile) {
+  ScratchDir s;
+  Trainer t = small_trainer(1);
+  t.save(s.path("ck"), {{"epoch", "0"}});
+  for (const char* text : {"{\"step\": \"three\", \"extra\": {}}", "{\"extra\": {}}", "{\"step\": 3, \"extra\": {\"epoch\": 1}}",
+                           "[1, 2]", "{\"step\": -4, \"extra\": {}}", "{\"step\": 3"}) {
+    write_text(s.path("ck/trainer.json"), text);
+    try {
+      t.load(s.path("ck"));
+      ADD_FAILURE() << "loaded " << text;
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find(s.path("ck/trainer.json")), std::string::npos) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << text << " gave a non-IoError: " << e.what();
+    }
+  }
+  fs::remove(s.path("ck/trainer.json"));
+  EXPECT_THROW(t.load(s.path("ck")), IoError);
+}
+
+TEST(Checkpoint, SaveRoundTripsAndReplacesAnOlderCheckpointOfTheSameName) {
+  ScratchDir s;
+  Trainer a = small_trainer(1), b = small_trainer(2);
+  a.save(s.path("ck/step-1"), {{"epoch", "1"}});
+  b.save(s.path("ck/step-1/"), {{"epoch", "2"}});  // a trailing slash names the same folder
+  Trainer c = small_trainer(3);
+  EXPECT_EQ(c.load(s.path("ck/step-1")), (std::map<std::string, std::string>{{"epoch", "2"}}));
+  for (const auto& name : b.parameter_names()) EXPECT_EQ(bytes_of(c.parameter(name)), bytes_of(b.parameter(name))) << name;
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(s.path("ck"))) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"step-1"}) << "a staging folder was left behind";
+}
+
+TEST(Checkpoint, SaveWhereNoFolderCanBeIsAnIoError) {
+  ScratchDir s;
+  write_text(s.path("file"), "not a folder");
+  Trainer t = small_trainer(1);
+  EXPECT_THROW(t.save(s.path("file/ck")), IoError);
+  EXPECT_THROW(t.save(s.path("file")), IoError);  // an existing file where the folder should go
+  EXPECT_THROW(t.save("."), InvalidArgument);
+  fs::create_directories(s.path("mine"));
+  write_text(s.path("mine/notes.txt"), "keep me");
+  EXPECT_THROW(t.save(s.path("mine")), InvalidArgument);  // save replaces whole folders: not this one
+  EXPECT_TRUE(fs::exists(s.path("mine/notes.txt")));
+}
+
+TEST(Safetensors, HeaderCannotMakeTheReaderAllocateWhatTheFileLacks) {
+  ScratchDir s;
+  auto dev = devices::make_cpu_device(1);
+  memory::DeviceAllocator alloc(*dev);
+  struct Case {
+    const char* header;
+    const char* message;
+  };
+  const Case cases[] = {
+      // 2^40 floats claimed, 8 bytes present: refused before a 4 TiB allocation is tried.
+      {R"({"x": {"dtype": "F32", "shape": [1099511627776], "data_offsets": [0, 4398046511104]}})", "outside the file"},
+      // 2^32 * 2^32 elements wrap to 0 in 64 bits: a size check after the product would pass.
+      {R"({"x": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}})", "too large"},
+      {R"({"x": {"dtype": "F64", "shape": [2305843009213693952], "data_offsets": [0, 0]}})", "too large"},
+      {R"({"x": {"dtype": "F32", "shape": [-2, -2], "data_offsets": [0, 16]}})", "negative"},
+      {R"({"x": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", "needs 12"},
+      {R"({"x": {"dtype": "F32", "shape": "big", "data_offsets": [0, 8]}})", "malformed header"},
+      {R"([1, 2])", "not a JSON object"},
+  };
+  for (const Case& c : cases) {
+    write_raw_safetensors(s.path("t.safetensors"), c.header, std::string(8, '\0'));
+    try {
+      read_safetensors(s.path("t.safetensors"), alloc);
+      ADD_FAILURE() << "accepted " << c.header;
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << c.header << ": " << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << c.header << " gave a non-IoError: " << e.what();
+    }
+  }
+  EXPECT_EQ(alloc.stats().live_bytes, 0);
+}
+
+TEST(Safetensors, TruncatedFileIsAnIoError) {
+  ScratchDir s;
+  auto dev = devices::make_cpu_device(1);
+  memory::DeviceAllocator alloc(*dev);
+  write_safetensors(s.path("t.safetensors"), {{"x", Tensor::from<float>({4}, {1, 2, 3, 4}, alloc)}});
+  fs::resize_file(s.path("t.safetensors"), fs::file_size(s.path("t.safetensors")) - 3);
+  EXPECT_THROW(read_safetensors(s.path("t.safetensors"), alloc), IoError);
+}
+
+TEST(Safetensors, NamesThatAreNotUtf8AreAnInvalidArgument) {
+  ScratchDir s;
+  auto dev = devices::make_cpu_device(1);
+  memory::DeviceAllocator alloc(*dev);
+  EXPECT_THROW(write_safetensors(s.path("t.safetensors"), {{"\xff", Tensor::from<float>({1}, {1}, alloc)}}), InvalidArgument);
+  EXPECT_TRUE(fs::is_empty(s.path(""))) << "a temporary was left behind";
+}
+
+// A model whose only parameter is `w`, of `dtype`, initialised normal(0, 0.5).
+ir::models::Model one_param(ir::DType dtype) {
+  ir::models::Model m;
+  m.graph = std::make_unique<ir::Graph>("p");
+  m.params.push_back(m.graph->add_argument("w", {dtype, {4, 8}}, ir::Role::kParameter));
+  m.init["w"] = {ir::models::ParamInit::Kind::kNormal, 0.5};
+  return m;
+}
+
+TEST(Init, F64ParametersGetF64ValuesFromTheSameDraws) {
+  auto dev = devices::make_cpu_device(1);
+  memory::DeviceAllocator alloc(*dev);
+  Tensor d = init_params(one_param(ir::DType::kF64), 9, alloc).at("w");
+  Tensor f = init_params(one_param(ir::DType::kF32), 9, alloc).at("w");
+  ASSERT_EQ(d.dtype(), ir::DType::kF64);
+  ASSERT_EQ(d.shape(), (std::vector<int64_t>{4, 8}));
+  int beyond_float = 0;
+  for (int64_t i = 0; i < d.numel(); ++i) {
+    EXPECT_EQ(static_cast<float>(d.data<double>()[i]), f.data<float>()[i]) << i;
+    beyond_float += d.data<double>()[i] != static_cast<double>(f.data<float>()[i]);
+  }
+  EXPECT_GT(beyond_float, 0) << "the f64 values carry no more precision than f32";
+}
+
+TEST(Init, SymbolicShapesAreAClearError) {
+  auto dev = devices::make_cpu_device(1);
+  memory::DeviceAllocator alloc(*dev);
+  ir::Graph g("step");
+  g.shapes().add_symbol({"B", 1, 8});
+  g.add_argument("m.w", {ir::DType::kF32, {ir::DimExpr::symbol("B"), 4}}, ir::Role::kState);
+  try {
+    zero_state(g, alloc);
+    FAIL() << "zero_state accepted a symbolic shape";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("`m.w` has the symbolic shape f32[B, 4]"), std::string::npos) << e.what();
+  }
+  ir::models::Model m = one_param(ir::DType::kBF16);
+  EXPECT_THROW(init_params(m, 1, alloc), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace disc::engine
