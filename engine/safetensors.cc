@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "ir/error.h"
 
@@ -32,7 +33,7 @@ std::string code_of(ir::DType t) {
 // Checks an entry against the data section before anything is allocated: a header may claim any
 // shape, and only the file's own size says how much there is to read.
 Tensor read_entry(const std::string& path, const std::string& name, const nlohmann::json& e,
-                  const std::string& data, memory::Allocator& alloc) {
+                  std::string_view data, memory::Allocator& alloc) {
   auto fail = [&](const std::string& what) -> Tensor { throw IoError(path + ": tensor `" + name + "`: " + what); };
   if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets")) {
     return fail("needs dtype, shape and data_offsets");
@@ -114,8 +115,12 @@ class TempFile {
 TensorFile read_safetensors(const std::string& path, memory::Allocator& alloc) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("cannot open " + path + ": check the path");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw IoError("cannot read " + path + ": the read failed part way");
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size < 0) throw IoError("cannot read " + path + ": it has no size (not a regular file?)");
+  std::string bytes(static_cast<size_t>(size), '\0');
+  if (!in.read(bytes.data(), size)) throw IoError("cannot read " + path + ": the read failed part way");
   uint64_t header_len = 0;
   if (bytes.size() < 8) throw IoError(path + ": too short to be a safetensors file");
   std::memcpy(&header_len, bytes.data(), 8);
@@ -127,7 +132,7 @@ TensorFile read_safetensors(const std::string& path, memory::Allocator& alloc) {
     throw IoError(path + ": the header is not valid JSON (" + e.what() + ")");
   }
   if (!header.is_object()) throw IoError(path + ": the header is not a JSON object");
-  std::string data = bytes.substr(8 + header_len);
+  std::string_view data = std::string_view(bytes).substr(8 + header_len);  // no copy of a large file
   TensorFile out;
   try {
     for (const auto& [name, entry] : header.items()) {
