@@ -74,8 +74,9 @@ class Trainer {
   devices::Device& device() { return *device_; }
 
   // Writes parameters and optimizer state to DIR/state.safetensors and the step count plus
-  // `extra` (the caller's data cursor, RNG and schedule state) to DIR/trainer.json, each
-  // atomically; trainer.json is written last, so its presence marks a complete checkpoint.
+  // `extra` (the caller's data cursor, RNG and schedule state) to DIR/trainer.json. Both are
+  // written into a hidden sibling `.NAME.partial`, synced, and renamed into place, so a folder
+  // under its final name is always complete.
   void save(const std::string& dir, const std::map<std::string, std::string>& extra = {}) const;
   // Restores a checkpoint written by save(); returns its `extra`. Throws IoError for a missing or
   // incomplete checkpoint and InvalidArgument when it belongs to a different model.
