@@ -15,6 +15,19 @@
 #include "engine/trainer.h"
 #include "ir/error.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define DISC_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DISC_TEST_ASAN 1
+#endif
+#endif
+#ifdef DISC_TEST_ASAN
+// The resident-memory test measures what freeing gives back; ASan's quarantine would hold every
+// freed heap block for later checks instead.
+extern "C" const char* __asan_default_options() { return "quarantine_size_mb=0"; }
+#endif
+
 namespace disc::engine {
 namespace {
 
