@@ -123,7 +123,9 @@ TEST_P(GovernedTraining, EveryCapGivesTheSameNumbersAndStaysUnderIt) {
     expect_same_numbers(free_run, capped);
     EXPECT_LE(capped.live_peak, cap);
     EXPECT_LE(capped.reserved_peak, cap);
-    if (cap == smallest) EXPECT_GT(capped.evictions, 0);
+    if (cap == smallest) {
+      EXPECT_GT(capped.evictions, 0);
+    }
     EXPECT_EQ(capped.reloads, 0);  // the CPU's memory is the host's: nothing to offload to
   }
 }
