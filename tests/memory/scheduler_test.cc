@@ -137,7 +137,9 @@ TEST(Remat, CandidatesNeverIncludeOutputsOrOptimizerWork) {
       for (const ir::Value* r : n->results()) EXPECT_FALSE(kept.contains(r) && r != c.value) << "%" << r->name();
       EXPECT_NE(n->op().name, "adamw_update");
     }
-    if (!c.recompute.empty()) EXPECT_EQ(c.recompute.back(), c.value->producer());
+    if (!c.recompute.empty()) {
+      EXPECT_EQ(c.recompute.back(), c.value->producer());
+    }
     for (const ir::Value* leaf : c.leaves) EXPECT_TRUE(l.live_at(leaf, c.regen_before)) << "%" << leaf->name();
   }
 }
