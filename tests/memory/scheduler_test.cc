@@ -34,7 +34,9 @@ void expect_valid(const ir::Graph& g, const std::vector<const ir::Node*>& order)
   for (size_t i = 0; i < order.size(); ++i) at[order[i]] = static_cast<int>(i);
   for (const ir::Node* n : order) {
     for (const ir::Value* o : n->operands()) {
-      if (o->producer()) EXPECT_LT(at.at(o->producer()), at.at(n)) << g.describe(*n);
+      if (o->producer()) {
+        EXPECT_LT(at.at(o->producer()), at.at(n)) << g.describe(*n);
+      }
     }
   }
   size_t copies = 0;
