@@ -13,6 +13,7 @@
 #include "devices/simulated/simulated_device.h"
 #include "engine/safetensors.h"
 #include "ir/error.h"
+#include "memory/shapes.h"
 
 namespace disc::engine {
 namespace {
@@ -116,17 +117,13 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options) : model
   executor_ = std::make_unique<Executor>(*model_.graph, *alloc_, memory);
   state_ = init_params(model_, options.seed, *alloc_);
   state_.merge(zero_state(*model_.graph, *alloc_));
-  if (memory.cap > 0) executor_->governor().check_cap(largest_shape(), bytes_held_for(largest_shape()));
+  if (memory.cap > 0) {
+    const ir::Bindings largest = largest_shape();
+    executor_->governor().check_cap(largest, bytes_held_for(largest));
+  }
 }
 
-ir::Bindings Trainer::largest_shape() const {
-  const ir::ShapeGraph& shapes = model_.graph->shapes();
-  ir::Bindings b;
-  for (const ir::Symbol* s : shapes.symbols()) {
-    if (shapes.is_independent(s->name)) b[s->name] = s->hi / s->multiple_of * s->multiple_of;
-  }
-  return shapes.complete_and_check(b);
-}
+ir::Bindings Trainer::largest_shape() const { return memory::largest_bindings(*model_.graph); }
 
 int64_t Trainer::bytes_held_for(const ir::Bindings& b) const {
   int64_t total = 0;

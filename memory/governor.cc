@@ -4,21 +4,13 @@
 #include <cstdio>
 
 #include "ir/error.h"
+#include "memory/shapes.h"
 
 namespace disc::memory {
 namespace {
 
 // Plans are small, but a run over many shapes should not keep every one of them.
 constexpr size_t kMaxCachedPlans = 512;
-
-std::string describe_bindings(const ir::Graph& g, const ir::Bindings& b) {
-  std::string s;
-  for (const auto& [name, v] : b) {
-    if (!g.shapes().is_independent(name)) continue;
-    s += (s.empty() ? "" : ", ") + name + "=" + std::to_string(v);
-  }
-  return s;
-}
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "memory/liveness.h"
+#include "memory/shapes.h"
 
 namespace disc::memory {
 namespace {
@@ -117,26 +118,6 @@ std::vector<const Node*> depth_first_schedule(const ir::Graph& g) {
   }
   for (const Node* n : g.nodes()) visit(n);  // nodes that feed no output still run
   return order;
-}
-
-std::vector<ir::Bindings> sample_bindings(const ir::Graph& g) {
-  const ir::ShapeGraph& shapes = g.shapes();
-  std::vector<ir::Bindings> samples;
-  for (int which = 0; which < 3; ++which) {
-    ir::Bindings b;
-    for (const ir::Symbol* s : shapes.symbols()) {
-      if (!shapes.is_independent(s->name)) continue;
-      int64_t v = which == 0 ? s->hi : which == 1 ? s->hint.value_or((s->lo + s->hi) / 2) : s->hi / 4;
-      v = std::clamp(v / s->multiple_of * s->multiple_of, s->lo, s->hi);
-      b[s->name] = v;
-    }
-    try {
-      samples.push_back(shapes.complete_and_check(b));
-    } catch (const Error&) {
-      // A sample that breaks an equality the solver kept is skipped; the others still decide.
-    }
-  }
-  return samples;
 }
 
 ScheduleChoice choose_schedule(const ir::Graph& g) {

@@ -5,7 +5,7 @@
 // Three orders are tried and the one with the lowest simulated peak over sample shapes is kept
 // (XLA does the same): the graph's own order, a list schedule driven by bytes freed minus bytes
 // allocated (compared symbolically, estimated from hints only when the comparison is unknown),
-// and a depth-first order from the outputs.
+// and a depth-first order from the outputs. The sample shapes are memory::sample_bindings.
 #pragma once
 
 #include <string>
@@ -24,10 +24,6 @@ struct ScheduleChoice {
 
 std::vector<const ir::Node*> list_schedule(const ir::Graph& g);
 std::vector<const ir::Node*> depth_first_schedule(const ir::Graph& g);
-
-// Bindings at which orders are compared: every independent symbol at its upper bound, at its hint
-// and at a quarter of its upper bound (kept within range and multiple_of).
-std::vector<ir::Bindings> sample_bindings(const ir::Graph& g);
 
 ScheduleChoice choose_schedule(const ir::Graph& g);
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "ir/error.h"
+#include "memory/shapes.h"
 
 namespace disc::apps {
 namespace {
@@ -45,14 +46,10 @@ void write_memory_report(const std::string& path, const ir::Graph& g, memory::Go
   if (unplanned.empty()) return;
   const int64_t cap = gov.options().cap;
   Frame f{unplanned.size(), 1.1 * static_cast<double>(std::max({plan.unplanned_peak, cap, plan.peak}))};
-  std::string shape;
-  for (const auto& [name, v] : b) {
-    if (g.shapes().is_independent(name)) shape += (shape.empty() ? "" : ", ") + name + "=" + std::to_string(v);
-  }
   std::ostringstream os;
   os << "<svg xmlns='http://www.w3.org/2000/svg' width='" << kWidth << "' height='" << kHeight
      << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n"
-     << "<text x='" << kLeft << "' y='20' font-size='15'>Bytes held during one step of " << g.name() << " (" << shape
+     << "<text x='" << kLeft << "' y='20' font-size='15'>Bytes held during one step of " << g.name() << " (" << memory::describe_bindings(g, b)
      << "): " << plan.evictions.size() << " evictions, peak " << memory::human_bytes(plan.unplanned_peak) << " &#8594; "
      << memory::human_bytes(plan.peak) << "</text>\n"
      << "<text x='" << kLeft << "' y='38' fill='#888'>grey: without evictions; blue: as planned (regeneration "

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ir/error.h"
+#include "memory/memory_plan.h"
 
 namespace disc::apps {
 namespace {
@@ -57,15 +58,6 @@ void replace_file(const std::string& path, const std::string& text) {
 }
 
 }  // namespace
-
-std::string human_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 4) bytes /= 1024, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
-  return buf;
-}
 
 MetricsFile::MetricsFile(const std::string& path, int64_t keep_through_step) {
   ensure_parent(path);
@@ -125,12 +117,12 @@ void Progress::update(const StepReport& r) {
     std::fprintf(stderr, "\r[%s%s] %lld/%lld loss %.4f %.0f tok/s live %s peak %s compiles 0 ETA %.0fs  ",
                  std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
                  static_cast<long long>(r.result.step), static_cast<long long>(total_), r.result.loss, tps,
-                 human_bytes(static_cast<double>(r.live_bytes)).c_str(),
-                 human_bytes(static_cast<double>(s.live_peak_bytes)).c_str(), eta);
+                 memory::human_bytes(r.live_bytes).c_str(),
+                 memory::human_bytes(s.live_peak_bytes).c_str(), eta);
     std::fflush(stderr);
   } else if (r.result.step % every_ == 0 || r.result.step == total_) {
     spdlog::info("step {}/{} loss {:.4f} lr {:.2e} tokens/s {:.0f} peak {} B={} S={} ETA {:.0f}s", r.result.step,
-                 total_, r.result.loss, r.lr, tps, human_bytes(static_cast<double>(s.live_peak_bytes)), r.batch,
+                 total_, r.result.loss, r.lr, tps, memory::human_bytes(s.live_peak_bytes), r.batch,
                  r.seq, eta);
   }
 }

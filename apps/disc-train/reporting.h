@@ -65,7 +65,4 @@ class Trace {
   std::string events_;
 };
 
-// "12.3 MiB"
-std::string human_bytes(double bytes);
-
 }  // namespace disc::apps

@@ -11,6 +11,7 @@
 #include "memory_report.h"
 #include "ir/error.h"
 #include "ir/text_format.h"
+#include "memory/shapes.h"
 #include "reporting.h"
 #include "schedule.h"
 #include "setup.h"
@@ -37,7 +38,7 @@ std::string summary_line(int64_t steps, int64_t tokens, double ms, int64_t peak,
   char buf[256];
   std::snprintf(buf, sizeof buf, "done: %lld steps, %lld tokens, %.0f tokens/s, peak %s, loss %.4f -> %.4f, compiles 0, evictions %lld",
                 static_cast<long long>(steps), static_cast<long long>(tokens), ms > 0 ? tokens / (ms / 1e3) : 0.0,
-                human_bytes(static_cast<double>(peak)).c_str(), first, last, static_cast<long long>(evictions));
+                memory::human_bytes(peak).c_str(), first, last, static_cast<long long>(evictions));
   return buf;
 }
 
@@ -154,38 +155,11 @@ int validate(const Config& c) {
   return 0;
 }
 
-namespace {
-
-// "B=8,S=64" over the largest shape: the symbols named take the values given.
-ir::Bindings parse_shape(const std::string& text, const ir::Graph& g, ir::Bindings largest) {
-  std::istringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    auto eq = item.find('=');
-    const std::string name = item.substr(0, eq);
-    if (eq == std::string::npos || !g.shapes().find(name) || !g.shapes().is_independent(name)) {
-      throw InvalidArgument("--shape `" + item + "`: expected SYMBOL=VALUE with one of the graph's symbols, e.g. B=8,S=64");
-    }
-    try {
-      largest[name] = std::stoll(item.substr(eq + 1));
-    } catch (const std::exception&) {
-      throw InvalidArgument("--shape `" + item + "`: the value is not an integer");
-    }
-  }
-  ir::Bindings independent;
-  for (const auto& [name, v] : largest) {
-    if (g.shapes().is_independent(name)) independent[name] = v;
-  }
-  return g.shapes().complete_and_check(independent);
-}
-
-}  // namespace
-
 int plan(const Config& c, const std::string& shape) {
   RunSetup s = make_setup(c);
   engine::Trainer trainer(std::move(s.model), s.trainer);
   const ir::Graph& g = trainer.graph();
-  const ir::Bindings b = parse_shape(shape, g, trainer.largest_shape());
+  const ir::Bindings b = memory::parse_bindings(shape, g, trainer.largest_shape());
   std::cout << "// " << s.describe << "\n// symbols and bounds:\n";
   for (const ir::Symbol* sym : g.shapes().symbols()) {
     std::cout << "//   " << sym->name << " in [" << sym->lo << ", " << sym->hi << "]\n";

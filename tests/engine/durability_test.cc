@@ -126,7 +126,9 @@ TEST_F(Durability, FailedSyncLeaksNoDescriptorAndLeavesNoPartialFiles) {
     EXPECT_EQ(open_fds(), fds) << "a file descriptor leaked when fsync of " << failing << " failed";
     for (const auto& e : fs::directory_iterator(path("ck"))) {
       std::string name = e.path().filename().string();
-      if (std::string(failing) != "ck") EXPECT_NE(name.substr(0, 1), ".") << "staging folder left: " << name;
+      if (std::string(failing) != "ck") {
+        EXPECT_NE(name.substr(0, 1), ".") << "staging folder left: " << name;
+      }
     }
     EXPECT_FALSE(std::string(failing) != "ck" && fs::exists(path("ck/step-00000001")))
         << "an unsynced checkpoint got its final name when fsync of " << failing << " failed";

@@ -69,10 +69,6 @@ double now_seconds() {
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
-std::string mib(int64_t bytes) {
-  return memory::human_bytes(bytes);
-}
-
 // ----- data -----
 
 // The examples as byte tokens (only their lengths matter here), or synthetic CodeAlpaca-like
@@ -213,7 +209,7 @@ std::string exceeds_machine(engine::Trainer& t, int64_t cap) {
   const int64_t need = cap > 0 ? cap : 2 * t.governor().plan(b, t.bytes_held_for(b)).peak;
   const int64_t free = t.device().memory_info().free_bytes;
   if (need <= free) return "";
-  return "skipped: it may reserve " + mib(need) + " and the machine has " + mib(free) + " free";
+  return "skipped: it may reserve " + memory::human_bytes(need) + " and the machine has " + memory::human_bytes(free) + " free";
 }
 
 // The process's CPU time and minor page faults so far. CPU time is the second measure of speed:
@@ -323,7 +319,7 @@ void print_header(const char* first) {
 // One table row; `base` gives the ratio column (tokens/s over the base's). Flags a run whose
 // bytes exceed its plan or its cap: the governor's accounting and the allocator's disagree.
 void print_row(const std::string& name, int64_t cap, const Result& r, const Result* base) {
-  const std::string c = cap > 0 ? mib(cap) : "none";
+  const std::string c = cap > 0 ? memory::human_bytes(cap) : "none";
   if (!r.ran()) {
     std::printf("  %-24s %9s  cannot run: %s\n", name.c_str(), c.c_str(), r.refused.c_str());
     return;
@@ -332,15 +328,15 @@ void print_row(const std::string& name, int64_t cap, const Result& r, const Resu
   if (base && base->ran())
     std::snprintf(ratio, sizeof ratio, "%.2fx", r.tokens_per_s / base->tokens_per_s);
   std::printf("  %-24s %9s %10s %10s %9.0f %9.0f %7s %6.1f %8.1f%% %6.0fk %8.2fs %5.1fs\n",
-              name.c_str(), c.c_str(), mib(r.live_peak).c_str(), mib(r.reserved_peak).c_str(),
+              name.c_str(), c.c_str(), memory::human_bytes(r.live_peak).c_str(), memory::human_bytes(r.reserved_peak).c_str(),
               r.tokens_per_s, r.cpu_tokens_per_s, ratio, r.evictions_per_step,
               100 * r.recompute_share, r.faults_per_step / 1e3, r.first_visit_ms / 1e3, r.setup_s);
   if (r.live_peak > r.planned_peak) {
-    std::printf("    ^ live peak %s is above the plan's %s\n", mib(r.live_peak).c_str(),
-                mib(r.planned_peak).c_str());
+    std::printf("    ^ live peak %s is above the plan's %s\n", memory::human_bytes(r.live_peak).c_str(),
+                memory::human_bytes(r.planned_peak).c_str());
   }
   if (cap > 0 && r.reserved_peak > cap)
-    std::printf("    ^ reserved peak %s is above the cap\n", mib(r.reserved_peak).c_str());
+    std::printf("    ^ reserved peak %s is above the cap\n", memory::human_bytes(r.reserved_peak).c_str());
 }
 
 // "identical on all 6 steps" or where the first difference is. The governor must not change
@@ -402,8 +398,8 @@ void print_feasibility(const char* what, const Feasibility& f, int64_t seq) {
   std::printf(
       "  %-6s at S=%-5lld held before the step %s, scheduled peak %s, lower bound %s, smallest "
       "feasible cap %s = %.3fx the bound (search %.2f s)\n",
-      what, static_cast<long long>(seq), mib(f.held).c_str(), mib(f.unplanned).c_str(),
-      mib(f.lower_bound).c_str(), mib(f.smallest).c_str(),
+      what, static_cast<long long>(seq), memory::human_bytes(f.held).c_str(), memory::human_bytes(f.unplanned).c_str(),
+      memory::human_bytes(f.lower_bound).c_str(), memory::human_bytes(f.smallest).c_str(),
       static_cast<double>(f.smallest) / static_cast<double>(f.lower_bound), f.search_s);
 }
 
@@ -500,13 +496,13 @@ Curve curve(const Options& o, const Comparison& c) {
   std::printf(
       "tokens/s against the cap, B=%lld, disc (schedule + remat); share of the unoptimised peak "
       "%s; ratio against no cap\n",
-      static_cast<long long>(c.w.batch_size), mib(unopt).c_str());
+      static_cast<long long>(c.w.batch_size), memory::human_bytes(unopt).c_str());
   print_header("cap (share)");
   bool losses_equal = true;
   for (int64_t cap : curve_caps(unopt, c.dynamic_f.smallest)) {
     const Result* done = measured(c, cap);
     const Result r = done ? *done
-                          : run(o, {label + " cap " + (cap ? mib(cap) : "none"),
+                          : run(o, {label + " cap " + (cap ? memory::human_bytes(cap) : "none"),
                                     {.cap = cap, .schedule = true, .remat = true},
                                     &c.w.dynamic});
     if (cap == 0) out.unlimited = r;
@@ -544,14 +540,14 @@ void goal_a(const Comparison& c) {
     std::printf(
         "  (a) B=%lld: %s: disc cannot run at %s, half the unoptimised peak: %s the lower bound "
         "%s; the smallest feasible cap is %s\n",
-        b, verdict(false), mib(c.cap).c_str(), below ? "below" : "above",
-        mib(c.dynamic_f.lower_bound).c_str(), mib(c.dynamic_f.smallest).c_str());
+        b, verdict(false), memory::human_bytes(c.cap).c_str(), below ? "below" : "above",
+        memory::human_bytes(c.dynamic_f.lower_bound).c_str(), memory::human_bytes(c.dynamic_f.smallest).c_str());
   } else {
     const double a = c.disc.tokens_per_s / c.dynamic.tokens_per_s;
     std::printf(
         "  (a) B=%lld: at %s (half the unoptimised peak) disc reaches %.0f%% [%.0f%%] of the "
         "uncapped dynamic run's tokens/s (goal >= %.0f%%): %s\n",
-        b, mib(c.cap).c_str(), 100 * a, 100 * cpu_ratio(c.disc, c.dynamic), 100 * kGoalThroughput,
+        b, memory::human_bytes(c.cap).c_str(), 100 * a, 100 * cpu_ratio(c.disc, c.dynamic), 100 * kGoalThroughput,
         verdict(a >= kGoalThroughput));
   }
 }
@@ -563,7 +559,7 @@ void goal_c(const Comparison& c) {
     std::printf(
         "  (c) B=%lld: at %s disc runs %.2fx [%.2fx] the static padded run's tokens/s (goal >= "
         "%.1fx): %s\n",
-        b, mib(c.cap).c_str(), s, cpu_ratio(c.disc, c.padded), kGoalSpeedup,
+        b, memory::human_bytes(c.cap).c_str(), s, cpu_ratio(c.disc, c.padded), kGoalSpeedup,
         verdict(s >= kGoalSpeedup));
   } else if (c.disc_eq.ran() && c.padded_eq.ran()) {
     const double s = c.disc_eq.tokens_per_s / c.padded_eq.tokens_per_s;
@@ -573,7 +569,7 @@ void goal_c(const Comparison& c) {
     std::printf(
         "  (c) B=%lld: %s; at %s, the smallest cap both fit, disc runs %.2fx [%.2fx] static (goal "
         ">= %.1fx): %s\n",
-        b, at_half, mib(c.equal_cap).c_str(), s, cpu_ratio(c.disc_eq, c.padded_eq), kGoalSpeedup,
+        b, at_half, memory::human_bytes(c.equal_cap).c_str(), s, cpu_ratio(c.disc_eq, c.padded_eq), kGoalSpeedup,
         verdict(s >= kGoalSpeedup));
   } else {
     std::printf("  (c) B=%lld: %s: no cap at which both static and disc ran\n", b, verdict(false));
@@ -595,8 +591,8 @@ void print_goals(const std::vector<Comparison>& cs, const Comparison& cc, const 
         static_cast<double>(c.dynamic_f.smallest) / static_cast<double>(c.dynamic_f.lower_bound);
     std::printf(
         "  (b) B=%lld: smallest feasible cap %s = %.3fx the lower bound %s (goal <= %.2fx): %s\n",
-        static_cast<long long>(c.w.batch_size), mib(c.dynamic_f.smallest).c_str(), ratio,
-        mib(c.dynamic_f.lower_bound).c_str(), kGoalFeasible, verdict(ratio <= kGoalFeasible));
+        static_cast<long long>(c.w.batch_size), memory::human_bytes(c.dynamic_f.smallest).c_str(), ratio,
+        memory::human_bytes(c.dynamic_f.lower_bound).c_str(), kGoalFeasible, verdict(ratio <= kGoalFeasible));
   }
   for (const Comparison& c : cs) goal_c(c);
 }

@@ -14,6 +14,7 @@
 #include "ir/pass.h"
 #include "ir/text_format.h"
 #include "memory/governor.h"
+#include "memory/shapes.h"
 
 namespace {
 
@@ -65,23 +66,7 @@ std::unique_ptr<disc::ir::Graph> model_graph(const std::string& family, const st
 // (nothing is held before the step: the plan counts produced values only).
 void print_memory(const disc::ir::Graph& g, const disc::memory::GovernorOptions& options, const std::string& shape) {
   disc::memory::Governor gov(g, options);
-  disc::ir::Bindings b;
-  for (const disc::ir::Symbol* s : g.shapes().symbols()) {
-    if (g.shapes().is_independent(s->name)) b[s->name] = s->hi;
-  }
-  for (size_t start = 0; start < shape.size();) {
-    size_t comma = std::min(shape.find(',', start), shape.size());
-    std::string item = shape.substr(start, comma - start);
-    size_t eq = item.find('=');
-    if (eq == std::string::npos) throw disc::InvalidArgument("--shape `" + item + "`: expected SYMBOL=VALUE");
-    try {
-      b[item.substr(0, eq)] = std::stoll(item.substr(eq + 1));
-    } catch (const std::exception&) {
-      throw disc::InvalidArgument("--shape `" + item + "`: the value is not an integer");
-    }
-    start = comma + 1;
-  }
-  b = g.shapes().complete_and_check(b);
+  const disc::ir::Bindings b = disc::memory::parse_bindings(shape, g, disc::memory::largest_bindings(g));
   std::cout << "// ----- memory -----\n" << disc::memory::print_schedule(g, gov.liveness()) << gov.report(b, 0);
 }
 
