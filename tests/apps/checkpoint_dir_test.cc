@@ -14,6 +14,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::Scratch;
+using testing::losses;
 
 const char* kTiny = R"(model:
   hidden: 16
@@ -47,17 +48,6 @@ std::vector<std::string> names_in(const std::string& dir) {
   std::vector<std::string> out;
   for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
   std::sort(out.begin(), out.end());
-  return out;
-}
-
-// step -> loss, as written.
-std::map<int64_t, std::string> losses(const std::string& metrics) {
-  std::map<int64_t, std::string> out;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    out[j["step"].get<int64_t>()] = j["loss"].dump();
-  }
   return out;
 }
 

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace disc::apps::testing {
@@ -52,5 +54,16 @@ class Scratch {
   }
   std::filesystem::path dir_;
 };
+
+// A metrics file's losses by step, exactly as written (the last line of a step wins).
+inline std::map<int64_t, std::string> losses(const std::string& metrics) {
+  std::map<int64_t, std::string> out;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    out[j["step"].get<int64_t>()] = j["loss"].dump();
+  }
+  return out;
+}
 
 }  // namespace disc::apps::testing

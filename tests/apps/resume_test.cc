@@ -16,6 +16,7 @@ namespace disc::apps {
 namespace {
 
 using testing::Scratch;
+using testing::losses;
 
 const char* kTinyRun = R"(model:
   hidden: 32
@@ -42,17 +43,6 @@ checkpoint:
   every: 7
   keep: 2
 )";
-
-// step -> the loss exactly as written (the last line of each step wins).
-std::map<int64_t, std::string> losses(const std::string& metrics) {
-  std::map<int64_t, std::string> out;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    out[j["step"].get<int64_t>()] = j["loss"].dump();
-  }
-  return out;
-}
 
 size_t lines(const std::string& path) {
   std::ifstream in(path);
