@@ -1,5 +1,6 @@
 #include "engine/executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -42,7 +43,7 @@ std::map<std::string, Tensor> Executor::run(std::map<std::string, Tensor>& args,
   for (const ir::Value* a : g_.arguments()) r.env[a] = args.at(a->name());
   for (int i = 0; i < live.steps(); ++i) {
     for (int e : plan.regen_before[i]) regenerate(plan.evictions[e], r);
-    run_node(*live.order[i], r);
+    run_node(*live.order[i], r, live.donor[i]);
     for (const auto& [arg, v] : live.copies_after[i]) {
       const Tensor &target = r.env.at(arg), &value = r.env.at(v);
       if (target.raw() != value.raw()) std::memcpy(target.raw(), value.raw(), value.bytes());
@@ -65,12 +66,12 @@ std::map<std::string, Tensor> Executor::run(std::map<std::string, Tensor>& args,
   return outputs;
 }
 
-void Executor::run_node(const ir::Node& n, Run& r) {
+void Executor::run_node(const ir::Node& n, Run& r, const ir::Value* donor) {
   const double begin = observer_ ? r.since_start() : 0;
   ir::KernelArgs args{.op = n.op().name, .attrs = &n.attrs(), .bindings = &r.b};
   for (const ir::Value* v : n.operands()) args.in.push_back(r.env.at(v).ref());
   for (const ir::Value* v : n.results()) {
-    Tensor t = Tensor::empty(v->dtype(), concrete_shape(g_, *v, r.b), alloc_);
+    Tensor t = donor ? r.env.at(donor) : Tensor::empty(v->dtype(), concrete_shape(g_, *v, r.b), alloc_);
     args.out.push_back(t.ref());
     r.env[v] = std::move(t);
   }
@@ -133,6 +134,8 @@ void Executor::regenerate(const memory::Eviction& e, Run& r) {
 }
 
 // matmul through the device's library GEMM: [..., M, K] x [..., K, N] (or a shared [K, N]).
+// Rows are dense, so a batch that shares B is one GEMM over its stacked rows, and sum_batch is
+// one GEMM whose contraction runs over the stacked rows of both operands.
 void Executor::gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, const ir::TensorRef& out) {
   const ir::TensorRef &a = in[0], &bm = in[1];
   devices::GemmArgs g;
@@ -141,8 +144,9 @@ void Executor::gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, con
   g.transpose_b = n.attrs().get_bool("transpose_b");
   g.m = out.dim(-2);
   g.n = out.dim(-1);
-  g.k = a.dim(g.transpose_a ? -2 : -1);
+  g.k = n.attrs().get_bool("sum_batch") ? (g.m == 0 ? 0 : a.numel() / g.m) : a.dim(g.transpose_a ? -2 : -1);
   g.batch = g.m * g.n == 0 ? 0 : out.numel() / (g.m * g.n);
+  if (bm.rank() == 2 && !g.transpose_a) g.m *= g.batch, g.batch = std::min<int64_t>(g.batch, 1);
   g.a = a.data;
   g.b = bm.data;
   g.c = out.data;

@@ -60,7 +60,8 @@ class Executor {
 
  private:
   struct Run;
-  void run_node(const ir::Node& n, Run& r);
+  // With a donor, the node writes its result into the donor's buffer (see Liveness::donor).
+  void run_node(const ir::Node& n, Run& r, const ir::Value* donor = nullptr);
   void evict(const memory::Eviction& e, Run& r);
   void regenerate(const memory::Eviction& e, Run& r);
   void gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, const ir::TensorRef& out);

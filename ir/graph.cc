@@ -166,6 +166,10 @@ void Graph::add_output(const std::string& name, Value* v) {
   outputs_.emplace_back(name, v);
 }
 
+void Graph::keep_outputs(const std::function<bool(const std::string&)>& keep) {
+  std::erase_if(outputs_, [&](const auto& o) { return !keep(o.first); });
+}
+
 void Graph::add_update(Value* argument, Value* value) {
   std::string what = "update of %" + argument->name_;
   if (argument->role_ != Role::kParameter && argument->role_ != Role::kState) {

@@ -104,6 +104,8 @@ class Graph {
   Value* add(const std::string& op, const std::vector<Value*>& operands, Attributes attrs = {},
              const std::string& name = "");
   void add_output(const std::string& name, Value* v);
+  // Drops the outputs whose name fails `keep` (their values stay, as intermediates).
+  void keep_outputs(const std::function<bool(const std::string&)>& keep);
   // After a step, `argument` (a param or state) takes the value of `value` (an optimizer update).
   void add_update(Value* argument, Value* value);
 

@@ -95,8 +95,10 @@ Value* causal_self_attention(Graph& g, Value* x, const AttentionWeights& w, cons
   q = heads_first(g, q);
   k = heads_first(g, repeat_kv(g, k, c.heads));
   v = heads_first(g, repeat_kv(g, v, c.heads));
+  // Scaling q rather than the scores touches S/head_dim times fewer bytes, and it leaves the
+  // scores three nodes from q and k (matmul, mask, softmax): short enough to recompute under a cap.
+  q = scale(g, q, 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   Value* scores = g.add("matmul", {q, k}, {{"transpose_b", true}});              // [B, H, S, S]
-  scores = scale(g, scores, 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   Value* probs = g.add("softmax", {g.add("causal_mask", {scores})});
   Value* ctx = g.add("transpose", {g.add("matmul", {probs, v})}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
   std::vector<DimExpr> merged = {x->shape()[0], x->shape()[1], c.heads * c.head_dim};

@@ -41,7 +41,7 @@ Value* state_like(Graph& g, Value* p, const std::string& suffix) {
 }  // namespace
 
 void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& params,
-                         const OptimizerConfig& opt, bool output_gradients) {
+                         const OptimizerConfig& opt, bool debug_outputs) {
   for (Value* p : params) {
     if (p->role() != Role::kParameter) {
       throw InvalidArgument("%" + p->name() + " is not a param argument and cannot be trained");
@@ -54,7 +54,7 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
                     : nullptr;
   auto grads = build_gradients(g, loss, params);
   Value* norm = global_norm(g, grads, t);
-  for (size_t i = 0; output_gradients && i < params.size(); ++i) g.add_output("grad." + params[i]->name(), grads[i]);
+  for (size_t i = 0; debug_outputs && i < params.size(); ++i) g.add_output("grad." + params[i]->name(), grads[i]);
   if (opt.clip_norm > 0) grads = clip(g, grads, norm, opt.clip_norm);
   bool has_loss = false;  // a forward graph read from a file may already name its loss
   for (const auto& [name, v] : g.outputs()) {
@@ -62,6 +62,7 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
     if (v != loss) throw InvalidArgument("output `loss` of graph @" + g.name() + " is not the loss being trained");
     has_loss = true;
   }
+  if (!debug_outputs) g.keep_outputs([](const std::string& name) { return name == "loss"; });
   if (!has_loss) g.add_output("loss", loss);
   g.add_output("grad_norm", norm);
   for (size_t i = 0; i < params.size(); ++i) {

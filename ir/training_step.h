@@ -25,9 +25,10 @@ struct OptimizerConfig {
   double clip_norm = 0;                           // 0: no clipping
 };
 
-// With output_gradients, each parameter's gradient (before clipping) is also an output named
-// `grad.<param>` (for tests and debugging; it keeps every gradient alive to the end of the step).
+// The forward graph's other outputs (a model's `logits`) are dropped: kept, they would hold their
+// bytes to the end of the step. With debug_outputs they stay, and each parameter's gradient
+// (before clipping) is also an output named `grad.<param>` (for tests and debugging).
 void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& params,
-                         const OptimizerConfig& opt, bool output_gradients = false);
+                         const OptimizerConfig& opt, bool debug_outputs = false);
 
 }  // namespace disc::ir

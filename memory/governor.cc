@@ -38,16 +38,19 @@ const MemoryPlan& Governor::plan(const ir::Bindings& b, int64_t held_before_step
 
 int64_t Governor::smallest_feasible_cap(const ir::Bindings& b, int64_t held_before_step) const {
   const MemoryPlan free_run = plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(0));
-  int64_t lo = free_run.lower_bound, hi = free_run.unplanned_peak;  // lo - 1 fails, hi fits
-  lo = std::max<int64_t>(lo, 1) - 1;
-  while (hi - lo > std::max<int64_t>(hi / 1000, 4096)) {  // to 0.1%: the plan is a heuristic anyway
-    const int64_t mid = lo + (hi - lo) / 2;
+  auto fits = [&](int64_t cap) {
     try {
-      plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(mid));
-      hi = mid;
+      plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(cap));
+      return true;
     } catch (const OutOfMemory&) {
-      lo = mid;
+      return false;
     }
+  };
+  if (fits(free_run.lower_bound)) return free_run.lower_bound;
+  int64_t lo = free_run.lower_bound, hi = free_run.unplanned_peak;  // lo fails, hi fits
+  while (hi - lo > std::max<int64_t>(hi / 1000, 64)) {  // to 0.1%: the plan is a heuristic anyway
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? hi : lo) = mid;
   }
   return hi;
 }

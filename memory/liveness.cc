@@ -30,6 +30,25 @@ std::map<const ir::Node*, int> check_order(const ir::Graph& g, const std::vector
   return at;
 }
 
+// A node runs in place over an overwritable operand that dies there with the result's type and
+// is no graph output. Each value gives its buffer at most once.
+void find_donors(const ir::Graph& g, const std::vector<const ir::Node*>& order, Liveness& l) {
+  l.donor.assign(order.size(), nullptr);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const ir::Node& n = *order[i];
+    if (n.results().size() != 1) continue;
+    for (int k : n.op().overwritable) {
+      const ir::Value* o = n.operand(k);
+      if (!o->producer() || g.is_output(o) || o->type() != n.result()->type()) continue;
+      Life& life = l.lives.at(o);
+      if (life.last != static_cast<int>(i) || life.donated) continue;
+      life.donated = true;
+      l.donor[i] = o;
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 bool Liveness::live_at(const ir::Value* v, int i) const {
@@ -74,6 +93,7 @@ Liveness analyze_liveness(const ir::Graph& g, std::vector<const ir::Node*> order
   for (const auto& [v, life] : l.lives) {
     if (life.last < n) l.frees_after[life.last].push_back(v);
   }
+  find_donors(g, order, l);
   // A stable order of frees, so that runs are reproducible.
   for (auto& f : l.frees_after) {
     std::sort(f.begin(), f.end(), [&](const ir::Value* a, const ir::Value* b) {
@@ -88,6 +108,11 @@ int64_t concrete_bytes(const ir::Value& v, const ir::Bindings& b) {
   return static_cast<int64_t>(devices::allocation_size(static_cast<size_t>(v.type().bytes().evaluate(b))));
 }
 
+// The last step whose bytes count a value: a donated buffer counts as its reader's result.
+int held_until(const Life& life, int steps) {
+  return std::min(life.donated ? life.last - 1 : life.last, steps - 1);
+}
+
 // Both curves add each value's bytes where it starts and take them off after it ends, then sum
 // once: linear in values plus steps.
 std::vector<ir::DimExpr> live_curve(const Liveness& l) {
@@ -95,7 +120,7 @@ std::vector<ir::DimExpr> live_curve(const Liveness& l) {
   for (const auto& [v, life] : l.lives) {
     ir::DimExpr bytes = v->type().bytes();
     delta[life.def] += bytes;
-    delta[std::min(life.last, l.steps() - 1) + 1] += -bytes;
+    delta[held_until(life, l.steps()) + 1] += -bytes;
   }
   std::vector<ir::DimExpr> curve(l.steps());
   ir::DimExpr sum;
@@ -108,7 +133,7 @@ std::vector<int64_t> live_curve(const Liveness& l, const ir::Bindings& b) {
   for (const auto& [v, life] : l.lives) {
     const int64_t bytes = concrete_bytes(*v, b);
     delta[life.def] += bytes;
-    delta[std::min(life.last, l.steps() - 1) + 1] -= bytes;
+    delta[held_until(life, l.steps()) + 1] -= bytes;
   }
   std::vector<int64_t> curve(l.steps());
   int64_t sum = 0;

@@ -2,7 +2,8 @@
 // that holds at each step: symbolically (for printing and for the scheduler) and for concrete
 // symbol values (for the run-time memory plan).
 //
-// A value lives from the step that produces it to the last step that reads it. An update
+// A value lives from the step that produces it to the last step that reads it, or up to the step
+// before when that step writes its result into the value's buffer (in place). An update
 // (`update %w = %w_new`) copies its value into the argument after the argument's last reader and
 // the value's producer have both run, so a scheduler may put the optimizer anywhere and never
 // overwrite a parameter that a later step still reads.
@@ -21,6 +22,7 @@ struct Life {
   int def = 0;            // the step that produces it
   int last = 0;           // the last step that needs it; the order's size for graph outputs
   std::vector<int> uses;  // steps that read it, ascending, without repeats
+  bool donated = false;   // its last reader writes its result into this value's buffer
 };
 
 struct Liveness {
@@ -31,6 +33,9 @@ struct Liveness {
   std::vector<std::vector<const ir::Value*>> frees_after;
   // Updated arguments: the step after which each holds its new value.
   std::map<const ir::Value*, int> overwritten_after;
+  // Per step, the operand whose buffer the node's result takes (an op's `overwritable` operand
+  // that dies there with the result's type), or null: the node runs in place.
+  std::vector<const ir::Value*> donor;
 
   int steps() const { return static_cast<int>(order.size()); }
   // True when `v` is held during step i (produced values only; arguments are always held).

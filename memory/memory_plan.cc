@@ -110,6 +110,7 @@ MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<
   // temporaries, whichever is more.
   std::vector<int64_t> results(p.curve.size(), 0), temps_at(p.curve.size(), 0);
   for (size_t i = 0; i < results.size(); ++i) {
+    if (l.donor[i]) continue;  // in place: the result allocates nothing
     for (const ir::Value* r : l.order[i]->results()) results[i] += concrete_bytes(*r, b);
   }
   auto held_with = [&](size_t i, int64_t temps_now) { return std::max(p.curve[i], p.curve[i] - results[i] + temps_now); };

@@ -18,6 +18,7 @@ OpDef unary(const std::string& name, const std::string& summary, int flops, bool
             GradRule grad = {}) {
   OpDef d{.name = name, .category = OpCategory::kElementwise, .summary = summary};
   d.flops_per_element = flops;
+  d.overwritable = {0};
   d.infer = [allow_int](InferContext& ctx) {
     ctx.require_float(0, allow_int);
     return std::vector{ctx.in(0)};
@@ -41,6 +42,7 @@ OpDef binary(const std::string& name, const std::string& summary, bool compariso
              GradRule grad = {}) {
   OpDef d{.name = name, .category = OpCategory::kElementwise, .summary = summary};
   d.min_operands = d.max_operands = 2;
+  d.overwritable = {0, 1};
   d.infer = [comparison](InferContext& ctx) {
     ctx.require_float(0, /*allow_int=*/true);
     same_dtype(ctx, 0, 1);
@@ -218,6 +220,7 @@ void register_elementwise_ops(OpRegistry& r) {
     return std::vector{TensorType{ctx.in(1).dtype, unify_shapes(ctx, 1, 2)}};
   };
   select.reference = select_kernel;
+  select.overwritable = {1, 2};
   select.grad = [](G& c) {
     Value* z = c.full_like(c.y(), 0.0);
     return grad_of({nullptr, c.add("select", {c.x(0), c.dy[0], z}), c.add("select", {c.x(0), z, c.dy[0]})});

@@ -74,6 +74,7 @@ void register_grad_ops(OpRegistry& r) {
     d.attrs = {{"axis", AttrKind::kInt, int64_t{-1}, {}}};
     d.reference = std::string(name) == "softmax_grad" ? ReferenceKernel(softmax_grad_kernel)
                                                       : log_softmax_grad_kernel;
+    d.overwritable = {0, 1};  // the row's sum comes first, then each element from its own index
     r.add(std::move(d));
   }
 
@@ -94,6 +95,7 @@ void register_grad_ops(OpRegistry& r) {
   ce.flops_per_element = 6;
   ce.attrs = {{"ignore_index", AttrKind::kInt, int64_t{-100}, {}}};
   ce.reference = cross_entropy_grad_kernel;
+  ce.overwritable = {0};  // each row's softmax sums come first: dlogits can take the logits' buffer
   ce.infer = [](InferContext& ctx) {
     auto loss = infer_types(OpRegistry::instance().get("cross_entropy"), {&ctx.in(0), &ctx.in(1)},
                             ctx.attrs(), ctx.shapes());

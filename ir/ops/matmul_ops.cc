@@ -1,6 +1,10 @@
 // Matrix products: [..., M, K] x [..., K, N] -> [..., M, N], optionally with either operand's
 // last two dims transposed. A rank-2 right operand is shared by every batch entry (the weight of
 // a linear layer applied to [B, S, D] activations).
+//
+// With sum_batch, the products are summed over the batch dims: [..., K, M]^T x [..., K, N] ->
+// [M, N]. This is a linear layer's weight gradient: the batch dims join the contraction, so one
+// GEMM over B*S rows computes it without a [B, M, N] temporary.
 #include <algorithm>
 
 #include "ir/autodiff.h"
@@ -22,14 +26,18 @@ std::vector<TensorType> infer_matmul(InferContext& ctx) {
                                        "; it must be rank 2 or match operand 0's rank " +
                                        std::to_string(ra));
   bool ta = ctx.attrs().get_bool("transpose_a"), tb = ctx.attrs().get_bool("transpose_b");
+  bool sum_batch = ctx.attrs().get_bool("sum_batch");
+  ctx.require(!sum_batch || (ta && !tb && ra == rb && ra > 2),
+              "sum_batch needs transpose_a = true, transpose_b = false and two operands of the same "
+              "rank above 2, got ranks " + std::to_string(ra) + " and " + std::to_string(rb));
   DimExpr m = a[ra - (ta ? 1 : 2)], ka = a[ra - (ta ? 2 : 1)];
   DimExpr kb = b[rb - (tb ? 1 : 2)], n = b[rb - (tb ? 2 : 1)];
   ctx.unify(ka, kb, "contraction dims must be equal (operand 0 gives " + ka.str() +
                         ", operand 1 gives " + kb.str() + ")");
-  std::vector<DimExpr> out(a.begin(), a.end() - 2);
   for (int i = 0; rb == ra && i < ra - 2; ++i) {
     ctx.unify(a[i], b[i], "batch dim " + std::to_string(i) + " must be equal in both operands");
   }
+  std::vector<DimExpr> out(a.begin(), sum_batch ? a.begin() : a.end() - 2);
   out.push_back(m);
   out.push_back(n);
   return {TensorType{ctx.in(0).dtype, out}};
@@ -40,16 +48,19 @@ OpCost matmul_cost(const std::vector<TensorType>& in, const std::vector<TensorTy
   OpCost c = input_proportional_cost(in, out, 0);  // bytes of operands and result
   const auto& a = in[0].shape;
   DimExpr k = a[a.size() - (attrs.get_bool("transpose_a") ? 2 : 1)];
+  if (attrs.get_bool("sum_batch")) k = product({a.begin(), a.end() - 1});  // the batch dims contract too
   c.flops = out[0].numel() * k * 2;
   return c;
 }
 
 // C[b] = op(A[b]) x op(B[b]) with plain loops, accumulating in double. Devices use a library GEMM;
-// this is the oracle they are tested against.
+// this is the oracle they are tested against. With sum_batch, A and B are read as one matrix
+// each, their batch dims stacked into the contraction's rows.
 void matmul_kernel(const KernelArgs& a) {
   const TensorRef &ta = a.in[0], &tb = a.in[1], &tc = a.out[0];
   bool tra = a.a().get_bool("transpose_a"), trb = a.a().get_bool("transpose_b");
   int64_t m = tc.dim(-2), n = tc.dim(-1), k = ta.dim(tra ? -2 : -1);
+  if (a.a().get_bool("sum_batch")) k = ta.numel() / std::max<int64_t>(m, 1);
   int64_t batch = tc.numel() / std::max<int64_t>(m * n, 1);
   bool shared_b = tb.rank() == 2;
   dispatch_float(ta.dtype, a.op, [&](auto t) {
@@ -76,11 +87,27 @@ Value* mm(GradContext& c, Value* a, Value* b, bool ta, bool tb) {
   return c.add("matmul", {a, b}, {{"transpose_a", ta}, {"transpose_b", tb}});
 }
 
+Value* mm_sum_batch(GradContext& c, Value* a, Value* b) {
+  return c.add("matmul", {a, b}, {{"transpose_a", true}, {"sum_batch", true}});
+}
+
+// For C = sum_b A[b]^T B[b]: dA[b] = B[b] dC^T and dB[b] = A[b] dC, dC shared by the batch.
+std::vector<Value*> sum_batch_grad(GradContext& c) {
+  Value *a = c.x(0), *b = c.x(1), *dc = c.dy[0];
+  return {mm(c, b, dc, false, true), mm(c, a, dc, false, false)};
+}
+
 // For C = op(A) op(B): dA and dB from dC, by the four transpose cases. A rank-2 B shared by a
-// batch gets its batched gradient summed over the batch dims.
+// batch gets the gradient summed over the batch dims: one GEMM with sum_batch when A is not
+// transposed, else batched products and a reduce_sum.
 std::vector<Value*> matmul_grad(GradContext& c) {
+  if (c.node.attrs().get_bool("sum_batch")) return sum_batch_grad(c);
   bool ta = c.node.attrs().get_bool("transpose_a"), tb = c.node.attrs().get_bool("transpose_b");
   Value *a = c.x(0), *b = c.x(1), *dc = c.dy[0];
+  if (b->rank() == 2 && a->rank() > 2 && !ta) {
+    return {tb ? mm(c, dc, b, false, false) : mm(c, dc, b, false, true),
+            tb ? mm_sum_batch(c, dc, a) : mm_sum_batch(c, a, dc)};
+  }
   Value* b_for_da = b;
   if (ta && b->rank() == 2 && a->rank() > 2) {
     // dA's product puts B first; a rank-2 first operand cannot be shared, so stretch it.
@@ -108,7 +135,8 @@ void register_matmul_ops(OpRegistry& r) {
                .summary = "batched matrix product with optional transposes"};
   matmul.min_operands = matmul.max_operands = 2;
   matmul.attrs = {{"transpose_a", AttrKind::kBool, false, {}},
-                  {"transpose_b", AttrKind::kBool, false, {}}};
+                  {"transpose_b", AttrKind::kBool, false, {}},
+                  {"sum_batch", AttrKind::kBool, false, {}}};
   matmul.infer = infer_matmul;
   matmul.cost = matmul_cost;
   matmul.reference = matmul_kernel;

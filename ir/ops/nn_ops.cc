@@ -36,6 +36,7 @@ OpDef softmax_like(const std::string& name, const std::string& summary) {
   };
   d.grad = softmax_grad;
   d.reference = name == "softmax" ? ReferenceKernel(softmax_kernel) : log_softmax_kernel;
+  d.overwritable = {0};  // each row is read whole (max, sum) before it is written
   return d;
 }
 
@@ -156,6 +157,7 @@ void register_nn_ops(OpRegistry& r) {
     return std::vector<Value*>{c.add("causal_mask", {c.dy[0]}, {{"value", 0.0}})};
   };
   mask.reference = causal_mask_kernel;
+  mask.overwritable = {0};
   r.add(std::move(mask));
 
   OpDef dropout{.name = "dropout", .category = OpCategory::kRandom,

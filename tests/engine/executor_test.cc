@@ -1,6 +1,7 @@
 // The executor: symbol binding and its errors, library GEMM against the reference kernel,
 // memory freed after last use, updates applied to arguments.
 #include "engine/executor.h"
+#include "engine/binding.h"
 
 #include <gtest/gtest.h>
 
@@ -30,6 +31,8 @@ class ExecutorTest : public ::testing::Test {
   }
 };
 
+// Shared weights (plain and transposed), a batched product, and a weight gradient that sums
+// over the batch (sum_batch): each goes down a different path to the library GEMM.
 const char* kMatmul = R"(graph @g {
   sym B in [1, 64]
   sym S in [1, 128]
@@ -37,7 +40,11 @@ const char* kMatmul = R"(graph @g {
   param %w : f32[24, 13]
   %y = matmul(%x, %w) : f32[B, S, 13]
   %z = matmul(%y, %y) {transpose_b = true} : f32[B, S, S]
+  %u = matmul(%x, %y) {sum_batch = true, transpose_a = true} : f32[24, 13]
+  %v = matmul(%y, %w) {transpose_b = true} : f32[B, S, 24]
   output z = %z
+  output u = %u
+  output v = %v
 }
 )";
 
@@ -50,13 +57,21 @@ TEST_F(ExecutorTest, LibraryGemmMatchesTheReferenceKernel) {
     auto out = ex.run(args);
     // The same products through the reference kernel, node by node.
     const auto& ref = ir::OpRegistry::instance().get("matmul").reference;
-    Tensor y = Tensor::empty(ir::DType::kF32, {b, s, 13}, alloc), z = Tensor::empty(ir::DType::kF32, {b, s, s}, alloc);
-    auto nodes = g->nodes();
-    ref({"matmul", {args["x"].ref(), args["w"].ref()}, {y.ref()}, &nodes[0]->attrs(), nullptr});
-    ref({"matmul", {y.ref(), y.ref()}, {z.ref()}, &nodes[1]->attrs(), nullptr});
-    ASSERT_EQ(out["z"].shape(), (std::vector<int64_t>{b, s, s}));
-    for (int64_t i = 0; i < z.numel(); ++i) {
-      EXPECT_NEAR(out["z"].data<float>()[i], z.data<float>()[i], 1e-4 * (1 + std::abs(z.data<float>()[i])));
+    ir::Bindings bind = {{"B", b}, {"S", s}};
+    std::map<const ir::Value*, Tensor> env;
+    for (const auto& [name, t] : args) env.emplace(g->find_value(name), t);
+    for (const ir::Node* n : g->nodes()) {
+      Tensor r = Tensor::empty(ir::DType::kF32, concrete_shape(*g, *n->result(0), bind), alloc);
+      ref({"matmul", {env.at(n->operand(0)).ref(), env.at(n->operand(1)).ref()}, {r.ref()}, &n->attrs(), nullptr});
+      env.emplace(n->result(0), r);
+    }
+    for (const auto& [name, v] : g->outputs()) {
+      const Tensor& want = env.at(v);
+      ASSERT_EQ(out[name].shape(), want.shape()) << name;
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        EXPECT_NEAR(out[name].data<float>()[i], want.data<float>()[i], 1e-4 * (1 + std::abs(want.data<float>()[i])))
+            << name << "[" << i << "] at B=" << b << ", S=" << s;
+      }
     }
   }
 }
@@ -109,22 +124,45 @@ TEST_F(ExecutorTest, EqualitiesAndMultiplesAreChecked) {
 }
 
 TEST_F(ExecutorTest, ValuesAreFreedAfterTheirLastUse) {
-  // A chain of 8 elementwise ops over [N] f32: at most the argument, one live value and the one
-  // being written are held at once (3 * 4N bytes), not all 9.
+  // A chain of 8 products [N, 4] x [4, 4] (a matmul never runs in place): at most the argument,
+  // the weight, one live value and the one being written are held at once, not all 9.
+  std::string text = "graph @g {\n  sym N in [1, 100000]\n  input %x0 : f32[N, 4]\n  param %w : f32[4, 4]\n";
+  for (int i = 1; i <= 8; ++i) {
+    text += "  %x" + std::to_string(i) + " = matmul(%x" + std::to_string(i - 1) + ", %w) : f32[N, 4]\n";
+  }
+  text += "  output y = %x8\n}\n";
+  auto g = ir::parse_graph(text);
+  Executor ex(*g, alloc);
+  std::map<std::string, Tensor> args = {{"x0", random(ir::DType::kF32, {1024, 4})}, {"w", random(ir::DType::kF32, {4, 4}, 2)}};
+  StepStats stats;
+  ex.run(args, &stats);
+  EXPECT_EQ(stats.live_peak_bytes, 3 * 16384 + 64);
+  EXPECT_EQ(stats.allocations, 8);
+  EXPECT_EQ(stats.bindings.at("N"), 1024);
+}
+
+TEST_F(ExecutorTest, ElementwiseChainsRunInPlace) {
+  // 8 tanhs over [N] f32, each over a value that dies there: after the first, each writes over its
+  // operand, so one allocation holds the chain (the argument is never overwritten).
   std::string text = "graph @g {\n  sym N in [1, 100000]\n  input %x0 : f32[N]\n";
   for (int i = 1; i <= 8; ++i) {
-    text += "  %x" + std::to_string(i) + " = exp(%x" + std::to_string(i - 1) + ") : f32[N]\n";
+    text += "  %x" + std::to_string(i) + " = tanh(%x" + std::to_string(i - 1) + ") : f32[N]\n";
   }
   text += "  output y = %x8\n}\n";
   auto g = ir::parse_graph(text);
   Executor ex(*g, alloc);
   std::map<std::string, Tensor> args = {{"x0", random(ir::DType::kF32, {1024})}};
-  for (int64_t i = 0; i < 1024; ++i) args["x0"].data<float>()[i] *= 0.01f;
+  const std::vector<float> x0 = args["x0"].to_vector<float>();
   StepStats stats;
-  ex.run(args, &stats);
-  EXPECT_EQ(stats.live_peak_bytes, 3 * 4096);
-  EXPECT_EQ(stats.allocations, 8);
-  EXPECT_EQ(stats.bindings.at("N"), 1024);
+  auto out = ex.run(args, &stats);
+  EXPECT_EQ(stats.live_peak_bytes, 2 * 4096);
+  EXPECT_EQ(stats.allocations, 1);
+  EXPECT_EQ(args["x0"].to_vector<float>(), x0);
+  for (int64_t i = 0; i < 1024; ++i) {
+    float want = x0[i];
+    for (int k = 0; k < 8; ++k) want = std::tanh(want);  // what the reference kernel computes, element by element
+    EXPECT_EQ(out["y"].data<float>()[i], want) << i;
+  }
 }
 
 TEST_F(ExecutorTest, UpdatesAreWrittenIntoTheArguments) {

@@ -73,7 +73,7 @@ TEST_P(TorchReference, LossGradientsAndAdamWStepsMatch) {
   ir::OptimizerConfig opt;
   opt.beta1 = optim["beta1"], opt.beta2 = optim["beta2"], opt.eps = optim["eps"];
   opt.weight_decay = optim["weight_decay"], opt.clip_norm = optim["clip_norm"];
-  ir::build_training_step(*m.graph, m.loss, m.params, opt, /*output_gradients=*/true);
+  ir::build_training_step(*m.graph, m.loss, m.params, opt, /*debug_outputs=*/true);
   Executor ex(*m.graph, alloc);
 
   std::map<std::string, Tensor> args = zero_state(*m.graph, alloc);

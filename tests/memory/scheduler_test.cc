@@ -123,6 +123,34 @@ TEST(Liveness, RefusesAnUpdateThatTakesAnArgumentItself) {
   }
 }
 
+TEST(Liveness, NodesRunInPlaceOnlyOverOperandsThatDieThereWithTheResultsType) {
+  auto g = ir::parse_graph(R"(graph @g {
+  sym N in [1, 64]
+  input %x : f32[N]
+  %a = exp(%x) : f32[N]
+  %b = exp(%a) : f32[N]
+  %c = add(%b, %a) : f32[N]
+  %d = neg(%c) : f32[N]
+  %e = gt(%d, %x) : bool[N]
+  %f = select(%e, %d, %x) : f32[N]
+  output y = %b
+  output z = %f
+}
+)");
+  auto nodes = g->nodes();
+  Liveness l = analyze_liveness(*g, {nodes.begin(), nodes.end()});
+  std::vector<std::string> donors;
+  for (const ir::Value* d : l.donor) donors.push_back(d ? d->name() : "-");
+  // %a over the argument: never; %b: %a is read again by %c; %c: %b is an output, so %a (its
+  // second operand) gives its buffer; %d over %c, which dies there; %e: bool is not f32; %f: its
+  // condition is bool, %d dies there.
+  EXPECT_EQ(donors, (std::vector<std::string>{"-", "-", "a", "c", "-", "d"}));
+  // Bytes held (4N per f32 value, N per bool): a; a b; b c (in %a's place); b d; b d e; b e f.
+  std::vector<std::string> curve;
+  for (const ir::DimExpr& e : live_curve(l)) curve.push_back(e.str());
+  EXPECT_EQ(curve, (std::vector<std::string>{"4*N", "8*N", "8*N", "8*N", "9*N", "9*N"}));
+}
+
 TEST(Remat, CandidatesNeverIncludeOutputsOrOptimizerWork) {
   auto g = training_step("gpt2");
   Liveness l = analyze_liveness(*g, choose_schedule(*g).order);
