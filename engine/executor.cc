@@ -116,16 +116,21 @@ void Executor::regenerate(const memory::Eviction& e, Run& r) {
     ++r.stats.reloads;
     r.stats.reload_bytes += static_cast<int64_t>(host.mapped().size());
   } else {
+    // Evicted values the recompute reads come back first, as temporaries.
     std::vector<const ir::Value*> temporaries;
-    for (const ir::Node* n : c.recompute) {
-      for (const ir::Value* v : n->results()) {
-        if (v != c.value && !r.env.contains(v)) temporaries.push_back(v);
+    auto rerun = [&](const memory::Candidate& chain) {
+      for (const ir::Node* n : chain.recompute) {
+        for (const ir::Value* v : n->results()) {
+          if (v != c.value && !r.env.contains(v)) temporaries.push_back(v);
+        }
+        run_node(*n, r);
+        ++r.stats.recomputes;
       }
-      run_node(*n, r);
-      ++r.stats.recomputes;
-    }
+      r.stats.recompute_flops += static_cast<double>(chain.recompute_flops.evaluate(r.b));
+    };
+    for (int j : e.rerun_first) rerun(governor_.candidates()[j]);
+    rerun(c);
     for (const ir::Value* v : temporaries) r.env.erase(v);
-    r.stats.recompute_flops += static_cast<double>(c.recompute_flops.evaluate(r.b));
   }
   if (observer_) {
     observer_({.kind = e.how == memory::Regen::kReload ? StepEvent::Kind::kReload : StepEvent::Kind::kRecompute,

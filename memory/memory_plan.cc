@@ -34,27 +34,40 @@ Option cheapest(const Candidate& c, int i, int64_t bytes, const ir::Bindings& b,
   return best;
 }
 
-// Chosen candidates by their value, and by each value their regeneration reads.
-using ChosenIndex = std::multimap<const ir::Value*, const Candidate*>;
+// A recompute that reads an evicted value reruns that value's recompute first, as a temporary;
+// at most this many of them, so that one regeneration never turns into a second forward pass.
+constexpr size_t kMaxRerun = 8;
 
+// The evictions chosen so far, by candidate and by value, and for each the candidates whose
+// recomputes its own recompute reruns first (deepest first).
+struct Chosen {
+  std::vector<bool> is;
+  std::multimap<const ir::Value*, int> by_value;
+  std::vector<std::vector<int>> first;
+};
+
+// The chosen candidate that keeps `v` evicted during regenerations before `step`, or -1.
 // Regenerations before the same step run producers first (see the end of plan_memory), so a
 // value regenerated there is back before a later regeneration reads it.
-bool reads_while_gone(const Candidate& reader, const Candidate& gone) {
-  return gone.evict_after < reader.regen_before && reader.regen_before < gone.regen_before;
+int gone_at(const std::vector<Candidate>& cs, const Chosen& ch, const ir::Value* v, int step) {
+  for (auto [it, end] = ch.by_value.equal_range(v); it != end; ++it) {
+    if (cs[it->second].evict_after < step && step < cs[it->second].regen_before) return it->second;
+  }
+  return -1;
 }
 
-// A candidate cannot go when its regeneration reads a value that is evicted by then, or when a
-// chosen candidate's regeneration reads it while it would be gone.
-bool clashes(const Candidate& c, const ChosenIndex& by_value, const ChosenIndex& by_leaf) {
+// Appends to `out` what c's recompute before `step` must rerun first to find its inputs. False
+// when an input is gone by reload, or when too much would rerun.
+bool rerun_first(const std::vector<Candidate>& cs, const std::vector<Option>& ways, const Chosen& ch,
+                 const Candidate& c, int step, std::vector<int>& out) {
   for (const ir::Value* leaf : c.leaves) {
-    for (auto [it, end] = by_value.equal_range(leaf); it != end; ++it) {
-      if (reads_while_gone(c, *it->second)) return true;
-    }
+    const int j = gone_at(cs, ch, leaf, step);
+    if (j < 0 || std::find(out.begin(), out.end(), j) != out.end()) continue;
+    if (ways[j].how != Regen::kRecompute || !rerun_first(cs, ways, ch, cs[j], step, out)) return false;
+    out.push_back(j);
+    if (out.size() > kMaxRerun) return false;
   }
-  for (auto [it, end] = by_leaf.equal_range(c.value); it != end; ++it) {
-    if (reads_while_gone(*it->second, c)) return true;
-  }
-  return false;
+  return true;
 }
 
 // Bytes of the recompute's results other than the value itself: held while it runs.
@@ -115,8 +128,43 @@ MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<
   }
   auto held_with = [&](size_t i, int64_t temps_now) { return std::max(p.curve[i], p.curve[i] - results[i] + temps_now); };
   auto held = [&](size_t i) { return held_with(i, temps_at[i]); };
-  std::vector<bool> chosen(cs.size(), false);
-  ChosenIndex chosen_by_value, chosen_by_leaf;
+  Chosen ch{.is = std::vector<bool>(cs.size(), false), .first = std::vector<std::vector<int>>(cs.size())};
+  // A recompute holds its own temporaries, and what it reruns first with theirs.
+  auto held_by_regen = [&](int k) {
+    int64_t t = temps[k];
+    for (int j : ch.first[k]) t += sizes[j] + temps[j];
+    return t;
+  };
+  auto retemp = [&](int r) {
+    temps_at[r] = 0;
+    for (int e : p.regen_before[r]) {
+      if (p.evictions[e].how == Regen::kRecompute) temps_at[r] = std::max(temps_at[r], held_by_regen(p.evictions[e].candidate));
+    }
+  };
+  // Choosing i: its recompute and every chosen one in its gap must still find their inputs.
+  auto try_choose = [&](int i) {
+    const Candidate& c = cs[i];
+    ch.by_value.insert({c.value, i});
+    std::map<int, std::vector<int>> firsts;
+    bool ok = ways[i].how == Regen::kReload || rerun_first(cs, ways, ch, c, c.regen_before, firsts[i]);
+    for (size_t k = 0; ok && k < cs.size(); ++k) {
+      const int r = cs[k].regen_before;
+      if (!ch.is[k] || ways[k].how != Regen::kRecompute || r <= c.evict_after || r >= c.regen_before) continue;
+      ok = rerun_first(cs, ways, ch, cs[k], r, firsts[static_cast<int>(k)]);
+    }
+    if (!ok) {
+      for (auto [it, end] = ch.by_value.equal_range(c.value); it != end; ++it) {
+        if (it->second == i) {
+          ch.by_value.erase(it);
+          break;
+        }
+      }
+      return false;
+    }
+    ch.is[i] = true;
+    for (auto& [k, f] : firsts) ch.first[k] = std::move(f);
+    return true;
+  };
   while (options.cap > 0) {
     size_t over = 0;
     while (over < p.curve.size() && held(over) <= options.cap) ++over;
@@ -129,12 +177,20 @@ MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<
       return std::tuple(!fits, ways[j].seconds / static_cast<double>(std::max<int64_t>(sizes[j], 1)),
                         -(cs[j].regen_before - cs[j].evict_after));
     };
-    int pick = -1;
+    std::vector<int> eligible;
     for (size_t i = 0; i < cs.size(); ++i) {
       const Candidate& c = cs[i];
-      if (chosen[i] || !usable[i] || !(c.evict_after < static_cast<int>(over) && static_cast<int>(over) < c.regen_before)) continue;
-      if (clashes(c, chosen_by_value, chosen_by_leaf)) continue;
-      if (pick < 0 || rank(static_cast<int>(i)) < rank(pick)) pick = static_cast<int>(i);
+      if (!ch.is[i] && usable[i] && c.evict_after < static_cast<int>(over) && static_cast<int>(over) < c.regen_before) {
+        eligible.push_back(static_cast<int>(i));
+      }
+    }
+    std::sort(eligible.begin(), eligible.end(), [&](int x, int y) { return rank(x) < rank(y); });
+    int pick = -1;
+    for (int i : eligible) {
+      if (try_choose(i)) {
+        pick = i;
+        break;
+      }
     }
     if (pick < 0) {
       throw OutOfMemory("memory cap " + human_bytes(options.cap) + " cannot be kept: step " + std::to_string(over) +
@@ -145,19 +201,20 @@ MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<
                         (options.remat ? "" : ", or turn memory.remat on"));
     }
     const Candidate& c = cs[pick];
-    chosen[pick] = true;
-    chosen_by_value.insert({c.value, &c});
-    for (const ir::Value* leaf : c.leaves) chosen_by_leaf.insert({leaf, &c});
     for (int i = c.evict_after + 1; i < c.regen_before; ++i) p.curve[i] -= sizes[pick];
-    if (ways[pick].how == Regen::kRecompute) {
-      temps_at[c.regen_before] = std::max(temps_at[c.regen_before], temps[pick]);
-      p.recompute_flops += static_cast<double>(c.recompute_flops.evaluate(b));
-    } else {
-      p.reload_bytes += sizes[pick];
-    }
     p.evict_after[c.evict_after].push_back(static_cast<int>(p.evictions.size()));
     p.regen_before[c.regen_before].push_back(static_cast<int>(p.evictions.size()));
     p.evictions.push_back({pick, ways[pick].how, sizes[pick]});
+    for (int r = c.evict_after + 1; r <= c.regen_before; ++r) retemp(r);
+  }
+  for (Eviction& e : p.evictions) {
+    if (e.how == Regen::kReload) {
+      p.reload_bytes += e.bytes;
+      continue;
+    }
+    e.rerun_first = ch.first[e.candidate];
+    for (int j : e.rerun_first) p.recompute_flops += static_cast<double>(cs[j].recompute_flops.evaluate(b));
+    p.recompute_flops += static_cast<double>(cs[e.candidate].recompute_flops.evaluate(b));
   }
   for (auto& at : p.regen_before) {
     std::sort(at.begin(), at.end(), [&](int x, int y) {
@@ -189,7 +246,9 @@ std::string print_plan(const ir::Graph& g, const Liveness& l, const std::vector<
   for (const Eviction& e : p.evictions) {
     const Candidate& c = cs[e.candidate];
     os << "  evict %" << c.value->name() << " (" << human_bytes(e.bytes) << ") after step " << c.evict_after
-       << ", " << (e.how == Regen::kRecompute ? "recompute" : "reload") << " before step " << c.regen_before << "\n";
+       << ", " << (e.how == Regen::kRecompute ? "recompute" : "reload") << " before step " << c.regen_before;
+    for (size_t k = 0; k < e.rerun_first.size(); ++k) os << (k ? ", %" : ", rerunning first %") << cs[e.rerun_first[k]].value->name();
+    os << "\n";
   }
   return os.str();
 }

@@ -107,6 +107,20 @@ std::pair<int64_t, int64_t> feasible_and_bound(const std::string& family, const 
   return {gov.smallest_feasible_cap(largest, held), bound};
 }
 
+TEST(GovernedMemory, RecomputesThatReadEvictedValuesRerunThemFirstWithTheSameNumbers) {
+  // At llama's smallest feasible cap some recompute reads a value evicted by then (attention's
+  // inputs, evicted during the backward pass of later layers): it must rerun that value's recompute
+  // first, and the numbers must not move.
+  auto [smallest, bound] = feasible_and_bound("llama", {.cap = 1 << 30});
+  Trainer t(build("llama"), {.threads = 2, .seed = 7, .memory = {.cap = smallest}});
+  const ir::Bindings largest = t.largest_shape();
+  const memory::MemoryPlan& plan = t.governor().plan(largest, t.bytes_held_for(largest));
+  const auto reruns = std::count_if(plan.evictions.begin(), plan.evictions.end(),
+                                    [](const memory::Eviction& e) { return !e.rerun_first.empty(); });
+  EXPECT_GT(reruns, 0) << "no recompute reruns an evicted value at " << smallest << " bytes (lower bound " << bound << ")";
+  expect_same_numbers(train("llama", {}), train("llama", {.cap = smallest}));
+}
+
 class GovernedTraining : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GovernedTraining, EveryCapGivesTheSameNumbersAndStaysUnderIt) {
