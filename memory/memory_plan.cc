@@ -147,10 +147,11 @@ MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<
     ch.by_value.insert({c.value, i});
     std::map<int, std::vector<int>> firsts;
     bool ok = ways[i].how == Regen::kReload || rerun_first(cs, ways, ch, c, c.regen_before, firsts[i]);
-    for (size_t k = 0; ok && k < cs.size(); ++k) {
-      const int r = cs[k].regen_before;
-      if (!ch.is[k] || ways[k].how != Regen::kRecompute || r <= c.evict_after || r >= c.regen_before) continue;
-      ok = rerun_first(cs, ways, ch, cs[k], r, firsts[static_cast<int>(k)]);
+    for (int r = c.evict_after + 1; ok && r < c.regen_before; ++r) {
+      for (int e : p.regen_before[r]) {
+        const int k = p.evictions[e].candidate;
+        if (ok && ways[k].how == Regen::kRecompute) ok = rerun_first(cs, ways, ch, cs[k], r, firsts[k]);
+      }
     }
     if (!ok) {
       for (auto [it, end] = ch.by_value.equal_range(c.value); it != end; ++it) {
