@@ -6,6 +6,7 @@
 
 #include "engine/binding.h"
 #include "ir/error.h"
+#include "ir/ops/matmul_dims.h"
 
 namespace disc::engine {
 
@@ -147,10 +148,8 @@ void Executor::gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, con
   g.dtype = a.dtype;
   g.transpose_a = n.attrs().get_bool("transpose_a");
   g.transpose_b = n.attrs().get_bool("transpose_b");
-  g.m = out.dim(-2);
-  g.n = out.dim(-1);
-  g.k = n.attrs().get_bool("sum_batch") ? (g.m == 0 ? 0 : a.numel() / g.m) : a.dim(g.transpose_a ? -2 : -1);
-  g.batch = g.m * g.n == 0 ? 0 : out.numel() / (g.m * g.n);
+  const ir::MatmulDims d = ir::matmul_dims(a, out, n.attrs());
+  g.batch = d.batch, g.m = d.m, g.n = d.n, g.k = d.k;
   if (bm.rank() == 2 && !g.transpose_a) g.m *= g.batch, g.batch = std::min<int64_t>(g.batch, 1);
   g.a = a.data;
   g.b = bm.data;

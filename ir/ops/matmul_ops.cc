@@ -9,6 +9,7 @@
 
 #include "ir/autodiff.h"
 #include "ir/op_registry.h"
+#include "ir/ops/matmul_dims.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
 
@@ -53,15 +54,25 @@ OpCost matmul_cost(const std::vector<TensorType>& in, const std::vector<TensorTy
   return c;
 }
 
+}  // namespace
+
+MatmulDims matmul_dims(const TensorRef& a, const TensorRef& c, const Attributes& attrs) {
+  MatmulDims d{.m = c.dim(-2), .n = c.dim(-1)};
+  d.batch = d.m * d.n == 0 ? 0 : c.numel() / (d.m * d.n);
+  if (attrs.get_bool("sum_batch")) d.k = d.m == 0 ? 0 : a.numel() / d.m;
+  else d.k = a.dim(attrs.get_bool("transpose_a") ? -2 : -1);
+  return d;
+}
+
+namespace {
+
 // C[b] = op(A[b]) x op(B[b]) with plain loops, accumulating in double. Devices use a library GEMM;
 // this is the oracle they are tested against. With sum_batch, A and B are read as one matrix
 // each, their batch dims stacked into the contraction's rows.
 void matmul_kernel(const KernelArgs& a) {
   const TensorRef &ta = a.in[0], &tb = a.in[1], &tc = a.out[0];
   bool tra = a.a().get_bool("transpose_a"), trb = a.a().get_bool("transpose_b");
-  int64_t m = tc.dim(-2), n = tc.dim(-1), k = ta.dim(tra ? -2 : -1);
-  if (a.a().get_bool("sum_batch")) k = ta.numel() / std::max<int64_t>(m, 1);
-  int64_t batch = tc.numel() / std::max<int64_t>(m * n, 1);
+  const auto [batch, m, n, k] = matmul_dims(ta, tc, a.a());
   bool shared_b = tb.rank() == 2;
   dispatch_float(ta.dtype, a.op, [&](auto t) {
     using T = decltype(t);
