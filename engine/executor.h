@@ -32,6 +32,10 @@ struct StepStats {
   int64_t reloads = 0;
   double recompute_flops = 0;
   int64_t reload_bytes = 0;         // copied back from the host
+  int64_t fused_kernels = 0;        // JIT kernels run (each may cover several nodes)
+  int64_t kernel_compiles = 0;      // JIT kernels compiled from IR (optimised and code-generated)
+  int64_t kernel_cache_loads = 0;   // JIT kernels whose object came from the kernel cache
+  double compile_ms = 0;            // time spent compiling or loading kernels during the step
   ir::Bindings bindings;            // the symbol values of this step
 };
 
