@@ -1,0 +1,96 @@
+// The kernel IR: one fused group of memory-bound ops as a loop nest over a 2-D iteration space,
+// target-independent, so that the LLVM emitter (CPU) and later a CUDA/HIP C emitter read the same
+// thing. The space is the shape of one buffer (`space`), seen as `rows` x `cols`: cols is its last
+// dim, rows the product of the others. The outer loop runs over rows (in parallel); each row runs
+// its reductions as passes over the columns, then one final pass computes and stores the rest
+// (FusionStitching's stitch: a reduction's row result feeds elementwise work in the same kernel).
+//
+// Buffers are the kernel's operands, inputs first, then outputs. Each load or store names how it
+// indexes its buffer at (row, col):
+//   full    buffer[row * cols + col]   a tensor of the space's shape
+//   row     buffer[row]                one value per row (a reduction's result, a label)
+//   col     buffer[col]                one value per column (a norm's weight)
+//   scalar  buffer[0]                  one value (the learning rate, a clipping factor)
+//
+// Instructions are in SSA order (arguments are earlier instructions). Each has a level, derived
+// from its arguments: scalar (computed once per call, in double), row (once per row, in float) or
+// element (per column, in float). A reduction turns an element value into a row value. Compares
+// give booleans that only `select` reads.
+//
+//   softmax over rows, as text (one instruction per line; `;` may separate them too):
+//     kernel inputs=1 outputs=1 space=0 types=f32,f32
+//     %0 = load 0 full
+//     %1 = reduce_max %0
+//     %2 = sub %0 %1
+//     %3 = exp %2
+//     %4 = reduce_sum %3
+//     %5 = div %3 %4
+//     store 1 full %5
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/dtype.h"
+
+namespace disc::jit {
+
+enum class Access : uint8_t { kFull, kRow, kCol, kScalar };
+enum class Level : uint8_t { kScalar, kRow, kElement };
+
+std::string_view access_name(Access a);  // "full", "row", "col", "scalar"
+
+// What an instruction does. Loads convert any numeric buffer type to float; stores write f32.
+enum class KOp : uint8_t {
+  kLoad, kStore, kConst,
+  kColIndex,  // the column index, as a float (element level): one-hot compares against labels
+  // unary
+  kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kSilu, kRelu,
+  // binary
+  kAdd, kSub, kMul, kDiv, kMax, kMin, kPow,
+  // compares (bool) and select(cond, a, b)
+  kEq, kNe, kLt, kLe, kGt, kGe, kSelect,
+  // row reductions over the columns: element -> row
+  kReduceSum, kReduceMax,
+};
+
+std::string_view kop_name(KOp op);  // "load", "add", "reduce_sum", ...
+// The op named `name`, or false when no KOp has that name.
+bool kop_from_name(std::string_view name, KOp& op);
+int kop_arity(KOp op);              // number of instruction arguments (load and const: 0)
+bool is_compare(KOp op);
+bool is_reduction(KOp op);
+
+struct Instr {
+  KOp op = KOp::kConst;
+  std::vector<int> args;  // indices of earlier instructions
+  int buffer = -1;        // load, store
+  Access access = Access::kFull;  // load, store
+  double value = 0;       // const
+};
+
+struct KernelIR {
+  int inputs = 0;
+  int outputs = 0;
+  std::vector<ir::DType> types;  // per buffer, inputs then outputs
+  int space = 0;                 // the buffer whose shape is the iteration space
+  std::vector<Instr> code;
+
+  int buffers() const { return inputs + outputs; }
+  // The level of each instruction (see above).
+  std::vector<Level> levels() const;
+  // Throws InvalidArgument naming the instruction when the IR is malformed: an argument that is
+  // not earlier, a wrong arity, a buffer out of range, a store to an input or a load from an
+  // output, a store of a row value with full access or of an element value with row access,
+  // an output stored twice or never, a bool where a number is needed.
+  void check() const;
+  // The text form above (lines joined by "\n"); parse() reads it back.
+  std::string str() const;
+  static KernelIR parse(std::string_view text);
+  // A stable hash of str(), for cache keys.
+  uint64_t fingerprint() const;
+};
+
+}  // namespace disc::jit
