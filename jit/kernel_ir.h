@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "ir/dtype.h"
+#include "ir/tensor_ref.h"
 
 namespace disc::jit {
 
@@ -92,5 +93,14 @@ struct KernelIR {
   // A stable hash of str(), for cache keys.
   uint64_t fingerprint() const;
 };
+
+// The iteration space of a kernel over concrete buffers.
+struct Space {
+  int64_t rows = 1, cols = 1;
+};
+// Reads rows and cols from buffers[k.space] and checks every buffer against its accesses (full:
+// rows * cols elements, row: rows, col: cols, scalar: 1) and its type; throws ShapeError saying
+// which buffer does not fit.
+Space space_of(const KernelIR& k, const std::vector<ir::TensorRef>& buffers);
 
 }  // namespace disc::jit

@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "ir/error.h"
+#include "jit/hash.h"
 
 namespace disc::jit {
 namespace {
@@ -28,12 +29,6 @@ struct FileHeader {
   uint64_t object_size;
   uint64_t object_fnv1a;  // catches bit rot and torn copies that kept the right size
 };
-
-uint64_t fnv1a(std::string_view bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
 
 // write(2) until done: a signal or a full pipe may cut a write short.
 bool write_all(int fd, std::string_view bytes) {

@@ -1,0 +1,129 @@
+#include "jit/kernel_interpreter.h"
+
+#include <cmath>
+#include <limits>
+
+#include "ir/ops/kernels.h"
+
+namespace disc::jit {
+namespace {
+
+double load(const ir::TensorRef& b, int64_t i) {
+  switch (b.dtype) {
+    case ir::DType::kF32: return b.as<float>()[i];
+    case ir::DType::kF64: return b.as<double>()[i];
+    case ir::DType::kI32: return b.as<int32_t>()[i];
+    case ir::DType::kI64: return static_cast<double>(b.as<int64_t>()[i]);
+    case ir::DType::kBool: return b.as<bool>()[i] ? 1.0 : 0.0;
+    default: throw InvalidArgument("kernel: cannot load " + std::string(ir::dtype_name(b.dtype)));
+  }
+}
+
+double unary(KOp op, double x) {
+  switch (op) {
+    case KOp::kNeg: return -x;
+    case KOp::kAbs: return std::fabs(x);
+    case KOp::kExp: return std::exp(x);
+    case KOp::kLog: return std::log(x);
+    case KOp::kSqrt: return std::sqrt(x);
+    case KOp::kRsqrt: return 1 / std::sqrt(x);
+    case KOp::kTanh: return std::tanh(x);
+    case KOp::kSigmoid: return 1 / (1 + std::exp(-x));
+    case KOp::kSilu: return x / (1 + std::exp(-x));
+    case KOp::kRelu: return x > 0 ? x : 0;
+    default: return 0;
+  }
+}
+
+double binary(KOp op, double a, double b) {
+  switch (op) {
+    case KOp::kAdd: return a + b;
+    case KOp::kSub: return a - b;
+    case KOp::kMul: return a * b;
+    case KOp::kDiv: return a / b;
+    case KOp::kMax: return a > b ? a : b;
+    case KOp::kMin: return a < b ? a : b;
+    case KOp::kPow: return std::pow(a, b);
+    case KOp::kEq: return a == b;
+    case KOp::kNe: return a != b;
+    case KOp::kLt: return a < b;
+    case KOp::kLe: return a <= b;
+    case KOp::kGt: return a > b;
+    case KOp::kGe: return a >= b;
+    default: return 0;
+  }
+}
+
+// One row's values: per instruction, one number (scalar and row level) or one per column.
+struct RowState {
+  std::vector<std::vector<double>> v;
+  double at(int i, int64_t col) const { return v[i].size() == 1 ? v[i][0] : v[i][col]; }
+};
+
+// Computes instruction i for the whole row (its arguments are done).
+void step(const KernelIR& k, const std::vector<ir::TensorRef>& bufs, const std::vector<Level>& levels, int i,
+          int64_t row, int64_t cols, RowState& s) {
+  const Instr& in = k.code[i];
+  const int64_t n = levels[i] == Level::kElement ? cols : 1;
+  std::vector<double>& out = s.v[i];
+  out.assign(n, 0.0);
+  if (in.op == KOp::kReduceSum || in.op == KOp::kReduceMax) {
+    const bool sum = in.op == KOp::kReduceSum;
+    double acc = sum ? 0.0 : -std::numeric_limits<double>::infinity();
+    for (int64_t c = 0; c < cols; ++c) acc = sum ? acc + s.at(in.args[0], c) : std::max(acc, s.at(in.args[0], c));
+    out[0] = acc;
+    return;
+  }
+  for (int64_t c = 0; c < n; ++c) {
+    switch (in.op) {
+      case KOp::kConst: out[c] = in.value; break;
+      case KOp::kColIndex: out[c] = static_cast<double>(c); break;
+      case KOp::kLoad: {
+        const int64_t idx = in.access == Access::kFull ? row * cols + c : in.access == Access::kRow ? row : in.access == Access::kCol ? c : 0;
+        out[c] = load(bufs[in.buffer], idx);
+        break;
+      }
+      case KOp::kStore: break;
+      case KOp::kSelect: out[c] = s.at(in.args[0], c) != 0 ? s.at(in.args[1], c) : s.at(in.args[2], c); break;
+      default:
+        out[c] = kop_arity(in.op) == 1 ? unary(in.op, s.at(in.args[0], c)) : binary(in.op, s.at(in.args[0], c), s.at(in.args[1], c));
+    }
+  }
+  if (in.op == KOp::kStore) {
+    float* dst = bufs[in.buffer].as<float>();
+    if (in.access == Access::kFull) {
+      for (int64_t c = 0; c < cols; ++c) dst[row * cols + c] = static_cast<float>(s.at(in.args[0], c));
+    } else {
+      dst[in.access == Access::kRow ? row : 0] = static_cast<float>(s.at(in.args[0], 0));
+    }
+  }
+}
+
+}  // namespace
+
+void interpret(const KernelIR& k, const std::vector<ir::TensorRef>& buffers) {
+  const Space sp = space_of(k, buffers);
+  const std::vector<Level> levels = k.levels();
+  const int n = static_cast<int>(k.code.size());
+  // Scalar stores happen once, from the first row (or with no rows, from a row of nothing).
+  auto run_row = [&](int64_t row, bool scalars) {
+    RowState s;
+    s.v.resize(n);
+    for (int i = 0; i < n; ++i) {
+      const bool scalar_store = k.code[i].op == KOp::kStore && k.code[i].access == Access::kScalar;
+      if (scalar_store && !scalars) continue;
+      step(k, buffers, levels, i, row, sp.cols, s);
+    }
+  };
+  if (sp.rows == 0) {
+    // Nothing per row; scalar outputs still get their value. Row stores have no rows to write.
+    bool has_scalar_store = false;
+    for (const Instr& in : k.code) has_scalar_store |= in.op == KOp::kStore && in.access == Access::kScalar;
+    if (has_scalar_store) throw InvalidArgument("kernel: a scalar store over an empty space");
+    return;
+  }
+  run_row(0, true);
+  ir::parallel_rows(sp.rows - 1, [&](int64_t r) { run_row(r + 1, false); });
+}
+
+}  // namespace disc::jit

@@ -1,0 +1,119 @@
+#include "jit/kernel_ir.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "ir/error.h"
+#include "ir/op_registry.h"
+#include "jit/kernel_interpreter.h"
+
+namespace disc::jit {
+namespace {
+
+constexpr const char* kSoftmax = R"(kernel inputs=1 outputs=1 space=0 types=f32,f32
+%0 = load 0 full
+%1 = reduce_max %0
+%2 = sub %0 %1
+%3 = exp %2
+%4 = reduce_sum %3
+%5 = div %3 %4
+store 1 full %5)";
+
+TEST(KernelIR, PrintsWhatItParses) {
+  KernelIR k = KernelIR::parse(kSoftmax);
+  EXPECT_EQ(k.str(), kSoftmax);
+  EXPECT_EQ(KernelIR::parse(k.str()).fingerprint(), k.fingerprint());
+  std::vector<Level> l = k.levels();
+  EXPECT_EQ(l[0], Level::kElement);
+  EXPECT_EQ(l[1], Level::kRow);
+  EXPECT_EQ(l[2], Level::kElement);
+  EXPECT_EQ(l[4], Level::kRow);
+}
+
+TEST(KernelIR, SemicolonsSeparateInstructionsToo) {
+  EXPECT_EQ(KernelIR::parse("kernel inputs=1 outputs=1 space=0 types=f32,f32; %0 = load 0 full; store 1 full %0").code.size(), 2u);
+}
+
+void expect_rejected(const std::string& text, const std::string& says) {
+  try {
+    KernelIR::parse(text);
+    ADD_FAILURE() << "accepted:\n" << text;
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+  }
+}
+
+TEST(KernelIR, RejectsMalformedKernelsNamingTheInstruction) {
+  const std::string h = "kernel inputs=1 outputs=1 space=0 types=f32,f32\n";
+  expect_rejected(h + "%0 = load 0 full\n%1 = add %0 %2\nstore 1 full %1", "instruction 1: argument %2 is not an earlier");
+  expect_rejected(h + "%0 = load 1 full\nstore 1 full %0", "loads from output buffer 1");
+  expect_rejected(h + "%0 = load 0 full\nstore 0 full %0", "stores to input buffer 0");
+  expect_rejected(h + "%0 = load 0 full\n%1 = reduce_sum %0\nstore 1 full %1", "another level");
+  expect_rejected(h + "%0 = load 0 full", "never stored");
+  expect_rejected(h + "%0 = load 0 full\nstore 1 full %0\nstore 1 full %0", "stored twice");
+  expect_rejected(h + "%0 = load 0 full\n%1 = lt %0 %0\nstore 1 full %1", "is a bool");
+  expect_rejected(h + "%0 = load 0 full\n%1 = frob %0\nstore 1 full %1", "unknown op `frob`");
+  expect_rejected(h + "%0 = load 0 sideways\nstore 1 full %0", "unknown access `sideways`");
+  expect_rejected("kernel inputs=1 outputs=1 space=0 types=f32,q8\n%0 = load 0 full\nstore 1 full %0", "unknown dtype `q8`");
+}
+
+std::vector<float> random_floats(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0, 2);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+TEST(KernelInterpreter, SoftmaxMatchesTheReferenceKernel) {
+  const KernelIR k = KernelIR::parse(kSoftmax);
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {3, 7}, {5, 31}, {2, 1000}}) {
+    std::vector<float> x = random_floats(rows * cols, 7), y(x.size()), want(x.size());
+    ir::TensorRef xr{ir::DType::kF32, {rows, cols}, x.data()}, yr{ir::DType::kF32, {rows, cols}, y.data()};
+    interpret(k, {xr, yr});
+    ir::Attributes attrs;
+    attrs.set("axis", int64_t{-1});
+    ir::KernelArgs a{.op = "softmax", .attrs = &attrs};
+    a.in = {xr};
+    a.out = {ir::TensorRef{ir::DType::kF32, {rows, cols}, want.data()}};
+    ir::OpRegistry::instance().get("softmax").reference(a);
+    for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-6f) << rows << "x" << cols << " at " << i;
+  }
+}
+
+TEST(KernelInterpreter, IndexesEveryAccessAndSelectsWithCompares) {
+  // y[r, c] = (c == label[r]) ? x[r, c] * w[c] : s  ; one-hot through col_index
+  const KernelIR k = KernelIR::parse(R"(kernel inputs=4 outputs=1 space=0 types=f32,i32,f32,f32,f32
+%0 = load 0 full
+%1 = load 1 row
+%2 = load 2 col
+%3 = load 3 scalar
+%4 = col_index
+%5 = eq %4 %1
+%6 = mul %0 %2
+%7 = select %5 %6 %3
+store 4 full %7)");
+  const int64_t rows = 3, cols = 5;
+  std::vector<float> x = random_floats(rows * cols, 1), w = random_floats(cols, 2), y(rows * cols);
+  std::vector<int32_t> label = {0, 4, 2};
+  float s = -9;
+  interpret(k, {{ir::DType::kF32, {rows, cols}, x.data()}, {ir::DType::kI32, {rows}, label.data()},
+                {ir::DType::kF32, {cols}, w.data()}, {ir::DType::kF32, {}, &s}, {ir::DType::kF32, {rows, cols}, y.data()}});
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) EXPECT_EQ(y[r * cols + c], c == label[r] ? x[r * cols + c] * w[c] : s);
+}
+
+TEST(KernelInterpreter, RefusesBuffersThatDoNotFitTheirAccess) {
+  const KernelIR k = KernelIR::parse(kSoftmax);
+  std::vector<float> x(6), y(5);
+  try {
+    interpret(k, {{ir::DType::kF32, {2, 3}, x.data()}, {ir::DType::kF32, {5}, y.data()}});
+    ADD_FAILURE() << "accepted a 5-element output over a 2 x 3 space";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("buffer 1 is f32 with 5 elements; its full access over 2 x 3 needs f32 with 6"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace disc::jit
