@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 
 #include "devices/device.h"
@@ -123,15 +124,18 @@ TEST_F(ExecutorTest, EqualitiesAndMultiplesAreChecked) {
   }
 }
 
+// A graph over `sym N in [1, 100000]` whose 8 nodes form a chain: %xi = node(%x(i-1)), from the
+// declarations `decls` (which declare %x0) to `output y = %x8`.
+std::unique_ptr<ir::Graph> chain_graph(const std::string& decls, const std::function<std::string(const std::string&)>& node) {
+  std::string text = "graph @g {\n  sym N in [1, 100000]\n  " + decls + "\n";
+  for (int i = 1; i <= 8; ++i) text += "  %x" + std::to_string(i) + " = " + node("%x" + std::to_string(i - 1)) + "\n";
+  return ir::parse_graph(text + "  output y = %x8\n}\n");
+}
+
 TEST_F(ExecutorTest, ValuesAreFreedAfterTheirLastUse) {
   // A chain of 8 products [N, 4] x [4, 4] (a matmul never runs in place): at most the argument,
   // the weight, one live value and the one being written are held at once, not all 9.
-  std::string text = "graph @g {\n  sym N in [1, 100000]\n  input %x0 : f32[N, 4]\n  param %w : f32[4, 4]\n";
-  for (int i = 1; i <= 8; ++i) {
-    text += "  %x" + std::to_string(i) + " = matmul(%x" + std::to_string(i - 1) + ", %w) : f32[N, 4]\n";
-  }
-  text += "  output y = %x8\n}\n";
-  auto g = ir::parse_graph(text);
+  auto g = chain_graph("input %x0 : f32[N, 4]\n  param %w : f32[4, 4]", [](const std::string& x) { return "matmul(" + x + ", %w) : f32[N, 4]"; });
   Executor ex(*g, alloc);
   std::map<std::string, Tensor> args = {{"x0", random(ir::DType::kF32, {1024, 4})}, {"w", random(ir::DType::kF32, {4, 4}, 2)}};
   StepStats stats;
@@ -144,12 +148,7 @@ TEST_F(ExecutorTest, ValuesAreFreedAfterTheirLastUse) {
 TEST_F(ExecutorTest, ElementwiseChainsRunInPlace) {
   // 8 tanhs over [N] f32, each over a value that dies there: after the first, each writes over its
   // operand, so one allocation holds the chain (the argument is never overwritten).
-  std::string text = "graph @g {\n  sym N in [1, 100000]\n  input %x0 : f32[N]\n";
-  for (int i = 1; i <= 8; ++i) {
-    text += "  %x" + std::to_string(i) + " = tanh(%x" + std::to_string(i - 1) + ") : f32[N]\n";
-  }
-  text += "  output y = %x8\n}\n";
-  auto g = ir::parse_graph(text);
+  auto g = chain_graph("input %x0 : f32[N]", [](const std::string& x) { return "tanh(" + x + ") : f32[N]"; });
   Executor ex(*g, alloc);
   std::map<std::string, Tensor> args = {{"x0", random(ir::DType::kF32, {1024})}};
   const std::vector<float> x0 = args["x0"].to_vector<float>();
