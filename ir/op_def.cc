@@ -55,12 +55,18 @@ void InferContext::require_integer(int i) const {
   }
 }
 
+DimExpr io_bytes(const std::vector<TensorType>& operands, const std::vector<TensorType>& results) {
+  DimExpr bytes;
+  for (const auto& t : operands) bytes += t.bytes();
+  for (const auto& t : results) bytes += t.bytes();
+  return bytes;
+}
+
 OpCost OpDef::cost_of(const std::vector<TensorType>& operands,
                       const std::vector<TensorType>& results, const Attributes& attrs) const {
   if (cost) return cost(operands, results, attrs);
   OpCost c;
-  for (const auto& t : operands) c.bytes += t.bytes();
-  for (const auto& t : results) c.bytes += t.bytes();
+  c.bytes = io_bytes(operands, results);
   if (!results.empty()) c.flops = results[0].numel() * flops_per_element;
   return c;
 }

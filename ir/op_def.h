@@ -61,6 +61,9 @@ struct OpCost {
   DimExpr bytes;  // read + written
 };
 
+// Bytes read and written by one execution: every operand and result once (the default cost's bytes).
+DimExpr io_bytes(const std::vector<TensorType>& operands, const std::vector<TensorType>& results);
+
 using ShapeRule = std::function<std::vector<TensorType>(InferContext&)>;
 // Builds the gradient of each operand (nullptr: none) from the gradients of the results.
 using GradRule = std::function<std::vector<Value*>(GradContext&)>;

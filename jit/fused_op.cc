@@ -51,10 +51,7 @@ ir::OpCost cost(const std::vector<ir::TensorType>& operands, const std::vector<i
   for (const DimExpr& d : attrs.get_dims("shape")) elements = elements * d;
   int64_t per_element = 0;
   for (const Instr& in : k.code) per_element += in.op != KOp::kLoad && in.op != KOp::kStore && in.op != KOp::kConst;
-  DimExpr bytes(0);
-  for (const auto* ts : {&operands, &results})
-    for (const ir::TensorType& t : *ts) bytes = bytes + t.bytes();
-  return {elements * DimExpr(per_element), bytes};
+  return {elements * DimExpr(per_element), ir::io_bytes(operands, results)};
 }
 
 void reference(const ir::KernelArgs& a) {

@@ -56,11 +56,7 @@ inline void require_rank(const InferContext& ctx, int i, int rank, const std::st
 // A cost rule for ops whose work is proportional to their first operand (reductions, norms).
 inline OpCost input_proportional_cost(const std::vector<TensorType>& in,
                                       const std::vector<TensorType>& out, int flops_per_element) {
-  OpCost c;
-  for (const auto& t : in) c.bytes += t.bytes();
-  for (const auto& t : out) c.bytes += t.bytes();
-  c.flops = in.at(0).numel() * flops_per_element;
-  return c;
+  return {in.at(0).numel() * flops_per_element, io_bytes(in, out)};
 }
 
 }  // namespace disc::ir
