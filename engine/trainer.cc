@@ -13,6 +13,7 @@
 #include "devices/simulated/simulated_device.h"
 #include "engine/safetensors.h"
 #include "ir/error.h"
+#include "jit/fusion.h"
 #include "memory/shapes.h"
 
 namespace disc::engine {
@@ -114,7 +115,8 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options) : model
   ir::build_training_step(*model_.graph, model_.loss, model_.params, options.optimizer);
   memory::GovernorOptions memory = options.memory;
   memory.offload = memory.offload && device_->separate_memory();
-  executor_ = std::make_unique<Executor>(*model_.graph, *alloc_, memory);
+  if (options.jit) fused_ = jit::apply_fusion(*model_.graph, jit::plan_fusion(*model_.graph));
+  executor_ = std::make_unique<Executor>(step_graph(), *alloc_, memory);
   state_ = init_params(model_, options.seed, *alloc_);
   state_.merge(zero_state(*model_.graph, *alloc_));
   if (memory.cap > 0) {

@@ -61,6 +61,8 @@ class Trainer {
 
   int64_t steps_done() const { return step_; }
   const ir::Graph& graph() const { return *model_.graph; }
+  // The graph the executor runs: graph() with its fused groups as `fused` nodes when options.jit.
+  const ir::Graph& step_graph() const { return fused_ ? *fused_ : *model_.graph; }
   std::vector<std::string> parameter_names() const;
   const Tensor& parameter(const std::string& name) const;
   // Copies `value` into the parameter (same dtype and shape, else InvalidArgument).
@@ -85,6 +87,7 @@ class Trainer {
 
  private:
   ir::models::Model model_;
+  std::unique_ptr<ir::Graph> fused_;  // with options.jit
   std::unique_ptr<devices::Device> device_;
   std::unique_ptr<memory::CachingAllocator> alloc_;
   std::unique_ptr<Executor> executor_;

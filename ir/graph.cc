@@ -93,6 +93,7 @@ Node* Graph::add_node(const std::string& op, const std::vector<Value*>& operands
   for (auto& n : names) {
     if (by_name_.contains(n)) throw VerifyError("value %" + n + " is defined twice");
   }
+  if (names.empty() && def.num_results < 0) throw VerifyError("node " + op + ": its results must be named (the op has a variable number)");
   if (names.empty()) {
     for (int i = 0; i < def.num_results; ++i) names.push_back(unique_name(""));
   }
@@ -115,9 +116,9 @@ Node* Graph::add_node(const std::string& op, const std::vector<Value*>& operands
   } catch (const Error& e) {
     fail(e.what());
   }
-  if (static_cast<int>(names.size()) != def.num_results) {
-    fail("has " + std::to_string(def.num_results) + " results, " + std::to_string(names.size()) +
-         " are named");
+  const int results = def.num_results < 0 ? static_cast<int>(types.size()) : def.num_results;
+  if (static_cast<int>(names.size()) != results) {
+    fail("has " + std::to_string(results) + " results, " + std::to_string(names.size()) + " are named");
   }
   if (declared) {
     if (declared->size() != types.size()) {

@@ -17,6 +17,7 @@ std::string_view category_name(OpCategory c) {
     case OpCategory::kConstant: return "constant";
     case OpCategory::kRandom: return "random";
     case OpCategory::kLoss: return "loss";
+    case OpCategory::kFused: return "fused";
   }
   return "?";
 }

@@ -19,6 +19,7 @@ struct GradContext;  // ir/autodiff.h
 enum class OpCategory {
   kElementwise, kBroadcast, kReduce, kMatmul, kLayout, kGatherScatter,
   kNormalization, kConvolution, kConstant, kRandom, kLoss,
+  kFused,  // a group of memory-bound ops compiled as one kernel (jit/fused_op.h)
 };
 std::string_view category_name(OpCategory c);
 
@@ -73,7 +74,7 @@ struct OpDef {
   std::string summary;
   int min_operands = 1;
   int max_operands = 1;  // -1: any number
-  int num_results = 1;
+  int num_results = 1;  // -1: as many as the shape rule gives (the JIT's `fused`)
   std::vector<AttrSpec> attrs;
   ShapeRule infer;
   // Default cost: flops_per_element per result element, bytes of all operands and results.

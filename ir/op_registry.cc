@@ -6,8 +6,15 @@
 
 namespace disc::ir {
 
-const OpRegistry& OpRegistry::instance() {
-  static const OpRegistry registry = [] {
+const OpRegistry& OpRegistry::instance() { return mutable_instance(); }
+
+void OpRegistry::extend(OpDef def) {
+  OpRegistry& r = mutable_instance();
+  if (!r.find(def.name)) r.add(std::move(def));
+}
+
+OpRegistry& OpRegistry::mutable_instance() {
+  static OpRegistry registry = [] {
     OpRegistry r;
     register_elementwise_ops(r);
     register_constant_ops(r);

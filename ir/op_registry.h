@@ -21,8 +21,12 @@ class OpRegistry {
   std::vector<std::string> names() const;
 
   void add(OpDef def);  // throws on a duplicate name
+  // Adds an op defined outside ir/ (the JIT's `fused`) to the instance; a second call for the same
+  // name changes nothing. Call it before any graph uses the op, not while others read the table.
+  static void extend(OpDef def);
 
  private:
+  static OpRegistry& mutable_instance();
   std::map<std::string, OpDef, std::less<>> ops_;
 };
 

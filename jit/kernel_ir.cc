@@ -64,10 +64,10 @@ void check_instr(const KernelIR& k, int i, const std::vector<Level>& levels, std
   if (in.op == KOp::kStore) {
     if (!output) bad(i, "stores to input buffer " + std::to_string(in.buffer));
     if (in.access == Access::kCol) bad(i, "stores with col access (column reductions are not supported)");
-    const Level l = levels[in.args[0]];
+    // A store may broadcast a value of a lower level (a constant filling a tensor), not reduce one.
     const Level want = in.access == Access::kFull ? Level::kElement : in.access == Access::kRow ? Level::kRow : Level::kScalar;
-    if (l > want || (want == Level::kElement && l != Level::kElement))
-      bad(i, std::string("stores a value of another level with ") + std::string(access_name(in.access)) + " access");
+    if (levels[in.args[0]] > want)
+      bad(i, std::string("stores a value of a higher level with ") + std::string(access_name(in.access)) + " access");
     if (++stores[in.buffer - k.inputs] > 1) bad(i, "output buffer " + std::to_string(in.buffer) + " is stored twice");
   }
 }

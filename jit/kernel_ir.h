@@ -15,7 +15,8 @@
 // Instructions are in SSA order (arguments are earlier instructions). Each has a level, derived
 // from its arguments: scalar (computed once per call, in double), row (once per row, in float) or
 // element (per column, in float). A reduction turns an element value into a row value. Compares
-// give booleans that only `select` reads.
+// give booleans that only `select` reads. A store writes its value at every index its access
+// covers: a row or scalar value stored with full access fills the row (or the tensor).
 //
 //   softmax over rows, as text (one instruction per line; `;` may separate them too):
 //     kernel inputs=1 outputs=1 space=0 types=f32,f32
@@ -84,7 +85,7 @@ struct KernelIR {
   std::vector<Level> levels() const;
   // Throws InvalidArgument naming the instruction when the IR is malformed: an argument that is
   // not earlier, a wrong arity, a buffer out of range, a store to an input or a load from an
-  // output, a store of a row value with full access or of an element value with row access,
+  // output, a store of a value of a higher level than its access (an element value with row access),
   // an output stored twice or never, a bool where a number is needed.
   void check() const;
   // The text form above (lines joined by "\n"); parse() reads it back.

@@ -12,6 +12,7 @@
 #include "engine/init.h"
 #include "ir/models/model.h"
 #include "ir/training_step.h"
+#include "jit/fusion.h"
 
 namespace disc::engine {
 namespace {
@@ -39,15 +40,17 @@ class Training : public ::testing::Test {
   std::unique_ptr<devices::Device> dev = devices::make_cpu_device(2);
   memory::DeviceAllocator alloc{*dev};
 
-  // Trains for `steps` from `seed`; returns the loss of every step.
-  std::vector<float> train(int steps, uint64_t seed) {
+  // Trains for `steps` from `seed`; returns the loss of every step. With `fuse`, the training
+  // step's memory-bound ops run as fused kernels (jit/fusion.h).
+  std::vector<float> train(int steps, uint64_t seed, bool fuse = false) {
     ir::models::LlamaConfig c;
     c.vocab = 32, c.hidden = 64, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.ffn = 172, c.max_seq = 64;
     ir::models::Model m = ir::models::build_llama(c);
     ir::OptimizerConfig opt;
     opt.weight_decay = 0.0, opt.clip_norm = 1.0;
     ir::build_training_step(*m.graph, m.loss, m.params, opt);
-    Executor ex(*m.graph, alloc);
+    std::unique_ptr<ir::Graph> fused = fuse ? jit::apply_fusion(*m.graph, jit::plan_fusion(*m.graph)) : nullptr;
+    Executor ex(fused ? *fused : *m.graph, alloc);
     std::map<std::string, Tensor> args = init_params(m, seed, alloc);
     args.merge(zero_state(*m.graph, alloc));
     std::mt19937_64 data(seed);
@@ -79,6 +82,13 @@ TEST_F(Training, SameSeedGivesTheSameLossesBitForBit) {
   std::vector<float> a = train(15, 11), b = train(15, 11), c = train(15, 12);
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
+}
+
+TEST_F(Training, FusedKernelsGiveTheSameLossesWithinRoundingAndTheSameBitsEveryRun) {
+  std::vector<float> plain = train(15, 11), fused = train(15, 11, true);
+  EXPECT_EQ(fused, train(15, 11, true));
+  for (size_t i = 0; i < plain.size(); ++i)
+    EXPECT_NEAR(fused[i], plain[i], 2e-5 * std::abs(plain[i]) * (i + 1)) << "step " << i + 1;
 }
 
 // Images whose label is the quadrant holding a bright square: learnable by a small CNN.

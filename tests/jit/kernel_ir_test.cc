@@ -49,7 +49,7 @@ TEST(KernelIR, RejectsMalformedKernelsNamingTheInstruction) {
   expect_rejected(h + "%0 = load 0 full\n%1 = add %0 %2\nstore 1 full %1", "instruction 1: argument %2 is not an earlier");
   expect_rejected(h + "%0 = load 1 full\nstore 1 full %0", "loads from output buffer 1");
   expect_rejected(h + "%0 = load 0 full\nstore 0 full %0", "stores to input buffer 0");
-  expect_rejected(h + "%0 = load 0 full\n%1 = reduce_sum %0\nstore 1 full %1", "another level");
+  expect_rejected(h + "%0 = load 0 full\nstore 1 row %0", "higher level with row access");
   expect_rejected(h + "%0 = load 0 full", "never stored");
   expect_rejected(h + "%0 = load 0 full\nstore 1 full %0\nstore 1 full %0", "stored twice");
   expect_rejected(h + "%0 = load 0 full\n%1 = lt %0 %0\nstore 1 full %1", "is a bool");

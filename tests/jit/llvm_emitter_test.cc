@@ -126,6 +126,21 @@ store 3 full %5)");
   check_everywhere(cache, k, kFourUlp, {Fill{.lo = 0, .hi = 4, .specials = true}, Fill{}});
 }
 
+// A store broadcasts a value of a lower level: a row's max over the row, a constant over the
+// tensor, a scalar into every row.
+TEST(LlvmEmitter, StoresBroadcastLowerLevels) {
+  KernelCache cache("");
+  check_everywhere(cache, parse(R"(kernel inputs=2 outputs=3 space=0 types=f32,f32,f32,f32,f32
+%0 = load 0 full
+%1 = reduce_max %0
+%2 = const 0.25
+%3 = load 1 scalar
+store 2 full %1
+store 3 full %2
+store 4 row %3)"),
+                   kArithmetic);
+}
+
 // Rows of nothing: reductions give their identity (0 and -inf), full stores write nothing.
 TEST(LlvmEmitter, EmptyRows) {
   KernelCache cache("");

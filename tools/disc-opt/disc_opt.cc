@@ -6,6 +6,7 @@
 //   disc-opt --model llama --train adamw            (a model family's training-step graph)
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <sstream>
 
 #include "ir/error.h"
 #include "ir/models/model.h"
@@ -13,6 +14,8 @@
 #include "ir/training_step.h"
 #include "ir/pass.h"
 #include "ir/text_format.h"
+#include "jit/fused_op.h"
+#include "jit/fusion.h"
 #include "memory/governor.h"
 #include "memory/shapes.h"
 
@@ -93,6 +96,8 @@ int main(int argc, char** argv) {
   app.add_option("--cap", cap, "With --memory: the cap in bytes for the plan (0: none)");
   app.add_option("--shape", shape, "With --memory: symbol values for the plan, e.g. B=8,S=64 (default: upper bounds)");
   app.add_flag("--offload", offload, "With --memory: allow offload to the host as well as recompute");
+  bool fuse = false;
+  app.add_flag("--fuse", fuse, "After the passes, plan the fusion of memory-bound ops: print the plan (which nodes land in which kernel) and the graph with `fused` nodes");
   CLI11_PARSE(app, argc, argv);
 
   if (list_ops) {
@@ -104,6 +109,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    disc::jit::register_fused_op();  // files may hold fused nodes
     std::unique_ptr<disc::ir::Graph> g;
     if (!model.empty()) {
       g = model_graph(model, train);
@@ -134,6 +140,13 @@ int main(int argc, char** argv) {
       });
     }
     auto runs = pm.run(*g);
+    if (fuse) {
+      const disc::jit::FusionPlan plan = disc::jit::plan_fusion(*g);
+      std::cout << "// ----- fusion plan -----\n";
+      std::istringstream lines(plan.str());
+      for (std::string line; std::getline(lines, line);) std::cout << "// " << line << "\n";
+      g = disc::jit::apply_fusion(*g, plan);
+    }
     if (dump.empty()) std::cout << disc::ir::print_graph(*g);
     if (facts) print_facts(*g);
     if (memory) print_memory(*g, {.cap = cap, .offload = offload}, shape);

@@ -1,0 +1,221 @@
+#include "jit/lowering.h"
+
+#include <algorithm>
+#include <set>
+
+#include "ir/error.h"
+
+namespace disc::jit {
+namespace {
+
+using ir::DType;
+using ir::DimExpr;
+
+const std::set<std::string, std::less<>> kRowOps = {"softmax", "log_softmax", "softmax_grad", "log_softmax_grad", "rms_norm"};
+
+bool is_elementwise(const ir::Node& n, KOp& k) {
+  return n.op().category == ir::OpCategory::kElementwise && kop_from_name(n.op().name, k) && k >= KOp::kNeg &&
+         k <= KOp::kSelect;
+}
+
+// The axis attribute of a row op, as a non-negative index.
+int64_t axis_of(const ir::Node& n) {
+  int64_t a = n.attrs().get_int("axis");
+  return a < 0 ? a + n.operand(0)->rank() : a;
+}
+
+std::vector<DimExpr> rows_of(const std::vector<DimExpr>& s) { return {s.begin(), s.end() - (s.empty() ? 0 : 1)}; }
+
+}  // namespace
+
+bool lowerable(const ir::Node& n) {
+  KOp k;
+  const std::string& op = n.op().name;
+  return is_elementwise(n, k) || op == "broadcast" || op == "full" || op == "constant" || op == "reduce_sum" ||
+         op == "reduce_max" || op == "adamw_update" || kRowOps.contains(op);
+}
+
+std::vector<DimExpr> natural_space(const ir::Node& n) {
+  const std::string& op = n.op().name;
+  if (op == "reduce_sum" || op == "reduce_max" || kRowOps.contains(op)) return n.operand(0)->shape();
+  return n.result()->shape();
+}
+
+KernelBuilder::KernelBuilder(std::vector<DimExpr> space, const ir::ShapeGraph& shapes)
+    : space_(std::move(space)), shapes_(shapes) {}
+
+bool KernelBuilder::same(const std::vector<DimExpr>& a, const std::vector<DimExpr>& b) const {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(shapes_.canonical(a[i]) == shapes_.canonical(b[i]))) return false;
+  return true;
+}
+
+KernelBuilder::Fit KernelBuilder::fit_of(const std::vector<DimExpr>& shape) const {
+  if (same(shape, space_)) return Fit::kFull;
+  if (std::all_of(shape.begin(), shape.end(), [](const DimExpr& d) { return d.constant() == 1; })) return Fit::kScalar;
+  if (!space_.empty() && same(shape, rows_of(space_))) return Fit::kRow;
+  return Fit::kNone;
+}
+
+bool KernelBuilder::fits(const ir::Node& n) const {
+  if (!lowerable(n)) return false;
+  const std::string& op = n.op().name;
+  auto f32 = [](const ir::Value* v) { return v->dtype() == DType::kF32; };
+  KOp k;
+  if (is_elementwise(n, k)) {
+    if (fit_of(n.result()->shape()) == Fit::kNone) return false;
+    if (!is_compare(k) && !f32(n.result())) return false;
+    for (size_t i = 0; i < n.operands().size(); ++i)
+      if (!(k == KOp::kSelect && i == 0) && !f32(n.operand(i))) return false;
+    return true;
+  }
+  if (op == "full" || op == "constant") return f32(n.result()) && fit_of(n.result()->shape()) != Fit::kNone;
+  if (op == "broadcast") {
+    const ir::Value& x = *n.operand(0);
+    const Fit out = fit_of(n.result()->shape());
+    if (!f32(n.result()) || out == Fit::kNone) return false;
+    if (x.rank() == 0 || same(x.shape(), n.result()->shape())) return true;
+    const auto& dims = n.attrs().get_ints("dims");
+    const int r = static_cast<int>(space_.size());
+    if (out != Fit::kFull || r == 0) return false;
+    if (dims.size() == 1 && dims[0] == r - 1 && same(x.shape(), {space_.back()})) return true;  // by column
+    std::vector<int64_t> leading(r - 1);
+    for (int i = 0; i < r - 1; ++i) leading[i] = i;
+    return dims == leading && same(x.shape(), rows_of(space_));  // by row
+  }
+  if (!f32(n.operand(0)) || !same(n.operand(0)->shape(), space_) || space_.empty()) return false;
+  const int64_t last = static_cast<int64_t>(space_.size()) - 1;
+  if (op == "reduce_sum" || op == "reduce_max") {
+    const auto& axes = n.attrs().get_ints("axes");
+    return axes.size() == 1 && (axes[0] == last || axes[0] == -1) && !n.attrs().get_bool("keepdims");
+  }
+  if (op == "rms_norm") return space_.back().constant().has_value() && f32(n.operand(1));
+  if (op == "adamw_update") {
+    for (int i = 1; i < 4; ++i)
+      if (!f32(n.operand(i)) || !same(n.operand(i)->shape(), space_)) return false;
+    return n.operand(4)->rank() == 0 && f32(n.operand(4)) && n.operand(5)->rank() == 0;
+  }
+  for (const ir::Value* o : n.operands())
+    if (!f32(o) || !same(o->shape(), space_)) return false;
+  return axis_of(n) == last;  // softmax and friends over the last axis
+}
+
+int KernelBuilder::emit(KOp op, std::vector<int> args) {
+  k_.code.push_back(Instr{.op = op, .args = std::move(args)});
+  return static_cast<int>(k_.code.size()) - 1;
+}
+
+int KernelBuilder::constant(double v) {
+  k_.code.push_back(Instr{.op = KOp::kConst, .value = v});
+  return static_cast<int>(k_.code.size()) - 1;
+}
+
+int KernelBuilder::value(const ir::Value* v, std::optional<Access> access) {
+  if (auto it = instr_.find(v); it != instr_.end()) return it->second;
+  if (!access) {
+    const Fit f = fit_of(v->shape());
+    if (f == Fit::kNone) throw InvalidArgument("fusion: %" + v->name() + " does not fit the kernel's space");
+    access = f == Fit::kFull ? Access::kFull : f == Fit::kRow ? Access::kRow : Access::kScalar;
+  }
+  const int buffer = static_cast<int>(inputs_.size());
+  inputs_.push_back(v);
+  k_.types.push_back(v->dtype());
+  k_.code.push_back(Instr{.op = KOp::kLoad, .buffer = buffer, .access = *access});
+  return instr_[v] = static_cast<int>(k_.code.size()) - 1;
+}
+
+void KernelBuilder::add(const ir::Node& n) {
+  const std::string& op = n.op().name;
+  KOp k;
+  if (op == "broadcast") {
+    const ir::Value* x = n.operand(0);
+    std::optional<Access> a;
+    if (x->rank() == 0) a = Access::kScalar;
+    else if (n.attrs().get_ints("dims").size() == 1 && x->rank() == 1 && space_.size() > 1) a = Access::kCol;
+    instr_[n.result()] = value(x, a);
+  } else if (op == "full" || op == "constant") {
+    instr_[n.result()] = constant(n.attrs().get_float("value"));
+  } else if (op == "reduce_sum" || op == "reduce_max") {
+    instr_[n.result()] = emit(op == "reduce_sum" ? KOp::kReduceSum : KOp::kReduceMax, {value(n.operand(0))});
+  } else if (op == "adamw_update") {
+    lower_adamw(n);
+  } else if (kRowOps.contains(op)) {
+    lower_norm_or_softmax(n);
+  } else if (is_elementwise(n, k)) {
+    std::vector<int> args;
+    for (const ir::Value* o : n.operands()) args.push_back(value(o));
+    instr_[n.result()] = emit(k, std::move(args));
+  } else {
+    throw InvalidArgument("fusion: no lowering for `" + op + "`");
+  }
+}
+
+// The row ops, written out as the reference kernels compute them (ir/ops/nn_kernels.cc,
+// grad_kernels.cc): each reduction becomes one pass over the row.
+void KernelBuilder::lower_norm_or_softmax(const ir::Node& n) {
+  const std::string& op = n.op().name;
+  const int x = value(n.operand(0));
+  int y = -1;
+  if (op == "softmax" || op == "log_softmax") {
+    const int shifted = emit(KOp::kSub, {x, emit(KOp::kReduceMax, {x})});
+    const int e = emit(KOp::kExp, {shifted});
+    const int sum = emit(KOp::kReduceSum, {e});
+    y = op == "softmax" ? emit(KOp::kDiv, {e, sum}) : emit(KOp::kSub, {shifted, emit(KOp::kLog, {sum})});
+  } else if (op == "softmax_grad") {  // y * (dy - sum(dy * y))
+    const int dy = value(n.operand(1));
+    y = emit(KOp::kMul, {x, emit(KOp::kSub, {dy, emit(KOp::kReduceSum, {emit(KOp::kMul, {dy, x})})})});
+  } else if (op == "log_softmax_grad") {  // dy - exp(y) * sum(dy)
+    const int dy = value(n.operand(1));
+    y = emit(KOp::kSub, {dy, emit(KOp::kMul, {emit(KOp::kExp, {x}), emit(KOp::kReduceSum, {dy})})});
+  } else {  // rms_norm: x * (mean(x^2) + eps)^(-1/2) * w
+    const double cols = static_cast<double>(*space_.back().constant());
+    const int mean = emit(KOp::kMul, {emit(KOp::kReduceSum, {emit(KOp::kMul, {x, x})}), constant(1.0 / cols)});
+    const int inv = emit(KOp::kRsqrt, {emit(KOp::kAdd, {mean, constant(n.attrs().get_float("eps"))})});
+    y = emit(KOp::kMul, {emit(KOp::kMul, {x, inv}), value(n.operand(1), Access::kCol)});
+  }
+  instr_[n.result()] = y;
+}
+
+// AdamW as adamw_update_kernel computes it; the bias corrections are scalar-level (once per call).
+void KernelBuilder::lower_adamw(const ir::Node& n) {
+  const double b1 = n.attrs().get_float("beta1"), b2 = n.attrs().get_float("beta2");
+  const int p = value(n.operand(0)), g = value(n.operand(1)), m = value(n.operand(2)), v = value(n.operand(3));
+  const int lr = value(n.operand(4)), step = value(n.operand(5));
+  const int one = constant(1);
+  const int decay = emit(KOp::kSub, {one, emit(KOp::kMul, {lr, constant(n.attrs().get_float("weight_decay"))})});
+  const int step_size = emit(KOp::kDiv, {lr, emit(KOp::kSub, {one, emit(KOp::kPow, {constant(b1), step})})});
+  const int bc2_sqrt = emit(KOp::kSqrt, {emit(KOp::kSub, {one, emit(KOp::kPow, {constant(b2), step})})});
+  const int m1 = emit(KOp::kAdd, {emit(KOp::kMul, {m, constant(b1)}), emit(KOp::kMul, {g, constant(1 - b1)})});
+  const int v1 = emit(KOp::kAdd, {emit(KOp::kMul, {v, constant(b2)}), emit(KOp::kMul, {emit(KOp::kMul, {constant(1 - b2), g}), g})});
+  const int denom = emit(KOp::kAdd, {emit(KOp::kDiv, {emit(KOp::kSqrt, {v1}), bc2_sqrt}), constant(n.attrs().get_float("eps"))});
+  instr_[n.result(0)] = emit(KOp::kSub, {emit(KOp::kMul, {p, decay}), emit(KOp::kMul, {step_size, emit(KOp::kDiv, {m1, denom})})});
+  instr_[n.result(1)] = m1;
+  instr_[n.result(2)] = v1;
+}
+
+KernelIR KernelBuilder::finish(const std::vector<const ir::Value*>& outputs) {
+  KernelIR k = k_;
+  k.inputs = static_cast<int>(inputs_.size());
+  k.outputs = static_cast<int>(outputs.size());
+  k.space = -1;
+  for (int i = 0; i < k.inputs && k.space < 0; ++i)
+    if (same(inputs_[i]->shape(), space_)) k.space = i;
+  const std::vector<Level> levels = k.levels();
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const ir::Value* v = outputs[o];
+    Fit f = fit_of(v->shape());
+    // A reduction over a rank-1 space gives one row, which is also a scalar.
+    if (f == Fit::kScalar && levels[instr_.at(v)] == Level::kRow) f = Fit::kRow;
+    if (v->dtype() != DType::kF32 || f == Fit::kNone) throw InvalidArgument("fusion: output %" + v->name() + " is not f32 in the space");
+    if (f == Fit::kFull && k.space < 0) k.space = k.inputs + static_cast<int>(o);
+    k.types.push_back(DType::kF32);
+    k.code.push_back(Instr{.op = KOp::kStore, .args = {instr_.at(v)}, .buffer = k.inputs + static_cast<int>(o),
+                           .access = f == Fit::kFull ? Access::kFull : f == Fit::kRow ? Access::kRow : Access::kScalar});
+  }
+  if (k.space < 0) throw InvalidArgument("fusion: no buffer has the kernel's space shape");
+  k.check();
+  return k;
+}
+
+}  // namespace disc::jit
