@@ -43,20 +43,16 @@ KernelCache::Lookup KernelCache::get(const KernelIR& k, int64_t cols, bool cols_
   const Bucket b = bucket(cols, cols_static);
   const uint64_t fingerprint = k.fingerprint();
   const MemoryKey key{fingerprint, b.lo, b.hi};
-  auto find = [&]() -> KernelFn {
-    std::lock_guard lock(mu_);
-    auto it = kernels_.find(key);
-    if (it == kernels_.end()) return nullptr;
-    ++stats_.hits;
-    return it->second;
-  };
   {
     std::lock_guard lock(mu_);
     ++stats_.lookups;
+    if (KernelFn fn = find_locked(key)) return {.fn = fn};
   }
-  if (KernelFn fn = find()) return {.fn = fn};
   std::lock_guard compiling(compile_mu_);
-  if (KernelFn fn = find()) return {.fn = fn};  // another thread compiled it meanwhile
+  {
+    std::lock_guard lock(mu_);
+    if (KernelFn fn = find_locked(key)) return {.fn = fn};  // another thread compiled it meanwhile
+  }
   Lookup l = compile(k, fingerprint, b);
   std::lock_guard lock(mu_);
   kernels_.emplace(key, l.fn);
@@ -64,6 +60,13 @@ KernelCache::Lookup KernelCache::get(const KernelIR& k, int64_t cols, bool cols_
   ++(l.from_cache ? stats_.disk_loads : stats_.codegens);
   stats_.seconds += l.seconds;
   return l;
+}
+
+KernelFn KernelCache::find_locked(const MemoryKey& key) {
+  auto it = kernels_.find(key);
+  if (it == kernels_.end()) return nullptr;
+  ++stats_.hits;
+  return it->second;
 }
 
 // Emits the kernel into a module named by its cache key and compiles (or loads) it.

@@ -53,7 +53,8 @@ class KernelCache {
     double seconds = 0;       // wall time of that; 0 for a lookup found in memory
   };
   // The kernel for `k` over `cols` columns (a static extent is compiled in as a constant; a
-  // dynamic one shares its bucket's kernel). Throws what emit_kernel and LlvmCompiler throw.
+  // dynamic one shares its bucket's kernel). Call it with the same `cols` (a dynamic bucket's
+  // kernel: any extent in the bucket). Throws what emit_kernel and LlvmCompiler throw.
   Lookup get(const KernelIR& k, int64_t cols, bool cols_static);
 
   Bucket bucket(int64_t cols, bool cols_static) const;
@@ -62,6 +63,7 @@ class KernelCache {
  private:
   using MemoryKey = std::tuple<uint64_t, int64_t, int64_t>;  // fingerprint, bucket lo and hi
   Lookup compile(const KernelIR& k, uint64_t fingerprint, const Bucket& b);
+  KernelFn find_locked(const MemoryKey& key);  // with mu_ held; counts a hit
 
   const std::vector<int64_t> buckets_;
   LlvmCompiler compiler_;
