@@ -188,6 +188,8 @@ CompiledKernel LlvmCompiler::compile(llvm::orc::ThreadSafeModule module,
   const std::string what = "jit: module `" + id + "`";
   if (!problem.empty()) throw CompileError(what + " " + problem);
 
+  // LLJIT links every JITDylib it creates to the process's symbols (LLJITBuilder's default), so
+  // the libm functions kernels call (exp, log, tanh, pow, powf) resolve without a generator here.
   auto dylib = jit_->createJITDylib("disc_kernel_" + std::to_string(next_dylib_++));
   if (!dylib) throw CompileError(what + ": " + message(dylib.takeError()));
   // ORC's own message names the symbol; what it reported on the way says why.
