@@ -10,6 +10,9 @@ weights and batch and compares. The tests do not need torch: run this script onl
 Needs Debian's python3-torch and libopenblas0-openmp:
   LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp /usr/bin/python3 tools/torch_reference.py
 
+The model, parameter and safetensors functions are importable without running anything
+(tools/bench/torch_llama_step.py times llama with them).
+
 The models mirror ir/models/*.cc exactly: weights are [in, out] (y = x @ W), parameter names
 match, attention uses rotate-half RoPE and repeats each kv head for consecutive query heads.
 """
@@ -101,7 +104,8 @@ def mlp(p, batch, c):
     return x, F.cross_entropy(x, batch["labels"].long())
 
 
-def params_llama(c, g):
+def llama_shapes(c):
+    """Every llama parameter's shape by name, in disc's order (ir/models/llama.cc)."""
     d, f, kv = c["hidden"], c["ffn"], c["kv_heads"] * (c["hidden"] // c["heads"])
     shapes = {"embed": (c["vocab"], d)}
     for l in range(c["layers"]):
@@ -110,7 +114,11 @@ def params_llama(c, g):
                        pre + "wo": (d, d), pre + "mlp_norm": (d,), pre + "w_gate": (d, f), pre + "w_up": (d, f),
                        pre + "w_down": (f, d)})
     shapes.update({"final_norm": (d,), "lm_head": (d, c["vocab"])})
-    return random_params(shapes, g)
+    return shapes
+
+
+def params_llama(c, g):
+    return random_params(llama_shapes(c), g)
 
 
 def params_gpt2(c, g):
@@ -182,6 +190,27 @@ def write_safetensors(path, tensors, metadata):
     raw += b" " * (-len(raw) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(raw)) + raw + b"".join(blobs))
+
+
+def read_safetensors(path):
+    """The tensors of a safetensors file by name (disc's checkpoints and data), and its metadata."""
+    dtypes = {"F32": torch.float32, "F64": torch.float64, "I32": torch.int32, "I64": torch.int64}
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        data = f.read()
+    tensors = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        if e["dtype"] not in dtypes:
+            raise ValueError(f"{path}: tensor {name} has dtype {e['dtype']}; this reader knows {sorted(dtypes)}")
+        begin, end = e["data_offsets"]
+        if begin == end:  # torch.frombuffer refuses an empty buffer
+            tensors[name] = torch.empty(e["shape"], dtype=dtypes[e["dtype"]])
+        else:
+            tensors[name] = torch.frombuffer(bytearray(data[begin:end]), dtype=dtypes[e["dtype"]]).reshape(e["shape"])
+    return tensors, header.get("__metadata__", {})
 
 
 def record(family):

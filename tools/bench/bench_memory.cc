@@ -20,10 +20,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -33,9 +30,11 @@
 #include "apps/data/batcher.h"
 #include "apps/data/synthetic.h"
 #include "apps/data/text_dataset.h"
+#include "batches.h"
 #include "engine/trainer.h"
 #include "ir/error.h"
 #include "memory/memory_plan.h"
+#include "timing.h"
 
 namespace disc::bench {
 namespace {
@@ -64,22 +63,14 @@ int threads(const Options& o) {
                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-double now_seconds() {
-  using clock = std::chrono::steady_clock;
-  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
-}
-
 // ----- data -----
 
 // The examples as byte tokens (only their lengths matter here), or synthetic CodeAlpaca-like
 // lengths when the file is missing; `source` says which.
 std::vector<std::vector<int32_t>> load_examples(const Options& o, std::string& source) {
-  std::filesystem::path path = o.data;
-  if (!std::filesystem::exists(path) && path.is_relative())
-    path = std::filesystem::path(DISC_SOURCE_DIR) / o.data;
-  if (std::filesystem::exists(path)) {
-    source = path.lexically_normal().string() + " (byte lengths)";
-    return data::load_text_dataset({.path = path.string(), .format = "json", .max_len = o.max_len});
+  if (const std::string path = find_data_file(o.data); !path.empty()) {
+    source = path + " (byte lengths)";
+    return data::load_text_dataset({.path = path, .format = "json", .max_len = o.max_len});
   }
   source = "synthetic log-normal lengths (" + o.data + " not found)";
   return data::make_synthetic({.vocab = 256,
@@ -88,36 +79,6 @@ std::vector<std::vector<int32_t>> load_examples(const Options& o, std::string& s
                                .max_len = o.max_len,
                                .lengths = "lognormal",
                                .seed = o.seed});
-}
-
-// The batch's real lengths with random ids in [0, vocab); padding and targets laid out as the
-// batcher does (targets[t] = tokens[t + 1], ignore_index at each row's end and in the padding).
-data::HostBatch randomize(const data::HostBatch& b, int64_t vocab, std::mt19937_64& rng) {
-  const data::BatchSpec spec;
-  data::HostBatch r = b;
-  for (int64_t row = 0; row < b.batch; ++row) {
-    int64_t len = 1;
-    for (int64_t t = 0; t < b.seq; ++t) len += b.targets[row * b.seq + t] != spec.ignore_index;
-    int32_t* tok = &r.tokens[row * b.seq];
-    int32_t* tgt = &r.targets[row * b.seq];
-    for (int64_t t = 0; t < len; ++t)
-      tok[t] = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
-    for (int64_t t = 0; t + 1 < len; ++t) tgt[t] = tok[t + 1];
-  }
-  return r;
-}
-
-// The same batch with every row padded to `seq`.
-data::HostBatch pad_to(const data::HostBatch& b, int64_t seq) {
-  const data::BatchSpec spec;
-  data::HostBatch r{.batch = b.batch, .seq = seq, .real_tokens = b.real_tokens};
-  r.tokens.assign(b.batch * seq, spec.pad_id);
-  r.targets.assign(b.batch * seq, spec.ignore_index);
-  for (int64_t row = 0; row < b.batch; ++row) {
-    std::copy_n(&b.tokens[row * b.seq], b.seq, &r.tokens[row * seq]);
-    std::copy_n(&b.targets[row * b.seq], b.seq, &r.targets[row * seq]);
-  }
-  return r;
 }
 
 // The static-shape bucket of a length: the next power of two, at most max_len.
@@ -142,12 +103,6 @@ Workload make_workload(const Options& o, const std::vector<std::vector<int32_t>>
     w.padded.push_back(pad_to(w.dynamic.back(), bucket_bound(w.dynamic.back().seq, o.max_len)));
   }
   return w;
-}
-
-int64_t longest(const std::vector<data::HostBatch>& bs) {
-  int64_t s = 0;
-  for (const auto& b : bs) s = std::max(s, b.seq);
-  return s;
 }
 
 void describe_workload(const Workload& w) {
@@ -187,11 +142,6 @@ struct Run {
   memory::GovernorOptions memory;
   const std::vector<data::HostBatch>* batches;
 };
-
-engine::Batch to_device(const data::HostBatch& b, memory::Allocator& alloc) {
-  return {{"tokens", engine::Tensor::from<int32_t>({b.batch, b.seq}, b.tokens, alloc)},
-          {"targets", engine::Tensor::from<int32_t>({b.batch, b.seq}, b.targets, alloc)}};
-}
 
 ir::models::LlamaConfig bounded(ir::models::LlamaConfig c, const std::vector<data::HostBatch>& bs) {
   c.max_batch = 0;
@@ -356,16 +306,6 @@ std::string compare_losses(const Result& a, const Result& b) {
 
 const char* verdict(bool met) {
   return met ? "met" : "NOT MET";
-}
-
-// "load average 0.4 (2 cores)": how much else ran while these timings were taken.
-std::string load() {
-  double avg[3] = {};
-  if (getloadavg(avg, 3) < 1) return "load average unknown";
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "load average %.1f over 1 min, %.1f over 15 min (%u cores)",
-                avg[0], avg[2], std::thread::hardware_concurrency());
-  return buf;
 }
 
 // ----- what the planner can reach -----
@@ -628,7 +568,7 @@ void print_setup(const Options& o, const std::string& source) {
       "each run: its own trainer (same seed), a warm-up pass over its %d batches, then %d timed "
       "pass(es) over the same batches, the fastest counting\n",
       o.steps, o.repeats);
-  std::printf("%s\n", load().c_str());
+  std::printf("%s\n", machine_load().c_str());
   std::printf(
       "columns: cap = %.0f%% of the dynamic run's live peak; tokens/s = real (non-pad) target "
       "tokens per second; ratio against the first row;\n"
@@ -699,7 +639,7 @@ int main(int argc, char** argv) {
                         std::to_string(o.curve_batch));
     const bench::Curve cv = bench::curve(o, cc);
     bench::print_goals(cs, cc, cv);
-    std::printf("\ntotal %.0f s; %s\n", bench::now_seconds() - t0, bench::load().c_str());
+    std::printf("\ntotal %.0f s; %s\n", bench::now_seconds() - t0, bench::machine_load().c_str());
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_memory: %s\n", e.what());
     return 1;

@@ -1,0 +1,53 @@
+#include "batches.h"
+
+#include <algorithm>
+#include <filesystem>
+
+namespace disc::bench {
+
+std::string find_data_file(const std::string& path) {
+  std::filesystem::path p = path;
+  if (std::filesystem::exists(p)) return p.lexically_normal().string();
+  if (p.is_relative()) p = std::filesystem::path(DISC_SOURCE_DIR) / p;
+  return std::filesystem::exists(p) ? p.lexically_normal().string() : "";
+}
+
+data::HostBatch randomize(const data::HostBatch& b, int64_t vocab, std::mt19937_64& rng) {
+  const data::BatchSpec spec;
+  data::HostBatch r = b;
+  for (int64_t row = 0; row < b.batch; ++row) {
+    int64_t len = 1;
+    for (int64_t t = 0; t < b.seq; ++t) len += b.targets[row * b.seq + t] != spec.ignore_index;
+    int32_t* tok = &r.tokens[row * b.seq];
+    int32_t* tgt = &r.targets[row * b.seq];
+    for (int64_t t = 0; t < len; ++t)
+      tok[t] = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
+    for (int64_t t = 0; t + 1 < len; ++t) tgt[t] = tok[t + 1];
+  }
+  return r;
+}
+
+data::HostBatch pad_to(const data::HostBatch& b, int64_t seq) {
+  const data::BatchSpec spec;
+  data::HostBatch r{.batch = b.batch, .seq = seq, .real_tokens = b.real_tokens};
+  r.tokens.assign(b.batch * seq, spec.pad_id);
+  r.targets.assign(b.batch * seq, spec.ignore_index);
+  for (int64_t row = 0; row < b.batch; ++row) {
+    std::copy_n(&b.tokens[row * b.seq], b.seq, &r.tokens[row * seq]);
+    std::copy_n(&b.targets[row * b.seq], b.seq, &r.targets[row * seq]);
+  }
+  return r;
+}
+
+int64_t longest(const std::vector<data::HostBatch>& bs) {
+  int64_t s = 0;
+  for (const auto& b : bs) s = std::max(s, b.seq);
+  return s;
+}
+
+engine::Batch to_device(const data::HostBatch& b, memory::Allocator& alloc) {
+  return {{"tokens", engine::Tensor::from<int32_t>({b.batch, b.seq}, b.tokens, alloc)},
+          {"targets", engine::Tensor::from<int32_t>({b.batch, b.seq}, b.targets, alloc)}};
+}
+
+}  // namespace disc::bench

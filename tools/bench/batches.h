@@ -1,0 +1,32 @@
+// Batches for the benchmarks: real sequence lengths with random token ids, padding as the batcher
+// lays it out, and the data files found relative to the source tree.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "apps/data/batcher.h"
+#include "engine/trainer.h"
+
+namespace disc::bench {
+
+// `path` as given when it exists, else relative to the source tree when it exists there;
+// "" when neither does (the caller says what it skips or uses instead).
+std::string find_data_file(const std::string& path);
+
+// The batch's real lengths with random ids in [0, vocab); padding and targets laid out as the
+// batcher does (targets[t] = tokens[t + 1], ignore_index at each row's end and in the padding).
+data::HostBatch randomize(const data::HostBatch& b, int64_t vocab, std::mt19937_64& rng);
+
+// The same batch with every row padded to `seq`.
+data::HostBatch pad_to(const data::HostBatch& b, int64_t seq);
+
+// The longest sequence length among the batches.
+int64_t longest(const std::vector<data::HostBatch>& bs);
+
+// The batch as the language models' inputs `tokens` and `targets`.
+engine::Batch to_device(const data::HostBatch& b, memory::Allocator& alloc);
+
+}  // namespace disc::bench

@@ -1,0 +1,680 @@
+// bench_step: a training step of Llama, disc with fused JIT kernels against disc with reference
+// kernels against PyTorch 1.13 eager, side by side in one run (issue 6, "Benchmarks").
+//
+// The workload: Llama (2 layers, hidden 256, 4 heads, 4 kv heads, SwiGLU 688, vocab 1000) trained
+// with AdamW in f32 on the CPU; batches of 8 sequences with lengths uniform in [32, 512] and random
+// token ids (seeded), each batch padded only to its own longest row; targets are the next token.
+//
+//   disc unfused  TrainerOptions::jit = false: every op runs its reference kernel
+//   disc fused    TrainerOptions::jit = true, with an on-disk kernel cache in a fresh folder
+//   PyTorch       tools/bench/torch_llama_step.py: the same model (tools/torch_reference.py), the
+//                 same initial weights and batches, AdamW with disc's settings; unpadded, then
+//                 every batch padded to 512
+//
+// Each disc system takes a warm-up pass over the batches (compiling and planning per new shape),
+// then timed passes alternating between the two (unfused, fused, unfused, fused, ...), so that
+// noise on the shared machine hits both; the fastest timed pass counts. PyTorch's first-step loss
+// must equal disc's within 1e-4 relative (same weights, same batch), else the run fails.
+// Compile figures (fused): median compile time per kernel over the warm-up, compiles in the timed
+// passes, and a fresh trainer rerunning with the same kernel cache, which must compile nothing;
+// with --epoch, the same over one epoch of the CodeAlpaca sample (batch 8, truncated at 512).
+//
+// usage: bench_step [--quick] [--steps N] [--repeats N] [--threads N] [--seed N]
+//                   [--buckets 64,128,...] [--epoch] [--data FILE] [--json FILE]
+//                   [--no-torch] [--torch-repeats N] [--python PATH] [--workdir DIR]
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "apps/data/batcher.h"
+#include "apps/data/synthetic.h"
+#include "apps/data/text_dataset.h"
+#include "batches.h"
+#include "engine/trainer.h"
+#include "ir/error.h"
+#include "timing.h"
+#include "torch_eager.h"
+
+namespace disc::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr double kLr = 3e-4;
+constexpr double kGoalFused = 1.45;      // fused over unfused: FusionStitching's average speedup
+constexpr double kGoalTorch = 2.0;       // fused disc over PyTorch eager, unpadded against unpadded
+constexpr double kGoalCompileMs = 5.0;   // median compile time per kernel
+constexpr double kLossTolerance = 1e-4;  // relative, as tests/engine/torch_reference_test.cc allows
+// PyTorch eager as issue 6 measured it on this machine (real tokens/s): a sanity check of ours.
+constexpr double kIssueTorchUnpadded = 10600, kIssueTorchPadded = 5400;
+
+struct Options {
+  int steps = 20;
+  int repeats = 3;  // timed passes per disc system
+  int threads = 2;
+  uint64_t seed = 1;
+  int64_t batch = 8, min_len = 32, max_len = 512;
+  std::vector<int64_t> buckets;  // TrainerOptions::buckets ([]: powers of two)
+  bool epoch = false;
+  std::string data = "../shared/data/codealpaca/codealpaca.json";
+  bool torch = true;
+  TorchRun torch_run;
+  std::string workdir;  // "": a fresh temporary folder, removed at the end
+  std::string json;
+  ir::models::LlamaConfig model{
+      .vocab = 1000, .hidden = 256, .layers = 2, .heads = 4, .kv_heads = 4, .ffn = 688};
+};
+
+// ----- workload -----
+
+// Lengths uniform in [min_len, max_len], random ids, batched and padded as the batcher does.
+std::vector<data::HostBatch> make_batches(const Options& o) {
+  const auto examples = data::make_synthetic({.vocab = o.model.vocab,
+                                              .examples = o.steps * o.batch,
+                                              .min_len = o.min_len,
+                                              .max_len = o.max_len,
+                                              .lengths = "uniform",
+                                              .seed = o.seed});
+  data::Batcher batcher(examples, {.batch_size = o.batch, .seed = o.seed});
+  std::mt19937_64 rng(o.seed);
+  std::vector<data::HostBatch> out;
+  for (int i = 0; i < o.steps; ++i) out.push_back(randomize(batcher.next(), o.model.vocab, rng));
+  return out;
+}
+
+int64_t real_tokens(const std::vector<data::HostBatch>& bs) {
+  int64_t n = 0;
+  for (const auto& b : bs) n += b.real_tokens;
+  return n;
+}
+
+void describe_workload(const Options& o, const std::vector<data::HostBatch>& bs) {
+  int64_t padded = 0;
+  std::string seqs;
+  for (const auto& b : bs) {
+    padded += b.batch * b.seq;
+    seqs += (seqs.empty() ? "" : ",") + std::to_string(b.seq);
+  }
+  const auto real = static_cast<double>(real_tokens(bs));
+  const auto full = static_cast<double>(o.batch * o.max_len * static_cast<int64_t>(bs.size()));
+  std::printf("batches: %zu of B=%lld, S = %s\n", bs.size(), static_cast<long long>(o.batch),
+              seqs.c_str());
+  std::printf(
+      "  %.0f real tokens (targets that count); padding %.0f%% padded to each batch's longest, "
+      "%.0f%% padded to %lld\n\n",
+      real, 100.0 * (static_cast<double>(padded) - real) / static_cast<double>(padded),
+      100.0 * (full - real) / full, static_cast<long long>(o.max_len));
+}
+
+// ----- disc runs -----
+
+engine::TrainerOptions trainer_options(const Options& o, bool jit, const std::string& cache) {
+  return {.threads = o.threads,
+          .seed = o.seed,
+          .jit = jit,
+          .buckets = o.buckets,
+          .kernel_cache_dir = cache};
+}
+
+std::unique_ptr<engine::Trainer> make_trainer(const Options& o, bool jit,
+                                              const std::string& cache) {
+  ir::models::LlamaConfig c = o.model;
+  c.max_batch = o.batch;
+  c.max_seq = o.max_len;
+  return std::make_unique<engine::Trainer>(ir::models::build_llama(c),
+                                           trainer_options(o, jit, cache));
+}
+
+// One pass over batches: its time, losses and JIT counters.
+struct Pass {
+  double seconds = 0;
+  std::vector<double> step_ms;
+  std::vector<float> losses;
+  int64_t compiles = 0, cache_loads = 0, kernels_per_step = 0;
+  double compile_ms = 0;
+  // Per step that compiled: compile_ms / kernel_compiles. compile_ms also counts cache loads, but
+  // a warm-up starts from an empty cache.
+  std::vector<double> ms_per_kernel;
+};
+
+void add_step(Pass& p, const engine::StepResult& s, double seconds) {
+  p.seconds += seconds;
+  p.step_ms.push_back(seconds * 1e3);
+  p.losses.push_back(s.loss);
+  p.compiles += s.stats.kernel_compiles;
+  p.cache_loads += s.stats.kernel_cache_loads;
+  p.compile_ms += s.stats.compile_ms;
+  p.kernels_per_step = std::max(p.kernels_per_step, s.stats.fused_kernels);
+  if (s.stats.kernel_compiles > 0)
+    p.ms_per_kernel.push_back(s.stats.compile_ms / static_cast<double>(s.stats.kernel_compiles));
+}
+
+// Runs the batches once; prints a progress line to stderr every `every` steps.
+Pass run_pass(engine::Trainer& t, const std::vector<data::HostBatch>& batches,
+              const std::string& label, size_t every = 1) {
+  Pass p;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const engine::Batch in = to_device(batches[i], t.allocator());
+    const double start = now_seconds();
+    const engine::StepResult s = t.step(in, kLr);
+    const double seconds = now_seconds() - start;
+    add_step(p, s, seconds);
+    if ((i + 1) % every == 0 || i + 1 == batches.size())
+      std::fprintf(stderr, "  [%s] %zu/%zu  B=%lld S=%lld  %.0f ms  loss %.4f  compiles %lld\n",
+                   label.c_str(), i + 1, batches.size(), static_cast<long long>(batches[i].batch),
+                   static_cast<long long>(batches[i].seq), seconds * 1e3, s.loss,
+                   static_cast<long long>(s.stats.kernel_compiles));
+  }
+  return p;
+}
+
+struct System {
+  std::string name;
+  std::unique_ptr<engine::Trainer> trainer;
+  Pass warm;
+  std::vector<Pass> timed;
+};
+
+// Warm-up passes, then timed passes alternating between the systems.
+void run_systems(const Options& o, const std::vector<data::HostBatch>& batches,
+                 std::vector<System*> systems) {
+  for (System* s : systems) s->warm = run_pass(*s->trainer, batches, s->name + " warm-up");
+  for (int r = 1; r <= o.repeats; ++r)
+    for (System* s : systems)
+      s->timed.push_back(run_pass(*s->trainer, batches, s->name + " timed " + std::to_string(r)));
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double at = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<size_t>(at);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (at - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+// What the table shows of a disc system.
+struct Summary {
+  double tokens_per_s = 0, slowest_tokens_per_s = 0;            // fastest and slowest timed pass
+  double step_ms_median = 0, step_ms_p10 = 0, step_ms_p90 = 0;  // over every timed step
+  int64_t warm_compiles = 0, timed_compiles = 0, timed_cache_loads = 0;
+  double first_loss = 0;
+};
+
+Summary summarize(const System& s, int64_t tokens) {
+  Summary r{.warm_compiles = s.warm.compiles, .first_loss = s.warm.losses.front()};
+  std::vector<double> steps;
+  double fastest = 1e300, slowest = 0;
+  for (const Pass& p : s.timed) {
+    fastest = std::min(fastest, p.seconds);
+    slowest = std::max(slowest, p.seconds);
+    steps.insert(steps.end(), p.step_ms.begin(), p.step_ms.end());
+    r.timed_compiles += p.compiles;
+    r.timed_cache_loads += p.cache_loads;
+  }
+  r.tokens_per_s = static_cast<double>(tokens) / fastest;
+  r.slowest_tokens_per_s = static_cast<double>(tokens) / slowest;
+  r.step_ms_median = percentile(steps, 0.5);
+  r.step_ms_p10 = percentile(steps, 0.1);
+  r.step_ms_p90 = percentile(steps, 0.9);
+  return r;
+}
+
+// ----- the PyTorch baseline's first-step loss against disc's -----
+
+double relative(double a, double b) {
+  return std::abs(a - b) / std::max(std::abs(b), 1e-30);
+}
+
+// Throws when PyTorch's first-step loss is not disc's: the two would not be training one model.
+void check_first_loss(const TorchResult& t, const Summary& unfused, const Summary& fused) {
+  const double du = relative(t.first_loss, unfused.first_loss);
+  const double df = relative(t.first_loss, fused.first_loss);
+  const bool ok = du <= kLossTolerance && df <= kLossTolerance;
+  std::printf(
+      "first-step loss (batch 1, initial weights): PyTorch %.7f, disc unfused %.7f (rel. diff "
+      "%.1e), disc fused %.7f (%.1e); tolerance %.0e: %s\n",
+      t.first_loss, unfused.first_loss, du, fused.first_loss, df, kLossTolerance,
+      ok ? "match" : "MISMATCH");
+  if (!ok)
+    throw Error(
+        "PyTorch's first-step loss differs from disc's beyond 1e-4 relative on the same weights "
+        "and batch: the two sides are not training the same model (compare "
+        "tools/torch_reference.py's llama with ir/models/llama.cc, and run "
+        "tests/engine/torch_reference_test)");
+}
+
+// Fused kernels may round differently from the reference ones, but must train the same model;
+// the JIT's own tests hold the tolerance, this line shows what the benchmark saw.
+void print_fused_losses(const System& unfused, const System& fused) {
+  const auto& a = unfused.warm.losses;
+  const auto& b = fused.warm.losses;
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    worst = std::max(worst, relative(b[i], a[i]));
+  if (worst == 0)
+    std::printf("warm-up losses, fused vs unfused: identical on all %zu steps\n", a.size());
+  else
+    std::printf(
+        "warm-up losses, fused vs unfused: largest relative difference %.1e over %zu steps\n",
+        worst, a.size());
+}
+
+// ----- compile figures -----
+
+// The bucket a dim falls in: with boundaries, the index of the first boundary >= v (one past the
+// last above them all); without, the power of two at or above v.
+int64_t bucket_of(int64_t v, const std::vector<int64_t>& boundaries) {
+  if (boundaries.empty()) return std::bit_width(static_cast<uint64_t>(v - 1));
+  return std::lower_bound(boundaries.begin(), boundaries.end(), v) - boundaries.begin();
+}
+
+// A fresh fused trainer over batches, with a kernel cache: what it compiled and loaded.
+struct CacheRun {
+  int64_t steps = 0, shapes = 0, buckets = 0;  // distinct (B, S) and distinct (B, S) buckets
+  Pass pass;
+};
+
+CacheRun run_cached(const Options& o, const std::vector<data::HostBatch>& batches,
+                    const std::string& cache, const std::string& label) {
+  std::set<std::pair<int64_t, int64_t>> shapes, buckets;
+  for (const auto& b : batches) {
+    shapes.insert({b.batch, b.seq});
+    buckets.insert({bucket_of(b.batch, o.buckets), bucket_of(b.seq, o.buckets)});
+  }
+  auto t = make_trainer(o, /*jit=*/true, cache);
+  const size_t every = std::max<size_t>(1, batches.size() / 10);
+  return {.steps = static_cast<int64_t>(batches.size()),
+          .shapes = static_cast<int64_t>(shapes.size()),
+          .buckets = static_cast<int64_t>(buckets.size()),
+          .pass = run_pass(*t, batches, label, every)};
+}
+
+// One epoch of CodeAlpaca as the batcher gives it (byte tokens, truncated at max_len).
+std::vector<data::HostBatch> epoch_batches(const Options& o, const std::string& path) {
+  const auto examples =
+      data::load_text_dataset({.path = path, .format = "json", .max_len = o.max_len});
+  data::Batcher batcher(examples, {.batch_size = o.batch, .seed = o.seed});
+  std::vector<data::HostBatch> out((batcher.sequences() + o.batch - 1) / o.batch);
+  for (auto& b : out) b = batcher.next();  // the last batch may be smaller
+  return out;
+}
+
+struct Compiles {
+  std::string cache_over;  // what the cache rerun ran over
+  CacheRun rerun;          // a fresh trainer with the fused system's cache, over the same batches
+  std::string epoch_skipped;  // why there are no epoch figures ("" when there are)
+  CacheRun epoch, epoch_rerun;
+};
+
+// With --epoch and the file: an epoch with a fresh cache, then again with that cache. Otherwise
+// a fresh trainer with the fused system's cache over the benchmark's batches.
+Compiles measure_compiles(const Options& o, const std::vector<data::HostBatch>& batches,
+                          const std::string& workdir) {
+  Compiles c;
+  const std::string path = o.epoch ? find_data_file(o.data) : "";
+  if (!o.epoch)
+    c.epoch_skipped = "not run (pass --epoch)";
+  else if (path.empty())
+    c.epoch_skipped = "skipped: " + o.data + " not found";
+  if (!c.epoch_skipped.empty()) {
+    c.cache_over = "the benchmark's " + std::to_string(batches.size()) + " batches";
+    c.rerun = run_cached(o, batches, workdir + "/kernels", "fused, from the kernel cache");
+    return c;
+  }
+  const auto epoch = epoch_batches(o, path);
+  const std::string cache = workdir + "/epoch-kernels";
+  c.cache_over = "one CodeAlpaca epoch (" + path + ")";
+  c.epoch = run_cached(o, epoch, cache, "epoch, fresh cache");
+  c.epoch_rerun = run_cached(o, epoch, cache, "epoch, from the kernel cache");
+  c.rerun = c.epoch_rerun;
+  return c;
+}
+
+// ----- printing -----
+
+const char* verdict(bool met) {
+  return met ? "met" : "NOT MET";
+}
+
+void print_setup(const Options& o) {
+  const auto& m = o.model;
+  std::printf(
+      "bench_step: llama, %lld layers, hidden %lld, %lld heads (%lld kv), SwiGLU %lld, vocab %lld; "
+      "AdamW (lr %g), f32, cpu, %d threads\n",
+      static_cast<long long>(m.layers), static_cast<long long>(m.hidden),
+      static_cast<long long>(m.heads), static_cast<long long>(m.kv_heads),
+      static_cast<long long>(m.ffn), static_cast<long long>(m.vocab), kLr, o.threads);
+  std::printf(
+      "each disc system: a warm-up pass, then %d timed passes alternating with the other's; "
+      "the fastest counts\n%s\n",
+      o.repeats, machine_load().c_str());
+}
+
+// One table row: tokens/s of the fastest pass, slowest..fastest, step ms median (spread).
+void print_row(const char* name, double tps, double slowest, double median,
+               const std::string& spread, const std::string& compiles) {
+  char passes[48], step[64];
+  std::snprintf(passes, sizeof passes, "%.0f..%.0f", slowest, tps);
+  std::snprintf(step, sizeof step, "%.1f %s", median, spread.c_str());
+  std::printf("  %-30s %9.0f  %-14s %-22s %s\n", name, tps, passes, step, compiles.c_str());
+}
+
+void print_disc_row(const char* name, const Summary& s) {
+  char spread[48];
+  std::snprintf(spread, sizeof spread, "(%.0f..%.0f)", s.step_ms_p10, s.step_ms_p90);
+  print_row(name, s.tokens_per_s, s.slowest_tokens_per_s, s.step_ms_median, spread,
+            std::to_string(s.warm_compiles) + " / " + std::to_string(s.timed_compiles));
+}
+
+void print_torch_row(const char* name, const TorchTiming& t) {
+  const auto& p = t.passes_tokens_per_s;
+  print_row(name, t.tokens_per_s, *std::min_element(p.begin(), p.end()), t.step_ms_median, "", "-");
+}
+
+void print_table(const Summary& unfused, const Summary& fused, const TorchResult* torch) {
+  std::printf("  %-30s %9s  %-14s %-22s %s\n", "system", "tokens/s", "passes", "step ms (p10..p90)",
+              "compiles warm-up / timed");
+  print_disc_row("disc unfused (jit=false)", unfused);
+  print_disc_row("disc fused (jit=true)", fused);
+  if (torch) {
+    print_torch_row(("PyTorch " + torch->version + " eager").c_str(), torch->unpadded);
+    const std::string padded = "PyTorch eager, padded to " + std::to_string(torch->padded_to);
+    if (torch->padded_to > 0) print_torch_row(padded.c_str(), torch->padded);
+  }
+  std::printf(
+      "  tokens/s: real (non-padding) target tokens over the fastest timed pass's seconds; passes: "
+      "tokens/s of the slowest..fastest pass;\n  step ms: median over every timed step "
+      "(10th..90th percentile; steps differ in S)\n\n");
+}
+
+void print_ratios(const Summary& unfused, const Summary& fused, const TorchResult* torch) {
+  const double f = fused.tokens_per_s / unfused.tokens_per_s;
+  std::printf("ratios (tokens/s, same batches, same run; the machine is shared, see the load)\n");
+  std::printf("  disc fused / disc unfused:          %5.2fx (goal >= %.2fx): %s\n", f, kGoalFused,
+              verdict(f >= kGoalFused));
+  if (!torch) return;
+  const double t = fused.tokens_per_s / torch->unpadded.tokens_per_s;
+  std::printf("  disc fused / PyTorch eager:         %5.2fx (goal >= %.1fx, unpadded both): %s\n",
+              t, kGoalTorch, verdict(t >= kGoalTorch));
+  std::printf("  disc unfused / PyTorch eager:       %5.2fx\n",
+              unfused.tokens_per_s / torch->unpadded.tokens_per_s);
+  if (torch->padded_to > 0)
+    std::printf("  disc fused / PyTorch padded to %lld: %5.2fx\n",
+                static_cast<long long>(torch->padded_to),
+                fused.tokens_per_s / torch->padded.tokens_per_s);
+  std::printf(
+      "  PyTorch here against issue 6's measurement: %.0f vs %.0f tokens/s unpadded, %.0f vs %.0f "
+      "padded\n",
+      torch->unpadded.tokens_per_s, kIssueTorchUnpadded, torch->padded.tokens_per_s,
+      kIssueTorchPadded);
+}
+
+// "ok" when a cache rerun compiled nothing.
+bool print_cache_rerun(const std::string& over, const CacheRun& r) {
+  const bool ok = r.pass.compiles == 0;
+  std::printf(
+      "  second run from the disk cache (a fresh trainer, the same kernel_cache_dir) over %s: "
+      "%lld compiles, %lld cache loads: %s\n",
+      over.c_str(), static_cast<long long>(r.pass.compiles),
+      static_cast<long long>(r.pass.cache_loads), ok ? "ok" : "FAIL (must be 0)");
+  return ok;
+}
+
+void print_epoch(const Compiles& c) {
+  if (!c.epoch_skipped.empty()) {
+    std::printf("  CodeAlpaca epoch: %s\n", c.epoch_skipped.c_str());
+    return;
+  }
+  const CacheRun& e = c.epoch;
+  const int64_t bound = e.buckets * e.pass.kernels_per_step;
+  std::printf(
+      "  CodeAlpaca epoch: %lld steps, %lld distinct shapes (B, S) in %lld buckets; %lld compiles "
+      "in %.0f ms (goal <= buckets x kernels per step = %lld x %lld = %lld: %s; a static-shape "
+      "compiler: %lld x %lld)\n",
+      static_cast<long long>(e.steps), static_cast<long long>(e.shapes),
+      static_cast<long long>(e.buckets), static_cast<long long>(e.pass.compiles), e.pass.compile_ms,
+      static_cast<long long>(e.buckets), static_cast<long long>(e.pass.kernels_per_step),
+      static_cast<long long>(bound), verdict(e.pass.compiles <= bound),
+      static_cast<long long>(e.shapes), static_cast<long long>(e.pass.kernels_per_step));
+}
+
+// Returns false when a cache rerun compiled something.
+bool print_compiles(const System& fused, const Summary& s, const Compiles& c) {
+  std::printf("compiles (disc fused)\n");
+  const Pass& w = fused.warm;
+  if (w.compiles == 0) {
+    std::printf(
+        "  warm-up: no kernel compiled (until the JIT is wired into the executor, jit=true runs "
+        "the reference kernels); median per kernel: not measured\n");
+  } else {
+    const double median = percentile(w.ms_per_kernel, 0.5);
+    std::printf(
+        "  warm-up: %lld kernels compiled in %.0f ms, %lld loaded from the cache; median per "
+        "kernel %.2f ms (goal <= %.0f ms): %s\n",
+        static_cast<long long>(w.compiles), w.compile_ms, static_cast<long long>(w.cache_loads),
+        median, kGoalCompileMs, verdict(median <= kGoalCompileMs));
+  }
+  std::printf("  timed passes: %lld compiles (expected 0: the warm-up saw every shape)\n",
+              static_cast<long long>(s.timed_compiles));
+  print_epoch(c);
+  return print_cache_rerun(c.cache_over, c.rerun);
+}
+
+// ----- JSON -----
+
+json to_json(const Summary& s) {
+  return {
+      {"tokens_per_s", s.tokens_per_s},     {"slowest_pass_tokens_per_s", s.slowest_tokens_per_s},
+      {"step_ms_median", s.step_ms_median}, {"step_ms_p10", s.step_ms_p10},
+      {"step_ms_p90", s.step_ms_p90},       {"warmup_compiles", s.warm_compiles},
+      {"timed_compiles", s.timed_compiles}, {"timed_cache_loads", s.timed_cache_loads},
+      {"first_loss", s.first_loss}};
+}
+
+json to_json(const TorchTiming& t) {
+  return {{"tokens_per_s", t.tokens_per_s},
+          {"passes_tokens_per_s", t.passes_tokens_per_s},
+          {"step_ms_median", t.step_ms_median}};
+}
+
+json to_json(const CacheRun& r) {
+  return {{"steps", r.steps},
+          {"distinct_shapes", r.shapes},
+          {"buckets", r.buckets},
+          {"compiles", r.pass.compiles},
+          {"cache_loads", r.pass.cache_loads},
+          {"compile_ms", r.pass.compile_ms},
+          {"kernels_per_step", r.pass.kernels_per_step}};
+}
+
+json report(const Options& o, const std::vector<data::HostBatch>& batches, const Summary& unfused,
+            const Summary& fused, const System& fs, const TorchResult* torch, const Compiles& c) {
+  std::vector<int64_t> seqs;
+  for (const auto& b : batches) seqs.push_back(b.seq);
+  json j = {{"workload",
+             {{"model", "llama"},
+              {"layers", o.model.layers},
+              {"hidden", o.model.hidden},
+              {"heads", o.model.heads},
+              {"kv_heads", o.model.kv_heads},
+              {"ffn", o.model.ffn},
+              {"vocab", o.model.vocab},
+              {"batch", o.batch},
+              {"min_len", o.min_len},
+              {"max_len", o.max_len},
+              {"seqs", seqs},
+              {"real_tokens", real_tokens(batches)},
+              {"threads", o.threads},
+              {"seed", o.seed},
+              {"repeats", o.repeats},
+              {"lr", kLr}}},
+            {"machine_load", machine_load()},
+            {"disc_unfused", to_json(unfused)},
+            {"disc_fused", to_json(fused)},
+            {"ratios", {{"fused_over_unfused", fused.tokens_per_s / unfused.tokens_per_s}}}};
+  j["compiles"] = {{"warmup", fs.warm.compiles},
+                   {"warmup_compile_ms", fs.warm.compile_ms},
+                   {"median_ms_per_kernel", percentile(fs.warm.ms_per_kernel, 0.5)},
+                   {"cache_rerun_over", c.cache_over},
+                   {"cache_rerun", to_json(c.rerun)},
+                   {"cache_rerun_ok", c.rerun.pass.compiles == 0}};
+  if (c.epoch_skipped.empty())
+    j["compiles"]["epoch"] = to_json(c.epoch);
+  else
+    j["compiles"]["epoch_skipped"] = c.epoch_skipped;
+  if (torch) {
+    j["torch"] = {{"version", torch->version},       {"threads", torch->threads},
+                  {"first_loss", torch->first_loss}, {"unpadded", to_json(torch->unpadded)},
+                  {"padded_to", torch->padded_to},   {"padded", to_json(torch->padded)}};
+    j["ratios"]["fused_over_torch"] = fused.tokens_per_s / torch->unpadded.tokens_per_s;
+    j["ratios"]["unfused_over_torch"] = unfused.tokens_per_s / torch->unpadded.tokens_per_s;
+    j["ratios"]["fused_over_torch_padded"] = fused.tokens_per_s / torch->padded.tokens_per_s;
+  }
+  return j;
+}
+
+void write_json(const std::string& path, const json& j) {
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out) throw IoError("cannot write " + path + ": check the folder exists and is writable");
+}
+
+// ----- the run -----
+
+// The folder for the kernel caches and PyTorch's inputs: --workdir (kept, its caches cleared so
+// that the warm-up compiles from scratch), or a fresh temporary one (removed by the destructor).
+class Workdir {
+ public:
+  explicit Workdir(const std::string& given) : keep_(!given.empty()) {
+    if (keep_) {
+      path_ = given;
+      fs::remove_all(path_ + "/kernels");
+      fs::remove_all(path_ + "/epoch-kernels");
+      fs::create_directories(path_);
+    } else {
+      std::string tmpl = (fs::temp_directory_path() / "bench_step.XXXXXX").string();
+      if (!mkdtemp(tmpl.data())) throw IoError("cannot create a folder under " + tmpl);
+      path_ = tmpl;
+    }
+  }
+  Workdir(const Workdir&) = delete;
+  Workdir& operator=(const Workdir&) = delete;
+  ~Workdir() {
+    std::error_code ec;
+    if (!keep_) fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  bool keep_;
+  std::string path_;
+};
+
+// Everything, in order; returns the exit code (1 when a cache rerun compiled).
+int run(const Options& o) {
+  print_setup(o);
+  const auto batches = make_batches(o);
+  describe_workload(o, batches);
+  const Workdir dir(o.workdir);
+  System unfused{.name = "disc unfused", .trainer = make_trainer(o, false, "")};
+  System fused{.name = "disc fused", .trainer = make_trainer(o, true, dir.path() + "/kernels")};
+  if (o.torch)  // before any step: these are the weights both sides start from
+    write_torch_workload(dir.path() + "/torch", *unfused.trainer,
+                         {.batches = &batches, .model = o.model, .lr = kLr, .pad_to = o.max_len});
+  run_systems(o, batches, {&unfused, &fused});
+  const int64_t tokens = real_tokens(batches);
+  const Summary su = summarize(unfused, tokens), sf = summarize(fused, tokens);
+  print_fused_losses(unfused, fused);
+  std::unique_ptr<TorchResult> torch;
+  if (o.torch) {
+    torch = std::make_unique<TorchResult>(run_torch(o.torch_run, dir.path() + "/torch"));
+    if (torch->real_tokens != tokens)
+      throw Error("the PyTorch baseline counted " + std::to_string(torch->real_tokens) +
+                  " real tokens per pass, disc " + std::to_string(tokens) +
+                  ": the two did not read the same batches");
+    check_first_loss(*torch, su, sf);
+  }
+  const Compiles c = measure_compiles(o, batches, dir.path());
+  std::printf("\n");
+  print_table(su, sf, torch.get());
+  print_ratios(su, sf, torch.get());
+  std::printf("\n");
+  const bool cache_ok = print_compiles(fused, sf, c);
+  if (!o.json.empty()) write_json(o.json, report(o, batches, su, sf, fused, torch.get(), c));
+  std::printf("\n%s\n", machine_load().c_str());
+  return cache_ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace disc::bench
+
+int main(int argc, char** argv) {
+  using namespace disc;
+  bench::Options o;
+  CLI::App app{"bench_step: a llama training step, disc fused vs unfused vs PyTorch eager"};
+  bool quick = false, no_torch = false;
+  app.add_option("--steps", o.steps, "Batches per pass")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--repeats", o.repeats,
+                 "Timed passes per disc system, alternating; the fastest counts")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  app.add_option("--threads", o.threads, "CPU threads, for disc and PyTorch")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--seed", o.seed, "Seed for the batches and the weights")->capture_default_str();
+  app.add_option("--buckets", o.buckets,
+                 "Shape-bucket boundaries, e.g. 64,128,256,512 (default: powers of two)")
+      ->delimiter(',');
+  app.add_flag("--epoch", o.epoch,
+               "Also count compiles over one epoch of CodeAlpaca, then again from the cache");
+  app.add_option(
+         "--data", o.data,
+         "CodeAlpaca JSON for --epoch, relative to the working directory or the source tree")
+      ->capture_default_str();
+  app.add_option("--json", o.json, "Also write the figures as JSON to this file");
+  app.add_flag("--no-torch", no_torch, "Skip the PyTorch eager baseline");
+  app.add_option("--torch-repeats", o.torch_run.repeats,
+                 "PyTorch's timed passes, unpadded and padded each")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  app.add_option("--python", o.torch_run.python, "The Python with PyTorch 1.13")
+      ->capture_default_str();
+  app.add_option(
+      "--workdir", o.workdir,
+      "Keep the kernel caches and PyTorch's inputs here (default: a temporary folder, removed); "
+      "tools/bench/torch_llama_step.py --dir DIR/torch reruns the baseline by hand");
+  app.add_flag("--quick", quick, "6 batches, 2 timed passes each, 1 for PyTorch: about a minute");
+  CLI11_PARSE(app, argc, argv);
+  if (quick) {
+    if (app.count("--steps") == 0) o.steps = 6;
+    if (app.count("--repeats") == 0) o.repeats = 2;
+    if (app.count("--torch-repeats") == 0) o.torch_run.repeats = 1;
+  }
+  o.torch = !no_torch;
+  o.torch_run.threads = o.threads;
+  std::sort(o.buckets.begin(), o.buckets.end());
+  try {
+    return bench::run(o);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_step: %s\n", e.what());
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::fprintf(stderr, "bench_step: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,123 @@
+#include "torch_eager.h"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "engine/safetensors.h"
+#include "ir/error.h"
+
+namespace disc::bench {
+namespace {
+
+// Debian's python3-torch finds a BLAS through this folder; without it, PyTorch falls back to the
+// reference BLAS and would be an unfairly slow baseline.
+constexpr const char* kOpenBlas = "/usr/lib/x86_64-linux-gnu/openblas-openmp";
+
+nlohmann::json settings(const TorchWorkload& w) {
+  const auto& m = w.model;
+  const auto& o = w.optimizer;
+  return {{"model",
+           {{"vocab", m.vocab},
+            {"hidden", m.hidden},
+            {"layers", m.layers},
+            {"heads", m.heads},
+            {"kv_heads", m.kv_heads},
+            {"ffn", m.ffn},
+            {"norm_eps", m.norm_eps},
+            {"rope_theta", m.rope_theta}}},
+          {"optimizer",
+           {{"lr", w.lr},
+            {"beta1", o.beta1},
+            {"beta2", o.beta2},
+            {"eps", o.eps},
+            {"weight_decay", o.weight_decay},
+            {"clip_norm", o.clip_norm}}},
+          {"max_len", w.pad_to}};
+}
+
+std::string quoted(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+TorchTiming timing(const nlohmann::json& j) {
+  return {.tokens_per_s = j.at("tokens_per_s").get<double>(),
+          .passes_tokens_per_s = j.at("passes_tokens_per_s").get<std::vector<double>>(),
+          .step_ms_median = j.at("step_ms_median").get<double>()};
+}
+
+TorchResult parse(const std::string& out) {
+  const nlohmann::json j = nlohmann::json::parse(out);
+  TorchResult r{.version = j.at("torch").get<std::string>(),
+                .threads = j.at("threads").get<int>(),
+                .real_tokens = j.at("real_tokens").get<int64_t>(),
+                .first_loss = j.at("first_loss").get<double>(),
+                .unpadded = timing(j.at("unpadded"))};
+  if (j.contains("padded")) {
+    r.padded = timing(j.at("padded"));
+    r.padded_to = j.at("padded_to").get<int64_t>();
+  }
+  return r;
+}
+
+}  // namespace
+
+void write_torch_workload(const std::string& dir, engine::Trainer& initial,
+                          const TorchWorkload& w) {
+  if (w.optimizer.kind != ir::OptimizerConfig::Kind::kAdamW)
+    throw InvalidArgument("the PyTorch baseline mirrors AdamW only; use AdamW or pass --no-torch");
+  if (w.model.tied_embeddings)
+    throw InvalidArgument(
+        "torch_reference.py's llama has an untied lm_head; untie or pass --no-torch");
+  if (initial.steps_done() != 0)
+    throw InvalidArgument("write_torch_workload needs the trainer before its first step");
+  std::filesystem::create_directories(dir);
+  std::map<std::string, engine::Tensor> tensors;
+  const auto& bs = *w.batches;
+  for (size_t i = 0; i < bs.size(); ++i) {
+    const std::vector<int64_t> shape = {bs[i].batch, bs[i].seq};
+    tensors["tokens." + std::to_string(i)] =
+        engine::Tensor::from<int32_t>(shape, bs[i].tokens, initial.allocator());
+    tensors["targets." + std::to_string(i)] =
+        engine::Tensor::from<int32_t>(shape, bs[i].targets, initial.allocator());
+  }
+  engine::write_safetensors(
+      dir + "/batches.safetensors", tensors,
+      {{"config", settings(w).dump()}, {"batches", std::to_string(bs.size())}});
+  initial.save(dir + "/weights");
+}
+
+std::string torch_command(const TorchRun& run, const std::string& dir) {
+  const std::string script = std::string(DISC_SOURCE_DIR) + "/tools/bench/torch_llama_step.py";
+  return "LD_LIBRARY_PATH=" + std::string(kOpenBlas) + " " + quoted(run.python) + " " +
+         quoted(script) + " --dir " + quoted(dir) + " --threads " + std::to_string(run.threads) +
+         " --repeats " + std::to_string(run.repeats);
+}
+
+TorchResult run_torch(const TorchRun& run, const std::string& dir) {
+  const std::string cmd = torch_command(run, dir);
+  std::fflush(stdout);
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) throw IoError("cannot start the PyTorch baseline: " + cmd);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  const int status = pclose(pipe);
+  const std::string how = "; to see why, run it by hand (" + cmd +
+                          "; the folder is kept only with --workdir), or pass --no-torch";
+  if (status != 0 || out.empty())
+    throw Error("the PyTorch baseline failed (exit " +
+                std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")" + how);
+  try {
+    return parse(out);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("the PyTorch baseline printed no valid result (" + std::string(e.what()) + ")" +
+                how);
+  }
+}
+
+}  // namespace disc::bench

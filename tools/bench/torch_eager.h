@@ -1,0 +1,63 @@
+// The PyTorch eager baseline of bench_step: hands the benchmark's batches and initial weights to
+// tools/bench/torch_llama_step.py (PyTorch 1.13 running tools/torch_reference.py's llama) and
+// reads back its timings and first-step loss.
+//
+//   write_torch_workload(dir, trainer, {.batches = &batches, .model = cfg, .lr = 3e-4, ...});
+//   TorchResult r = run_torch({.threads = 2, .repeats = 2}, dir);
+//   // r.first_loss: the loss of the first batch at the initial weights, to compare with disc's
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "apps/data/batcher.h"
+#include "engine/trainer.h"
+#include "ir/models/model.h"
+#include "ir/training_step.h"
+
+namespace disc::bench {
+
+struct TorchWorkload {
+  const std::vector<data::HostBatch>* batches = nullptr;
+  ir::models::LlamaConfig model;
+  ir::OptimizerConfig optimizer;
+  double lr = 0;
+  int64_t pad_to = 0;  // the padded passes pad every batch to this length
+};
+
+// Writes DIR/batches.safetensors (tokens.<i>, targets.<i>; settings as metadata `config`) and
+// DIR/weights/ (Trainer::save of `initial`, which must not have stepped yet: its weights are the
+// ones both sides start from). Throws InvalidArgument for what the script cannot mirror (SGD,
+// tied embeddings).
+void write_torch_workload(const std::string& dir, engine::Trainer& initial, const TorchWorkload& w);
+
+struct TorchRun {
+  std::string python = "/usr/bin/python3";  // Debian's, with python3-torch
+  int threads = 2;
+  int repeats = 2;  // timed passes each, unpadded and padded
+};
+
+struct TorchTiming {
+  double tokens_per_s = 0;  // real tokens over the fastest pass's seconds
+  std::vector<double> passes_tokens_per_s;
+  double step_ms_median = 0;  // over every timed step
+};
+
+struct TorchResult {
+  std::string version;
+  int threads = 0;
+  int64_t real_tokens = 0;  // per pass, as the script counted them
+  double first_loss = 0;
+  TorchTiming unpadded, padded;
+  int64_t padded_to = 0;
+};
+
+// Runs the script on DIR (its progress goes to stderr); throws Error when it fails, saying how to
+// run it by hand or skip it.
+TorchResult run_torch(const TorchRun& run, const std::string& dir);
+
+// The shell command run_torch runs, for messages and for running it by hand.
+std::string torch_command(const TorchRun& run, const std::string& dir);
+
+}  // namespace disc::bench
