@@ -22,8 +22,10 @@ struct Executor::Run {
   }
 };
 
-Executor::Executor(const ir::Graph& g, memory::Allocator& alloc, const memory::GovernorOptions& memory)
+Executor::Executor(const ir::Graph& g, memory::Allocator& alloc, const memory::GovernorOptions& memory,
+                   jit::KernelCache* kernels)
     : g_(g), alloc_(alloc), governor_(g, memory) {
+  if (kernels && alloc.device().is_host()) fused_ = std::make_unique<jit::FusedRunner>(g, *kernels);
   for (const ir::Node* n : g.nodes()) {
     if (!n->op().reference && n->op().name != "matmul") {
       throw InvalidArgument("op `" + n->op().name + "` has no reference kernel yet");
@@ -79,6 +81,8 @@ void Executor::run_node(const ir::Node& n, Run& r, const ir::Value* donor) {
   try {
     if (n.op().name == "matmul" && alloc_.device().is_host()) {
       gemm(n, args.in, args.out[0]);
+    } else if (fused_ && fused_->handles(n)) {
+      run_fused(n, args, r);
     } else {
       n.op().reference(args);
     }
@@ -86,6 +90,14 @@ void Executor::run_node(const ir::Node& n, Run& r, const ir::Value* donor) {
     rethrow_with_context(e, g_.describe(n) + ": ");
   }
   if (observer_) observer_({.node = &n, .begin_us = begin, .end_us = r.since_start(), .live_bytes = alloc_.stats().live_bytes});
+}
+
+void Executor::run_fused(const ir::Node& n, const ir::KernelArgs& args, Run& r) {
+  const jit::KernelCache::Lookup l = fused_->run(n, args);
+  ++r.stats.fused_kernels;
+  if (!l.compiled) return;
+  ++(l.from_cache ? r.stats.kernel_cache_loads : r.stats.kernel_compiles);
+  r.stats.compile_ms += l.seconds * 1e3;
 }
 
 void Executor::evict(const memory::Eviction& e, Run& r) {

@@ -1,7 +1,8 @@
 // Runs a training step on concrete tensors, following the memory governor: binds the symbols from
 // the argument shapes (refusing bad inputs), takes the memory plan for these shapes, then walks
 // the governor's schedule. Each node's results are allocated through the allocator and its kernel
-// runs (the device's library GEMM for matmul, the op's reference kernel otherwise). Values are
+// runs (the device's library GEMM for matmul, a compiled JIT kernel for a `fused` node when the
+// executor has a kernel cache, the op's reference kernel otherwise). Values are
 // freed after their last use, updates are copied into their arguments as soon as nothing reads
 // the old value, and the plan's evictions and regenerations (recompute or reload) happen between
 // the nodes.
@@ -15,6 +16,7 @@
 
 #include "engine/tensor.h"
 #include "ir/graph.h"
+#include "jit/fused_runner.h"
 #include "memory/allocator.h"
 #include "memory/governor.h"
 
@@ -52,8 +54,10 @@ using StepObserver = std::function<void(const StepEvent&)>;
 
 class Executor {
  public:
-  // The graph must outlive the executor.
-  Executor(const ir::Graph& g, memory::Allocator& alloc, const memory::GovernorOptions& memory = {});
+  // The graph must outlive the executor. With `kernels` (which must outlive it too), `fused` nodes
+  // run as compiled kernels on a host device; without, through the kernel IR interpreter.
+  Executor(const ir::Graph& g, memory::Allocator& alloc, const memory::GovernorOptions& memory = {},
+           jit::KernelCache* kernels = nullptr);
 
   // `args` holds every graph argument by name; updates are written into those tensors.
   // Returns the graph's outputs by name.
@@ -69,11 +73,13 @@ class Executor {
   void evict(const memory::Eviction& e, Run& r);
   void regenerate(const memory::Eviction& e, Run& r);
   void gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, const ir::TensorRef& out);
+  void run_fused(const ir::Node& n, const ir::KernelArgs& args, Run& r);
 
   const ir::Graph& g_;
   memory::Allocator& alloc_;
   memory::Governor governor_;
   StepObserver observer_;
+  std::unique_ptr<jit::FusedRunner> fused_;  // with a kernel cache on a host device
 };
 
 }  // namespace disc::engine

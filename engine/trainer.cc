@@ -115,8 +115,11 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options) : model
   ir::build_training_step(*model_.graph, model_.loss, model_.params, options.optimizer);
   memory::GovernorOptions memory = options.memory;
   memory.offload = memory.offload && device_->separate_memory();
-  if (options.jit) fused_ = jit::apply_fusion(*model_.graph, jit::plan_fusion(*model_.graph));
-  executor_ = std::make_unique<Executor>(step_graph(), *alloc_, memory);
+  if (options.jit) {
+    fused_ = jit::apply_fusion(*model_.graph, jit::plan_fusion(*model_.graph));
+    kernels_ = std::make_unique<jit::KernelCache>(options.kernel_cache_dir, options.buckets);
+  }
+  executor_ = std::make_unique<Executor>(step_graph(), *alloc_, memory, kernels_.get());
   state_ = init_params(model_, options.seed, *alloc_);
   state_.merge(zero_state(*model_.graph, *alloc_));
   if (memory.cap > 0) {

@@ -90,6 +90,7 @@ class Trainer {
   std::unique_ptr<ir::Graph> fused_;  // with options.jit
   std::unique_ptr<devices::Device> device_;
   std::unique_ptr<memory::CachingAllocator> alloc_;
+  std::unique_ptr<jit::KernelCache> kernels_;  // with options.jit
   std::unique_ptr<Executor> executor_;
   std::map<std::string, Tensor> state_;  // parameters and optimizer state by name
   int64_t step_ = 0;

@@ -39,9 +39,9 @@ Bucket KernelCache::bucket(int64_t cols, bool cols_static) const {
   return bucket_for(cols, cols_static, buckets_);
 }
 
-KernelCache::Lookup KernelCache::get(const KernelIR& k, int64_t cols, bool cols_static) {
+KernelCache::Lookup KernelCache::get(const KernelIR& k, uint64_t fingerprint, int64_t cols,
+                                     bool cols_static) {
   const Bucket b = bucket(cols, cols_static);
-  const uint64_t fingerprint = k.fingerprint();
   const MemoryKey key{fingerprint, b.lo, b.hi};
   {
     std::lock_guard lock(mu_);

@@ -55,7 +55,11 @@ class KernelCache {
   // The kernel for `k` over `cols` columns (a static extent is compiled in as a constant; a
   // dynamic one shares its bucket's kernel). Call it with the same `cols` (a dynamic bucket's
   // kernel: any extent in the bucket). Throws what emit_kernel and LlvmCompiler throw.
-  Lookup get(const KernelIR& k, int64_t cols, bool cols_static);
+  Lookup get(const KernelIR& k, int64_t cols, bool cols_static) {
+    return get(k, k.fingerprint(), cols, cols_static);
+  }
+  // The same, with k.fingerprint() computed once by the caller (hot paths run a kernel per step).
+  Lookup get(const KernelIR& k, uint64_t fingerprint, int64_t cols, bool cols_static);
 
   Bucket bucket(int64_t cols, bool cols_static) const;
   KernelCacheStats stats() const;

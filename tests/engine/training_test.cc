@@ -41,8 +41,10 @@ class Training : public ::testing::Test {
   memory::DeviceAllocator alloc{*dev};
 
   // Trains for `steps` from `seed`; returns the loss of every step. With `fuse`, the training
-  // step's memory-bound ops run as fused kernels (jit/fusion.h).
-  std::vector<float> train(int steps, uint64_t seed, bool fuse = false) {
+  // step's memory-bound ops run as fused kernels (jit/fusion.h): compiled ones from `kernels`,
+  // else interpreted. `stats` (when given) sums the JIT counters of every step.
+  std::vector<float> train(int steps, uint64_t seed, bool fuse = false, jit::KernelCache* kernels = nullptr,
+                           StepStats* stats = nullptr) {
     ir::models::LlamaConfig c;
     c.vocab = 32, c.hidden = 64, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.ffn = 172, c.max_seq = 64;
     ir::models::Model m = ir::models::build_llama(c);
@@ -50,7 +52,7 @@ class Training : public ::testing::Test {
     opt.weight_decay = 0.0, opt.clip_norm = 1.0;
     ir::build_training_step(*m.graph, m.loss, m.params, opt);
     std::unique_ptr<ir::Graph> fused = fuse ? jit::apply_fusion(*m.graph, jit::plan_fusion(*m.graph)) : nullptr;
-    Executor ex(fused ? *fused : *m.graph, alloc);
+    Executor ex(fused ? *fused : *m.graph, alloc, {}, kernels);
     std::map<std::string, Tensor> args = init_params(m, seed, alloc);
     args.merge(zero_state(*m.graph, alloc));
     std::mt19937_64 data(seed);
@@ -62,7 +64,13 @@ class Training : public ::testing::Test {
       float lr = 3e-3f * std::min(1.0f, step / 20.0f);  // linear warmup, then constant
       args["lr"] = Tensor::from<float>({}, {lr}, alloc);
       args["step"] = Tensor::from<int64_t>({}, {step}, alloc);
-      losses.push_back(ex.run(args).at("loss").data<float>()[0]);
+      StepStats step_stats;
+      losses.push_back(ex.run(args, &step_stats).at("loss").data<float>()[0]);
+      if (stats) {
+        stats->fused_kernels += step_stats.fused_kernels;
+        stats->kernel_compiles += step_stats.kernel_compiles;
+        stats->kernel_cache_loads += step_stats.kernel_cache_loads;
+      }
     }
     return losses;
   }
@@ -89,6 +97,25 @@ TEST_F(Training, FusedKernelsGiveTheSameLossesWithinRoundingAndTheSameBitsEveryR
   EXPECT_EQ(fused, train(15, 11, true));
   for (size_t i = 0; i < plain.size(); ++i)
     EXPECT_NEAR(fused[i], plain[i], 2e-5 * std::abs(plain[i]) * (i + 1)) << "step " << i + 1;
+}
+
+// The same with the kernels compiled by the LLVM emitter (f32, where the interpreter computes in
+// double): a second training run finds every kernel in the cache and compiles nothing.
+TEST_F(Training, CompiledKernelsGiveTheSameLossesWithinRoundingAndTheSameBitsEveryRun) {
+  jit::KernelCache kernels("");
+  StepStats first, second;
+  std::vector<float> plain = train(15, 11), compiled = train(15, 11, true, &kernels, &first);
+  EXPECT_EQ(compiled, train(15, 11, true, &kernels, &second));
+  for (size_t i = 0; i < plain.size(); ++i)
+    EXPECT_NEAR(compiled[i], plain[i], 2e-5 * std::abs(plain[i]) * (i + 1)) << "step " << i + 1;
+  EXPECT_GT(first.kernel_compiles, 0);
+  // Lengths 8..40 fall in 4 power-of-two buckets: a kernel compiles at most once per bucket, not
+  // once per length.
+  EXPECT_LE(first.kernel_compiles, first.fused_kernels / 15 * 4);
+  EXPECT_EQ(second.kernel_compiles, 0);
+  EXPECT_EQ(second.fused_kernels, first.fused_kernels);
+  std::printf("%lld fused kernels run, %lld compiled, over 15 steps\n",
+              static_cast<long long>(first.fused_kernels), static_cast<long long>(first.kernel_compiles));
 }
 
 // Images whose label is the quadrant holding a bright square: learnable by a small CNN.

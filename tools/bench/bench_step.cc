@@ -43,6 +43,7 @@
 #include "batches.h"
 #include "engine/trainer.h"
 #include "ir/error.h"
+#include "op_profile.h"
 #include "timing.h"
 #include "torch_eager.h"
 
@@ -73,6 +74,7 @@ struct Options {
   TorchRun torch_run;
   std::string workdir;  // "": a fresh temporary folder, removed at the end
   std::string json;
+  bool profile = false;  // time per op in each disc system's last timed pass
   ir::models::LlamaConfig model{
       .vocab = 1000, .hidden = 256, .layers = 2, .heads = 4, .kv_heads = 4, .ffn = 688};
 };
@@ -185,6 +187,7 @@ struct System {
   std::unique_ptr<engine::Trainer> trainer;
   Pass warm;
   std::vector<Pass> timed;
+  OpProfile profile;  // of the last timed pass, with --profile
 };
 
 // Warm-up passes, then timed passes alternating between the systems.
@@ -192,8 +195,11 @@ void run_systems(const Options& o, const std::vector<data::HostBatch>& batches,
                  std::vector<System*> systems) {
   for (System* s : systems) s->warm = run_pass(*s->trainer, batches, s->name + " warm-up");
   for (int r = 1; r <= o.repeats; ++r)
-    for (System* s : systems)
+    for (System* s : systems) {
+      if (o.profile && r == o.repeats) s->trainer->set_observer(s->profile.observer());
       s->timed.push_back(run_pass(*s->trainer, batches, s->name + " timed " + std::to_string(r)));
+      s->trainer->set_observer({});
+    }
 }
 
 double percentile(std::vector<double> v, double q) {
@@ -613,6 +619,8 @@ int run(const Options& o) {
   print_ratios(su, sf, torch.get());
   std::printf("\n");
   const bool cache_ok = print_compiles(fused, sf, c);
+  if (o.profile)
+    for (const System* s : {&unfused, &fused}) s->profile.print(s->name + ", last timed pass (observed, so slower)", 12);
   if (!o.json.empty()) write_json(o.json, report(o, batches, su, sf, fused, torch.get(), c));
   std::printf("\n%s\n", machine_load().c_str());
   return cache_ok ? 0 : 1;
@@ -658,6 +666,7 @@ int main(int argc, char** argv) {
       "--workdir", o.workdir,
       "Keep the kernel caches and PyTorch's inputs here (default: a temporary folder, removed); "
       "tools/bench/torch_llama_step.py --dir DIR/torch reruns the baseline by hand");
+  app.add_flag("--profile", o.profile, "Also print where each disc system's time goes, per op");
   app.add_flag("--quick", quick, "6 batches, 2 timed passes each, 1 for PyTorch: about a minute");
   CLI11_PARSE(app, argc, argv);
   if (quick) {

@@ -1,0 +1,34 @@
+#include "op_profile.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+namespace disc::bench {
+
+engine::StepObserver OpProfile::observer() {
+  return [this](const engine::StepEvent& e) {
+    using K = engine::StepEvent::Kind;
+    const std::string name = e.kind == K::kRun     ? e.node->op().name
+                             : e.kind == K::kEvict ? "(evict)"
+                             : e.kind == K::kReload ? "(reload)"
+                                                    : "(recompute)";
+    Entry& entry = ops_[name];
+    entry.us += e.end_us - e.begin_us;
+    ++entry.runs;
+  };
+}
+
+void OpProfile::print(const std::string& title, int top) const {
+  std::vector<std::pair<std::string, Entry>> sorted(ops_.begin(), ops_.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.us > b.second.us; });
+  double total = 0;
+  for (const auto& [name, e] : sorted) total += e.us;
+  std::printf("\n%s: %.0f ms observed, the %d longest ops\n", title.c_str(), total / 1e3, top);
+  for (int i = 0; i < top && i < static_cast<int>(sorted.size()); ++i) {
+    const auto& [name, e] = sorted[i];
+    std::printf("  %-24s %9.1f ms  %5.1f%%  %7lld runs\n", name.c_str(), e.us / 1e3, 100 * e.us / total, e.runs);
+  }
+}
+
+}  // namespace disc::bench
