@@ -5,6 +5,7 @@
 #include "ir/autodiff.h"
 #include "ir/op_registry.h"
 #include "ir/ops/index_math.h"
+#include "ir/ops/kernels.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
 
@@ -133,8 +134,13 @@ void gather_elements(const KernelArgs& a, F src) {
   } while (next_index(idx, out.shape));
 }
 
+// In chunks over the threads: one thread's copy does not saturate memory bandwidth.
 void reshape_kernel(const KernelArgs& a) {
-  std::memcpy(a.out[0].data, a.in[0].data, a.in[0].bytes());
+  constexpr int64_t kChunk = 256 * 1024;
+  const int64_t bytes = a.in[0].bytes();
+  parallel_rows((bytes + kChunk - 1) / kChunk, [&](int64_t c) {
+    std::memcpy(bytes_of_mut(a.out[0]) + c * kChunk, bytes_of(a.in[0]) + c * kChunk, std::min(kChunk, bytes - c * kChunk));
+  });
 }
 
 void broadcast_kernel(const KernelArgs& a) {
@@ -148,13 +154,25 @@ void broadcast_kernel(const KernelArgs& a) {
   });
 }
 
+// The trailing dims the permutation leaves in place stay contiguous: each step copies one such
+// run (the whole head dim of attention's [B, S, H, D] -> [B, H, S, D]), rows spread over threads.
 void transpose_kernel(const KernelArgs& a) {
   const auto& perm = a.a().get_ints("perm");
-  auto strides = row_major_strides(a.in[0].shape);
-  gather_elements(a, [&](const std::vector<int64_t>& idx) {
-    int64_t flat = 0;
-    for (size_t i = 0; i < perm.size(); ++i) flat += idx[i] * strides[perm[i]];
-    return flat;
+  const TensorRef &in = a.in[0], &out = a.out[0];
+  int moved = static_cast<int>(perm.size());  // dims [moved, rank) stay in place
+  while (moved > 0 && perm[moved - 1] == moved - 1) --moved;
+  int64_t run = dtype_size(in.dtype);
+  for (size_t d = moved; d < perm.size(); ++d) run *= in.shape[d];
+  const auto strides = row_major_strides(in.shape);
+  const std::vector<int64_t> outer(out.shape.begin(), out.shape.begin() + moved);
+  const int64_t size = dtype_size(in.dtype);
+  parallel_rows(product_of(outer), [&](int64_t row) {
+    int64_t src = 0;
+    for (int64_t i = moved - 1, rest = row; i >= 0; --i) {
+      src += (rest % outer[i]) * strides[perm[i]];
+      rest /= outer[i];
+    }
+    std::memcpy(bytes_of_mut(out) + row * run, bytes_of(in) + src * size, run);
   });
 }
 
