@@ -19,8 +19,11 @@ void* CachingAllocator::allocate(size_t bytes) {
   if (size == 0) throw OutOfMemory("cannot allocate " + std::to_string(bytes) + " bytes: the size overflows");
   ++stats_.allocations;
   void* p = nullptr;
-  if (auto it = cache_.find(size); it != cache_.end()) {
+  size_t block = size;
+  const size_t largest_fit = cap_ > 0 ? size : 2 * size;  // see the header
+  if (auto it = cache_.lower_bound(size); it != cache_.end() && it->first <= largest_fit) {
     p = it->second.p;
+    block = it->first;
     cache_.erase(it);
   } else {
     const auto need = static_cast<int64_t>(size);
@@ -34,6 +37,7 @@ void* CachingAllocator::allocate(size_t bytes) {
     p = device_.allocate(bytes);
     stats_.reserved_bytes += need;
   }
+  blocks_.emplace(p, block);
   stats_.live_bytes += static_cast<int64_t>(size);
   stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.live_bytes);
   stats_.reserved_peak_bytes = std::max(stats_.reserved_peak_bytes, stats_.reserved_bytes);
@@ -42,8 +46,11 @@ void* CachingAllocator::allocate(size_t bytes) {
 
 void CachingAllocator::deallocate(void* p, size_t bytes) {
   const size_t size = devices::allocation_size(bytes);
+  auto it = blocks_.find(p);
+  const size_t block = it == blocks_.end() ? size : it->second;  // a caller's bug: not ours to abort on
+  if (it != blocks_.end()) blocks_.erase(it);
   stats_.live_bytes -= static_cast<int64_t>(size);
-  cache_.insert({size, {p, true}});
+  cache_.insert({block, {p, true}});
 }
 
 void CachingAllocator::reset_peak() {

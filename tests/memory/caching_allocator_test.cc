@@ -1,4 +1,4 @@
-// The caching allocator: blocks are reused by size, the cap holds on reserved bytes (cached
+// The caching allocator: blocks are reused by size (up to twice the request without a cap), the cap holds on reserved bytes (cached
 // blocks included), and trim() gives back what a step did not reuse.
 #include "memory/caching_allocator.h"
 
@@ -23,6 +23,33 @@ TEST_F(CachingAllocatorTest, ReusesAFreedBlockOfTheSameSize) {
   EXPECT_EQ(a.allocate(100000), p);
   EXPECT_EQ(a.stats().reserved_bytes, 102400);
   a.deallocate(p, 100000);
+}
+
+TEST_F(CachingAllocatorTest, WithoutACapASmallerRequestReusesABlockUpToTwiceItsSize) {
+  CachingAllocator a(*dev, 0);
+  void* p = a.allocate(3 << 20);
+  a.deallocate(p, 3 << 20);
+  void* small = a.allocate(1 << 20);  // 3 MiB is more than twice 1 MiB: a new block
+  EXPECT_NE(small, p);
+  EXPECT_EQ(a.stats().reserved_bytes, 4 << 20);
+  void* q = a.allocate(2 << 20);  // the 3 MiB block serves 2 MiB
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(a.stats().live_bytes, 3 << 20);  // what the tensors asked for
+  EXPECT_EQ(a.stats().reserved_bytes, 4 << 20);
+  a.deallocate(q, 2 << 20);  // back to the cache as the 3 MiB block it is
+  EXPECT_EQ(a.allocate(3 << 20), p);
+  a.deallocate(p, 3 << 20);
+  a.deallocate(small, 1 << 20);
+}
+
+TEST_F(CachingAllocatorTest, WithACapOnlyAnExactSizeIsReused) {
+  CachingAllocator a(*dev, 16 << 20);
+  void* p = a.allocate(3 << 20);
+  a.deallocate(p, 3 << 20);
+  void* q = a.allocate(2 << 20);
+  EXPECT_NE(q, p);
+  EXPECT_EQ(a.stats().reserved_bytes, 5 << 20);
+  a.deallocate(q, 2 << 20);
 }
 
 TEST_F(CachingAllocatorTest, SizesRoundAsTheDeviceRounds) {
