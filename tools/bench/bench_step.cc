@@ -620,7 +620,7 @@ int run(const Options& o) {
   std::printf("\n");
   const bool cache_ok = print_compiles(fused, sf, c);
   if (o.profile)
-    for (const System* s : {&unfused, &fused}) s->profile.print(s->name + ", last timed pass (observed, so slower)", 12);
+    for (const System* s : {&unfused, &fused}) s->profile.print(s->name + ", last timed pass (observed, so slower)", 16);
   if (!o.json.empty()) write_json(o.json, report(o, batches, su, sf, fused, torch.get(), c));
   std::printf("\n%s\n", machine_load().c_str());
   return cache_ok ? 0 : 1;

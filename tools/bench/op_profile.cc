@@ -4,12 +4,24 @@
 #include <cstdio>
 #include <vector>
 
+#include "ir/ops/shape_helpers.h"
+
 namespace disc::bench {
+
+namespace {
+
+// An op's name; a fused kernel's also names its iteration space, which tells the kernels apart.
+std::string label(const ir::Node& n) {
+  if (n.op().name != "fused") return n.op().name;
+  return "fused " + ir::dims_str(n.attrs().get_dims("shape"));
+}
+
+}  // namespace
 
 engine::StepObserver OpProfile::observer() {
   return [this](const engine::StepEvent& e) {
     using K = engine::StepEvent::Kind;
-    const std::string name = e.kind == K::kRun     ? e.node->op().name
+    const std::string name = e.kind == K::kRun     ? label(*e.node)
                              : e.kind == K::kEvict ? "(evict)"
                              : e.kind == K::kReload ? "(reload)"
                                                     : "(recompute)";

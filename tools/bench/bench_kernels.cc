@@ -1,0 +1,255 @@
+// bench_kernels: the memory-bound kernels of a training step, fused and compiled by the JIT against
+// the reference kernels they replace, as achieved bandwidth beside a STREAM triad measured in the
+// same run (issue 6's goal: fused kernels at >= 70% of triad).
+//
+// Each pattern is a small graph (text below) run through the engine's executor twice on the same
+// random inputs: unfused (every op its reference kernel) and fused (the fusion planner's groups as
+// JIT kernels from the kernel cache, compiled during the warm-up run). Bandwidth counts the bytes
+// the pattern must move, each argument read once and each output written once, over the fastest
+// of --repeats runs; fused outputs are checked against the reference ones.
+//
+// usage: bench_kernels [--threads N] [--repeats N] [--scale F]
+#include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/executor.h"
+#include "engine/trainer.h"
+#include "ir/error.h"
+#include "ir/text_format.h"
+#include "jit/fused_op.h"
+#include "jit/fusion.h"
+#include "jit/kernel_cache.h"
+#include "jit/target.h"
+#include "memory/caching_allocator.h"
+#include "timing.h"
+
+namespace disc::bench {
+namespace {
+
+constexpr double kGoal = 0.70;  // of triad
+
+struct Options {
+  int threads = 2;
+  int repeats = 10;
+  double scale = 1.0;  // multiplies the row counts (0.25: a quick look)
+};
+
+// One pattern: a graph over symbol R (rows), and R's value for the run.
+struct Pattern {
+  const char* name;
+  const char* graph;
+  int64_t rows;
+};
+
+// Sizes: every tensor 32..128 MiB, well past the caches, as in a training step's activations.
+const Pattern kPatterns[] = {
+    {"RMSNorm + residual [R, 1024]", R"(graph @rmsnorm {
+  sym R in [1, 65536]
+  input %x : f32[R, 1024]
+  input %r : f32[R, 1024]
+  param %w : f32[1024]
+  %h = add(%x, %r) : f32[R, 1024]
+  %n = rms_norm(%h, %w) {eps = 1e-05} : f32[R, 1024]
+  output h = %h
+  output n = %n
+})",
+     16384},
+    {"softmax over rows [R, S=512]", R"(graph @softmax {
+  sym R in [1, 65536]
+  sym S in [1, 1024]
+  input %x : f32[R, S]
+  %p = softmax(%x) : f32[R, S]
+  output p = %p
+})",
+     32768},
+    {"SwiGLU silu(g) * u [R, 688]", R"(graph @swiglu {
+  sym R in [1, 65536]
+  input %g : f32[R, 688]
+  input %u : f32[R, 688]
+  %s = silu(%g) : f32[R, 688]
+  %a = mul(%s, %u) : f32[R, 688]
+  output a = %a
+})",
+     32768},
+    {"AdamW update [R, 1024]", R"(graph @adamw {
+  sym R in [1, 65536]
+  param %p : f32[R, 1024]
+  input %g : f32[R, 1024]
+  param %m : f32[R, 1024]
+  param %v : f32[R, 1024]
+  input %lr : f32[]
+  input %step : i64[]
+  %p2, %m2, %v2 = adamw_update(%p, %g, %m, %v, %lr, %step) : f32[R, 1024], f32[R, 1024], f32[R, 1024]
+  output p = %p2
+  output m = %m2
+  output v = %v2
+})",
+     8192},
+    {"cross-entropy [R, 32000]", R"(graph @xent {
+  sym R in [1, 65536]
+  input %logits : f32[R, 32000]
+  input %labels : i32[R]
+  %loss = cross_entropy(%logits, %labels) : f32[]
+  output loss = %loss
+})",
+     1024},
+};
+
+// ----- STREAM triad -----
+
+// a = b + s * c over `n` floats per array, rows spread over TBB's threads; best GB/s of `repeats`
+// (three arrays of 4-byte elements cross memory per element).
+double triad_gbs(int64_t n, int repeats) {
+  std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
+  const float s = 3.0f;
+  double best = 1e30;
+  for (int r = 0; r < repeats + 1; ++r) {  // the first run faults the pages in
+    const double start = now_seconds();
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1 << 16), [&](const tbb::blocked_range<int64_t>& k) {
+      for (int64_t i = k.begin(); i < k.end(); ++i) a[i] = b[i] + s * c[i];
+    });
+    if (r > 0) best = std::min(best, now_seconds() - start);
+  }
+  if (a[n / 2] != 7.0f) throw Error("triad computed a wrong value");
+  return 3.0 * 4.0 * static_cast<double>(n) / best / 1e9;
+}
+
+// ----- patterns -----
+
+engine::Tensor random_tensor(const ir::Value& v, const ir::Bindings& b, std::mt19937_64& rng,
+                             memory::Allocator& alloc) {
+  std::vector<int64_t> shape;
+  for (const ir::DimExpr& d : v.shape()) shape.push_back(d.evaluate(b));
+  engine::Tensor t = engine::Tensor::empty(v.dtype(), shape, alloc);
+  std::uniform_real_distribution<float> u(-2, 2);
+  if (v.dtype() == ir::DType::kF32) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
+  } else if (v.dtype() == ir::DType::kI32) {  // labels: columns of the logits
+    const int64_t classes = v.shape().empty() ? 1 : 32000;
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<int32_t>()[i] = static_cast<int32_t>(rng() % classes);
+  } else if (v.dtype() == ir::DType::kI64) {  // the optimizer's step
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<int64_t>()[i] = 3;
+  } else {
+    throw Error("bench_kernels: no random values for " + std::string(ir::dtype_name(v.dtype())));
+  }
+  return t;
+}
+
+struct Timing {
+  double seconds = 0;  // fastest run
+  std::map<std::string, engine::Tensor> outputs;
+  int64_t kernels = 0;  // fused kernels per run
+};
+
+Timing time_runs(engine::Executor& ex, std::map<std::string, engine::Tensor> args, int repeats) {
+  Timing t{.seconds = 1e30};
+  engine::StepStats stats;
+  t.outputs = ex.run(args, &stats);  // warm-up: compiles, plans, faults pages in
+  t.kernels = stats.fused_kernels;
+  for (int r = 0; r < repeats; ++r) {
+    const double start = now_seconds();
+    ex.run(args);
+    t.seconds = std::min(t.seconds, now_seconds() - start);
+  }
+  return t;
+}
+
+double max_rel_diff(const std::map<std::string, engine::Tensor>& a, const std::map<std::string, engine::Tensor>& b) {
+  double worst = 0;
+  for (const auto& [name, t] : a) {
+    const float *x = t.data<float>(), *y = b.at(name).data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      worst = std::max(worst, std::abs(double(x[i]) - y[i]) / std::max(1e-3, std::abs(double(x[i]))));
+  }
+  return worst;
+}
+
+struct Row {
+  std::string name;
+  double mib = 0, reference_gbs = 0, fused_gbs = 0, rel_diff = 0;
+  int64_t fused_kernels = 0;
+};
+
+Row run_pattern(const Pattern& p, const Options& o, memory::Allocator& alloc, jit::KernelCache& cache) {
+  std::unique_ptr<ir::Graph> g = ir::parse_graph(p.graph, p.name);
+  const ir::Bindings b{{"R", std::max<int64_t>(1, static_cast<int64_t>(p.rows * o.scale))}, {"S", 512}};
+  std::mt19937_64 rng(1);
+  std::map<std::string, engine::Tensor> args;
+  int64_t bytes = 0;
+  for (const ir::Value* a : g->arguments()) {
+    args[a->name()] = random_tensor(*a, b, rng, alloc);
+    bytes += args[a->name()].bytes();
+  }
+  std::unique_ptr<ir::Graph> fused = jit::apply_fusion(*g, jit::plan_fusion(*g));
+  engine::Executor reference(*g, alloc), compiled(*fused, alloc, {}, &cache);
+  const Timing r = time_runs(reference, args, o.repeats);
+  const Timing f = time_runs(compiled, args, o.repeats);
+  for (const auto& [name, t] : r.outputs) bytes += t.bytes();
+  return {.name = p.name,
+          .mib = static_cast<double>(bytes) / (1 << 20),
+          .reference_gbs = static_cast<double>(bytes) / r.seconds / 1e9,
+          .fused_gbs = static_cast<double>(bytes) / f.seconds / 1e9,
+          .rel_diff = max_rel_diff(r.outputs, f.outputs),
+          .fused_kernels = f.kernels};
+}
+
+int run(const Options& o) {
+  tbb::global_control threads(tbb::global_control::max_allowed_parallelism, o.threads);
+  jit::register_fused_op();
+  std::printf("bench_kernels: memory-bound kernels, fused JIT vs reference, against STREAM triad\n");
+  const jit::Target t = jit::host_target();
+  std::printf("%d threads, best of %d runs each; host %s, %d-bit vectors\n\n", o.threads, o.repeats, t.cpu.c_str(), t.vector_bits);
+  const double triad = triad_gbs(static_cast<int64_t>((32 << 20) * std::max(o.scale, 0.25)), o.repeats);
+  std::printf("STREAM triad (a = b + s*c, 3 x %.0f MiB): %.1f GB/s\n\n", 128 * std::max(o.scale, 0.25), triad);
+  std::unique_ptr<devices::Device> dev = engine::make_device("cpu", o.threads);
+  memory::CachingAllocator alloc(*dev, 0);  // as the trainer: outputs reuse freed blocks
+  jit::KernelCache cache("");
+  std::printf("  %-30s %8s %12s %12s %9s %8s %10s\n", "kernel", "MiB", "reference", "fused JIT", "of triad",
+              "kernels", "max rel.");
+  bool all_met = true;
+  for (const Pattern& p : kPatterns) {
+    const Row r = run_pattern(p, o, alloc, cache);
+    const bool lowered = r.fused_kernels > 0;
+    const double share = r.fused_gbs / triad;
+    all_met = all_met && lowered && share >= kGoal;
+    std::printf("  %-30s %8.0f %7.1f GB/s %7.1f GB/s %8.0f%% %8lld %10.1e%s\n", r.name.c_str(), r.mib, r.reference_gbs,
+                r.fused_gbs, 100 * share, static_cast<long long>(r.fused_kernels), r.rel_diff,
+                lowered ? "" : "  (not lowered: reference kernels)");
+  }
+  std::printf("\nGB/s: bytes each argument read once and each output written once, over the fastest run;\n"
+              "kernels: JIT kernels per run; max rel.: largest difference of a fused output from the reference\n");
+  std::printf("goal: every fused kernel at >= %.0f%% of triad: %s\n", 100 * kGoal, all_met ? "met" : "NOT MET");
+  std::printf("%s\n", machine_load().c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace disc::bench
+
+int main(int argc, char** argv) {
+  disc::bench::Options o;
+  CLI::App app{"bench_kernels: fused JIT kernels vs reference kernels vs STREAM triad"};
+  app.add_option("--threads", o.threads, "CPU threads")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("--repeats", o.repeats, "Timed runs per kernel; the fastest counts")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--scale", o.scale, "Multiplies every pattern's rows (0.25: a quick look)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 16.0));
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return disc::bench::run(o);
+  } catch (const disc::Error& e) {
+    std::fprintf(stderr, "bench_kernels: %s\n", e.what());
+    return 1;
+  }
+}
