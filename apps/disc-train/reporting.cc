@@ -90,7 +90,8 @@ void MetricsFile::write(const StepReport& r) {
       {"live_peak_bytes", s.live_peak_bytes}, {"reserved_peak_bytes", s.reserved_peak_bytes},
       {"planned_peak_bytes", s.planned_peak_bytes}, {"evictions", s.evictions}, {"recomputes", s.recomputes},
       {"recompute_flops", s.recompute_flops}, {"reloads", s.reloads}, {"reload_bytes", s.reload_bytes},
-      {"compiles", 0}, {"compile_ms", 0.0},
+      {"compiles", s.kernel_compiles}, {"kernel_cache_loads", s.kernel_cache_loads}, {"compile_ms", s.compile_ms},
+      {"fused_kernels", s.fused_kernels},
       {"bucket", bucket_of(s.bindings)}, {"lr", r.lr}, {"grad_norm", r.result.grad_norm},
       {"batch", r.batch}, {"seq", r.seq}};
   out_ << j.dump() << "\n";
@@ -106,19 +107,20 @@ Progress::Progress(const std::string& mode, int64_t total, int64_t every)
 
 void Progress::update(const StepReport& r) {
   if (first_step_ < 0) first_step_ = r.result.step, start_ms_ = now_ms() - r.result.stats.ms;
-  if (quiet_) return;
   const auto& s = r.result.stats;
+  compiles_ += s.kernel_compiles;
+  if (quiet_) return;
   double tps = s.ms > 0 ? r.tokens / (s.ms / 1e3) : 0;
   double elapsed = (now_ms() - start_ms_) / 1e3;
   double done = static_cast<double>(r.result.step - first_step_ + 1);
   double eta = elapsed / done * static_cast<double>(total_ - r.result.step);
   if (bar_) {
     int width = 24, filled = static_cast<int>(width * r.result.step / std::max<int64_t>(total_, 1));
-    std::fprintf(stderr, "\r[%s%s] %lld/%lld loss %.4f %.0f tok/s live %s peak %s compiles 0 ETA %.0fs  ",
+    std::fprintf(stderr, "\r[%s%s] %lld/%lld loss %.4f %.0f tok/s live %s peak %s compiles %lld ETA %.0fs  ",
                  std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
                  static_cast<long long>(r.result.step), static_cast<long long>(total_), r.result.loss, tps,
                  memory::human_bytes(r.live_bytes).c_str(),
-                 memory::human_bytes(s.live_peak_bytes).c_str(), eta);
+                 memory::human_bytes(s.live_peak_bytes).c_str(), static_cast<long long>(compiles_), eta);
     std::fflush(stderr);
   } else if (r.result.step % every_ == 0 || r.result.step == total_) {
     spdlog::info("step {}/{} loss {:.4f} lr {:.2e} tokens/s {:.0f} peak {} B={} S={} ETA {:.0f}s", r.result.step,

@@ -42,6 +42,7 @@ class Progress {
  private:
   bool bar_ = false, quiet_ = false;
   int64_t total_, every_;
+  int64_t compiles_ = 0;  // JIT kernels compiled so far
   double start_ms_;
   int64_t first_step_ = -1;
 };

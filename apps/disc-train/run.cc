@@ -34,11 +34,12 @@ Schedule schedule_of(const Config& c) {
 }
 
 std::string summary_line(int64_t steps, int64_t tokens, double ms, int64_t peak, float first, float last,
-                         int64_t evictions) {
+                         int64_t compiles, int64_t evictions) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "done: %lld steps, %lld tokens, %.0f tokens/s, peak %s, loss %.4f -> %.4f, compiles 0, evictions %lld",
+  std::snprintf(buf, sizeof buf, "done: %lld steps, %lld tokens, %.0f tokens/s, peak %s, loss %.4f -> %.4f, compiles %lld, evictions %lld",
                 static_cast<long long>(steps), static_cast<long long>(tokens), ms > 0 ? tokens / (ms / 1e3) : 0.0,
-                memory::human_bytes(peak).c_str(), first, last, static_cast<long long>(evictions));
+                memory::human_bytes(peak).c_str(), first, last, static_cast<long long>(compiles),
+                static_cast<long long>(evictions));
   return buf;
 }
 
@@ -115,7 +116,7 @@ int run_training(const Config& c, const RunFlags& f) {
   Schedule lr = schedule_of(c);
   spdlog::info("disc-train: {}; {} steps", s.describe, total);
 
-  int64_t tokens = 0, peak = 0, steps_run = 0, evictions = 0;
+  int64_t tokens = 0, peak = 0, steps_run = 0, evictions = 0, compiles = 0;
   std::pair<ir::Bindings, int64_t> peak_step;  // the shape of the step with the highest planned peak
   double ms = 0;
   float first = 0, last = 0;
@@ -129,6 +130,7 @@ int run_training(const Config& c, const RunFlags& f) {
     progress.update(r);
     if (r.result.stats.planned_peak_bytes > peak) peak_step = {r.result.stats.bindings, r.result.stats.held_before_step_bytes};
     tokens += r.tokens, ms += r.result.stats.ms, evictions += r.result.stats.evictions;
+    compiles += r.result.stats.kernel_compiles;
     peak = std::max(peak, r.result.stats.live_peak_bytes);
     if (steps_run++ == 0) first = r.result.loss;
     last = r.result.loss;
@@ -143,7 +145,7 @@ int run_training(const Config& c, const RunFlags& f) {
     const std::string svg = (std::filesystem::path(metrics_path).parent_path() / "memory.svg").string();
     write_memory_report(svg, g, trainer.governor(), peak_step.first, peak_step.second);
   }
-  progress.finish(summary_line(steps_run, tokens, ms, peak, first, last, evictions));
+  progress.finish(summary_line(steps_run, tokens, ms, peak, first, last, compiles, evictions));
   return 0;
 }
 

@@ -197,6 +197,9 @@ engine::TrainerOptions trainer_options(const Config& c) {
   o.beta2 = c.get_float("optimizer.beta2"), o.eps = c.get_float("optimizer.eps");
   o.momentum = c.get_float("optimizer.momentum"), o.nesterov = c.get_bool("optimizer.nesterov");
   o.clip_norm = c.get_float("optimizer.clip_norm");
+  t.jit = c.get_bool("jit.fusion");
+  t.buckets = c.get_ints("jit.buckets");
+  t.kernel_cache_dir = c.get_string("jit.cache_dir");
   return t;
 }
 
@@ -266,8 +269,6 @@ RunSetup make_setup(const Config& c) {
   }
   s.model = build_model(c, s);
   s.trainer = trainer_options(c);
-  s.trainer.buckets = c.get_ints("jit.buckets");
-  s.trainer.kernel_cache_dir = c.get_string("jit.cache_dir");
   s.describe = c.get_string("model.family") + " " + std::to_string(c.get_int("model.layers")) + "x" +
                std::to_string(c.get_int("model.hidden")) + ", " + std::to_string(s.examples.size()) + " " +
                c.get_string("data.source") + " examples, token ids < " + std::to_string(s.vocab);
