@@ -7,18 +7,10 @@
 #include "ir/error.h"
 #include "ir/op_registry.h"
 #include "jit/kernel_interpreter.h"
+#include "tests/jit/pattern_kernels.h"
 
 namespace disc::jit {
 namespace {
-
-constexpr const char* kSoftmax = R"(kernel inputs=1 outputs=1 space=0 types=f32,f32
-%0 = load 0 full
-%1 = reduce_max %0
-%2 = sub %0 %1
-%3 = exp %2
-%4 = reduce_sum %3
-%5 = div %3 %4
-store 1 full %5)";
 
 TEST(KernelIR, PrintsWhatItParses) {
   KernelIR k = KernelIR::parse(kSoftmax);
