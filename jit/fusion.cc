@@ -129,12 +129,7 @@ class Planner {
   FusionPlan run() {
     for (const ir::Node* n : g_.nodes()) {
       if (!lowerable(*n)) continue;
-      if (!join_a_producer(n)) {
-        Draft d{.nodes = {n}, .space = natural_space(*n)};
-        if (!acceptable(d)) continue;
-        group_of_[n] = static_cast<int>(drafts_.size());
-        drafts_.push_back(std::move(d));
-      }
+      if (!join_a_producer(n) && !start_a_group(n)) continue;
       absorb_producer_groups(n);
     }
     FusionPlan plan;
@@ -160,12 +155,34 @@ class Planner {
     std::sort(candidates.rbegin(), candidates.rend());
     candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
     for (int gi : candidates) {
-      Draft d = drafts_[gi];
-      if (!KernelBuilder(d.space, g_.shapes()).fits(*n) || would_cycle(d, n)) continue;
-      d.nodes.push_back(n);
-      if (!acceptable(d)) continue;
-      drafts_[gi] = std::move(d);
-      group_of_[n] = gi;
+      if (!KernelBuilder(drafts_[gi].space, g_.shapes()).fits(*n) || would_cycle(drafts_[gi], n)) continue;
+      if (take(gi, drafts_[gi], n)) return true;
+    }
+    return false;
+  }
+
+  bool start_a_group(const ir::Node* n) {
+    drafts_.push_back(Draft{.space = natural_space(*n)});
+    if (take(static_cast<int>(drafts_.size()) - 1, Draft{.space = drafts_.back().space}, n)) return true;
+    drafts_.pop_back();
+    return false;
+  }
+
+  // Makes group gi the draft d with n added, and with n's lowerable producers that are in no
+  // group when that is acceptable: a compare cannot start a group (its bool result cannot be a
+  // kernel's output), but the select reading it can take it in.
+  bool take(int gi, Draft d, const ir::Node* n) {
+    Draft with = d;
+    for (const ir::Value* v : n->operands())
+      if (const ir::Node* p = v->producer(); p && !group_of_.contains(p) && lowerable(*p)) with.nodes.push_back(p);
+    with.nodes.push_back(n);
+    std::sort(with.nodes.begin(), with.nodes.end(), [&](auto* a, auto* b) { return index_.at(a) < index_.at(b); });
+    d.nodes.push_back(n);
+    for (Draft* c : {&with, &d}) {
+      if (c == &with && with.nodes.size() == d.nodes.size()) continue;  // no loose producer
+      if (cycles(c->nodes) || !acceptable(*c)) continue;
+      for (const ir::Node* m : c->nodes) group_of_[m] = gi;
+      drafts_[gi] = std::move(*c);
       return true;
     }
     return false;

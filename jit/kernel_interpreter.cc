@@ -1,5 +1,6 @@
 #include "jit/kernel_interpreter.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -78,6 +79,7 @@ void step(const KernelIR& k, const std::vector<ir::TensorRef>& bufs, const std::
     switch (in.op) {
       case KOp::kConst: out[c] = in.value; break;
       case KOp::kColIndex: out[c] = static_cast<double>(c); break;
+      case KOp::kRowModCols: out[c] = static_cast<double>(row % std::max<int64_t>(cols, 1)); break;
       case KOp::kLoad: {
         const int64_t idx = in.access == Access::kFull ? row * cols + c : in.access == Access::kRow ? row : in.access == Access::kCol ? c : 0;
         out[c] = load(bufs[in.buffer], idx);

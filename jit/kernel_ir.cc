@@ -20,6 +20,7 @@ struct OpInfo {
 constexpr std::array kOps = {
     OpInfo{KOp::kLoad, "load", 0},        OpInfo{KOp::kStore, "store", 1},
     OpInfo{KOp::kConst, "const", 0},      OpInfo{KOp::kColIndex, "col_index", 0},
+    OpInfo{KOp::kRowModCols, "row_mod_cols", 0},
     OpInfo{KOp::kNeg, "neg", 1},          OpInfo{KOp::kAbs, "abs", 1},
     OpInfo{KOp::kExp, "exp", 1},          OpInfo{KOp::kLog, "log", 1},
     OpInfo{KOp::kSqrt, "sqrt", 1},        OpInfo{KOp::kRsqrt, "rsqrt", 1},
@@ -156,6 +157,8 @@ std::vector<Level> KernelIR::levels() const {
       l[i] = in.access == Access::kScalar ? Level::kScalar : in.access == Access::kRow ? Level::kRow : Level::kElement;
     } else if (in.op == KOp::kColIndex) {
       l[i] = Level::kElement;
+    } else if (in.op == KOp::kRowModCols) {
+      l[i] = Level::kRow;
     } else if (is_reduction(in.op)) {
       l[i] = Level::kRow;
     } else {

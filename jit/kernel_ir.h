@@ -47,7 +47,9 @@ std::string_view access_name(Access a);  // "full", "row", "col", "scalar"
 // What an instruction does. Loads convert any numeric buffer type to float; stores write f32.
 enum class KOp : uint8_t {
   kLoad, kStore, kConst,
-  kColIndex,  // the column index, as a float (element level): one-hot compares against labels
+  kColIndex,   // the column index, as a float (element level): one-hot compares against labels
+  kRowModCols, // the row index modulo max(cols, 1), as a float (row level): the query's position
+               // in a square [.., S, S] attention tile (the causal mask)
   // unary
   kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kSilu, kRelu,
   // binary

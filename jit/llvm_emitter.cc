@@ -265,6 +265,10 @@ Value* Emitter::row_value(int i) {
     Value* p = b_.CreateInBoundsGEP(types_[in.buffer], buffers_[in.buffer], row_index_);
     return to_real(b_, b_.CreateLoad(types_[in.buffer], p), k_.types[in.buffer], b_.getFloatTy());
   }
+  if (in.op == KOp::kRowModCols) {  // modulo max(cols, 1): an empty row has no columns to compare
+    Value* n = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umax, cols_, i64(1));
+    return b_.CreateUIToFP(b_.CreateURem(row_index_, n), b_.getFloatTy());
+  }
   std::vector<Value*> args;
   for (int a : in.args) args.push_back(operand(a, Level::kRow, nullptr));
   return apply(in, args, /*dbl=*/false);

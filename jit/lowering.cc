@@ -32,7 +32,7 @@ bool lowerable(const ir::Node& n) {
   KOp k;
   const std::string& op = n.op().name;
   return is_elementwise(n, k) || op == "broadcast" || op == "full" || op == "constant" || op == "reduce_sum" ||
-         op == "reduce_max" || op == "adamw_update" || kRowOps.contains(op);
+         op == "reduce_max" || op == "adamw_update" || op == "causal_mask" || kRowOps.contains(op);
 }
 
 std::vector<DimExpr> natural_space(const ir::Node& n) {
@@ -91,6 +91,8 @@ bool KernelBuilder::fits(const ir::Node& n) const {
     return axes.size() == 1 && (axes[0] == last || axes[0] == -1) && !n.attrs().get_bool("keepdims");
   }
   if (op == "rms_norm") return space_.back().constant().has_value() && f32(n.operand(1));
+  // Square tiles only (self-attention, S queries by S keys): the query is then row % cols.
+  if (op == "causal_mask") return space_.size() >= 2 && same({space_[last - 1]}, {space_[last]});
   if (op == "adamw_update") {
     for (int i = 1; i < 4; ++i)
       if (!f32(n.operand(i)) || !same(n.operand(i)->shape(), space_)) return false;
@@ -132,7 +134,9 @@ void KernelBuilder::add(const ir::Node& n) {
     const ir::Value* x = n.operand(0);
     std::optional<Access> a;
     if (x->rank() == 0) a = Access::kScalar;
-    else if (n.attrs().get_ints("dims").size() == 1 && x->rank() == 1 && space_.size() > 1) a = Access::kCol;
+    // By column only when the one dim kept is the last: [R] kept along dim 0 is a row value.
+    else if (n.attrs().get_ints("dims") == std::vector<int64_t>{static_cast<int64_t>(space_.size()) - 1} && space_.size() > 1)
+      a = Access::kCol;
     instr_[n.result()] = value(x, a);
   } else if (op == "full" || op == "constant") {
     instr_[n.result()] = constant(n.attrs().get_float("value"));
@@ -140,6 +144,9 @@ void KernelBuilder::add(const ir::Node& n) {
     instr_[n.result()] = emit(op == "reduce_sum" ? KOp::kReduceSum : KOp::kReduceMax, {value(n.operand(0))});
   } else if (op == "adamw_update") {
     lower_adamw(n);
+  } else if (op == "causal_mask") {  // keys after the query's own position get `value`
+    const int after = emit(KOp::kGt, {emit(KOp::kColIndex, {}), emit(KOp::kRowModCols, {})});
+    instr_[n.result()] = emit(KOp::kSelect, {after, constant(n.attrs().get_float("value")), value(n.operand(0))});
   } else if (kRowOps.contains(op)) {
     lower_norm_or_softmax(n);
   } else if (is_elementwise(n, k)) {
