@@ -27,7 +27,7 @@ KernelCache::Lookup FusedRunner::run(const ir::Node& n, const ir::KernelArgs& a)
   std::vector<void*> data;
   data.reserve(buffers.size());
   for (const ir::TensorRef& b : buffers) data.push_back(b.data);
-  run_kernel(l.fn, s.rows, s.cols, data.data());
+  run_kernel(*p.kernel, l.fn, s.rows, s.cols, data.data());
   return l;
 }
 

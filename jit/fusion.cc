@@ -76,7 +76,7 @@ std::vector<int> evaluations(const KernelIR& k) {
   std::vector<int> final_roots;
   for (const Instr& in : k.code) {
     if (is_reduction(in.op)) pass(in.args);
-    if (in.op == KOp::kStore && in.access == Access::kFull) final_roots.push_back(in.args[0]);
+    if (in.op == KOp::kStore && (in.access == Access::kFull || in.access == Access::kCol)) final_roots.push_back(in.args[0]);
   }
   pass(final_roots);
   return count;

@@ -92,7 +92,37 @@ KernelCacheStats KernelCache::stats() const {
   return stats_;
 }
 
-void run_kernel(KernelFn fn, int64_t rows, int64_t cols, void* const* buffers) {
+namespace {
+
+// Column sums (kernel_ir.h): each block of kColumnSumRows rows adds its rows into its own zeroed
+// sums, in f32; the blocks' sums are then added in block order, in double.
+void run_with_column_sums(const KernelIR& k, KernelFn fn, int64_t rows, int64_t cols, void* const* buffers) {
+  const std::vector<int> sums = k.column_sums();
+  const int64_t blocks = (rows + kColumnSumRows - 1) / kColumnSumRows;
+  std::vector<std::vector<float>> partial(sums.size(), std::vector<float>(blocks * cols, 0.0f));
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, blocks), [&](const tbb::blocked_range<int64_t>& r) {
+    std::vector<void*> mine(buffers, buffers + k.buffers());
+    for (int64_t b = r.begin(); b < r.end(); ++b) {
+      for (size_t s = 0; s < sums.size(); ++s) mine[sums[s]] = partial[s].data() + b * cols;
+      call(fn, b * kColumnSumRows, std::min(rows, (b + 1) * kColumnSumRows), cols, mine.data());
+    }
+  });
+  for (size_t s = 0; s < sums.size(); ++s) {
+    float* out = static_cast<float*>(buffers[sums[s]]);
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, cols), [&](const tbb::blocked_range<int64_t>& r) {
+      for (int64_t c = r.begin(); c < r.end(); ++c) {
+        double acc = 0;
+        for (int64_t b = 0; b < blocks; ++b) acc += partial[s][b * cols + c];
+        out[c] = static_cast<float>(acc);
+      }
+    });
+  }
+}
+
+}  // namespace
+
+void run_kernel(const KernelIR& k, KernelFn fn, int64_t rows, int64_t cols, void* const* buffers) {
+  if (!k.column_sums().empty()) return run_with_column_sums(k, fn, rows, cols, buffers);
   if (rows <= 0) return;
   // Enough elements per task that TBB's scheduling (about a microsecond) stays in the noise.
   constexpr int64_t kMinElementsPerTask = 16 * 1024;

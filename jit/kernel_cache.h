@@ -6,7 +6,7 @@
 //   jit::KernelCache cache(options.jit.cache_dir, options.jit.buckets);
 //   jit::KernelCache::Lookup l = cache.get(kernel, cols, /*cols_static=*/false);
 //   void* buffers[] = {x.data, y.data};           // inputs, then outputs
-//   jit::run_kernel(l.fn, rows, cols, buffers);   // rows spread over TBB
+//   jit::run_kernel(kernel, l.fn, rows, cols, buffers);   // rows spread over TBB
 //
 // Thread-safe: lookups take a short lock; a miss compiles under a second lock, so two threads
 // missing the same key compile it once. Kernels stay callable until the cache is destroyed.
@@ -77,9 +77,11 @@ class KernelCache {
   KernelCacheStats stats_;
 };
 
-// Runs `fn` over rows [0, rows), split over TBB's threads in blocks of at least ~16K elements
-// (one block, on the calling thread, when that is all there is). Rows are independent, so the
-// results do not depend on the split.
-DISC_CALLS_JIT_CODE void run_kernel(KernelFn fn, int64_t rows, int64_t cols, void* const* buffers);
+// Runs `fn`, compiled from `k`, over rows [0, rows), split over TBB's threads in blocks of at
+// least ~16K elements (one block, on the calling thread, when that is all there is). Rows are
+// independent, so the results do not depend on the split. A kernel with column sums runs in
+// blocks of kColumnSumRows rows instead, each into its own sums, added in block order after.
+DISC_CALLS_JIT_CODE void run_kernel(const KernelIR& k, KernelFn fn, int64_t rows, int64_t cols,
+                                    void* const* buffers);
 
 }  // namespace disc::jit

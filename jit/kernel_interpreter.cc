@@ -58,6 +58,7 @@ double binary(KOp op, double a, double b) {
 // One row's values: per instruction, one number (scalar and row level) or one per column.
 struct RowState {
   std::vector<std::vector<double>> v;
+  std::vector<double*> column_sums;  // per buffer: its row block's sums, for col stores
   double at(int i, int64_t col) const { return v[i].size() == 1 ? v[i][0] : v[i][col]; }
 };
 
@@ -95,6 +96,8 @@ void step(const KernelIR& k, const std::vector<ir::TensorRef>& bufs, const std::
     float* dst = bufs[in.buffer].as<float>();
     if (in.access == Access::kFull) {
       for (int64_t c = 0; c < cols; ++c) dst[row * cols + c] = static_cast<float>(s.at(in.args[0], c));
+    } else if (in.access == Access::kCol) {
+      for (int64_t c = 0; c < cols; ++c) s.column_sums[in.buffer][c] += s.at(in.args[0], c);
     } else {
       dst[in.access == Access::kRow ? row : 0] = static_cast<float>(s.at(in.args[0], 0));
     }
@@ -107,25 +110,38 @@ void interpret(const KernelIR& k, const std::vector<ir::TensorRef>& buffers) {
   const Space sp = space_of(k, buffers);
   const std::vector<Level> levels = k.levels();
   const int n = static_cast<int>(k.code.size());
-  // Scalar stores happen once, from the first row (or with no rows, from a row of nothing).
-  auto run_row = [&](int64_t row, bool scalars) {
-    RowState s;
-    s.v.resize(n);
-    for (int i = 0; i < n; ++i) {
-      const bool scalar_store = k.code[i].op == KOp::kStore && k.code[i].access == Access::kScalar;
-      if (scalar_store && !scalars) continue;
-      step(k, buffers, levels, i, row, sp.cols, s);
-    }
-  };
   if (sp.rows == 0) {
     // Nothing per row; scalar outputs still get their value. Row stores have no rows to write.
     bool has_scalar_store = false;
     for (const Instr& in : k.code) has_scalar_store |= in.op == KOp::kStore && in.access == Access::kScalar;
     if (has_scalar_store) throw InvalidArgument("kernel: a scalar store over an empty space");
-    return;
   }
-  run_row(0, true);
-  ir::parallel_rows(sp.rows - 1, [&](int64_t r) { run_row(r + 1, false); });
+  // Column sums: per block of rows, in double, rows in order; then the blocks in order.
+  const std::vector<int> sums = k.column_sums();
+  const int64_t blocks = (sp.rows + kColumnSumRows - 1) / kColumnSumRows;
+  std::vector<std::vector<double>> partial(k.buffers());
+  for (int b : sums) partial[b].assign(blocks * sp.cols, 0.0);
+  ir::parallel_rows(blocks, [&](int64_t block) {
+    RowState s;
+    s.column_sums.assign(k.buffers(), nullptr);
+    for (int b : sums) s.column_sums[b] = partial[b].data() + block * sp.cols;
+    for (int64_t row = block * kColumnSumRows; row < std::min(sp.rows, (block + 1) * kColumnSumRows); ++row) {
+      s.v.assign(n, {});
+      for (int i = 0; i < n; ++i) {
+        // Scalar stores happen once, from the first row.
+        if (k.code[i].op == KOp::kStore && k.code[i].access == Access::kScalar && row != 0) continue;
+        step(k, buffers, levels, i, row, sp.cols, s);
+      }
+    }
+  });
+  for (int b : sums) {
+    float* dst = buffers[b].as<float>();
+    for (int64_t c = 0; c < sp.cols; ++c) {
+      double acc = 0;
+      for (int64_t block = 0; block < blocks; ++block) acc += partial[b][block * sp.cols + c];
+      dst[c] = static_cast<float>(acc);
+    }
+  }
 }
 
 }  // namespace disc::jit

@@ -64,9 +64,11 @@ void check_instr(const KernelIR& k, int i, const std::vector<Level>& levels, std
   if (in.op == KOp::kLoad && output) bad(i, "loads from output buffer " + std::to_string(in.buffer));
   if (in.op == KOp::kStore) {
     if (!output) bad(i, "stores to input buffer " + std::to_string(in.buffer));
-    if (in.access == Access::kCol) bad(i, "stores with col access (column reductions are not supported)");
-    // A store may broadcast a value of a lower level (a constant filling a tensor), not reduce one.
-    const Level want = in.access == Access::kFull ? Level::kElement : in.access == Access::kRow ? Level::kRow : Level::kScalar;
+    // A store may broadcast a value of a lower level (a constant filling a tensor); only a col
+    // store reduces one (over the rows).
+    const Level want = in.access == Access::kFull || in.access == Access::kCol ? Level::kElement
+                       : in.access == Access::kRow                             ? Level::kRow
+                                                                               : Level::kScalar;
     if (levels[in.args[0]] > want)
       bad(i, std::string("stores a value of a higher level with ") + std::string(access_name(in.access)) + " access");
     if (++stores[in.buffer - k.inputs] > 1) bad(i, "output buffer " + std::to_string(in.buffer) + " is stored twice");
@@ -248,6 +250,13 @@ Space space_of(const KernelIR& k, const std::vector<ir::TensorRef>& buffers) {
     }
   }
   return sp;
+}
+
+std::vector<int> KernelIR::column_sums() const {
+  std::vector<int> b;
+  for (const Instr& in : code)
+    if (in.op == KOp::kStore && in.access == Access::kCol) b.push_back(in.buffer);
+  return b;
 }
 
 uint64_t KernelIR::fingerprint() const {

@@ -16,7 +16,10 @@
 // from its arguments: scalar (computed once per call, in double), row (once per row, in float) or
 // element (per column, in float). A reduction turns an element value into a row value. Compares
 // give booleans that only `select` reads. A store writes its value at every index its access
-// covers: a row or scalar value stored with full access fills the row (or the tensor).
+// covers: a row or scalar value stored with full access fills the row (or the tensor). A store
+// with col access is a column reduction: buffer[col] = the sum of the value over all rows (a norm
+// weight's gradient). Rows are summed in blocks of kColumnSumRows, in order within a block, and
+// the blocks' sums in order: the result does not depend on how rows are spread over threads.
 //
 //   softmax over rows, as text (one instruction per line; `;` may separate them too):
 //     kernel inputs=1 outputs=1 space=0 types=f32,f32
@@ -75,6 +78,8 @@ struct Instr {
   double value = 0;       // const
 };
 
+inline constexpr int64_t kColumnSumRows = 64;
+
 struct KernelIR {
   int inputs = 0;
   int outputs = 0;
@@ -95,6 +100,8 @@ struct KernelIR {
   static KernelIR parse(std::string_view text);
   // A stable hash of str(), for cache keys.
   uint64_t fingerprint() const;
+  // The output buffers stored with col access (column sums), in order.
+  std::vector<int> column_sums() const;
 };
 
 // The iteration space of a kernel over concrete buffers.

@@ -309,7 +309,8 @@ Value* Emitter::reduce(int i) {
 void Emitter::emit_element_stores() {
   std::vector<int> stores;
   for (size_t i = 0; i < k_.code.size(); ++i)
-    if (k_.code[i].op == KOp::kStore && k_.code[i].access == Access::kFull)
+    if (k_.code[i].op == KOp::kStore &&
+        (k_.code[i].access == Access::kFull || k_.code[i].access == Access::kCol))
       stores.push_back(static_cast<int>(i));
   if (stores.empty()) return;
   emit_pass({}, [&](std::vector<Chunk>& chunks, std::vector<Value*> none) {
@@ -365,9 +366,19 @@ Value* Emitter::load_chunk(const Instr& in, const Chunk& chunk) {
   return to_real(b_, v, k_.types[in.buffer], vec(b_.getFloatTy()));
 }
 
+// A full store writes the row's chunk; a col store (a column sum) adds it to the sums of the
+// row block this call runs (run_kernel gives each block its own zeroed buffer).
 void Emitter::store_chunk(const Instr& in, const Chunk& chunk, Value* v) {
+  const bool sum = in.access == Access::kCol;
   Value* p = b_.CreateInBoundsGEP(b_.getFloatTy(), buffers_[in.buffer],
-                                  b_.CreateAdd(row_offset_, chunk.col));
+                                  sum ? chunk.col : b_.CreateAdd(row_offset_, chunk.col));
+  if (sum) {
+    llvm::Type* vt = vec(b_.getFloatTy());
+    Value* old = chunk.mask ? static_cast<Value*>(b_.CreateMaskedLoad(
+                                  vt, p, llvm::Align(4), chunk.mask, llvm::Constant::getNullValue(vt)))
+                            : b_.CreateAlignedLoad(vt, p, llvm::Align(4));
+    v = b_.CreateFAdd(old, v);
+  }
   if (chunk.mask)
     b_.CreateMaskedStore(v, p, llvm::Align(4), chunk.mask);
   else

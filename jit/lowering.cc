@@ -11,7 +11,8 @@ namespace {
 using ir::DType;
 using ir::DimExpr;
 
-const std::set<std::string, std::less<>> kRowOps = {"softmax", "log_softmax", "softmax_grad", "log_softmax_grad", "rms_norm"};
+const std::set<std::string, std::less<>> kRowOps = {"softmax",          "log_softmax", "softmax_grad",
+                                                     "log_softmax_grad", "rms_norm",    "rms_norm_grad"};
 
 bool is_elementwise(const ir::Node& n, KOp& k) {
   return n.op().category == ir::OpCategory::kElementwise && kop_from_name(n.op().name, k) && k >= KOp::kNeg &&
@@ -60,6 +61,8 @@ KernelBuilder::Fit KernelBuilder::fit_of(const std::vector<DimExpr>& shape) cons
 
 bool KernelBuilder::fits(const ir::Node& n) const {
   if (!lowerable(n)) return false;
+  for (const ir::Value* o : n.operands())
+    if (column_sums_.contains(o)) return false;  // a column sum is only whole after every row
   const std::string& op = n.op().name;
   auto f32 = [](const ir::Value* v) { return v->dtype() == DType::kF32; };
   KOp k;
@@ -90,7 +93,10 @@ bool KernelBuilder::fits(const ir::Node& n) const {
     const auto& axes = n.attrs().get_ints("axes");
     return axes.size() == 1 && (axes[0] == last || axes[0] == -1) && !n.attrs().get_bool("keepdims");
   }
-  if (op == "rms_norm") return space_.back().constant().has_value() && f32(n.operand(1));
+  if (op == "rms_norm" || op == "rms_norm_grad") {
+    return space_.back().constant().has_value() && f32(n.operand(1)) &&
+           (op == "rms_norm" || (f32(n.operand(2)) && same(n.operand(2)->shape(), space_)));
+  }
   // Square tiles only (self-attention, S queries by S keys): the query is then row % cols.
   if (op == "causal_mask") return space_.size() >= 2 && same({space_[last - 1]}, {space_[last]});
   if (op == "adamw_update") {
@@ -175,13 +181,26 @@ void KernelBuilder::lower_norm_or_softmax(const ir::Node& n) {
   } else if (op == "log_softmax_grad") {  // dy - exp(y) * sum(dy)
     const int dy = value(n.operand(1));
     y = emit(KOp::kSub, {dy, emit(KOp::kMul, {emit(KOp::kExp, {x}), emit(KOp::kReduceSum, {dy})})});
-  } else {  // rms_norm: x * (mean(x^2) + eps)^(-1/2) * w
+  } else {  // the norms: inv = (mean(x^2) + eps)^(-1/2)
     const double cols = static_cast<double>(*space_.back().constant());
     const int mean = emit(KOp::kMul, {emit(KOp::kReduceSum, {emit(KOp::kMul, {x, x})}), constant(1.0 / cols)});
     const int inv = emit(KOp::kRsqrt, {emit(KOp::kAdd, {mean, constant(n.attrs().get_float("eps"))})});
-    y = emit(KOp::kMul, {emit(KOp::kMul, {x, inv}), value(n.operand(1), Access::kCol)});
+    const int w = value(n.operand(1), Access::kCol);
+    if (op == "rms_norm_grad") return lower_rms_norm_grad(n, x, w, inv, 1.0 / cols);
+    y = emit(KOp::kMul, {emit(KOp::kMul, {x, inv}), w});  // rms_norm: x * inv * w
   }
   instr_[n.result()] = y;
+}
+
+// dx = inv * w * dy - inv^3 / D * sum(dy * w * x) * x; dw = the column sum of dy * x * inv.
+void KernelBuilder::lower_rms_norm_grad(const ir::Node& n, int x, int w, int inv, double inv_cols) {
+  const int dy = value(n.operand(2));
+  const int dyw = emit(KOp::kMul, {dy, w});
+  const int dot = emit(KOp::kReduceSum, {emit(KOp::kMul, {dyw, x})});
+  const int inv3 = emit(KOp::kMul, {emit(KOp::kMul, {inv, inv}), inv});
+  const int c = emit(KOp::kMul, {emit(KOp::kMul, {inv3, constant(inv_cols)}), dot});
+  instr_[n.result(0)] = emit(KOp::kSub, {emit(KOp::kMul, {dyw, inv}), emit(KOp::kMul, {c, x})});
+  column_sums_[n.result(1)] = emit(KOp::kMul, {emit(KOp::kMul, {dy, x}), inv});
 }
 
 // AdamW as adamw_update_kernel computes it; the bias corrections are scalar-level (once per call).
@@ -211,6 +230,12 @@ KernelIR KernelBuilder::finish(const std::vector<const ir::Value*>& outputs) {
   const std::vector<Level> levels = k.levels();
   for (size_t o = 0; o < outputs.size(); ++o) {
     const ir::Value* v = outputs[o];
+    if (auto it = column_sums_.find(v); it != column_sums_.end()) {
+      k.types.push_back(DType::kF32);
+      k.code.push_back(Instr{.op = KOp::kStore, .args = {it->second}, .buffer = k.inputs + static_cast<int>(o),
+                             .access = Access::kCol});
+      continue;
+    }
     Fit f = fit_of(v->shape());
     // A reduction over a rank-1 space gives one row, which is also a scalar.
     if (f == Fit::kScalar && levels[instr_.at(v)] == Level::kRow) f = Fit::kRow;

@@ -5,7 +5,7 @@
 //
 //   KernelBuilder b(space, g.shapes());
 //   if (b.fits(*node)) b.add(*node);     // elementwise ops, broadcasts, row reductions, softmax,
-//   KernelIR k = b.finish({outputs});    // rms_norm, adamw_update, ... (see lowerable())
+//   KernelIR k = b.finish({outputs});    // rms_norm(_grad), adamw_update, ... (see lowerable())
 #pragma once
 
 #include <map>
@@ -47,6 +47,7 @@ class KernelBuilder {
   int emit(KOp op, std::vector<int> args);
   int constant(double v);
   void lower_norm_or_softmax(const ir::Node& n);
+  void lower_rms_norm_grad(const ir::Node& n, int x, int w, int inv, double inv_cols);
   void lower_adamw(const ir::Node& n);
 
   std::vector<ir::DimExpr> space_;
@@ -54,6 +55,7 @@ class KernelBuilder {
   KernelIR k_;
   std::vector<const ir::Value*> inputs_;
   std::map<const ir::Value*, int> instr_;
+  std::map<const ir::Value*, int> column_sums_;  // values stored as column sums: the instruction summed
 };
 
 }  // namespace disc::jit

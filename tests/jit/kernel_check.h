@@ -165,7 +165,7 @@ inline std::vector<std::vector<float>> check_kernel(KernelCache& cache, const Ke
   for (auto& b : jit) pointers.push_back(b.storage.data());
   interpret(k, refs);
   const KernelCache::Lookup l = cache.get(k, c.cols, c.is_static);
-  run_kernel(l.fn, c.rows, c.cols, pointers.data());
+  run_kernel(k, l.fn, c.rows, c.cols, pointers.data());
 
   std::vector<std::vector<float>> outputs;
   for (int b = k.inputs; b < k.buffers(); ++b) {

@@ -58,7 +58,7 @@ DISC_CALLS_JIT_CODE Worst worst_error(KernelCache& cache, KOp op, double (*refer
   std::vector<float> x = sweep(), y(x.size());
   const auto cols = static_cast<int64_t>(x.size());
   void* buffers[] = {x.data(), y.data()};
-  run_kernel(cache.get(k, cols, false).fn, 1, cols, buffers);
+  run_kernel(k, cache.get(k, cols, false).fn, 1, cols, buffers);
   Worst w;
   for (size_t i = 0; i < x.size(); ++i) {
     const int64_t e = ulp_distance(y[i], static_cast<float>(reference(x[i])));

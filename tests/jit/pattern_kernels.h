@@ -59,6 +59,36 @@ store 4 full %2
 store 5 full %12
 store 6 row %9)";
 
+// RMSNorm's backward with inv = rsqrt(sum(x^2) * inv_cols + 1e-5):
+// dx = inv * w * dy - inv^3 * inv_cols * sum(dy * w * x) * x, and the weight's gradient
+// dw = sum over rows of dy * x * inv, a column sum (col store).
+inline constexpr const char* kRmsNormGrad =
+    R"(kernel inputs=4 outputs=2 space=0 types=f32,f32,f32,f32,f32,f32
+%0 = load 0 full
+%1 = load 1 col
+%2 = load 2 full
+%3 = load 3 scalar
+%4 = mul %0 %0
+%5 = reduce_sum %4
+%6 = mul %5 %3
+%7 = const 1.0000000000000001e-05
+%8 = add %6 %7
+%9 = rsqrt %8
+%10 = mul %2 %1
+%11 = mul %10 %0
+%12 = reduce_sum %11
+%13 = mul %9 %9
+%14 = mul %13 %9
+%15 = mul %14 %3
+%16 = mul %15 %12
+%17 = mul %10 %9
+%18 = mul %16 %0
+%19 = sub %17 %18
+%20 = mul %2 %0
+%21 = mul %20 %9
+store 4 full %19
+store 5 col %21)";
+
 // Cross-entropy over logits with an i64 label per row: loss = log(sum(exp(x - max))) -
 // (x[label] - max) as a row store, and its gradient softmax - one_hot(label) (col_index == label).
 inline constexpr const char* kCrossEntropy =
