@@ -597,6 +597,7 @@ std::unique_ptr<llvm::Module> emit_kernel(const KernelIR& k, const Bucket& b, co
   k.check();  // before anything reads the instructions' arguments
   auto m = std::make_unique<llvm::Module>(name, ctx);
   m->setTargetTriple(t.triple);
+  m->addModuleFlag(llvm::Module::Error, "disc.loops_done", 1);
   Emitter(k, b, t, *m).emit(name);
   return m;
 }

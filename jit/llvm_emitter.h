@@ -12,6 +12,9 @@
 //   m->setModuleIdentifier(key);  // the cache key
 //   compiler.compile(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx)), "k0");
 //
+// The module carries the flag "disc.loops_done": its loops are vectorised and unrolled already, so
+// LlvmCompiler runs its short pipeline (CSE, LICM, InstCombine) instead of O3.
+//
 // What the code does, per call: scalar-level instructions once, in double; a scalar store only in
 // the call that owns row 0. Per row, in instruction order: row-level instructions in float, and
 // for each reduction one pass over the columns that recomputes its element-level argument tree and

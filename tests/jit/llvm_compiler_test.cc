@@ -108,6 +108,18 @@ TEST(LlvmCompiler, LoopVectorisesToTheHostWidth) {
   EXPECT_NE(k.optimized_ir.find("<16 x float>"), std::string::npos) << k.optimized_ir;
 }
 
+// A module flagged "disc.loops_done" (the emitters' loops are vectorised already) gets the short
+// pipeline, which leaves a scalar loop scalar: the flag really chooses the pipeline.
+TEST(LlvmCompiler, ModulesWhoseLoopsAreDoneSkipTheVectoriser) {
+  LlvmCompiler compiler({.keep_optimized_ir = true});
+  llvm::orc::ThreadSafeModule m = axpy_module(key("axpy-done"));
+  m.withModuleDo([](llvm::Module& mod) { mod.addModuleFlag(llvm::Module::Error, "disc.loops_done", 1); });
+  const CompiledKernel k = compiler.compile(std::move(m), "axpy");
+  ASSERT_NE(k.optimized_ir.find("define void @axpy"), std::string::npos) << k.optimized_ir;
+  EXPECT_EQ(k.optimized_ir.find(" x float>"), std::string::npos) << k.optimized_ir;
+  EXPECT_EQ(axpy_mismatches(k.address, 1000, 1), 0);
+}
+
 TEST(LlvmCompiler, SameKeyTwiceComesFromTheCache) {
   LlvmCompiler compiler;
   const CompiledKernel first = compiler.compile(axpy_module(key("axpy")), "axpy");
