@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "jit/kernel_interpreter.h"
 #include "jit/llvm_emitter.h"
 #include "jit/target.h"
 
@@ -94,25 +95,32 @@ KernelCacheStats KernelCache::stats() const {
 
 namespace {
 
-// Column sums (kernel_ir.h): each block of kColumnSumRows rows adds its rows into its own zeroed
+// Summed stores (kernel_ir.h): each block of kSumBlockRows rows adds its rows into its own zeroed
 // sums, in f32; the blocks' sums are then added in block order, in double.
-void run_with_column_sums(const KernelIR& k, KernelFn fn, int64_t rows, int64_t cols, void* const* buffers) {
-  const std::vector<int> sums = k.column_sums();
-  const int64_t blocks = (rows + kColumnSumRows - 1) / kColumnSumRows;
-  std::vector<std::vector<float>> partial(sums.size(), std::vector<float>(blocks * cols, 0.0f));
+void run_summed(const KernelIR& k, KernelFn fn, int64_t rows, int64_t cols, void* const* buffers, int count) {
+  const std::vector<int> sums = k.summed_stores();
+  std::vector<int64_t> len;  // per summed store: cols (col access) or 1 (scalar)
+  for (int b : sums) {
+    bool col = false;
+    for (const Instr& in : k.code) col |= in.op == KOp::kStore && in.buffer == b && in.access == Access::kCol;
+    len.push_back(col ? cols : 1);
+  }
+  const int64_t blocks = (rows + kSumBlockRows - 1) / kSumBlockRows;
+  std::vector<std::vector<float>> partial(sums.size());
+  for (size_t s = 0; s < sums.size(); ++s) partial[s].assign(blocks * len[s], 0.0f);
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, blocks), [&](const tbb::blocked_range<int64_t>& r) {
-    std::vector<void*> mine(buffers, buffers + k.buffers());
+    std::vector<void*> mine(buffers, buffers + count);
     for (int64_t b = r.begin(); b < r.end(); ++b) {
-      for (size_t s = 0; s < sums.size(); ++s) mine[sums[s]] = partial[s].data() + b * cols;
-      call(fn, b * kColumnSumRows, std::min(rows, (b + 1) * kColumnSumRows), cols, mine.data());
+      for (size_t s = 0; s < sums.size(); ++s) mine[sums[s]] = partial[s].data() + b * len[s];
+      call(fn, b * kSumBlockRows, std::min(rows, (b + 1) * kSumBlockRows), cols, mine.data());
     }
   });
   for (size_t s = 0; s < sums.size(); ++s) {
     float* out = static_cast<float*>(buffers[sums[s]]);
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, cols), [&](const tbb::blocked_range<int64_t>& r) {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, len[s]), [&](const tbb::blocked_range<int64_t>& r) {
       for (int64_t c = r.begin(); c < r.end(); ++c) {
         double acc = 0;
-        for (int64_t b = 0; b < blocks; ++b) acc += partial[s][b * cols + c];
+        for (int64_t b = 0; b < blocks; ++b) acc += partial[s][b * len[s] + c];
         out[c] = static_cast<float>(acc);
       }
     });
@@ -122,7 +130,21 @@ void run_with_column_sums(const KernelIR& k, KernelFn fn, int64_t rows, int64_t 
 }  // namespace
 
 void run_kernel(const KernelIR& k, KernelFn fn, int64_t rows, int64_t cols, void* const* buffers) {
-  if (!k.column_sums().empty()) return run_with_column_sums(k, fn, rows, cols, buffers);
+  // Row totals come first (and their checks, which may throw); the kernel reads them from one
+  // more buffer after its own.
+  std::vector<double> totals;
+  std::vector<void*> with_totals;
+  int count = k.buffers();
+  if (k.has_row_totals()) {
+    std::vector<ir::TensorRef> refs;
+    for (int i = 0; i < k.buffers(); ++i) refs.push_back({k.types[i], {}, buffers[i]});
+    totals = row_totals(k, refs, rows, cols);
+    with_totals.assign(buffers, buffers + k.buffers());
+    with_totals.push_back(totals.data());
+    buffers = with_totals.data();
+    ++count;
+  }
+  if (!k.summed_stores().empty()) return run_summed(k, fn, rows, cols, buffers, count);
   if (rows <= 0) return;
   // Enough elements per task that TBB's scheduling (about a microsecond) stays in the noise.
   constexpr int64_t kMinElementsPerTask = 16 * 1024;

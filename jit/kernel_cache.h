@@ -80,7 +80,7 @@ class KernelCache {
 // Runs `fn`, compiled from `k`, over rows [0, rows), split over TBB's threads in blocks of at
 // least ~16K elements (one block, on the calling thread, when that is all there is). Rows are
 // independent, so the results do not depend on the split. A kernel with column sums runs in
-// blocks of kColumnSumRows rows instead, each into its own sums, added in block order after.
+// blocks of kSumBlockRows rows instead, each into its own sums, added in block order after.
 DISC_CALLS_JIT_CODE void run_kernel(const KernelIR& k, KernelFn fn, int64_t rows, int64_t cols,
                                     void* const* buffers);
 

@@ -58,7 +58,8 @@ double binary(KOp op, double a, double b) {
 // One row's values: per instruction, one number (scalar and row level) or one per column.
 struct RowState {
   std::vector<std::vector<double>> v;
-  std::vector<double*> column_sums;  // per buffer: its row block's sums, for col stores
+  std::vector<double*> sums;          // per buffer: its row block's sums, for summed stores
+  const std::vector<double>* totals;  // per instruction: the sum_rows totals
   double at(int i, int64_t col) const { return v[i].size() == 1 ? v[i][0] : v[i][col]; }
 };
 
@@ -86,7 +87,9 @@ void step(const KernelIR& k, const std::vector<ir::TensorRef>& bufs, const std::
         out[c] = load(bufs[in.buffer], idx);
         break;
       }
-      case KOp::kStore: break;
+      case KOp::kSumRows: out[c] = (*s.totals)[i]; break;
+      case KOp::kStore:
+      case KOp::kCheckLabels: break;
       case KOp::kSelect: out[c] = s.at(in.args[0], c) != 0 ? s.at(in.args[1], c) : s.at(in.args[2], c); break;
       default:
         out[c] = kop_arity(in.op) == 1 ? unary(in.op, s.at(in.args[0], c)) : binary(in.op, s.at(in.args[0], c), s.at(in.args[1], c));
@@ -97,7 +100,9 @@ void step(const KernelIR& k, const std::vector<ir::TensorRef>& bufs, const std::
     if (in.access == Access::kFull) {
       for (int64_t c = 0; c < cols; ++c) dst[row * cols + c] = static_cast<float>(s.at(in.args[0], c));
     } else if (in.access == Access::kCol) {
-      for (int64_t c = 0; c < cols; ++c) s.column_sums[in.buffer][c] += s.at(in.args[0], c);
+      for (int64_t c = 0; c < cols; ++c) s.sums[in.buffer][c] += s.at(in.args[0], c);
+    } else if (in.access == Access::kScalar && levels[in.args[0]] == Level::kRow) {
+      s.sums[in.buffer][0] += s.at(in.args[0], 0);
     } else {
       dst[in.access == Access::kRow ? row : 0] = static_cast<float>(s.at(in.args[0], 0));
     }
@@ -106,39 +111,84 @@ void step(const KernelIR& k, const std::vector<ir::TensorRef>& bufs, const std::
 
 }  // namespace
 
+std::vector<double> row_totals(const KernelIR& k, const std::vector<ir::TensorRef>& buffers, int64_t rows, int64_t cols) {
+  const std::vector<Level> levels = k.levels();
+  const int n = static_cast<int>(k.code.size());
+  std::vector<double> totals(n, 0.0);
+  if (!k.has_row_totals()) return totals;
+  // The instructions the totals read (scalar and row level, no reductions: KernelIR::check).
+  std::vector<bool> needed(n, false);
+  for (int i = n - 1; i >= 0; --i) {
+    if (k.code[i].op == KOp::kSumRows || k.code[i].op == KOp::kCheckLabels) needed[i] = true;
+    if (needed[i])
+      for (int a : k.code[i].args) needed[a] = true;
+  }
+  // Scalar values that come after a total (they read one) are computed after the rows.
+  std::vector<bool> after(n, false);
+  for (int i = 0; i < n; ++i) {
+    after[i] = k.code[i].op == KOp::kSumRows;
+    for (int a : k.code[i].args) after[i] = after[i] || after[a];
+  }
+  RowState s;
+  s.totals = &totals;
+  s.v.assign(n, {});
+  for (int i = 0; i < n; ++i)
+    if (needed[i] && levels[i] == Level::kScalar && !after[i]) step(k, buffers, levels, i, 0, cols, s);
+  for (int64_t row = 0; row < rows; ++row) {
+    for (int i = 0; i < n; ++i)
+      if (needed[i] && levels[i] == Level::kRow) step(k, buffers, levels, i, row, cols, s);
+    for (int i = 0; i < n; ++i)
+      if (k.code[i].op == KOp::kSumRows) totals[i] += s.v[k.code[i].args[0]][0];
+  }
+  for (int i = 0; i < n; ++i) {  // the checks and the scalar values they read, totals included
+    if (!needed[i] || levels[i] != Level::kScalar || !after[i]) continue;
+    step(k, buffers, levels, i, 0, cols, s);
+    if (k.code[i].op == KOp::kCheckLabels && s.v[k.code[i].args[0]][0] != 0) {
+      throw InvalidArgument("kernel: " + std::to_string(static_cast<int64_t>(s.v[k.code[i].args[0]][0])) +
+                            " labels are outside the classes [0, " + std::to_string(cols) +
+                            ") and are not the ignore index: fix the labels, or the number of classes (the vocabulary)");
+    }
+  }
+  return totals;
+}
+
 void interpret(const KernelIR& k, const std::vector<ir::TensorRef>& buffers) {
   const Space sp = space_of(k, buffers);
   const std::vector<Level> levels = k.levels();
   const int n = static_cast<int>(k.code.size());
+  const std::vector<int> sums = k.summed_stores();
   if (sp.rows == 0) {
-    // Nothing per row; scalar outputs still get their value. Row stores have no rows to write.
-    bool has_scalar_store = false;
-    for (const Instr& in : k.code) has_scalar_store |= in.op == KOp::kStore && in.access == Access::kScalar;
-    if (has_scalar_store) throw InvalidArgument("kernel: a scalar store over an empty space");
+    // Nothing per row; scalar outputs still get their value (a sum over no rows is 0).
+    for (const Instr& in : k.code)
+      if (in.op == KOp::kStore && in.access == Access::kScalar && levels[in.args[0]] == Level::kScalar)
+        throw InvalidArgument("kernel: a scalar store over an empty space");
   }
-  // Column sums: per block of rows, in double, rows in order; then the blocks in order.
-  const std::vector<int> sums = k.column_sums();
-  const int64_t blocks = (sp.rows + kColumnSumRows - 1) / kColumnSumRows;
+  const std::vector<double> totals = row_totals(k, buffers, sp.rows, sp.cols);
+  // Summed stores: per block of rows, in double, rows in order; then the blocks in order.
+  const int64_t blocks = (sp.rows + kSumBlockRows - 1) / kSumBlockRows;
   std::vector<std::vector<double>> partial(k.buffers());
-  for (int b : sums) partial[b].assign(blocks * sp.cols, 0.0);
+  for (int b : sums) partial[b].assign(blocks * buffers[b].numel(), 0.0);
   ir::parallel_rows(blocks, [&](int64_t block) {
     RowState s;
-    s.column_sums.assign(k.buffers(), nullptr);
-    for (int b : sums) s.column_sums[b] = partial[b].data() + block * sp.cols;
-    for (int64_t row = block * kColumnSumRows; row < std::min(sp.rows, (block + 1) * kColumnSumRows); ++row) {
+    s.totals = &totals;
+    s.sums.assign(k.buffers(), nullptr);
+    for (int b : sums) s.sums[b] = partial[b].data() + block * buffers[b].numel();
+    for (int64_t row = block * kSumBlockRows; row < std::min(sp.rows, (block + 1) * kSumBlockRows); ++row) {
       s.v.assign(n, {});
       for (int i = 0; i < n; ++i) {
-        // Scalar stores happen once, from the first row.
-        if (k.code[i].op == KOp::kStore && k.code[i].access == Access::kScalar && row != 0) continue;
+        // Scalar stores of scalar values happen once, from the first row.
+        const Instr& in = k.code[i];
+        if (in.op == KOp::kStore && in.access == Access::kScalar && levels[in.args[0]] == Level::kScalar && row != 0) continue;
         step(k, buffers, levels, i, row, sp.cols, s);
       }
     }
   });
   for (int b : sums) {
     float* dst = buffers[b].as<float>();
-    for (int64_t c = 0; c < sp.cols; ++c) {
+    const int64_t len = buffers[b].numel();
+    for (int64_t c = 0; c < len; ++c) {
       double acc = 0;
-      for (int64_t block = 0; block < blocks; ++block) acc += partial[b][block * sp.cols + c];
+      for (int64_t block = 0; block < blocks; ++block) acc += partial[b][block * len + c];
       dst[c] = static_cast<float>(acc);
     }
   }

@@ -34,6 +34,7 @@ constexpr std::array kOps = {
     OpInfo{KOp::kLe, "le", 2},            OpInfo{KOp::kGt, "gt", 2},
     OpInfo{KOp::kGe, "ge", 2},            OpInfo{KOp::kSelect, "select", 3},
     OpInfo{KOp::kReduceSum, "reduce_sum", 1}, OpInfo{KOp::kReduceMax, "reduce_max", 1},
+    OpInfo{KOp::kSumRows, "sum_rows", 1},     OpInfo{KOp::kCheckLabels, "check_labels", 1},
 };
 
 const OpInfo& info(KOp op) { return kOps[static_cast<size_t>(op)]; }
@@ -42,6 +43,20 @@ constexpr std::array<std::string_view, 4> kAccessNames = {"full", "row", "col", 
 
 [[noreturn]] void bad(int i, const std::string& what) {
   throw InvalidArgument("kernel IR, instruction " + std::to_string(i) + ": " + what);
+}
+
+// A sum_rows argument is a row value made of loads, constants and arithmetic: it can be
+// evaluated for every row before the rows run.
+void check_row_total(const KernelIR& k, int i, const std::vector<Level>& levels) {
+  if (levels[k.code[i].args[0]] != Level::kRow) bad(i, "sum_rows sums a value that is not per row");
+  std::vector<int> todo = {k.code[i].args[0]};
+  while (!todo.empty()) {
+    const Instr& in = k.code[todo.back()];
+    todo.pop_back();
+    if (is_reduction(in.op) || in.op == KOp::kSumRows)
+      bad(i, "sum_rows sums a value made by a " + std::string(kop_name(in.op)) + "; only loads and arithmetic may make it");
+    todo.insert(todo.end(), in.args.begin(), in.args.end());
+  }
 }
 
 // Checks one instruction's arguments, buffer and access against what came before.
@@ -53,22 +68,23 @@ void check_instr(const KernelIR& k, int i, const std::vector<Level>& levels, std
     int arg = in.args[a];
     if (arg < 0 || arg >= i) bad(i, "argument %" + std::to_string(arg) + " is not an earlier instruction");
     const KOp aop = k.code[arg].op;
-    if (aop == KOp::kStore) bad(i, "argument %" + std::to_string(arg) + " is a store, which has no value");
+    if (aop == KOp::kStore || aop == KOp::kCheckLabels)
+      bad(i, "argument %" + std::to_string(arg) + " is a " + std::string(kop_name(aop)) + ", which has no value");
     const bool wants_bool = in.op == KOp::kSelect && a == 0;
     if (is_compare(aop) != wants_bool)
       bad(i, "argument %" + std::to_string(arg) + (wants_bool ? " must be a compare" : " is a bool; only select reads bools"));
   }
+  if (in.op == KOp::kSumRows) check_row_total(k, i, levels);
+  if (in.op == KOp::kCheckLabels && levels[in.args[0]] != Level::kScalar) bad(i, "checks a value that is not scalar");
   if (in.op != KOp::kLoad && in.op != KOp::kStore) return;
   if (in.buffer < 0 || in.buffer >= k.buffers()) bad(i, "buffer " + std::to_string(in.buffer) + " out of range");
   const bool output = in.buffer >= k.inputs;
   if (in.op == KOp::kLoad && output) bad(i, "loads from output buffer " + std::to_string(in.buffer));
   if (in.op == KOp::kStore) {
     if (!output) bad(i, "stores to input buffer " + std::to_string(in.buffer));
-    // A store may broadcast a value of a lower level (a constant filling a tensor); only a col
-    // store reduces one (over the rows).
-    const Level want = in.access == Access::kFull || in.access == Access::kCol ? Level::kElement
-                       : in.access == Access::kRow                             ? Level::kRow
-                                                                               : Level::kScalar;
+    // A store may broadcast a value of a lower level (a constant filling a tensor); col and
+    // scalar stores may sum one of the next level over the rows.
+    const Level want = in.access == Access::kFull || in.access == Access::kCol ? Level::kElement : Level::kRow;
     if (levels[in.args[0]] > want)
       bad(i, std::string("stores a value of a higher level with ") + std::string(access_name(in.access)) + " access");
     if (++stores[in.buffer - k.inputs] > 1) bad(i, "output buffer " + std::to_string(in.buffer) + " is stored twice");
@@ -163,6 +179,8 @@ std::vector<Level> KernelIR::levels() const {
       l[i] = Level::kRow;
     } else if (is_reduction(in.op)) {
       l[i] = Level::kRow;
+    } else if (in.op == KOp::kSumRows || in.op == KOp::kCheckLabels) {
+      l[i] = Level::kScalar;
     } else {
       for (int a : in.args) l[i] = std::max(l[i], l[a]);
     }
@@ -252,11 +270,20 @@ Space space_of(const KernelIR& k, const std::vector<ir::TensorRef>& buffers) {
   return sp;
 }
 
-std::vector<int> KernelIR::column_sums() const {
+std::vector<int> KernelIR::summed_stores() const {
+  const std::vector<Level> l = levels();
   std::vector<int> b;
   for (const Instr& in : code)
-    if (in.op == KOp::kStore && in.access == Access::kCol) b.push_back(in.buffer);
+    if (in.op == KOp::kStore &&
+        (in.access == Access::kCol || (in.access == Access::kScalar && l[in.args[0]] == Level::kRow)))
+      b.push_back(in.buffer);
   return b;
+}
+
+bool KernelIR::has_row_totals() const {
+  for (const Instr& in : code)
+    if (in.op == KOp::kSumRows) return true;
+  return false;
 }
 
 uint64_t KernelIR::fingerprint() const {

@@ -18,8 +18,14 @@
 // give booleans that only `select` reads. A store writes its value at every index its access
 // covers: a row or scalar value stored with full access fills the row (or the tensor). A store
 // with col access is a column reduction: buffer[col] = the sum of the value over all rows (a norm
-// weight's gradient). Rows are summed in blocks of kColumnSumRows, in order within a block, and
-// the blocks' sums in order: the result does not depend on how rows are spread over threads.
+// weight's gradient); a row value stored with scalar access is summed over all rows the same way
+// (a mean loss). Rows are summed in blocks of kSumBlockRows, in order within a block, and the
+// blocks' sums in order: the result does not depend on how rows are spread over threads.
+//
+// Totals over rows that row work needs (a cross-entropy's count of counted labels) come first:
+// `sum_rows` sums a row value that only loads and arithmetic make (no reduction) over every row,
+// in double, before any row runs, and is a scalar-level value. `check_labels` fails the kernel
+// (InvalidArgument) when its scalar argument, a count of labels outside the classes, is not 0.
 //
 //   softmax over rows, as text (one instruction per line; `;` may separate them too):
 //     kernel inputs=1 outputs=1 space=0 types=f32,f32
@@ -61,6 +67,8 @@ enum class KOp : uint8_t {
   kEq, kNe, kLt, kLe, kGt, kGe, kSelect,
   // row reductions over the columns: element -> row
   kReduceSum, kReduceMax,
+  // totals over every row, before the rows run: row -> scalar; and their check
+  kSumRows, kCheckLabels,
 };
 
 std::string_view kop_name(KOp op);  // "load", "add", "reduce_sum", ...
@@ -78,7 +86,7 @@ struct Instr {
   double value = 0;       // const
 };
 
-inline constexpr int64_t kColumnSumRows = 64;
+inline constexpr int64_t kSumBlockRows = 64;
 
 struct KernelIR {
   int inputs = 0;
@@ -100,8 +108,11 @@ struct KernelIR {
   static KernelIR parse(std::string_view text);
   // A stable hash of str(), for cache keys.
   uint64_t fingerprint() const;
-  // The output buffers stored with col access (column sums), in order.
-  std::vector<int> column_sums() const;
+  // The output buffers whose store sums over rows (col access, or scalar access of a row
+  // value), in order.
+  std::vector<int> summed_stores() const;
+  // True when the kernel has sum_rows instructions (run_kernel passes their totals).
+  bool has_row_totals() const;
 };
 
 // The iteration space of a kernel over concrete buffers.

@@ -183,8 +183,13 @@ void Emitter::emit_scalars() {
     const Instr& in = k_.code[i];
     if (levels_[i] != Level::kScalar || in.op == KOp::kStore) continue;
     Value* v = nullptr;
+    if (in.op == KOp::kCheckLabels) continue;  // run_kernel checked it before the call
     if (in.op == KOp::kConst) {
       v = llvm::ConstantFP::get(b_.getDoubleTy(), in.value);
+    } else if (in.op == KOp::kSumRows) {  // computed by run_kernel, in the buffer after ours
+      Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), fn_->getArg(3), k_.buffers());
+      Value* totals = b_.CreateLoad(b_.getPtrTy(), slot, "totals");
+      v = b_.CreateLoad(b_.getDoubleTy(), b_.CreateConstInBoundsGEP1_64(b_.getDoubleTy(), totals, i));
     } else if (in.op == KOp::kLoad) {
       const int buf = in.buffer;
       v = to_real(b_, b_.CreateLoad(types_[buf], buffers_[buf]), k_.types[buf], b_.getDoubleTy());
@@ -202,7 +207,8 @@ void Emitter::emit_scalars() {
 void Emitter::emit_scalar_stores() {
   std::vector<int> stores;
   for (size_t i = 0; i < k_.code.size(); ++i)
-    if (k_.code[i].op == KOp::kStore && k_.code[i].access == Access::kScalar)
+    if (k_.code[i].op == KOp::kStore && k_.code[i].access == Access::kScalar &&
+        levels_[k_.code[i].args[0]] == Level::kScalar)
       stores.push_back(static_cast<int>(i));
   if (stores.empty()) return;
   llvm::LLVMContext& ctx = m_.getContext();
@@ -248,9 +254,14 @@ void Emitter::emit_row() {
   for (size_t i = 0; i < k_.code.size(); ++i) {
     const Instr& in = k_.code[i];
     if (in.op == KOp::kStore) {
-      if (in.access != Access::kRow) continue;
-      Value* v = operand(in.args[0], Level::kRow, nullptr);
-      b_.CreateStore(v, b_.CreateInBoundsGEP(b_.getFloatTy(), buffers_[in.buffer], row_index_));
+      if (in.access == Access::kRow) {
+        Value* v = operand(in.args[0], Level::kRow, nullptr);
+        b_.CreateStore(v, b_.CreateInBoundsGEP(b_.getFloatTy(), buffers_[in.buffer], row_index_));
+      } else if (in.access == Access::kScalar && levels_[in.args[0]] == Level::kRow) {
+        // Summed over rows: into the sum of the row block this call runs (run_kernel's).
+        Value* old = b_.CreateLoad(b_.getFloatTy(), buffers_[in.buffer]);
+        b_.CreateStore(b_.CreateFAdd(old, row_values_[in.args[0]]), buffers_[in.buffer]);
+      }
     } else if (levels_[i] == Level::kRow) {
       row_values_[i] = row_value(static_cast<int>(i));
     }

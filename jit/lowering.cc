@@ -33,12 +33,15 @@ bool lowerable(const ir::Node& n) {
   KOp k;
   const std::string& op = n.op().name;
   return is_elementwise(n, k) || op == "broadcast" || op == "full" || op == "constant" || op == "reduce_sum" ||
-         op == "reduce_max" || op == "adamw_update" || op == "causal_mask" || kRowOps.contains(op);
+         op == "reduce_max" || op == "adamw_update" || op == "causal_mask" || kRowOps.contains(op) ||
+         op == "cross_entropy" || op == "cross_entropy_grad";
 }
 
 std::vector<DimExpr> natural_space(const ir::Node& n) {
   const std::string& op = n.op().name;
-  if (op == "reduce_sum" || op == "reduce_max" || kRowOps.contains(op)) return n.operand(0)->shape();
+  if (op == "reduce_sum" || op == "reduce_max" || kRowOps.contains(op) || op == "cross_entropy" ||
+      op == "cross_entropy_grad")
+    return n.operand(0)->shape();
   return n.result()->shape();
 }
 
@@ -62,7 +65,7 @@ KernelBuilder::Fit KernelBuilder::fit_of(const std::vector<DimExpr>& shape) cons
 bool KernelBuilder::fits(const ir::Node& n) const {
   if (!lowerable(n)) return false;
   for (const ir::Value* o : n.operands())
-    if (column_sums_.contains(o)) return false;  // a column sum is only whole after every row
+    if (sums_.contains(o)) return false;  // a sum over rows is only whole after every row
   const std::string& op = n.op().name;
   auto f32 = [](const ir::Value* v) { return v->dtype() == DType::kF32; };
   KOp k;
@@ -96,6 +99,12 @@ bool KernelBuilder::fits(const ir::Node& n) const {
   if (op == "rms_norm" || op == "rms_norm_grad") {
     return space_.back().constant().has_value() && f32(n.operand(1)) &&
            (op == "rms_norm" || (f32(n.operand(2)) && same(n.operand(2)->shape(), space_)));
+  }
+  if (op == "cross_entropy" || op == "cross_entropy_grad") {  // over a static vocabulary
+    const ir::Value& labels = *n.operand(1);
+    if (!space_.back().constant() || fit_of(labels.shape()) != Fit::kRow) return false;
+    if (labels.dtype() != DType::kI32 && labels.dtype() != DType::kI64) return false;
+    return op == "cross_entropy" || (n.operand(2)->rank() == 0 && f32(n.operand(2)));
   }
   // Square tiles only (self-attention, S queries by S keys): the query is then row % cols.
   if (op == "causal_mask") return space_.size() >= 2 && same({space_[last - 1]}, {space_[last]});
@@ -150,6 +159,8 @@ void KernelBuilder::add(const ir::Node& n) {
     instr_[n.result()] = emit(op == "reduce_sum" ? KOp::kReduceSum : KOp::kReduceMax, {value(n.operand(0))});
   } else if (op == "adamw_update") {
     lower_adamw(n);
+  } else if (op == "cross_entropy" || op == "cross_entropy_grad") {
+    lower_cross_entropy(n);
   } else if (op == "causal_mask") {  // keys after the query's own position get `value`
     const int after = emit(KOp::kGt, {emit(KOp::kColIndex, {}), emit(KOp::kRowModCols, {})});
     instr_[n.result()] = emit(KOp::kSelect, {after, constant(n.attrs().get_float("value")), value(n.operand(0))});
@@ -200,7 +211,36 @@ void KernelBuilder::lower_rms_norm_grad(const ir::Node& n, int x, int w, int inv
   const int inv3 = emit(KOp::kMul, {emit(KOp::kMul, {inv, inv}), inv});
   const int c = emit(KOp::kMul, {emit(KOp::kMul, {inv3, constant(inv_cols)}), dot});
   instr_[n.result(0)] = emit(KOp::kSub, {emit(KOp::kMul, {dyw, inv}), emit(KOp::kMul, {c, x})});
-  column_sums_[n.result(1)] = emit(KOp::kMul, {emit(KOp::kMul, {dy, x}), inv});
+  sums_[n.result(1)] = {emit(KOp::kMul, {emit(KOp::kMul, {dy, x}), inv}), Access::kCol};
+}
+
+// As cross_entropy(_grad)_kernel: the mean over counted rows (label != ignore_index) of
+// log(sum(exp(x - max))) - (x[label] - max), 0 when none is counted; the gradient
+// (softmax - one_hot(label)) * dloss / count on counted rows, 0 elsewhere. The count, and the
+// count of labels outside [0, V) (which fails the run), are totals over rows taken first.
+void KernelBuilder::lower_cross_entropy(const ir::Node& n) {
+  const int x = value(n.operand(0)), label = value(n.operand(1), Access::kRow);
+  const int zero = constant(0), one = constant(1);
+  const int counted = emit(KOp::kNe, {label, constant(static_cast<double>(n.attrs().get_int("ignore_index")))});
+  const int count = emit(KOp::kSumRows, {emit(KOp::kSelect, {counted, one, zero})});
+  const int outside = emit(KOp::kSelect, {emit(KOp::kLt, {label, zero}), one,
+                                          emit(KOp::kSelect, {emit(KOp::kGe, {label, constant(static_cast<double>(*space_.back().constant()))}), one, zero})});
+  emit(KOp::kCheckLabels, {emit(KOp::kSumRows, {emit(KOp::kSelect, {counted, outside, zero})})});
+  const int shifted = emit(KOp::kSub, {x, emit(KOp::kReduceMax, {x})});
+  const int e = emit(KOp::kExp, {shifted});
+  const int sum = emit(KOp::kReduceSum, {e});
+  const int none = emit(KOp::kEq, {count, zero});
+  const int is_label = emit(KOp::kEq, {emit(KOp::kColIndex, {}), label});
+  if (n.op().name == "cross_entropy") {
+    const int picked = emit(KOp::kReduceSum, {emit(KOp::kSelect, {is_label, shifted, zero})});
+    const int loss = emit(KOp::kSelect, {counted, emit(KOp::kSub, {emit(KOp::kLog, {sum}), picked}), zero});
+    const int inv_count = emit(KOp::kSelect, {none, zero, emit(KOp::kDiv, {one, count})});
+    sums_[n.result()] = {emit(KOp::kMul, {loss, inv_count}), Access::kScalar};
+    return;
+  }
+  const int scale = emit(KOp::kSelect, {none, zero, emit(KOp::kDiv, {value(n.operand(2)), count})});
+  const int grad = emit(KOp::kSub, {emit(KOp::kDiv, {e, sum}), emit(KOp::kSelect, {is_label, one, zero})});
+  instr_[n.result()] = emit(KOp::kSelect, {counted, emit(KOp::kMul, {grad, scale}), zero});
 }
 
 // AdamW as adamw_update_kernel computes it; the bias corrections are scalar-level (once per call).
@@ -230,10 +270,10 @@ KernelIR KernelBuilder::finish(const std::vector<const ir::Value*>& outputs) {
   const std::vector<Level> levels = k.levels();
   for (size_t o = 0; o < outputs.size(); ++o) {
     const ir::Value* v = outputs[o];
-    if (auto it = column_sums_.find(v); it != column_sums_.end()) {
+    if (auto it = sums_.find(v); it != sums_.end()) {
       k.types.push_back(DType::kF32);
-      k.code.push_back(Instr{.op = KOp::kStore, .args = {it->second}, .buffer = k.inputs + static_cast<int>(o),
-                             .access = Access::kCol});
+      k.code.push_back(Instr{.op = KOp::kStore, .args = {it->second.first}, .buffer = k.inputs + static_cast<int>(o),
+                             .access = it->second.second});
       continue;
     }
     Fit f = fit_of(v->shape());

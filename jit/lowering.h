@@ -49,13 +49,16 @@ class KernelBuilder {
   void lower_norm_or_softmax(const ir::Node& n);
   void lower_rms_norm_grad(const ir::Node& n, int x, int w, int inv, double inv_cols);
   void lower_adamw(const ir::Node& n);
+  void lower_cross_entropy(const ir::Node& n);
 
   std::vector<ir::DimExpr> space_;
   const ir::ShapeGraph& shapes_;
   KernelIR k_;
   std::vector<const ir::Value*> inputs_;
   std::map<const ir::Value*, int> instr_;
-  std::map<const ir::Value*, int> column_sums_;  // values stored as column sums: the instruction summed
+  // Values stored as sums over rows: the instruction summed and the store's access (col: a
+  // column sum; scalar: a row value summed into one).
+  std::map<const ir::Value*, std::pair<int, Access>> sums_;
 };
 
 }  // namespace disc::jit

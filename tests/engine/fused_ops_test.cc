@@ -6,6 +6,7 @@
 // blocks of a column sum.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -89,6 +90,12 @@ const Case kCases[] = {
   input %w : f32[D]
   input %dy : f32[R, D]
   %o1, %o2 = rms_norm_grad(%x, %w, %dy) {eps = 1e-05} : f32[R, D], f32[D])", 1e-4},
+    {"cross_entropy_and_its_gradient", R"(
+  input %x : f32[R, D]
+  input %labels : i64[R]
+  input %dl : f32[]
+  %o1 = cross_entropy(%x, %labels) {ignore_index = -1} : f32[]
+  %o2 = cross_entropy_grad(%x, %labels, %dl) {ignore_index = -1} : f32[R, D])"},
     {"swiglu", R"(
   input %g : f32[R, S]
   input %u : f32[R, S]
@@ -122,19 +129,22 @@ std::string graph_text(const Case& c, int64_t d) {
   return "graph @g {\n  sym R in [1, 300]" + syms + body + "\n" + outputs + "}\n";
 }
 
-class FusedOps : public ::testing::TestWithParam<Case> {
+class FusedGraphs : public ::testing::Test {
  protected:
   std::unique_ptr<devices::Device> dev = devices::make_cpu_device(2);
   memory::DeviceAllocator alloc{*dev};
 
-  std::map<std::string, Tensor> random_inputs(const ir::Graph& g, const ir::Bindings& b, uint64_t seed) {
+  // Normal floats; labels in [-1, classes) (-1 is the ignore index); AdamW's step 3.
+  std::map<std::string, Tensor> random_inputs(const ir::Graph& g, const ir::Bindings& b, int64_t classes,
+                                              uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> n;
     std::map<std::string, Tensor> args;
     for (const ir::Value* v : g.arguments()) {
       Tensor t = Tensor::empty(v->dtype(), concrete_shape(g, *v, b), alloc);
       for (int64_t i = 0; i < t.numel(); ++i) {
-        if (v->dtype() == ir::DType::kI64) t.data<int64_t>()[i] = 3;  // AdamW's step
+        if (v->name() == "labels") t.data<int64_t>()[i] = static_cast<int64_t>(rng() % (classes + 1)) - 1;
+        else if (v->dtype() == ir::DType::kI64) t.data<int64_t>()[i] = 3;
         else t.data<float>()[i] = n(rng);
       }
       args.emplace(v->name(), t);
@@ -142,6 +152,8 @@ class FusedOps : public ::testing::TestWithParam<Case> {
     return args;
   }
 };
+
+class FusedOps : public FusedGraphs, public ::testing::WithParamInterface<Case> {};
 
 void expect_close(const std::map<std::string, Tensor>& got, const std::map<std::string, Tensor>& want,
                   double atol, const std::string& where) {
@@ -174,7 +186,7 @@ TEST_P(FusedOps, MatchTheReferenceKernelsInterpretedAndCompiled) {
       const ir::Bindings b = {{"R", r}, {"S", s}};
       const std::string where = "at R=" + std::to_string(r) + ", S=" + std::to_string(s) +
                                 (static_extent ? ", D=" + std::to_string(d) : "");
-      std::map<std::string, Tensor> args = random_inputs(*g, b, 7 * r + s);
+      std::map<std::string, Tensor> args = random_inputs(*g, b, d, 7 * r + s);
       const auto want = reference.run(args);
       expect_close(interpreted.run(args), want, c.atol, "interpreted " + where);
       expect_close(compiled.run(args), want, c.atol, "compiled " + where);
@@ -185,6 +197,35 @@ TEST_P(FusedOps, MatchTheReferenceKernelsInterpretedAndCompiled) {
 
 INSTANTIATE_TEST_SUITE_P(EveryPattern, FusedOps, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// Labels outside [0, classes) that are not the ignore index fail every path with the count, and
+// a batch whose labels are all ignored has loss 0 and zero gradients, on every path.
+TEST_F(FusedGraphs, CrossEntropyRefusesLabelsOutsideTheClassesAndIgnoresAllIgnored) {
+  const Case* ce = std::find_if(std::begin(kCases), std::end(kCases),
+                                [](const Case& c) { return std::string(c.name) == "cross_entropy_and_its_gradient"; });
+  ASSERT_NE(ce, std::end(kCases));
+  auto g = ir::parse_graph(graph_text(*ce, 10));
+  std::unique_ptr<ir::Graph> fused = jit::apply_fusion(*g, jit::plan_fusion(*g));
+  jit::KernelCache kernels("");
+  Executor reference(*g, alloc), interpreted(*fused, alloc), compiled(*fused, alloc, {}, &kernels);
+  std::map<std::string, Tensor> args = random_inputs(*g, {{"R", 200}}, 10, 1);
+  int64_t* labels = args.at("labels").data<int64_t>();
+  labels[150] = 10, labels[7] = -2;
+  for (Executor* ex : {&reference, &interpreted, &compiled}) {
+    try {
+      ex->run(args);
+      ADD_FAILURE() << "labels 10 and -2 of 10 classes were accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("outside"), std::string::npos) << e.what();
+    }
+  }
+  for (int64_t i = 0; i < 200; ++i) labels[i] = -1;
+  for (Executor* ex : {&reference, &interpreted, &compiled}) {
+    auto out = ex->run(args);
+    EXPECT_EQ(out.at("o1").data<float>()[0], 0.0f);
+    for (int64_t i = 0; i < out.at("o2").numel(); ++i) ASSERT_EQ(out.at("o2").data<float>()[i], 0.0f) << i;
+  }
+}
 
 }  // namespace
 }  // namespace disc::engine

@@ -42,6 +42,13 @@ TEST(KernelIR, RejectsMalformedKernelsNamingTheInstruction) {
   expect_rejected(h + "%0 = load 1 full\nstore 1 full %0", "loads from output buffer 1");
   expect_rejected(h + "%0 = load 0 full\nstore 0 full %0", "stores to input buffer 0");
   expect_rejected(h + "%0 = load 0 full\nstore 1 row %0", "higher level with row access");
+  expect_rejected(h + "%0 = load 0 full\nstore 1 scalar %0", "higher level with scalar access");
+  expect_rejected(h + "%0 = load 0 full\n%1 = reduce_sum %0\n%2 = sum_rows %1\nstore 1 full %2",
+                  "sum_rows sums a value made by a reduce_sum");
+  expect_rejected(h + "%0 = load 0 full\n%1 = sum_rows %0\nstore 1 full %1", "sum_rows sums a value that is not per row");
+  expect_rejected(h + "%0 = load 0 full\n%1 = check_labels %0\nstore 1 full %0", "checks a value that is not scalar");
+  expect_rejected(h + "%0 = load 0 full\n%1 = const 0\n%2 = check_labels %1\n%3 = add %2 %0\nstore 1 full %3",
+                  "is a check_labels, which has no value");
   expect_rejected(h + "%0 = load 0 full", "never stored");
   expect_rejected(h + "%0 = load 0 full\nstore 1 full %0\nstore 1 full %0", "stored twice");
   expect_rejected(h + "%0 = load 0 full\n%1 = lt %0 %0\nstore 1 full %1", "is a bool");

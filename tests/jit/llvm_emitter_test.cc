@@ -62,6 +62,35 @@ TEST(LlvmEmitter, CrossEntropyWithAOneHotOnTheColumnIndex) {
   check_everywhere(cache, parse(kCrossEntropy), kArithmetic, {Fill{.lo = -10, .hi = 10}});
 }
 
+// Row totals taken before the rows (sum_rows), a check on them, and a row value summed over
+// every row into a scalar store (in blocks, so 1000 rows make several).
+TEST(LlvmEmitter, CrossEntropyMeanWithRowTotalsAndASummedScalarStore) {
+  KernelCache cache("");
+  const KernelIR k = parse(kCrossEntropyMean);
+  check_everywhere(cache, k, {.rtol = 1e-5, .atol = 1e-5}, {Fill{.lo = -10, .hi = 10}});
+  for (bool is_static : {true, false})
+    check_kernel(cache, k, {.rows = 1000, .cols = 33, .is_static = is_static}, {.rtol = 1e-5, .atol = 1e-5},
+                 {Fill{.lo = -10, .hi = 10}});
+}
+
+// A label outside the classes fails run_kernel before any row runs, with the count.
+TEST(LlvmEmitter, CheckLabelsFailsTheRunWithTheCount) {
+  std::string text = kCrossEntropyMean;
+  text.replace(text.find("1000000000"), 10, "5");  // 5 classes; labels are drawn in [0, 17)
+  const KernelIR k = parse(text);
+  KernelCache cache("");
+  std::vector<float> x(3 * 17, 0.0f), loss(1, -1.0f);
+  std::vector<int64_t> labels = {2, 9, 16};
+  void* buffers[] = {x.data(), labels.data(), loss.data()};
+  try {
+    run_kernel(k, cache.get(k, 17, false).fn, 3, 17, buffers);
+    ADD_FAILURE() << "labels 9 and 16 of 5 classes passed";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("2 labels are outside the classes"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(loss[0], -1.0f);  // nothing written
+}
+
 TEST(LlvmEmitter, AdamWWithScalarMathInDouble) {
   KernelCache cache("");
   const std::vector<Fill> fills = {Fill{},

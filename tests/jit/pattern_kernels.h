@@ -89,6 +89,44 @@ inline constexpr const char* kRmsNormGrad =
 store 4 full %19
 store 5 col %21)";
 
+// Cross-entropy's mean loss as lowering.cc writes it: the count of counted labels (not -100) and
+// of labels outside the classes (here < 0 or >= 1e9: none, with labels drawn in [0, cols)) are
+// totals over rows taken first; each counted row's loss times 1 / count is summed into a scalar.
+inline constexpr const char* kCrossEntropyMean =
+    R"(kernel inputs=2 outputs=1 space=0 types=f32,i64,f32
+%0 = load 0 full
+%1 = load 1 row
+%2 = const 0
+%3 = const 1
+%4 = const -100
+%5 = ne %1 %4
+%6 = select %5 %3 %2
+%7 = sum_rows %6
+%8 = lt %1 %2
+%9 = const 1000000000
+%10 = ge %1 %9
+%11 = select %10 %3 %2
+%12 = select %8 %3 %11
+%13 = select %5 %12 %2
+%14 = sum_rows %13
+%15 = check_labels %14
+%16 = reduce_max %0
+%17 = sub %0 %16
+%18 = exp %17
+%19 = reduce_sum %18
+%20 = eq %7 %2
+%21 = col_index
+%22 = eq %21 %1
+%23 = select %22 %17 %2
+%24 = reduce_sum %23
+%25 = log %19
+%26 = sub %25 %24
+%27 = select %5 %26 %2
+%28 = div %3 %7
+%29 = select %20 %2 %28
+%30 = mul %27 %29
+store 2 scalar %30)";
+
 // Cross-entropy over logits with an i64 label per row: loss = log(sum(exp(x - max))) -
 // (x[label] - max) as a row store, and its gradient softmax - one_hot(label) (col_index == label).
 inline constexpr const char* kCrossEntropy =
