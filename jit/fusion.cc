@@ -58,34 +58,6 @@ int64_t upper_bound(const ir::ShapeGraph& shapes, const DimExpr& e) {
   return c.evaluate(b);
 }
 
-// How often each element-level instruction is evaluated: once per pass whose tree reads it.
-std::vector<int> evaluations(const KernelIR& k) {
-  const std::vector<Level> levels = k.levels();
-  std::vector<int> count(k.code.size(), 0);
-  auto pass = [&](std::vector<int> roots) {
-    std::vector<bool> seen(k.code.size(), false);
-    while (!roots.empty()) {
-      int i = roots.back();
-      roots.pop_back();
-      if (seen[i] || levels[i] != Level::kElement) continue;
-      seen[i] = true;
-      ++count[i];
-      if (!is_reduction(k.code[i].op)) roots.insert(roots.end(), k.code[i].args.begin(), k.code[i].args.end());
-    }
-  };
-  std::vector<int> final_roots;
-  for (const Instr& in : k.code) {
-    if (is_reduction(in.op)) pass(in.args);
-    if (in.op == KOp::kStore && (in.access == Access::kFull || in.access == Access::kCol)) final_roots.push_back(in.args[0]);
-  }
-  pass(final_roots);
-  return count;
-}
-
-bool expensive(KOp op) {
-  return op == KOp::kExp || op == KOp::kLog || op == KOp::kTanh || op == KOp::kSigmoid || op == KOp::kSilu ||
-         op == KOp::kPow || op == KOp::kSqrt || op == KOp::kRsqrt || op == KOp::kDiv;
-}
 
 bool cost_ok(const ir::Graph& g, const FusionGroup& fg, const FusionOptions& o) {
   const KernelIR& k = fg.kernel;
@@ -96,11 +68,11 @@ bool cost_ok(const ir::Graph& g, const FusionGroup& fg, const FusionOptions& o) 
   }
   if (reductions + 1 > o.max_passes) return false;
   if (reductions > 0 && !fg.space.empty() && upper_bound(g.shapes(), fg.space.back()) * 4 * full_loads > o.cache_bytes) return false;
-  const std::vector<int> count = evaluations(k);
+  const std::vector<int> count = k.evaluations();
   int recompute = 0;
   for (size_t i = 0; i < k.code.size(); ++i) {
     const KOp op = k.code[i].op;
-    if (count[i] > 1 && op != KOp::kLoad && op != KOp::kConst) recompute += (expensive(op) ? 8 : 1) * (count[i] - 1);
+    if (count[i] > 1 && op != KOp::kLoad && op != KOp::kConst) recompute += (is_expensive(op) ? 8 : 1) * (count[i] - 1);
   }
   return recompute <= o.max_recompute;
 }

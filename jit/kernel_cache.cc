@@ -95,28 +95,45 @@ KernelCacheStats KernelCache::stats() const {
 
 namespace {
 
+// Calls of one kernel over ranges of rows: its buffers, then the row totals and a scratch of the
+// call's own (llvm_emitter.h's totals_slot and scratch_slot).
+struct Calls {
+  KernelFn fn;
+  int64_t cols;
+  std::vector<void*> buffers;
+  int64_t scratch_floats;
+  int scratch;  // its slot
+
+  void operator()(int64_t begin, int64_t end, std::vector<void*> b) const {
+    std::vector<float> rows_scratch(static_cast<size_t>(scratch_floats));
+    b[scratch] = rows_scratch.data();
+    call(fn, begin, end, cols, b.data());
+  }
+  void operator()(int64_t begin, int64_t end) const { (*this)(begin, end, buffers); }
+};
+
 // Summed stores (kernel_ir.h): each block of kSumBlockRows rows adds its rows into its own zeroed
 // sums, in f32; the blocks' sums are then added in block order, in double.
-void run_summed(const KernelIR& k, KernelFn fn, int64_t rows, int64_t cols, void* const* buffers, int count) {
+void run_summed(const KernelIR& k, const Calls& calls, int64_t rows) {
   const std::vector<int> sums = k.summed_stores();
   std::vector<int64_t> len;  // per summed store: cols (col access) or 1 (scalar)
   for (int b : sums) {
     bool col = false;
     for (const Instr& in : k.code) col |= in.op == KOp::kStore && in.buffer == b && in.access == Access::kCol;
-    len.push_back(col ? cols : 1);
+    len.push_back(col ? calls.cols : 1);
   }
   const int64_t blocks = (rows + kSumBlockRows - 1) / kSumBlockRows;
   std::vector<std::vector<float>> partial(sums.size());
   for (size_t s = 0; s < sums.size(); ++s) partial[s].assign(blocks * len[s], 0.0f);
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, blocks), [&](const tbb::blocked_range<int64_t>& r) {
-    std::vector<void*> mine(buffers, buffers + count);
+    std::vector<void*> mine = calls.buffers;
     for (int64_t b = r.begin(); b < r.end(); ++b) {
       for (size_t s = 0; s < sums.size(); ++s) mine[sums[s]] = partial[s].data() + b * len[s];
-      call(fn, b * kSumBlockRows, std::min(rows, (b + 1) * kSumBlockRows), cols, mine.data());
+      calls(b * kSumBlockRows, std::min(rows, (b + 1) * kSumBlockRows), mine);
     }
   });
   for (size_t s = 0; s < sums.size(); ++s) {
-    float* out = static_cast<float*>(buffers[sums[s]]);
+    float* out = static_cast<float*>(calls.buffers[sums[s]]);
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, len[s]), [&](const tbb::blocked_range<int64_t>& r) {
       for (int64_t c = r.begin(); c < r.end(); ++c) {
         double acc = 0;
@@ -130,29 +147,25 @@ void run_summed(const KernelIR& k, KernelFn fn, int64_t rows, int64_t cols, void
 }  // namespace
 
 void run_kernel(const KernelIR& k, KernelFn fn, int64_t rows, int64_t cols, void* const* buffers) {
-  // Row totals come first (and their checks, which may throw); the kernel reads them from one
-  // more buffer after its own.
+  Calls calls{.fn = fn, .cols = cols, .buffers = {buffers, buffers + k.buffers()},
+              .scratch_floats = static_cast<int64_t>(cached_values(k).size()) * cols, .scratch = scratch_slot(k)};
+  calls.buffers.resize(scratch_slot(k) + 1, nullptr);
+  // Row totals come first (and their checks, which may throw).
   std::vector<double> totals;
-  std::vector<void*> with_totals;
-  int count = k.buffers();
   if (k.has_row_totals()) {
     std::vector<ir::TensorRef> refs;
     for (int i = 0; i < k.buffers(); ++i) refs.push_back({k.types[i], {}, buffers[i]});
     totals = row_totals(k, refs, rows, cols);
-    with_totals.assign(buffers, buffers + k.buffers());
-    with_totals.push_back(totals.data());
-    buffers = with_totals.data();
-    ++count;
+    calls.buffers[totals_slot(k)] = totals.data();
   }
-  if (!k.summed_stores().empty()) return run_summed(k, fn, rows, cols, buffers, count);
+  if (!k.summed_stores().empty()) return run_summed(k, calls, rows);
   if (rows <= 0) return;
   // Enough elements per task that TBB's scheduling (about a microsecond) stays in the noise.
   constexpr int64_t kMinElementsPerTask = 16 * 1024;
   const int64_t grain = std::max<int64_t>(1, kMinElementsPerTask / std::max<int64_t>(cols, 1));
-  if (rows <= grain) return call(fn, 0, rows, cols, buffers);
-  tbb::parallel_for(
-      tbb::blocked_range<int64_t>(0, rows, grain),
-      [&](const tbb::blocked_range<int64_t>& r) { call(fn, r.begin(), r.end(), cols, buffers); });
+  if (rows <= grain) return calls(0, rows);
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows, grain),
+                    [&](const tbb::blocked_range<int64_t>& r) { calls(r.begin(), r.end()); });
 }
 
 }  // namespace disc::jit

@@ -155,6 +155,10 @@ std::string_view access_name(Access a) { return kAccessNames[static_cast<size_t>
 std::string_view kop_name(KOp op) { return info(op).name; }
 int kop_arity(KOp op) { return info(op).arity; }
 bool is_compare(KOp op) { return op >= KOp::kEq && op <= KOp::kGe; }
+bool is_expensive(KOp op) {
+  return op == KOp::kExp || op == KOp::kLog || op == KOp::kTanh || op == KOp::kSigmoid || op == KOp::kSilu ||
+         op == KOp::kPow || op == KOp::kSqrt || op == KOp::kRsqrt || op == KOp::kDiv;
+}
 bool is_reduction(KOp op) { return op == KOp::kReduceSum || op == KOp::kReduceMax; }
 
 bool kop_from_name(std::string_view name, KOp& op) {
@@ -268,6 +272,29 @@ Space space_of(const KernelIR& k, const std::vector<ir::TensorRef>& buffers) {
     }
   }
   return sp;
+}
+
+std::vector<int> KernelIR::evaluations() const {
+  const std::vector<Level> l = levels();
+  std::vector<int> count(code.size(), 0);
+  auto pass = [&](std::vector<int> roots) {
+    std::vector<bool> seen(code.size(), false);
+    while (!roots.empty()) {
+      const int i = roots.back();
+      roots.pop_back();
+      if (seen[i] || l[i] != Level::kElement) continue;
+      seen[i] = true;
+      ++count[i];
+      if (!is_reduction(code[i].op)) roots.insert(roots.end(), code[i].args.begin(), code[i].args.end());
+    }
+  };
+  std::vector<int> final_roots;
+  for (const Instr& in : code) {
+    if (is_reduction(in.op)) pass(in.args);
+    if (in.op == KOp::kStore && (in.access == Access::kFull || in.access == Access::kCol)) final_roots.push_back(in.args[0]);
+  }
+  pass(final_roots);
+  return count;
 }
 
 std::vector<int> KernelIR::summed_stores() const {

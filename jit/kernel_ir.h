@@ -76,6 +76,7 @@ std::string_view kop_name(KOp op);  // "load", "add", "reduce_sum", ...
 bool kop_from_name(std::string_view name, KOp& op);
 int kop_arity(KOp op);              // number of instruction arguments (load and const: 0)
 bool is_compare(KOp op);
+bool is_expensive(KOp op);  // transcendental, root, power or division: worth not recomputing
 bool is_reduction(KOp op);
 
 struct Instr {
@@ -108,6 +109,9 @@ struct KernelIR {
   static KernelIR parse(std::string_view text);
   // A stable hash of str(), for cache keys.
   uint64_t fingerprint() const;
+  // How often each element-level instruction is evaluated per row: once per pass (a reduction's,
+  // or the final one) whose tree reads it.
+  std::vector<int> evaluations() const;
   // The output buffers whose store sums over rows (col access, or scalar access of a row
   // value), in order.
   std::vector<int> summed_stores() const;

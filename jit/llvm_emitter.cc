@@ -94,6 +94,7 @@ class Emitter {
   Value* row_value(int i);
   Value* reduce(int i);
   Value* load_chunk(const Instr& in, const Chunk& chunk);
+  Value* scratch_chunk(int i, const Chunk& chunk, Value* v);
   void store_chunk(const Instr& in, const Chunk& chunk, Value* v);
 
   // Passes over the columns and the loops they are made of.
@@ -133,6 +134,10 @@ class Emitter {
   std::vector<Value*> scalar_;      // scalar level: double (or i1 for compares)
   std::vector<Value*> scalar_f_;    // the same as operands of f32 code: float (or i1)
   std::vector<Value*> row_values_;  // row level: float (or i1), in the row in progress
+  Value* scratch_ = nullptr;        // ptr: the scratch rows of cached values
+  std::vector<int> cache_slot_;     // per instruction: its scratch row, or -1 (not cached)
+  std::vector<int> stored_in_pass_; // per instruction: the pass that stores it, or -1
+  int pass_ = 0;                    // the pass being emitted, from 1
 };
 
 void Emitter::emit(const std::string& name) {
@@ -172,6 +177,13 @@ void Emitter::load_buffer_pointers() {
     Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), fn_->getArg(3), i);
     buffers_.push_back(b_.CreateLoad(b_.getPtrTy(), slot, "buf" + std::to_string(i)));
   }
+  const std::vector<int> cached = cached_values(k_);
+  cache_slot_.assign(k_.code.size(), -1);
+  stored_in_pass_.assign(k_.code.size(), -1);
+  for (size_t s = 0; s < cached.size(); ++s) cache_slot_[cached[s]] = static_cast<int>(s);
+  if (cached.empty()) return;
+  Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), fn_->getArg(3), scratch_slot(k_));
+  scratch_ = b_.CreateLoad(b_.getPtrTy(), slot, "scratch");
 }
 
 // Scalar-level instructions in double, once per call; their f32 versions for the code below.
@@ -187,7 +199,7 @@ void Emitter::emit_scalars() {
     if (in.op == KOp::kConst) {
       v = llvm::ConstantFP::get(b_.getDoubleTy(), in.value);
     } else if (in.op == KOp::kSumRows) {  // computed by run_kernel, in the buffer after ours
-      Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), fn_->getArg(3), k_.buffers());
+      Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), fn_->getArg(3), totals_slot(k_));
       Value* totals = b_.CreateLoad(b_.getPtrTy(), slot, "totals");
       v = b_.CreateLoad(b_.getDoubleTy(), b_.CreateConstInBoundsGEP1_64(b_.getDoubleTy(), totals, i));
     } else if (in.op == KOp::kLoad) {
@@ -357,18 +369,33 @@ Value* Emitter::element(int i, Chunk& chunk) {
     for (int l = 0; l < shape_.lanes; ++l) iota.push_back(llvm::ConstantInt::get(it, l));
     Value* col = splat(b_.CreateTrunc(chunk.col, it));
     v = b_.CreateSIToFP(b_.CreateAdd(col, llvm::ConstantVector::get(iota)), vec(b_.getFloatTy()));
-  } else if (in.op == KOp::kDiv && levels_[in.args[1]] != Level::kElement) {
-    // By a row or scalar value (softmax's sum): times its reciprocal, which LICM takes out of the
-    // column loop; a vector division costs ten times a multiplication. Within 1.5 ulp of x / y.
-    Value* y = operand(in.args[1], Level::kRow, nullptr);
-    Value* recip = b_.CreateFDiv(llvm::ConstantFP::get(y->getType(), 1.0), y);
-    v = b_.CreateFMul(operand(in.args[0], Level::kElement, &chunk), splat(recip));
+  } else if (cache_slot_[i] >= 0 && stored_in_pass_[i] >= 0 && stored_in_pass_[i] != pass_) {
+    v = scratch_chunk(i, chunk, nullptr);  // computed by an earlier pass
   } else {
     std::vector<Value*> args;
     for (int a : in.args) args.push_back(operand(a, Level::kElement, &chunk));
     v = apply(in, args, /*dbl=*/false);
+    if (cache_slot_[i] >= 0) {
+      scratch_chunk(i, chunk, v);
+      stored_in_pass_[i] = pass_;
+    }
   }
   return chunk.values[i] = v;
+}
+
+// Stores v into instruction i's scratch row at the chunk's columns, or (v null) loads it back.
+Value* Emitter::scratch_chunk(int i, const Chunk& chunk, Value* v) {
+  Value* at = b_.CreateAdd(b_.CreateMul(i64(cache_slot_[i]), cols_), chunk.col);
+  Value* p = b_.CreateInBoundsGEP(b_.getFloatTy(), scratch_, at);
+  llvm::Type* vt = vec(b_.getFloatTy());
+  if (v) {
+    if (chunk.mask) b_.CreateMaskedStore(v, p, llvm::Align(4), chunk.mask);
+    else b_.CreateAlignedStore(v, p, llvm::Align(4));
+    return v;
+  }
+  if (chunk.mask)
+    return b_.CreateMaskedLoad(vt, p, llvm::Align(4), chunk.mask, llvm::Constant::getNullValue(vt));
+  return b_.CreateAlignedLoad(vt, p, llvm::Align(4));
 }
 
 Value* Emitter::load_chunk(const Instr& in, const Chunk& chunk) {
@@ -417,6 +444,7 @@ Chunk Emitter::chunk_at(Value* col, Value* mask) {
 // bucket, so no loop has a guard: a guard depends on cols alone, and LLVM would unswitch the row
 // loop on it, copying the whole row's code once per guard.
 std::vector<Value*> Emitter::emit_pass(std::vector<Value*> carried, const PassBody& body) {
+  ++pass_;
   const int64_t w = shape_.lanes, uw = w * shape_.unroll;
   Value* start = i64(0);
   if (bucket_.lo >= uw) {
@@ -596,6 +624,14 @@ Value* Emitter::apply(const Instr& in, const std::vector<Value*>& a, bool dbl) {
 }
 
 }  // namespace
+
+std::vector<int> cached_values(const KernelIR& k) {
+  const std::vector<int> count = k.evaluations();
+  std::vector<int> cached;
+  for (size_t i = 0; i < k.code.size(); ++i)
+    if (count[i] > 1 && is_expensive(k.code[i].op)) cached.push_back(static_cast<int>(i));
+  return cached;
+}
 
 LoopShape loop_shape(const Bucket& b, const Target& t) {
   LoopShape s;

@@ -42,6 +42,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "jit/bucket.h"
 #include "jit/kernel_ir.h"
@@ -56,6 +57,17 @@ namespace disc::jit {
 
 std::unique_ptr<llvm::Module> emit_kernel(const KernelIR& k, const Bucket& b, const Target& t,
                                           llvm::LLVMContext& ctx, const std::string& name);
+
+// The element-level values the code keeps in a scratch row rather than computing them again in a
+// later pass: expensive ones (is_expensive) that several passes read, like softmax's exp, which
+// the sum pass computes and the final pass reads back. Same values, so the same bits.
+std::vector<int> cached_values(const KernelIR& k);
+
+// What run_kernel passes after the kernel's own buffers: buffers[k.buffers()] the row totals
+// (double, indexed by instruction; row_totals()), buffers[k.buffers() + 1] a scratch of
+// cached_values(k).size() * cols floats that no other call uses at the same time.
+inline int totals_slot(const KernelIR& k) { return k.buffers(); }
+inline int scratch_slot(const KernelIR& k) { return k.buffers() + 1; }
 
 // The vector width and unrolling the emitter chooses for a bucket (exposed for tests and dumps).
 struct LoopShape {

@@ -47,6 +47,17 @@ TEST(LlvmEmitter, RmsNormWithAColumnWeightAndARowStore) {
 }
 
 // The weight gradient is a column sum over every row: its error grows with the rows summed.
+// Softmax's exp is read by the sum pass and the final one: the sum pass keeps it in the scratch
+// row and the final pass reads it back (the same values: SoftmaxOverRows checks them). A value
+// one pass reads, or a cheap one, is not kept.
+TEST(LlvmEmitter, ExpensiveValuesSeveralPassesReadAreKeptInScratch) {
+  const KernelIR softmax = parse(kSoftmax);
+  const std::vector<int> kept = cached_values(softmax);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(softmax.code[kept[0]].op, KOp::kExp);
+  EXPECT_TRUE(cached_values(parse(kRmsNorm)).empty());
+}
+
 TEST(LlvmEmitter, RmsNormGradWithAColumnSum) {
   KernelCache cache("");
   const std::vector<Fill> fills = {Fill{}, Fill{}, Fill{}, Fill{.lo = 0.001, .hi = 1}};
