@@ -98,11 +98,12 @@ class Emitter {
   void store_chunk(const Instr& in, const Chunk& chunk, Value* v);
 
   // Passes over the columns and the loops they are made of.
-  std::vector<Value*> emit_pass(std::vector<Value*> carried, const PassBody& body);
+  std::vector<Value*> emit_pass(std::vector<Value*> carried, const PassBody& body, int unroll);
   std::vector<Value*> emit_loop(
       Value* begin, Value* end, int64_t step, std::vector<Value*> carried,
       const std::function<std::vector<Value*>(Value*, std::vector<Value*>)>& body);
-  std::vector<Value*> emit_static_tail(std::vector<Value*> carried, const PassBody& body);
+  std::vector<Value*> emit_static_tail(std::vector<Value*> carried, const PassBody& body,
+                                       int unroll);
   std::vector<Value*> emit_masked_tail(Value* begin, std::vector<Value*> carried,
                                        const PassBody& body);
   Value* lanes_below(Value* n);
@@ -315,7 +316,7 @@ Value* Emitter::reduce(int i) {
       a[u] = combine(a[u], x);
     }
     return a;
-  });
+  }, shape_.unroll);
   for (size_t n = acc.size(); n > 1; n /= 2)
     for (size_t u = 0; u < n / 2; ++u) acc[u] = combine(acc[u], acc[u + n / 2]);
   Value* v = acc[0];
@@ -345,7 +346,7 @@ void Emitter::emit_element_stores() {
       for (size_t s = 0; s < stores.size(); ++s)
         store_chunk(k_.code[stores[s]], chunks[u], values[u][s]);
     return none;
-  });
+  }, /*unroll=*/1);
 }
 
 Value* Emitter::operand(int i, Level at, Chunk* chunk) {
@@ -443,28 +444,29 @@ Chunk Emitter::chunk_at(Value* col, Value* mask) {
 // least once (with no lane left when U * W divides cols). Every loop runs at least once in the
 // bucket, so no loop has a guard: a guard depends on cols alone, and LLVM would unswitch the row
 // loop on it, copying the whole row's code once per guard.
-std::vector<Value*> Emitter::emit_pass(std::vector<Value*> carried, const PassBody& body) {
+std::vector<Value*> Emitter::emit_pass(std::vector<Value*> carried, const PassBody& body, int unroll) {
   ++pass_;
-  const int64_t w = shape_.lanes, uw = w * shape_.unroll;
+  const int64_t w = shape_.lanes, uw = w * unroll;
   Value* start = i64(0);
   if (bucket_.lo >= uw) {
     Value* end = uw > 1 ? b_.CreateAnd(cols_, i64(-uw)) : cols_;
     carried = emit_loop(start, end, uw, carried, [&](Value* col, std::vector<Value*> c) {
       std::vector<Chunk> chunks;
-      for (int u = 0; u < shape_.unroll; ++u)
+      for (int u = 0; u < unroll; ++u)
         chunks.push_back(chunk_at(b_.CreateAdd(col, i64(u * w))));
       return body(chunks, c);
     });
     start = end;
   }
-  if (bucket_.is_static()) return emit_static_tail(carried, body);
+  if (bucket_.is_static()) return emit_static_tail(carried, body, unroll);
   return uw == 1 ? carried : emit_masked_tail(start, carried, body);
 }
 
 // After the unrolled loop, a static extent's last columns: whole chunks, then a masked one.
-std::vector<Value*> Emitter::emit_static_tail(std::vector<Value*> carried, const PassBody& body) {
+std::vector<Value*> Emitter::emit_static_tail(std::vector<Value*> carried, const PassBody& body,
+                                              int unroll) {
   const int64_t w = shape_.lanes, cols = bucket_.lo;
-  int64_t col = cols & -(w * shape_.unroll);
+  int64_t col = cols & -(w * unroll);
   for (; col + w <= cols; col += w) {
     std::vector<Chunk> chunks{chunk_at(i64(col))};
     carried = body(chunks, carried);
