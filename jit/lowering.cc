@@ -25,6 +25,18 @@ int64_t axis_of(const ir::Node& n) {
   return a < 0 ? a + n.operand(0)->rank() : a;
 }
 
+// A reduction over every axis of its operand (of rank 1 or more) to a scalar.
+bool reduces_every_axis(const ir::Node& n) {
+  std::vector<int64_t> axes = n.attrs().get_ints("axes");
+  const int64_t rank = n.operand(0)->rank();
+  for (int64_t& a : axes) a = a < 0 ? a + rank : a;
+  std::sort(axes.begin(), axes.end());
+  if (rank == 0 || static_cast<int64_t>(axes.size()) != rank) return false;
+  for (int64_t i = 0; i < rank; ++i)
+    if (axes[i] != i) return false;
+  return true;
+}
+
 std::vector<DimExpr> rows_of(const std::vector<DimExpr>& s) { return {s.begin(), s.end() - (s.empty() ? 0 : 1)}; }
 
 }  // namespace
@@ -94,6 +106,7 @@ bool KernelBuilder::fits(const ir::Node& n) const {
   const int64_t last = static_cast<int64_t>(space_.size()) - 1;
   if (op == "reduce_sum" || op == "reduce_max") {
     const auto& axes = n.attrs().get_ints("axes");
+    if (op == "reduce_sum" && reduces_every_axis(n)) return true;  // a row sum, summed over rows
     return axes.size() == 1 && (axes[0] == last || axes[0] == -1) && !n.attrs().get_bool("keepdims");
   }
   if (op == "rms_norm" || op == "rms_norm_grad") {
@@ -155,6 +168,8 @@ void KernelBuilder::add(const ir::Node& n) {
     instr_[n.result()] = value(x, a);
   } else if (op == "full" || op == "constant") {
     instr_[n.result()] = constant(n.attrs().get_float("value"));
+  } else if (op == "reduce_sum" && reduces_every_axis(n)) {  // a gradient norm's sum of squares
+    sums_[n.result()] = {emit(KOp::kReduceSum, {value(n.operand(0))}), Access::kScalar};
   } else if (op == "reduce_sum" || op == "reduce_max") {
     instr_[n.result()] = emit(op == "reduce_sum" ? KOp::kReduceSum : KOp::kReduceMax, {value(n.operand(0))});
   } else if (op == "adamw_update") {

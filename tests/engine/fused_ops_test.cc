@@ -70,6 +70,10 @@ const Case kCases[] = {
   input %x : f32[R, S]
   %o1 = reduce_sum(%x) {axes = [1]} : f32[R]
   %o2 = reduce_max(%x) {axes = [-1]} : f32[R])", 1e-4},
+    {"sum_of_squares_over_every_axis", R"(
+  input %x : f32[R, S]
+  %sq = mul(%x, %x) : f32[R, S]
+  %o1 = reduce_sum(%sq) {axes = [0, 1]} : f32[])", 1e-3},
     {"softmax_and_log_softmax", R"(
   input %x : f32[R, S]
   %o1 = softmax(%x) : f32[R, S]
