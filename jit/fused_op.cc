@@ -24,7 +24,7 @@ std::vector<ir::TensorType> infer(ir::InferContext& ctx) {
   ctx.require(ctx.num_operands() == k.inputs, "the kernel reads " + std::to_string(k.inputs) + " buffers, the node has " +
                                                   std::to_string(ctx.num_operands()) + " operands");
   for (const Instr& in : k.code) {
-    if (in.op != KOp::kLoad) continue;
+    if (in.op != KOp::kLoad && in.op != KOp::kLoadAt) continue;
     const ir::TensorType& t = ctx.in(in.buffer);
     const std::string what = "operand " + std::to_string(in.buffer);
     ctx.require(t.dtype == k.types[in.buffer], what + " is " + std::string(ir::dtype_name(t.dtype)) + ", the kernel reads " +

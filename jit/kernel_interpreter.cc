@@ -88,6 +88,11 @@ void step(const KernelIR& k, const std::vector<ir::TensorRef>& bufs, const std::
         break;
       }
       case KOp::kSumRows: out[c] = (*s.totals)[i]; break;
+      case KOp::kLoadAt: {
+        const double at = std::clamp(s.at(in.args[0], 0), 0.0, static_cast<double>(std::max<int64_t>(cols, 1) - 1));
+        out[c] = cols == 0 ? 0.0 : load(bufs[in.buffer], row * cols + static_cast<int64_t>(at));
+        break;
+      }
       case KOp::kStore:
       case KOp::kCheckLabels: break;
       case KOp::kSelect: out[c] = s.at(in.args[0], c) != 0 ? s.at(in.args[1], c) : s.at(in.args[2], c); break;

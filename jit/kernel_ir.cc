@@ -19,7 +19,8 @@ struct OpInfo {
 
 constexpr std::array kOps = {
     OpInfo{KOp::kLoad, "load", 0},        OpInfo{KOp::kStore, "store", 1},
-    OpInfo{KOp::kConst, "const", 0},      OpInfo{KOp::kColIndex, "col_index", 0},
+    OpInfo{KOp::kConst, "const", 0},      OpInfo{KOp::kLoadAt, "load_at", 1},
+    OpInfo{KOp::kColIndex, "col_index", 0},
     OpInfo{KOp::kRowModCols, "row_mod_cols", 0},
     OpInfo{KOp::kNeg, "neg", 1},          OpInfo{KOp::kAbs, "abs", 1},
     OpInfo{KOp::kExp, "exp", 1},          OpInfo{KOp::kLog, "log", 1},
@@ -76,10 +77,12 @@ void check_instr(const KernelIR& k, int i, const std::vector<Level>& levels, std
   }
   if (in.op == KOp::kSumRows) check_row_total(k, i, levels);
   if (in.op == KOp::kCheckLabels && levels[in.args[0]] != Level::kScalar) bad(i, "checks a value that is not scalar");
-  if (in.op != KOp::kLoad && in.op != KOp::kStore) return;
+  if (in.op == KOp::kLoadAt && (in.access != Access::kFull || levels[in.args[0]] == Level::kElement))
+    bad(i, "load_at takes full access and a column per row");
+  if (!names_buffer(in.op)) return;
   if (in.buffer < 0 || in.buffer >= k.buffers()) bad(i, "buffer " + std::to_string(in.buffer) + " out of range");
   const bool output = in.buffer >= k.inputs;
-  if (in.op == KOp::kLoad && output) bad(i, "loads from output buffer " + std::to_string(in.buffer));
+  if (in.op != KOp::kStore && output) bad(i, "loads from output buffer " + std::to_string(in.buffer));
   if (in.op == KOp::kStore) {
     if (!output) bad(i, "stores to input buffer " + std::to_string(in.buffer));
     // A store may broadcast a value of a lower level (a constant filling a tensor); col and
@@ -136,7 +139,7 @@ Instr parse_instr(const std::vector<std::string>& toks, int line) {
   }
   if (!kop_from_name(toks[t], in.op)) bad(line, "unknown op `" + toks[t] + "`");
   ++t;
-  if (in.op == KOp::kLoad || in.op == KOp::kStore) {
+  if (names_buffer(in.op)) {
     if (toks.size() < t + 2) bad(line, "expected a buffer and an access");
     in.buffer = std::stoi(toks[t]);
     in.access = parse_access(toks[t + 1], line);
@@ -155,6 +158,7 @@ std::string_view access_name(Access a) { return kAccessNames[static_cast<size_t>
 std::string_view kop_name(KOp op) { return info(op).name; }
 int kop_arity(KOp op) { return info(op).arity; }
 bool is_compare(KOp op) { return op >= KOp::kEq && op <= KOp::kGe; }
+bool names_buffer(KOp op) { return op == KOp::kLoad || op == KOp::kLoadAt || op == KOp::kStore; }
 bool is_expensive(KOp op) {
   return op == KOp::kExp || op == KOp::kLog || op == KOp::kTanh || op == KOp::kSigmoid || op == KOp::kSilu ||
          op == KOp::kPow || op == KOp::kSqrt || op == KOp::kRsqrt || op == KOp::kDiv;
@@ -179,7 +183,7 @@ std::vector<Level> KernelIR::levels() const {
       l[i] = in.access == Access::kScalar ? Level::kScalar : in.access == Access::kRow ? Level::kRow : Level::kElement;
     } else if (in.op == KOp::kColIndex) {
       l[i] = Level::kElement;
-    } else if (in.op == KOp::kRowModCols) {
+    } else if (in.op == KOp::kRowModCols || in.op == KOp::kLoadAt) {
       l[i] = Level::kRow;
     } else if (is_reduction(in.op)) {
       l[i] = Level::kRow;
@@ -218,7 +222,7 @@ std::string KernelIR::str() const {
     s << "\n";
     if (in.op != KOp::kStore) s << "%" << i << " = ";
     s << kop_name(in.op);
-    if (in.op == KOp::kLoad || in.op == KOp::kStore) s << " " << in.buffer << " " << access_name(in.access);
+    if (names_buffer(in.op)) s << " " << in.buffer << " " << access_name(in.access);
     if (in.op == KOp::kConst) s << " " << in.value;
     for (int a : in.args) s << " %" << a;
   }
@@ -258,7 +262,7 @@ Space space_of(const KernelIR& k, const std::vector<ir::TensorRef>& buffers) {
     for (int d = 0; d + 1 < s.rank(); ++d) sp.rows *= s.shape[d];
   }
   for (const Instr& in : k.code) {
-    if (in.op != KOp::kLoad && in.op != KOp::kStore) continue;
+    if (!names_buffer(in.op)) continue;
     const ir::TensorRef& b = buffers[in.buffer];
     const int64_t want = in.access == Access::kFull  ? sp.rows * sp.cols
                          : in.access == Access::kRow ? sp.rows

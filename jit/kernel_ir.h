@@ -56,6 +56,8 @@ std::string_view access_name(Access a);  // "full", "row", "col", "scalar"
 // What an instruction does. Loads convert any numeric buffer type to float; stores write f32.
 enum class KOp : uint8_t {
   kLoad, kStore, kConst,
+  kLoadAt,     // load_at B full %c: buffer B (full access) at the row's column %c, clamped to
+               // [0, cols) (row level): a cross-entropy's logit at the label
   kColIndex,   // the column index, as a float (element level): one-hot compares against labels
   kRowModCols, // the row index modulo max(cols, 1), as a float (row level): the query's position
                // in a square [.., S, S] attention tile (the causal mask)
@@ -76,6 +78,7 @@ std::string_view kop_name(KOp op);  // "load", "add", "reduce_sum", ...
 bool kop_from_name(std::string_view name, KOp& op);
 int kop_arity(KOp op);              // number of instruction arguments (load and const: 0)
 bool is_compare(KOp op);
+bool names_buffer(KOp op);  // load, load_at and store: they have a buffer and an access
 bool is_expensive(KOp op);  // transcendental, root, power or division: worth not recomputing
 bool is_reduction(KOp op);
 

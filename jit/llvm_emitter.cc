@@ -289,6 +289,17 @@ Value* Emitter::row_value(int i) {
     Value* p = b_.CreateInBoundsGEP(types_[in.buffer], buffers_[in.buffer], row_index_);
     return to_real(b_, b_.CreateLoad(types_[in.buffer], p), k_.types[in.buffer], b_.getFloatTy());
   }
+  if (in.op == KOp::kLoadAt) {  // the column clamped to [0, cols - 1] in float, then truncated
+    if (bucket_.hi == 0) return llvm::ConstantFP::get(b_.getFloatTy(), 0.0);  // no column to read
+    Value* last = b_.CreateSIToFP(b_.CreateSub(cols_, i64(1)), b_.getFloatTy());
+    Value* col = operand(in.args[0], Level::kRow, nullptr);
+    col = b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum,
+                                   b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, col, last),
+                                   llvm::ConstantFP::get(b_.getFloatTy(), 0.0));
+    Value* at = b_.CreateAdd(row_offset_, b_.CreateFPToSI(col, b_.getInt64Ty()));
+    Value* p = b_.CreateInBoundsGEP(types_[in.buffer], buffers_[in.buffer], at);
+    return to_real(b_, b_.CreateLoad(types_[in.buffer], p), k_.types[in.buffer], b_.getFloatTy());
+  }
   if (in.op == KOp::kRowModCols) {  // modulo max(cols, 1): an empty row has no columns to compare
     Value* n = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umax, cols_, i64(1));
     return b_.CreateUIToFP(b_.CreateURem(row_index_, n), b_.getFloatTy());

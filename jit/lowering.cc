@@ -136,6 +136,11 @@ int KernelBuilder::emit(KOp op, std::vector<int> args) {
   return static_cast<int>(k_.code.size()) - 1;
 }
 
+int KernelBuilder::load_at(int buffer, int col) {
+  k_.code.push_back(Instr{.op = KOp::kLoadAt, .args = {col}, .buffer = buffer, .access = Access::kFull});
+  return static_cast<int>(k_.code.size()) - 1;
+}
+
 int KernelBuilder::constant(double v) {
   k_.code.push_back(Instr{.op = KOp::kConst, .value = v});
   return static_cast<int>(k_.code.size()) - 1;
@@ -241,20 +246,27 @@ void KernelBuilder::lower_cross_entropy(const ir::Node& n) {
   const int outside = emit(KOp::kSelect, {emit(KOp::kLt, {label, zero}), one,
                                           emit(KOp::kSelect, {emit(KOp::kGe, {label, constant(static_cast<double>(*space_.back().constant()))}), one, zero})});
   emit(KOp::kCheckLabels, {emit(KOp::kSumRows, {emit(KOp::kSelect, {counted, outside, zero})})});
-  const int shifted = emit(KOp::kSub, {x, emit(KOp::kReduceMax, {x})});
+  const int max = emit(KOp::kReduceMax, {x});
+  const int shifted = emit(KOp::kSub, {x, max});
   const int e = emit(KOp::kExp, {shifted});
   const int sum = emit(KOp::kReduceSum, {e});
   const int none = emit(KOp::kEq, {count, zero});
-  const int is_label = emit(KOp::kEq, {emit(KOp::kColIndex, {}), label});
+  auto is_label = [&] { return emit(KOp::kEq, {emit(KOp::kColIndex, {}), label}); };
   if (n.op().name == "cross_entropy") {
-    const int picked = emit(KOp::kReduceSum, {emit(KOp::kSelect, {is_label, shifted, zero})});
+    // The label's logit: read at its column when the logits come from memory (no pass over the
+    // row), else picked out by a pass.
+    const Instr& xi = k_.code[x];
+    const int picked =
+        xi.op == KOp::kLoad
+            ? emit(KOp::kSub, {load_at(xi.buffer, label), max})
+            : emit(KOp::kReduceSum, {emit(KOp::kSelect, {is_label(), shifted, zero})});
     const int loss = emit(KOp::kSelect, {counted, emit(KOp::kSub, {emit(KOp::kLog, {sum}), picked}), zero});
     const int inv_count = emit(KOp::kSelect, {none, zero, emit(KOp::kDiv, {one, count})});
     sums_[n.result()] = {emit(KOp::kMul, {loss, inv_count}), Access::kScalar};
     return;
   }
   const int scale = emit(KOp::kSelect, {none, zero, emit(KOp::kDiv, {value(n.operand(2)), count})});
-  const int grad = emit(KOp::kSub, {emit(KOp::kDiv, {e, sum}), emit(KOp::kSelect, {is_label, one, zero})});
+  const int grad = emit(KOp::kSub, {emit(KOp::kDiv, {e, sum}), emit(KOp::kSelect, {is_label(), one, zero})});
   instr_[n.result()] = emit(KOp::kSelect, {counted, emit(KOp::kMul, {grad, scale}), zero});
 }
 

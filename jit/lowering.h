@@ -46,6 +46,7 @@ class KernelBuilder {
   int value(const ir::Value* v, std::optional<Access> access = std::nullopt);
   int emit(KOp op, std::vector<int> args);
   int constant(double v);
+  int load_at(int buffer, int col);
   void lower_norm_or_softmax(const ir::Node& n);
   void lower_rms_norm_grad(const ir::Node& n, int x, int w, int inv, double inv_cols);
   void lower_adamw(const ir::Node& n);

@@ -53,7 +53,7 @@ namespace detail {
 
 inline Access access_of(const KernelIR& k, int buffer) {
   for (const Instr& in : k.code)
-    if ((in.op == KOp::kLoad || in.op == KOp::kStore) && in.buffer == buffer) return in.access;
+    if (names_buffer(in.op) && in.buffer == buffer) return in.access;
   return Access::kScalar;
 }
 

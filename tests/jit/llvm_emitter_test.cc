@@ -84,6 +84,20 @@ TEST(LlvmEmitter, CrossEntropyMeanWithRowTotalsAndASummedScalarStore) {
                  {Fill{.lo = -10, .hi = 10}});
 }
 
+// load_at reads each row at a column given per row, clamped into the row (an ignored label's
+// -100 reads column 0): labels inside the row, then integers from -5 to 40 over every extent.
+TEST(LlvmEmitter, LoadAtReadsTheRowAtAColumnPerRow) {
+  KernelCache cache("");
+  const KernelIR k = parse(R"(kernel inputs=2 outputs=1 space=0 types=f32,i64,f32
+%0 = load 0 full
+%1 = load 1 row
+%2 = load_at 0 full %1
+%3 = mul %0 %2
+store 2 full %3)");
+  check_everywhere(cache, k, kArithmetic);
+  check_everywhere(cache, k, kArithmetic, {Fill{}, Fill{.lo = -5, .hi = 40, .labels = false}});
+}
+
 // A label outside the classes fails run_kernel before any row runs, with the count.
 TEST(LlvmEmitter, CheckLabelsFailsTheRunWithTheCount) {
   std::string text = kCrossEntropyMean;
