@@ -70,6 +70,13 @@ void step(const KernelIR& k, const std::vector<ir::TensorRef>& bufs, const std::
   const int64_t n = levels[i] == Level::kElement ? cols : 1;
   std::vector<double>& out = s.v[i];
   out.assign(n, 0.0);
+  if (in.op == KOp::kReduceLogSumExp) {  // max + log(sum(exp(x - max))); -inf for a row of -inf
+    double m = -std::numeric_limits<double>::infinity(), sum = 0;
+    for (int64_t c = 0; c < cols; ++c) m = std::max(m, s.at(in.args[0], c));
+    for (int64_t c = 0; c < cols && m != -std::numeric_limits<double>::infinity(); ++c) sum += std::exp(s.at(in.args[0], c) - m);
+    out[0] = m + std::log(sum);
+    return;
+  }
   if (in.op == KOp::kReduceSum || in.op == KOp::kReduceMax) {
     const bool sum = in.op == KOp::kReduceSum;
     double acc = sum ? 0.0 : -std::numeric_limits<double>::infinity();

@@ -35,6 +35,7 @@ constexpr std::array kOps = {
     OpInfo{KOp::kLe, "le", 2},            OpInfo{KOp::kGt, "gt", 2},
     OpInfo{KOp::kGe, "ge", 2},            OpInfo{KOp::kSelect, "select", 3},
     OpInfo{KOp::kReduceSum, "reduce_sum", 1}, OpInfo{KOp::kReduceMax, "reduce_max", 1},
+    OpInfo{KOp::kReduceLogSumExp, "reduce_logsumexp", 1},
     OpInfo{KOp::kSumRows, "sum_rows", 1},     OpInfo{KOp::kCheckLabels, "check_labels", 1},
 };
 
@@ -163,7 +164,9 @@ bool is_expensive(KOp op) {
   return op == KOp::kExp || op == KOp::kLog || op == KOp::kTanh || op == KOp::kSigmoid || op == KOp::kSilu ||
          op == KOp::kPow || op == KOp::kSqrt || op == KOp::kRsqrt || op == KOp::kDiv;
 }
-bool is_reduction(KOp op) { return op == KOp::kReduceSum || op == KOp::kReduceMax; }
+bool is_reduction(KOp op) {
+  return op == KOp::kReduceSum || op == KOp::kReduceMax || op == KOp::kReduceLogSumExp;
+}
 
 bool kop_from_name(std::string_view name, KOp& op) {
   for (const OpInfo& o : kOps) {

@@ -67,8 +67,9 @@ enum class KOp : uint8_t {
   kAdd, kSub, kMul, kDiv, kMax, kMin, kPow,
   // compares (bool) and select(cond, a, b)
   kEq, kNe, kLt, kLe, kGt, kGe, kSelect,
-  // row reductions over the columns: element -> row
-  kReduceSum, kReduceMax,
+  // row reductions over the columns: element -> row. reduce_logsumexp is log(sum(exp(x))) in one
+  // pass (a running max and a sum rescaled to it, per lane): a cross-entropy's normaliser
+  kReduceSum, kReduceMax, kReduceLogSumExp,
   // totals over every row, before the rows run: row -> scalar; and their check
   kSumRows, kCheckLabels,
 };

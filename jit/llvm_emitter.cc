@@ -310,33 +310,66 @@ Value* Emitter::row_value(int i) {
 }
 
 // A reduction's pass: U vector accumulators, combined pairwise, then the lanes halved pairwise.
+// An accumulator is one vector (sum, max) or two (logsumexp: the running max m and the sum s of
+// exp(x - m), rescaled when m grows: one exp per element).
 Value* Emitter::reduce(int i) {
-  const bool sum = k_.code[i].op == KOp::kReduceSum;
+  using State = std::vector<Value*>;
+  const KOp op = k_.code[i].op;
   const int arg = k_.code[i].args[0];
-  Value* identity = llvm::ConstantFP::get(vec(b_.getFloatTy()),
-                                          sum ? 0.0 : -std::numeric_limits<double>::infinity());
+  const double inf = std::numeric_limits<double>::infinity();
+  auto vc = [&](double v) { return llvm::ConstantFP::get(vec(b_.getFloatTy()), v); };
+  auto like = [&](Value* x, double v) { return llvm::ConstantFP::get(x->getType(), v); };
+  // logsumexp's running max starts at the lowest finite float, so that exp(x - m) is exp(-inf) = 0
+  // for an element (or masked lane) of -inf, never exp(NaN); a row of -inf ends as -FLT_MAX +
+  // log(0) = -inf.
+  const double lowest = std::numeric_limits<float>::lowest();
+  const State identity = op == KOp::kReduceSum   ? State{vc(0)}
+                         : op == KOp::kReduceMax ? State{vc(-inf)}
+                                                 : State{vc(lowest), vc(0)};
+  Value* masked = op == KOp::kReduceLogSumExp ? vc(-inf) : identity[0];  // what masked lanes read
   // max as the interpreter's std::max(acc, x): x when acc < x, so NaNs are skipped.
-  auto combine = [&](Value* acc, Value* x) {
-    return sum ? b_.CreateFAdd(acc, x) : b_.CreateSelect(b_.CreateFCmpOLT(acc, x), x, acc);
+  auto merge = [&](const State& a, const State& b) -> State {
+    if (op == KOp::kReduceSum) return {b_.CreateFAdd(a[0], b[0])};
+    Value* m = b_.CreateSelect(b_.CreateFCmpOLT(a[0], b[0]), b[0], a[0]);
+    if (op == KOp::kReduceMax) return {m};
+    Value* ea = emit_exp(b_, b_.CreateFSub(a[0], m));
+    Value* eb = emit_exp(b_, b_.CreateFSub(b[0], m));
+    return {m, b_.CreateFAdd(b_.CreateFMul(a[1], ea), b_.CreateFMul(b[1], eb))};
   };
-  std::vector<Value*> acc(static_cast<size_t>(shape_.unroll), identity);
-  acc = emit_pass(acc, [&](std::vector<Chunk>& chunks, std::vector<Value*> a) {
+  auto update = [&](const State& a, Value* x) -> State {
+    if (op != KOp::kReduceLogSumExp) return merge(a, {x});
+    Value* up = b_.CreateFCmpOGT(x, a[0]);  // x becomes the running max: rescale the sum
+    // exp(-|x - m|): exp(m - x) rescales the sum when x is the new max, else exp(x - m) adds.
+    Value* t = emit_exp(b_, b_.CreateFNeg(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, b_.CreateFSub(x, a[0]))));
+    Value* s = b_.CreateSelect(up, b_.CreateFAdd(b_.CreateFMul(a[1], t), like(t, 1)), b_.CreateFAdd(a[1], t));
+    return {b_.CreateSelect(up, x, a[0]), s};
+  };
+  const size_t width = identity.size();
+  State carried;
+  for (int u = 0; u < shape_.unroll; ++u) carried.insert(carried.end(), identity.begin(), identity.end());
+  carried = emit_pass(carried, [&](std::vector<Chunk>& chunks, State a) {
     for (size_t u = 0; u < chunks.size(); ++u) {
       Value* x = element(arg, chunks[u]);
-      if (chunks[u].mask) x = b_.CreateSelect(chunks[u].mask, x, identity);
-      a[u] = combine(a[u], x);
+      if (chunks[u].mask) x = b_.CreateSelect(chunks[u].mask, x, masked);
+      const State next = update(State(a.begin() + u * width, a.begin() + (u + 1) * width), x);
+      std::copy(next.begin(), next.end(), a.begin() + u * width);
     }
     return a;
   }, shape_.unroll);
+  std::vector<State> acc;
+  for (size_t u = 0; u < carried.size() / width; ++u) acc.emplace_back(carried.begin() + u * width, carried.begin() + (u + 1) * width);
   for (size_t n = acc.size(); n > 1; n /= 2)
-    for (size_t u = 0; u < n / 2; ++u) acc[u] = combine(acc[u], acc[u + n / 2]);
-  Value* v = acc[0];
+    for (size_t u = 0; u < n / 2; ++u) acc[u] = merge(acc[u], acc[u + n / 2]);
+  State v = acc[0];
   for (int w = shape_.lanes; w > 1; w /= 2) {
     std::vector<int> lo(w / 2), hi(w / 2);
     for (int l = 0; l < w / 2; ++l) lo[l] = l, hi[l] = l + w / 2;
-    v = combine(b_.CreateShuffleVector(v, lo), b_.CreateShuffleVector(v, hi));
+    State a, b;
+    for (Value* x : v) a.push_back(b_.CreateShuffleVector(x, lo)), b.push_back(b_.CreateShuffleVector(x, hi));
+    v = merge(a, b);
   }
-  return b_.CreateExtractElement(v, uint64_t{0});
+  for (Value*& x : v) x = b_.CreateExtractElement(x, uint64_t{0});
+  return op == KOp::kReduceLogSumExp ? b_.CreateFAdd(v[0], emit_log(b_, v[1])) : v[0];
 }
 
 // Every element-level store of the row, chunk by chunk: all values (and so all loads) of the

@@ -246,25 +246,27 @@ void KernelBuilder::lower_cross_entropy(const ir::Node& n) {
   const int outside = emit(KOp::kSelect, {emit(KOp::kLt, {label, zero}), one,
                                           emit(KOp::kSelect, {emit(KOp::kGe, {label, constant(static_cast<double>(*space_.back().constant()))}), one, zero})});
   emit(KOp::kCheckLabels, {emit(KOp::kSumRows, {emit(KOp::kSelect, {counted, outside, zero})})});
-  const int max = emit(KOp::kReduceMax, {x});
-  const int shifted = emit(KOp::kSub, {x, max});
-  const int e = emit(KOp::kExp, {shifted});
-  const int sum = emit(KOp::kReduceSum, {e});
   const int none = emit(KOp::kEq, {count, zero});
   auto is_label = [&] { return emit(KOp::kEq, {emit(KOp::kColIndex, {}), label}); };
   if (n.op().name == "cross_entropy") {
-    // The label's logit: read at its column when the logits come from memory (no pass over the
-    // row), else picked out by a pass.
+    // log(sum(exp(x))) - x[label]: with the logits in memory, one pass (the running logsumexp)
+    // and a read at the label's column; else max, sum and pick passes.
     const Instr& xi = k_.code[x];
-    const int picked =
-        xi.op == KOp::kLoad
-            ? emit(KOp::kSub, {load_at(xi.buffer, label), max})
-            : emit(KOp::kReduceSum, {emit(KOp::kSelect, {is_label(), shifted, zero})});
-    const int loss = emit(KOp::kSelect, {counted, emit(KOp::kSub, {emit(KOp::kLog, {sum}), picked}), zero});
+    int row_loss = -1;
+    if (xi.op == KOp::kLoad) {
+      row_loss = emit(KOp::kSub, {emit(KOp::kReduceLogSumExp, {x}), load_at(xi.buffer, label)});
+    } else {
+      const int shifted = emit(KOp::kSub, {x, emit(KOp::kReduceMax, {x})});
+      const int picked = emit(KOp::kReduceSum, {emit(KOp::kSelect, {is_label(), shifted, zero})});
+      row_loss = emit(KOp::kSub, {emit(KOp::kLog, {emit(KOp::kReduceSum, {emit(KOp::kExp, {shifted})})}), picked});
+    }
+    const int loss = emit(KOp::kSelect, {counted, row_loss, zero});
     const int inv_count = emit(KOp::kSelect, {none, zero, emit(KOp::kDiv, {one, count})});
     sums_[n.result()] = {emit(KOp::kMul, {loss, inv_count}), Access::kScalar};
     return;
   }
+  const int e = emit(KOp::kExp, {emit(KOp::kSub, {x, emit(KOp::kReduceMax, {x})})});
+  const int sum = emit(KOp::kReduceSum, {e});
   const int scale = emit(KOp::kSelect, {none, zero, emit(KOp::kDiv, {value(n.operand(2)), count})});
   const int grad = emit(KOp::kSub, {emit(KOp::kDiv, {e, sum}), emit(KOp::kSelect, {is_label(), one, zero})});
   instr_[n.result()] = emit(KOp::kSelect, {counted, emit(KOp::kMul, {grad, scale}), zero});

@@ -11,6 +11,7 @@
 #include <llvm/IR/Module.h>
 #include <tbb/global_control.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,25 @@ TEST(LlvmEmitter, CrossEntropyMeanWithRowTotalsAndASummedScalarStore) {
   for (bool is_static : {true, false})
     check_kernel(cache, k, {.rows = 1000, .cols = 33, .is_static = is_static}, {.rtol = 1e-5, .atol = 1e-5},
                  {Fill{.lo = -10, .hi = 10}});
+}
+
+// The one-pass logsumexp (a running max per lane, the sum rescaled when it grows) against the
+// interpreter's max-then-sum, with values far apart, masked tails and the lanes' merge tree; a
+// row of -inf (a fully masked row) gives -inf.
+TEST(LlvmEmitter, ReduceLogSumExpInOnePass) {
+  KernelCache cache("");
+  const KernelIR k = parse(R"(kernel inputs=1 outputs=1 space=0 types=f32,f32
+%0 = load 0 full
+%1 = reduce_logsumexp %0
+store 1 row %1)");
+  check_everywhere(cache, k, kArithmetic, {Fill{.lo = -30, .hi = 30}});
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x(2 * 37, -inf), lse(2, 0.0f);
+  x[37 + 36] = 2.0f;  // row 1: one finite value, last, in the masked tail
+  void* buffers[] = {x.data(), lse.data()};
+  run_kernel(k, cache.get(k, 37, false).fn, 2, 37, buffers);
+  EXPECT_EQ(lse[0], -inf);
+  EXPECT_EQ(lse[1], 2.0f);
 }
 
 // load_at reads each row at a column given per row, clamped into the row (an ignored label's
