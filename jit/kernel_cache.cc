@@ -77,7 +77,8 @@ KernelCache::Lookup KernelCache::compile(const KernelIR& k, uint64_t fingerprint
   auto ctx = std::make_unique<llvm::LLVMContext>();
   std::unique_ptr<llvm::Module> m = emit_kernel(k, b, host_target(), *ctx, name);
   m->setModuleIdentifier("kernel " + hex(fingerprint) + "|cols " + b.str() + "|" +
-                         host_target().fingerprint() + "|" + LlvmCompiler::version());
+                         host_target().fingerprint() + "|" + LlvmCompiler::version() + "|emitter-" +
+                         std::to_string(kEmitterRevision));
   const CompiledKernel c =
       compiler_.compile(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx)), name);
   Lookup l;

@@ -59,6 +59,11 @@ namespace disc::jit {
 std::unique_ptr<llvm::Module> emit_kernel(const KernelIR& k, const Bucket& b, const Target& t,
                                           llvm::LLVMContext& ctx, const std::string& name);
 
+// Part of every kernel cache key: bump it when the code emitted for the same kernel IR and bucket
+// changes (its loops, its math, what run_kernel passes it), so that objects cached on disk by an
+// older emitter miss instead of running.
+inline constexpr int kEmitterRevision = 2;
+
 // The element-level values the code keeps in a scratch row rather than computing them again in a
 // later pass: expensive ones (is_expensive) that several passes read, like softmax's exp, which
 // the sum pass computes and the final pass reads back. Same values, so the same bits.
