@@ -146,12 +146,33 @@ std::vector<double> row_totals(const KernelIR& k, const std::vector<ir::TensorRe
   s.v.assign(n, {});
   for (int i = 0; i < n; ++i)
     if (needed[i] && levels[i] == Level::kScalar && !after[i]) step(k, buffers, levels, i, 0, cols, s);
-  for (int64_t row = 0; row < rows; ++row) {
-    for (int i = 0; i < n; ++i)
-      if (needed[i] && levels[i] == Level::kRow) step(k, buffers, levels, i, row, cols, s);
-    for (int i = 0; i < n; ++i)
-      if (k.code[i].op == KOp::kSumRows) totals[i] += s.v[k.code[i].args[0]][0];
+  // Row values an instruction at a time over every row (a few instructions over thousands of
+  // rows: no per-row dispatch), then each total with its rows in order.
+  std::vector<std::vector<double>> per_row(n);
+  auto at = [&](int a, int64_t r) { return levels[a] == Level::kRow ? per_row[a][r] : s.v[a][0]; };
+  for (int i = 0; i < n; ++i) {
+    if (!needed[i] || levels[i] != Level::kRow) continue;
+    const Instr& in = k.code[i];
+    std::vector<double>& v = per_row[i];
+    v.resize(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      switch (in.op) {
+        case KOp::kLoad: v[r] = load(buffers[in.buffer], r); break;
+        case KOp::kRowModCols: v[r] = static_cast<double>(r % std::max<int64_t>(cols, 1)); break;
+        case KOp::kLoadAt: {
+          const double c = std::clamp(at(in.args[0], r), 0.0, static_cast<double>(std::max<int64_t>(cols, 1) - 1));
+          v[r] = cols == 0 ? 0.0 : load(buffers[in.buffer], r * cols + static_cast<int64_t>(c));
+          break;
+        }
+        case KOp::kSelect: v[r] = at(in.args[0], r) != 0 ? at(in.args[1], r) : at(in.args[2], r); break;
+        default:
+          v[r] = kop_arity(in.op) == 1 ? unary(in.op, at(in.args[0], r)) : binary(in.op, at(in.args[0], r), at(in.args[1], r));
+      }
+    }
   }
+  for (int i = 0; i < n; ++i)
+    if (k.code[i].op == KOp::kSumRows)
+      for (int64_t r = 0; r < rows; ++r) totals[i] += at(k.code[i].args[0], r);
   for (int i = 0; i < n; ++i) {  // the checks and the scalar values they read, totals included
     if (!needed[i] || levels[i] != Level::kScalar || !after[i]) continue;
     step(k, buffers, levels, i, 0, cols, s);
