@@ -151,7 +151,7 @@ StepResult Trainer::step(const Batch& batch, double lr) {
   if (model_.graph->find_value("step")) args["step"] = Tensor::from<int64_t>({}, {step_ + 1}, *alloc_);
   StepResult r;
   auto out = executor_->run(args, &r.stats);
-  alloc_->trim();  // blocks this step did not reuse go back to the system
+  alloc_->trim();  // blocks no step reused for a few steps go back to the system
   r.step = ++step_;
   r.loss = out.at("loss").data<float>()[0];
   r.grad_norm = out.at("grad_norm").data<float>()[0];

@@ -50,7 +50,7 @@ void CachingAllocator::deallocate(void* p, size_t bytes) {
   const size_t block = it == blocks_.end() ? size : it->second;  // a caller's bug: not ours to abort on
   if (it != blocks_.end()) blocks_.erase(it);
   stats_.live_bytes -= static_cast<int64_t>(size);
-  cache_.insert({block, {p, true}});
+  cache_.insert({block, {p, 0}});
 }
 
 void CachingAllocator::reset_peak() {
@@ -61,11 +61,7 @@ void CachingAllocator::reset_peak() {
 void CachingAllocator::trim() {
   for (auto it = cache_.begin(); it != cache_.end();) {
     auto next = std::next(it);
-    if (!it->second.reused_since_trim) {
-      release(it);
-    } else {
-      it->second.reused_since_trim = false;
-    }
+    if (++it->second.idle_trims > kIdleTrims) release(it);
     it = next;
   }
 }

@@ -1,5 +1,5 @@
 // The caching allocator: blocks are reused by size (up to twice the request without a cap), the cap holds on reserved bytes (cached
-// blocks included), and trim() gives back what a step did not reuse.
+// blocks included), and trim() gives back what no step reused for kIdleTrims steps.
 #include "memory/caching_allocator.h"
 
 #include <gtest/gtest.h>
@@ -85,17 +85,22 @@ TEST_F(CachingAllocatorTest, RefusesPastTheCapWithLiveBytesAndTheCap) {
   a.deallocate(p, 900 << 10);
 }
 
-TEST_F(CachingAllocatorTest, TrimGivesBackBlocksTheLastStepDidNotReuse) {
+TEST_F(CachingAllocatorTest, TrimGivesBackBlocksNoStepReusedForKIdleTrims) {
   CachingAllocator a(*dev, 0);
   void* p = a.allocate(1 << 20);
   void* q = a.allocate(2 << 20);
   a.deallocate(p, 1 << 20);
   a.deallocate(q, 2 << 20);
-  a.trim();  // both were used since the last trim: kept
-  EXPECT_EQ(a.stats().reserved_bytes, 3 << 20);
-  a.deallocate(a.allocate(1 << 20), 1 << 20);  // the next "step" reuses only the 1 MiB block
+  for (int step = 1; step <= CachingAllocator::kIdleTrims; ++step) {
+    a.deallocate(a.allocate(1 << 20), 1 << 20);  // each "step" reuses only the 1 MiB block
+    a.trim();
+    EXPECT_EQ(a.stats().reserved_bytes, 3 << 20) << "the 2 MiB block is idle for " << step << " steps: kept";
+  }
+  a.deallocate(a.allocate(1 << 20), 1 << 20);
   a.trim();
-  EXPECT_EQ(a.stats().reserved_bytes, 1 << 20);
+  EXPECT_EQ(a.stats().reserved_bytes, 1 << 20);  // idle one step more: given back
+  for (int step = 0; step <= CachingAllocator::kIdleTrims; ++step) a.trim();
+  EXPECT_EQ(a.stats().reserved_bytes, 0);
 }
 
 }  // namespace
