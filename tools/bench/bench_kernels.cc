@@ -71,6 +71,25 @@ const Pattern kPatterns[] = {
   output p = %p
 })",
      32768},
+    {"causal softmax [R, S, S]", R"(graph @causal_softmax {
+  sym R in [1, 65536]
+  sym S in [1, 1024]
+  input %x : f32[R, S, S]
+  %m = causal_mask(%x) : f32[R, S, S]
+  %p = softmax(%m) : f32[R, S, S]
+  output p = %p
+})",
+     64},
+    {"causal softmax grad [R, S, S]", R"(graph @causal_softmax_grad {
+  sym R in [1, 65536]
+  sym S in [1, 1024]
+  input %y : f32[R, S, S]
+  input %dy : f32[R, S, S]
+  %g = softmax_grad(%y, %dy) : f32[R, S, S]
+  %dx = causal_mask(%g) {value = 0.0} : f32[R, S, S]
+  output dx = %dx
+})",
+     64},
     {"SwiGLU silu(g) * u [R, 688]", R"(graph @swiglu {
   sym R in [1, 65536]
   input %g : f32[R, 688]
