@@ -39,7 +39,7 @@ struct TrainerOptions {
   uint64_t seed = 0;               // parameter initialisation
   ir::OptimizerConfig optimizer;   // AdamW with weight decay 0.01 by default
   memory::GovernorOptions memory;  // the cap on device bytes (0: none), scheduling, remat, offload
-  bool jit = false;                // fused JIT kernels for memory-bound ops (false: reference kernels)
+  bool jit = true;                 // fused JIT kernels for memory-bound ops (false: reference kernels only)
   std::vector<int64_t> buckets;    // shape-bucket boundaries ([]: powers of two; used by the JIT)
   std::string kernel_cache_dir;    // on-disk kernel cache ("": none; used by the JIT)
 };
