@@ -1,6 +1,8 @@
 #include "jit/lowering.h"
 
 #include <algorithm>
+#include <cmath>
+#include <numbers>
 #include <set>
 
 #include "ir/error.h"
@@ -11,8 +13,15 @@ namespace {
 using ir::DType;
 using ir::DimExpr;
 
-const std::set<std::string, std::less<>> kRowOps = {"softmax",          "log_softmax", "softmax_grad",
-                                                     "log_softmax_grad", "rms_norm",    "rms_norm_grad"};
+const std::set<std::string, std::less<>> kRowOps = {"softmax",       "log_softmax",      "softmax_grad",
+                                                     "log_softmax_grad", "rms_norm",   "rms_norm_grad",
+                                                     "layer_norm"};
+
+// gelu and its gradient in the tanh form (GPT-2's); the erf form has no lowering (no erf op).
+bool is_tanh_gelu(const ir::Node& n) {
+  const std::string& op = n.op().name;
+  return (op == "gelu" || op == "gelu_grad") && n.attrs().get_string("approximate") == "tanh";
+}
 
 bool is_elementwise(const ir::Node& n, KOp& k) {
   return n.op().category == ir::OpCategory::kElementwise && kop_from_name(n.op().name, k) && k >= KOp::kNeg &&
@@ -46,7 +55,7 @@ bool lowerable(const ir::Node& n) {
   const std::string& op = n.op().name;
   return is_elementwise(n, k) || op == "broadcast" || op == "full" || op == "constant" || op == "reduce_sum" ||
          op == "reduce_max" || op == "adamw_update" || op == "causal_mask" || kRowOps.contains(op) ||
-         op == "cross_entropy" || op == "cross_entropy_grad";
+         op == "cross_entropy" || op == "cross_entropy_grad" || is_tanh_gelu(n);
 }
 
 std::vector<DimExpr> natural_space(const ir::Node& n) {
@@ -89,6 +98,11 @@ bool KernelBuilder::fits(const ir::Node& n) const {
     return true;
   }
   if (op == "full" || op == "constant") return f32(n.result()) && fit_of(n.result()->shape()) != Fit::kNone;
+  if (is_tanh_gelu(n)) {
+    for (const ir::Value* o : n.operands())
+      if (!f32(o) || !same(o->shape(), n.result()->shape())) return false;
+    return f32(n.result()) && fit_of(n.result()->shape()) != Fit::kNone;
+  }
   if (op == "broadcast") {
     const ir::Value& x = *n.operand(0);
     const Fit out = fit_of(n.result()->shape());
@@ -109,9 +123,9 @@ bool KernelBuilder::fits(const ir::Node& n) const {
     if (op == "reduce_sum" && reduces_every_axis(n)) return true;  // a row sum, summed over rows
     return axes.size() == 1 && (axes[0] == last || axes[0] == -1) && !n.attrs().get_bool("keepdims");
   }
-  if (op == "rms_norm" || op == "rms_norm_grad") {
+  if (op == "rms_norm" || op == "rms_norm_grad" || op == "layer_norm") {
     return space_.back().constant().has_value() && f32(n.operand(1)) &&
-           (op == "rms_norm" || (f32(n.operand(2)) && same(n.operand(2)->shape(), space_)));
+           (op == "rms_norm" || (f32(n.operand(2)) && (op == "layer_norm" || same(n.operand(2)->shape(), space_))));
   }
   if (op == "cross_entropy" || op == "cross_entropy_grad") {  // over a static vocabulary
     const ir::Value& labels = *n.operand(1);
@@ -181,6 +195,8 @@ void KernelBuilder::add(const ir::Node& n) {
     lower_adamw(n);
   } else if (op == "cross_entropy" || op == "cross_entropy_grad") {
     lower_cross_entropy(n);
+  } else if (is_tanh_gelu(n)) {
+    lower_gelu(n);
   } else if (op == "causal_mask") {  // keys after the query's own position get `value`
     const int after = emit(KOp::kGt, {emit(KOp::kColIndex, {}), emit(KOp::kRowModCols, {})});
     instr_[n.result()] = emit(KOp::kSelect, {after, constant(n.attrs().get_float("value")), value(n.operand(0))});
@@ -212,7 +228,14 @@ void KernelBuilder::lower_norm_or_softmax(const ir::Node& n) {
   } else if (op == "log_softmax_grad") {  // dy - exp(y) * sum(dy)
     const int dy = value(n.operand(1));
     y = emit(KOp::kSub, {dy, emit(KOp::kMul, {emit(KOp::kExp, {x}), emit(KOp::kReduceSum, {dy})})});
-  } else {  // the norms: inv = (mean(x^2) + eps)^(-1/2)
+  } else if (op == "layer_norm") {  // (x - mean) * (var + eps)^(-1/2) * w + b, the variance in a second pass
+    const int inv_cols = constant(1.0 / static_cast<double>(*space_.back().constant()));
+    const int centred = emit(KOp::kSub, {x, emit(KOp::kMul, {emit(KOp::kReduceSum, {x}), inv_cols})});
+    const int var = emit(KOp::kMul, {emit(KOp::kReduceSum, {emit(KOp::kMul, {centred, centred})}), inv_cols});
+    const int rstd = emit(KOp::kRsqrt, {emit(KOp::kAdd, {var, constant(n.attrs().get_float("eps"))})});
+    const int scaled = emit(KOp::kMul, {emit(KOp::kMul, {centred, rstd}), value(n.operand(1), Access::kCol)});
+    y = emit(KOp::kAdd, {scaled, value(n.operand(2), Access::kCol)});
+  } else {  // the RMS norms: inv = (mean(x^2) + eps)^(-1/2)
     const double cols = static_cast<double>(*space_.back().constant());
     const int mean = emit(KOp::kMul, {emit(KOp::kReduceSum, {emit(KOp::kMul, {x, x})}), constant(1.0 / cols)});
     const int inv = emit(KOp::kRsqrt, {emit(KOp::kAdd, {mean, constant(n.attrs().get_float("eps"))})});
@@ -270,6 +293,26 @@ void KernelBuilder::lower_cross_entropy(const ir::Node& n) {
   const int scale = emit(KOp::kSelect, {none, zero, emit(KOp::kDiv, {value(n.operand(2)), count})});
   const int grad = emit(KOp::kSub, {emit(KOp::kDiv, {e, sum}), emit(KOp::kSelect, {is_label(), one, zero})});
   instr_[n.result()] = emit(KOp::kSelect, {counted, emit(KOp::kMul, {grad, scale}), zero});
+}
+
+// gelu = x/2 (1 + th), th = tanh(k (x + c x^3)), k = sqrt(2 / pi), c = 0.044715; its gradient
+// dy (1/2 (1 + th) + x/2 (1 - th^2) k (1 + 3 c x^2)), as the reference kernels write them.
+void KernelBuilder::lower_gelu(const ir::Node& n) {
+  const double k = std::sqrt(2.0 / std::numbers::pi), c = 0.044715;
+  const int x = value(n.operand(0)), half = constant(0.5), one = constant(1);
+  const int x2 = emit(KOp::kMul, {x, x});
+  const int inner = emit(KOp::kMul, {constant(k), emit(KOp::kAdd, {x, emit(KOp::kMul, {constant(c), emit(KOp::kMul, {x2, x})})})});
+  const int th = emit(KOp::kTanh, {inner});
+  const int half_x = emit(KOp::kMul, {half, x});
+  if (n.op().name == "gelu") {
+    instr_[n.result()] = emit(KOp::kMul, {half_x, emit(KOp::kAdd, {one, th})});
+    return;
+  }
+  const int sech2 = emit(KOp::kSub, {one, emit(KOp::kMul, {th, th})});
+  const int slope = emit(KOp::kMul, {constant(k), emit(KOp::kAdd, {one, emit(KOp::kMul, {constant(3 * c), x2})})});
+  const int d = emit(KOp::kAdd, {emit(KOp::kMul, {half, emit(KOp::kAdd, {one, th})}),
+                                 emit(KOp::kMul, {emit(KOp::kMul, {half_x, sech2}), slope})});
+  instr_[n.result()] = emit(KOp::kMul, {value(n.operand(1)), d});
 }
 
 // AdamW as adamw_update_kernel computes it; the bias corrections are scalar-level (once per call).

@@ -51,6 +51,7 @@ class KernelBuilder {
   void lower_rms_norm_grad(const ir::Node& n, int x, int w, int inv, double inv_cols);
   void lower_adamw(const ir::Node& n);
   void lower_cross_entropy(const ir::Node& n);
+  void lower_gelu(const ir::Node& n);
 
   std::vector<ir::DimExpr> space_;
   const ir::ShapeGraph& shapes_;

@@ -100,6 +100,18 @@ const Case kCases[] = {
   input %dl : f32[]
   %o1 = cross_entropy(%x, %labels) {ignore_index = -1} : f32[]
   %o2 = cross_entropy_grad(%x, %labels, %dl) {ignore_index = -1} : f32[R, D])"},
+    {"layer_norm_with_residual", R"(
+  input %x : f32[R, D]
+  input %h : f32[R, D]
+  input %w : f32[D]
+  input %b : f32[D]
+  %o1 = add(%x, %h) : f32[R, D]
+  %o2 = layer_norm(%o1, %w, %b) {eps = 1e-05} : f32[R, D])", 1e-4},
+    {"gelu_tanh_and_its_gradient", R"(
+  input %x : f32[R, S]
+  input %dy : f32[R, S]
+  %o1 = gelu(%x) {approximate = "tanh"} : f32[R, S]
+  %o2 = gelu_grad(%x, %dy) {approximate = "tanh"} : f32[R, S])"},
     {"swiglu", R"(
   input %g : f32[R, S]
   input %u : f32[R, S]
