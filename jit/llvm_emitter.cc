@@ -357,7 +357,8 @@ Value* Emitter::reduce(int i) {
     return a;
   }, shape_.unroll);
   std::vector<State> acc;
-  for (size_t u = 0; u < carried.size() / width; ++u) acc.emplace_back(carried.begin() + u * width, carried.begin() + (u + 1) * width);
+  for (size_t u = 0; u < carried.size() / width; ++u)
+    acc.emplace_back(carried.begin() + u * width, carried.begin() + (u + 1) * width);
   for (size_t n = acc.size(); n > 1; n /= 2)
     for (size_t u = 0; u < n / 2; ++u) acc[u] = merge(acc[u], acc[u + n / 2]);
   State v = acc[0];

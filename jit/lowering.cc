@@ -266,8 +266,9 @@ void KernelBuilder::lower_cross_entropy(const ir::Node& n) {
   const int zero = constant(0), one = constant(1);
   const int counted = emit(KOp::kNe, {label, constant(static_cast<double>(n.attrs().get_int("ignore_index")))});
   const int count = emit(KOp::kSumRows, {emit(KOp::kSelect, {counted, one, zero})});
-  const int outside = emit(KOp::kSelect, {emit(KOp::kLt, {label, zero}), one,
-                                          emit(KOp::kSelect, {emit(KOp::kGe, {label, constant(static_cast<double>(*space_.back().constant()))}), one, zero})});
+  const int classes = constant(static_cast<double>(*space_.back().constant()));
+  const int above = emit(KOp::kSelect, {emit(KOp::kGe, {label, classes}), one, zero});
+  const int outside = emit(KOp::kSelect, {emit(KOp::kLt, {label, zero}), one, above});
   emit(KOp::kCheckLabels, {emit(KOp::kSumRows, {emit(KOp::kSelect, {counted, outside, zero})})});
   const int none = emit(KOp::kEq, {count, zero});
   auto is_label = [&] { return emit(KOp::kEq, {emit(KOp::kColIndex, {}), label}); };
