@@ -59,9 +59,34 @@ double binary(KOp op, double a, double b) {
 struct RowState {
   std::vector<std::vector<double>> v;
   std::vector<double*> sums;          // per buffer: its row block's sums, for summed stores
-  const std::vector<double>* totals;  // per instruction: the sum_rows totals
+  const std::vector<double>* totals = nullptr;  // per instruction: the sum_rows totals
   double at(int i, int64_t col) const { return v[i].size() == 1 ? v[i][0] : v[i][col]; }
 };
+
+// The value at (row, col) of an instruction that is no reduction and no store; arg(j) gives its
+// j-th argument there, total its sum_rows total.
+template <typename Arg>
+double value_of(const Instr& in, int64_t row, int64_t col, int64_t cols, const std::vector<ir::TensorRef>& bufs,
+                double total, Arg arg) {
+  switch (in.op) {
+    case KOp::kConst: return in.value;
+    case KOp::kColIndex: return static_cast<double>(col);
+    case KOp::kRowModCols: return static_cast<double>(row % std::max<int64_t>(cols, 1));
+    case KOp::kLoad: {
+      const int64_t idx = in.access == Access::kFull ? row * cols + col : in.access == Access::kRow ? row : in.access == Access::kCol ? col : 0;
+      return load(bufs[in.buffer], idx);
+    }
+    case KOp::kSumRows: return total;
+    case KOp::kLoadAt: {
+      const double at = std::clamp(arg(0), 0.0, static_cast<double>(std::max<int64_t>(cols, 1) - 1));
+      return cols == 0 ? 0.0 : load(bufs[in.buffer], row * cols + static_cast<int64_t>(at));
+    }
+    case KOp::kStore:
+    case KOp::kCheckLabels: return 0;
+    case KOp::kSelect: return arg(0) != 0 ? arg(1) : arg(2);
+    default: return kop_arity(in.op) == 1 ? unary(in.op, arg(0)) : binary(in.op, arg(0), arg(1));
+  }
+}
 
 // Computes instruction i for the whole row (its arguments are done).
 void step(const KernelIR& k, const std::vector<ir::TensorRef>& bufs, const std::vector<Level>& levels, int i,
@@ -84,29 +109,9 @@ void step(const KernelIR& k, const std::vector<ir::TensorRef>& bufs, const std::
     out[0] = acc;
     return;
   }
-  for (int64_t c = 0; c < n; ++c) {
-    switch (in.op) {
-      case KOp::kConst: out[c] = in.value; break;
-      case KOp::kColIndex: out[c] = static_cast<double>(c); break;
-      case KOp::kRowModCols: out[c] = static_cast<double>(row % std::max<int64_t>(cols, 1)); break;
-      case KOp::kLoad: {
-        const int64_t idx = in.access == Access::kFull ? row * cols + c : in.access == Access::kRow ? row : in.access == Access::kCol ? c : 0;
-        out[c] = load(bufs[in.buffer], idx);
-        break;
-      }
-      case KOp::kSumRows: out[c] = (*s.totals)[i]; break;
-      case KOp::kLoadAt: {
-        const double at = std::clamp(s.at(in.args[0], 0), 0.0, static_cast<double>(std::max<int64_t>(cols, 1) - 1));
-        out[c] = cols == 0 ? 0.0 : load(bufs[in.buffer], row * cols + static_cast<int64_t>(at));
-        break;
-      }
-      case KOp::kStore:
-      case KOp::kCheckLabels: break;
-      case KOp::kSelect: out[c] = s.at(in.args[0], c) != 0 ? s.at(in.args[1], c) : s.at(in.args[2], c); break;
-      default:
-        out[c] = kop_arity(in.op) == 1 ? unary(in.op, s.at(in.args[0], c)) : binary(in.op, s.at(in.args[0], c), s.at(in.args[1], c));
-    }
-  }
+  const double total = in.op == KOp::kSumRows ? (*s.totals)[i] : 0.0;
+  for (int64_t c = 0; c < n; ++c)
+    out[c] = value_of(in, row, c, cols, bufs, total, [&](int j) { return s.at(in.args[j], c); });
   if (in.op == KOp::kStore) {
     float* dst = bufs[in.buffer].as<float>();
     if (in.access == Access::kFull) {
@@ -155,20 +160,8 @@ std::vector<double> row_totals(const KernelIR& k, const std::vector<ir::TensorRe
     const Instr& in = k.code[i];
     std::vector<double>& v = per_row[i];
     v.resize(rows);
-    for (int64_t r = 0; r < rows; ++r) {
-      switch (in.op) {
-        case KOp::kLoad: v[r] = load(buffers[in.buffer], r); break;
-        case KOp::kRowModCols: v[r] = static_cast<double>(r % std::max<int64_t>(cols, 1)); break;
-        case KOp::kLoadAt: {
-          const double c = std::clamp(at(in.args[0], r), 0.0, static_cast<double>(std::max<int64_t>(cols, 1) - 1));
-          v[r] = cols == 0 ? 0.0 : load(buffers[in.buffer], r * cols + static_cast<int64_t>(c));
-          break;
-        }
-        case KOp::kSelect: v[r] = at(in.args[0], r) != 0 ? at(in.args[1], r) : at(in.args[2], r); break;
-        default:
-          v[r] = kop_arity(in.op) == 1 ? unary(in.op, at(in.args[0], r)) : binary(in.op, at(in.args[0], r), at(in.args[1], r));
-      }
-    }
+    for (int64_t r = 0; r < rows; ++r)
+      v[r] = value_of(in, r, 0, cols, buffers, 0.0, [&](int j) { return at(in.args[j], r); });
   }
   for (int i = 0; i < n; ++i)
     if (k.code[i].op == KOp::kSumRows)
