@@ -27,6 +27,19 @@ void check_stride(const GemmArgs& g, const char* which, int64_t stride, int64_t 
   }
 }
 
+// A leading dim shorter than a stored row would make rows overlap.
+void check_lead(const GemmArgs& g, const char* which, int64_t lead, int64_t cols) {
+  if (lead < cols) {
+    throw InvalidArgument(std::string("gemm: ld") + which + "=" + std::to_string(lead) +
+                          " is shorter than a stored row of " + which + " (" +
+                          std::to_string(cols) + " elements) for " + sizes(g) +
+                          ": pass 0 for dense rows, or at least the row length");
+  }
+}
+
+// Elements from a matrix's first to one past its last, rows `lead` apart.
+int64_t extent(int64_t rows, int64_t cols, int64_t lead) { return (rows - 1) * lead + cols; }
+
 }  // namespace
 
 void check_gemm_args(const GemmArgs& g) {
@@ -42,9 +55,14 @@ void check_gemm_args(const GemmArgs& g) {
     throw InvalidArgument("gemm: null operand pointer for " + sizes(g) +
                           ": pass allocated a, b and c");
   }
-  check_stride(g, "a", g.batch_stride_a, g.m * g.k, /*may_share=*/false);
-  check_stride(g, "b", g.batch_stride_b, g.k * g.n, /*may_share=*/true);
-  check_stride(g, "c", g.batch_stride_c, g.m * g.n, /*may_share=*/false);
+  const int64_t rows_a = g.transpose_a ? g.k : g.m, cols_a = g.transpose_a ? g.m : g.k;
+  const int64_t rows_b = g.transpose_b ? g.n : g.k, cols_b = g.transpose_b ? g.k : g.n;
+  check_lead(g, "a", lead_a(g), cols_a);
+  check_lead(g, "b", lead_b(g), cols_b);
+  check_lead(g, "c", lead_c(g), g.n);
+  check_stride(g, "a", g.batch_stride_a, extent(rows_a, cols_a, lead_a(g)), /*may_share=*/false);
+  check_stride(g, "b", g.batch_stride_b, extent(rows_b, cols_b, lead_b(g)), /*may_share=*/true);
+  check_stride(g, "c", g.batch_stride_c, extent(g.m, g.n, lead_c(g)), /*may_share=*/false);
 }
 
 }  // namespace disc::devices

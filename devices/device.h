@@ -49,7 +49,9 @@ enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 //   B: [batch, k, n], or [batch, n, k] when transpose_b
 //   C: [batch, m, n], overwritten (beta = 0)
 // Batch strides are in elements; batch_stride_b == 0 means one B shared by every batch entry
-// (a weight matrix applied to a batch of activations). Within a matrix, rows are dense.
+// (a weight matrix applied to a batch of activations). Rows are dense unless a leading dim
+// (lda, ldb, ldc: elements from one stored row to the next) says otherwise, which addresses a
+// block of a larger matrix (devices/causal_gemm.h multiplies triangles that way).
 struct GemmArgs {
   ir::DType dtype = ir::DType::kF32;  // f32 or f64
   int64_t batch = 1;
@@ -64,7 +66,15 @@ struct GemmArgs {
   int64_t batch_stride_a = 0;
   int64_t batch_stride_b = 0;
   int64_t batch_stride_c = 0;
+  int64_t lda = 0;  // 0: dense rows, that is k (m when transpose_a)
+  int64_t ldb = 0;  // 0: n (k when transpose_b)
+  int64_t ldc = 0;  // 0: n
 };
+
+// The leading dims with 0 resolved to dense rows.
+inline int64_t lead_a(const GemmArgs& g) { return g.lda ? g.lda : g.transpose_a ? g.m : g.k; }
+inline int64_t lead_b(const GemmArgs& g) { return g.ldb ? g.ldb : g.transpose_b ? g.k : g.n; }
+inline int64_t lead_c(const GemmArgs& g) { return g.ldc ? g.ldc : g.n; }
 
 // Throws InvalidArgument when `g` cannot describe a product (negative sizes, a missing pointer,
 // overlapping C entries, a dtype other than f32/f64). Backends call it before dispatching.

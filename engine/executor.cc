@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "devices/tril_gemm.h"
 #include "engine/binding.h"
 #include "ir/error.h"
 #include "ir/ops/matmul_dims.h"
@@ -153,7 +154,8 @@ void Executor::regenerate(const memory::Eviction& e, Run& r) {
 
 // matmul through the device's library GEMM: [..., M, K] x [..., K, N] (or a shared [K, N]).
 // Rows are dense, so a batch that shares B is one GEMM over its stacked rows, and sum_batch is
-// one GEMM whose contraction runs over the stacked rows of both operands.
+// one GEMM whose contraction runs over the stacked rows of both operands. With tril_a, block
+// GEMMs skip A's blocks above the diagonal.
 void Executor::gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, const ir::TensorRef& out) {
   const ir::TensorRef &a = in[0], &bm = in[1];
   devices::GemmArgs g;
@@ -174,7 +176,11 @@ void Executor::gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, con
     std::memset(out.data, 0, out.bytes());
     return;
   }
-  alloc_.device().gemm(g);
+  if (n.attrs().get_bool("tril_a")) {
+    devices::gemm_tril_a(alloc_.device(), g);
+  } else {
+    alloc_.device().gemm(g);
+  }
 }
 
 }  // namespace disc::engine

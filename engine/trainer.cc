@@ -13,6 +13,7 @@
 #include "devices/simulated/simulated_device.h"
 #include "engine/safetensors.h"
 #include "ir/error.h"
+#include "ir/passes/passes.h"
 #include "jit/fusion.h"
 #include "memory/shapes.h"
 
@@ -113,6 +114,8 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options) : model
   device_ = make_device(options.device, options.threads);
   alloc_ = std::make_unique<memory::CachingAllocator>(*device_, options.memory.cap);
   ir::build_training_step(*model_.graph, model_.loss, model_.params, options.optimizer);
+  // Causal attention's products skip their zero triangle; no value changes (ir/passes/tril.cc).
+  ir::make_tril_pass()->run(*model_.graph);
   memory::GovernorOptions memory = options.memory;
   memory.offload = memory.offload && device_->separate_memory();
   if (options.jit) {

@@ -25,13 +25,14 @@ struct View {
 // C[i0:i1, :] of one batch entry, accumulated block by block over K and N.
 template <typename T>
 void gemm_rows(const GemmArgs& g, View<T> a, View<T> b, T* c, int64_t i0, int64_t i1) {
-  std::fill(c + i0 * g.n, c + i1 * g.n, T(0));
+  const int64_t ldc = lead_c(g);
+  for (int64_t i = i0; i < i1; ++i) std::fill(c + i * ldc, c + i * ldc + g.n, T(0));
   for (int64_t p0 = 0; p0 < g.k; p0 += kBlock) {
     const int64_t p1 = std::min(g.k, p0 + kBlock);
     for (int64_t j0 = 0; j0 < g.n; j0 += kBlock) {
       const int64_t j1 = std::min(g.n, j0 + kBlock);
       for (int64_t i = i0; i < i1; ++i) {
-        T* c_row = c + i * g.n;
+        T* c_row = c + i * ldc;
         for (int64_t p = p0; p < p1; ++p) {
           const T a_ip = a.at(i, p);
           for (int64_t j = j0; j < j1; ++j) c_row[j] += a_ip * b.at(p, j);
@@ -50,8 +51,8 @@ void gemm_typed(const GemmArgs& g) {
   const tbb::blocked_range2d<int64_t> all(0, g.batch, 0, row_blocks);
   tbb::parallel_for(all, [&](const tbb::blocked_range2d<int64_t>& r) {
     for (int64_t e = r.rows().begin(); e != r.rows().end(); ++e) {
-      View<T> va{a + e * g.batch_stride_a, g.transpose_a ? 1 : g.k, g.transpose_a ? g.m : 1};
-      View<T> vb{b + e * g.batch_stride_b, g.transpose_b ? 1 : g.n, g.transpose_b ? g.k : 1};
+      View<T> va{a + e * g.batch_stride_a, g.transpose_a ? 1 : lead_a(g), g.transpose_a ? lead_a(g) : 1};
+      View<T> vb{b + e * g.batch_stride_b, g.transpose_b ? 1 : lead_b(g), g.transpose_b ? lead_b(g) : 1};
       T* c_entry = c + e * g.batch_stride_c;
       for (int64_t blk = r.cols().begin(); blk != r.cols().end(); ++blk) {
         gemm_rows(g, va, vb, c_entry, blk * kRowBlock, std::min(g.m, (blk + 1) * kRowBlock));

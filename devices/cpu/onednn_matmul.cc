@@ -8,13 +8,14 @@ namespace {
 
 using dnnl::memory;
 
-// A [rows, cols] operand stored row-major, or column-major when `transposed` (that is how a
-// row-major [cols, rows] matrix looks when read as its transpose). With `batched`, a leading
-// batch dim of `batch` entries `batch_stride` elements apart.
+// A [rows, cols] operand stored row-major with stored rows `lead` elements apart, or
+// column-major when `transposed` (that is how a row-major [cols, rows] matrix looks when read as
+// its transpose). With `batched`, a leading batch dim of `batch` entries `batch_stride` elements
+// apart.
 memory::desc matrix_desc(bool batched, int64_t batch, int64_t batch_stride, int64_t rows,
-                         int64_t cols, bool transposed) {
-  const int64_t row_stride = transposed ? 1 : cols;
-  const int64_t col_stride = transposed ? rows : 1;
+                         int64_t cols, bool transposed, int64_t lead) {
+  const int64_t row_stride = transposed ? 1 : lead;
+  const int64_t col_stride = transposed ? lead : 1;
   if (!batched) return memory::desc({rows, cols}, memory::data_type::f32, {row_stride, col_stride});
   return memory::desc({batch, rows, cols}, memory::data_type::f32,
                       {batch_stride, row_stride, col_stride});
@@ -42,9 +43,10 @@ OnednnMatmul::Key OnednnMatmul::make_key(const GemmArgs& g) {
   Key key{.dtype = g.dtype, .batch = g.batch, .m = g.m, .n = g.n, .k = g.k,
           .transpose_a = g.transpose_a, .transpose_b = g.transpose_b,
           .stride_a = g.batch_stride_a, .stride_b = g.batch_stride_b,
-          .stride_c = g.batch_stride_c};
-  const bool dense_a = !g.transpose_a && g.batch_stride_a == g.m * g.k;
-  const bool dense_c = g.batch_stride_c == g.m * g.n;
+          .stride_c = g.batch_stride_c, .lead_a = lead_a(g), .lead_b = lead_b(g),
+          .lead_c = lead_c(g)};
+  const bool dense_a = !g.transpose_a && key.lead_a == g.k && g.batch_stride_a == g.m * g.k;
+  const bool dense_c = key.lead_c == g.n && g.batch_stride_c == g.m * g.n;
   if (key.batch > 1 && g.batch_stride_b == 0 && dense_a && dense_c) {
     key.m *= key.batch;
     key.batch = 1;
@@ -57,11 +59,11 @@ OnednnMatmul::Entry OnednnMatmul::create(const Key& key) const {
   const bool batched = key.batch > 1;
   const bool shared_b = batched && key.stride_b == 0;
   Entry e;
-  e.a = matrix_desc(batched, key.batch, key.stride_a, key.m, key.k, key.transpose_a);
+  e.a = matrix_desc(batched, key.batch, key.stride_a, key.m, key.k, key.transpose_a, key.lead_a);
   // A shared B is a batch dim of 1, which oneDNN broadcasts over A's batch.
   e.b = matrix_desc(batched, shared_b ? 1 : key.batch, shared_b ? key.k * key.n : key.stride_b,
-                    key.k, key.n, key.transpose_b);
-  e.c = matrix_desc(batched, key.batch, key.stride_c, key.m, key.n, false);
+                    key.k, key.n, key.transpose_b, key.lead_b);
+  e.c = matrix_desc(batched, key.batch, key.stride_c, key.m, key.n, false, key.lead_c);
   try {
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e.a, e.b, e.c), engine_);
     e.impl = pd.impl_info_str();

@@ -31,6 +31,10 @@ std::vector<TensorType> infer_matmul(InferContext& ctx) {
   ctx.require(!sum_batch || (ta && !tb && ra == rb && ra > 2),
               "sum_batch needs transpose_a = true, transpose_b = false and two operands of the same "
               "rank above 2, got ranks " + std::to_string(ra) + " and " + std::to_string(rb));
+  ctx.require(!ctx.attrs().get_bool("tril_a") ||
+                  (!sum_batch && ctx.shapes().compare(a[ra - 2], a[ra - 1]) == Ordering::kEQ),
+              "tril_a needs a square operand 0 and no sum_batch, got operand 0 " +
+                  dims_str(a) + (sum_batch ? " with sum_batch" : ""));
   DimExpr m = a[ra - (ta ? 1 : 2)], ka = a[ra - (ta ? 2 : 1)];
   DimExpr kb = b[rb - (tb ? 1 : 2)], n = b[rb - (tb ? 2 : 1)];
   ctx.unify(ka, kb, "contraction dims must be equal (operand 0 gives " + ka.str() +
@@ -51,6 +55,7 @@ OpCost matmul_cost(const std::vector<TensorType>& in, const std::vector<TensorTy
   DimExpr k = a[a.size() - (attrs.get_bool("transpose_a") ? 2 : 1)];
   if (attrs.get_bool("sum_batch")) k = product({a.begin(), a.end() - 1});  // the batch dims contract too
   c.flops = out[0].numel() * k * 2;
+  if (attrs.get_bool("tril_a")) c.flops = out[0].numel() * (k + 1);  // half of A, diagonal included
   return c;
 }
 
@@ -68,10 +73,12 @@ namespace {
 
 // C[b] = op(A[b]) x op(B[b]) with plain loops, accumulating in double. Devices use a library GEMM;
 // this is the oracle they are tested against. With sum_batch, A and B are read as one matrix
-// each, their batch dims stacked into the contraction's rows.
+// each, their batch dims stacked into the contraction's rows; with tril_a, the terms whose
+// stored A entry lies above the diagonal are skipped.
 void matmul_kernel(const KernelArgs& a) {
   const TensorRef &ta = a.in[0], &tb = a.in[1], &tc = a.out[0];
   bool tra = a.a().get_bool("transpose_a"), trb = a.a().get_bool("transpose_b");
+  bool tril = a.a().get_bool("tril_a");
   const auto [batch, m, n, k] = matmul_dims(ta, tc, a.a());
   bool shared_b = tb.rank() == 2;
   dispatch_float(ta.dtype, a.op, [&](auto t) {
@@ -84,6 +91,7 @@ void matmul_kernel(const KernelArgs& a) {
         for (int64_t j = 0; j < n; ++j) {
           double acc = 0;
           for (int64_t p = 0; p < k; ++p) {
+            if (tril && (tra ? i > p : p > i)) continue;  // stored (row, col) with col > row
             acc += static_cast<double>(tra ? A[p * m + i] : A[i * k + p]) *
                    static_cast<double>(trb ? B[j * k + p] : B[p * n + j]);
           }
@@ -111,10 +119,9 @@ std::vector<Value*> sum_batch_grad(GradContext& c) {
 // For C = op(A) op(B): dA and dB from dC, by the four transpose cases. A rank-2 B shared by a
 // batch gets the gradient summed over the batch dims: one GEMM with sum_batch when A is not
 // transposed, else batched products and a reduce_sum.
-std::vector<Value*> matmul_grad(GradContext& c) {
-  if (c.node.attrs().get_bool("sum_batch")) return sum_batch_grad(c);
+std::vector<Value*> plain_grad(GradContext& c, Value* a) {
   bool ta = c.node.attrs().get_bool("transpose_a"), tb = c.node.attrs().get_bool("transpose_b");
-  Value *a = c.x(0), *b = c.x(1), *dc = c.dy[0];
+  Value *b = c.x(1), *dc = c.dy[0];
   if (b->rank() == 2 && a->rank() > 2 && !ta) {
     return {tb ? mm(c, dc, b, false, false) : mm(c, dc, b, false, true),
             tb ? mm_sum_batch(c, dc, a) : mm_sum_batch(c, a, dc)};
@@ -139,6 +146,19 @@ std::vector<Value*> matmul_grad(GradContext& c) {
   return {da, db};
 }
 
+// tril(v) of a square v: its entries above the diagonal replaced by zero.
+Value* tril(GradContext& c, Value* v) { return c.add("causal_mask", {v}, {{"value", 0.0}}); }
+
+// With tril_a, C is the product of tril(A): B's gradient reads tril(A), and A's is the lower
+// triangle of tril(A)'s.
+std::vector<Value*> matmul_grad(GradContext& c) {
+  if (c.node.attrs().get_bool("sum_batch")) return sum_batch_grad(c);
+  if (!c.node.attrs().get_bool("tril_a")) return plain_grad(c, c.x(0));
+  std::vector<Value*> grads = plain_grad(c, tril(c, c.x(0)));
+  grads[0] = tril(c, grads[0]);
+  return grads;
+}
+
 }  // namespace
 
 void register_matmul_ops(OpRegistry& r) {
@@ -147,7 +167,8 @@ void register_matmul_ops(OpRegistry& r) {
   matmul.min_operands = matmul.max_operands = 2;
   matmul.attrs = {{"transpose_a", AttrKind::kBool, false, {}},
                   {"transpose_b", AttrKind::kBool, false, {}},
-                  {"sum_batch", AttrKind::kBool, false, {}}};
+                  {"sum_batch", AttrKind::kBool, false, {}},
+                  {"tril_a", AttrKind::kBool, false, {}}};
   matmul.infer = infer_matmul;
   matmul.cost = matmul_cost;
   matmul.reference = matmul_kernel;

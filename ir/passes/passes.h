@@ -11,5 +11,6 @@ std::unique_ptr<Pass> make_verify_pass();
 std::unique_ptr<Pass> make_canonicalize_pass();
 std::unique_ptr<Pass> make_cse_pass();
 std::unique_ptr<Pass> make_dce_pass();
+std::unique_ptr<Pass> make_tril_pass();
 
 }  // namespace disc::ir

@@ -1,7 +1,7 @@
 // GEMM conformance: every device present runs the same cases against a plain triple loop in
 // double precision. Cases cover each transpose combination, single, batched, strided-batch and
 // shared-B layouts, and awkward sizes (1, primes, non-multiples of 16, one ~512^3 product).
-// Padding between batch entries holds NaN: reading it, or leaving C partly unwritten, shows up
+// Padding between batch entries and after rows holds NaN: reading it, or leaving C partly unwritten, shows up
 // as a NaN in the result or a changed pad.
 #include <array>
 #include <cmath>
@@ -20,7 +20,7 @@ namespace {
 
 using ir::DType;
 
-enum class Layout { kSingle, kBatched, kPaddedBatch, kSharedB, kSharedBPadded };
+enum class Layout { kSingle, kBatched, kPaddedBatch, kSharedB, kSharedBPadded, kPaddedRows };
 
 struct GemmCase {
   DType dtype;
@@ -29,20 +29,27 @@ struct GemmCase {
   bool ta, tb;
 };
 
-// Batch count and batch strides in elements. Padded strides leave gaps the GEMM must skip; a
-// padded shared-B case also cannot be folded into one big GEMM.
+// Batch count, batch strides and leading dims (elements between stored rows) in elements.
+// Padded strides leave gaps the GEMM must skip; a padded shared-B case also cannot be folded
+// into one big GEMM; padded rows leave a gap after every row.
 struct Strides {
   int64_t batch, a, b, c;
+  int64_t lda, ldb, ldc;
 };
 
 Strides strides_for(const GemmCase& t) {
+  const int64_t lda = t.ta ? t.m : t.k, ldb = t.tb ? t.k : t.n;
   const int64_t a = t.m * t.k, b = t.k * t.n, c = t.m * t.n;
   switch (t.layout) {
-    case Layout::kSingle: return {1, a, b, c};
-    case Layout::kBatched: return {3, a, b, c};
-    case Layout::kPaddedBatch: return {2, a + 5, b + 3, c + 7};
-    case Layout::kSharedB: return {4, a, 0, c};
-    case Layout::kSharedBPadded: return {3, a + 5, 0, c + 7};
+    case Layout::kSingle: return {1, a, b, c, lda, ldb, t.n};
+    case Layout::kBatched: return {3, a, b, c, lda, ldb, t.n};
+    case Layout::kPaddedBatch: return {2, a + 5, b + 3, c + 7, lda, ldb, t.n};
+    case Layout::kSharedB: return {4, a, 0, c, lda, ldb, t.n};
+    case Layout::kSharedBPadded: return {3, a + 5, 0, c + 7, lda, ldb, t.n};
+    case Layout::kPaddedRows: {
+      const int64_t rows_a = t.ta ? t.k : t.m, rows_b = t.tb ? t.n : t.k;
+      return {2, rows_a * (lda + 3), rows_b * (ldb + 2), t.m * (t.n + 5), lda + 3, ldb + 2, t.n + 5};
+    }
   }
   return {};
 }
@@ -76,13 +83,17 @@ class DeviceBuffer {
   void* ptr_;
 };
 
-// Random values in [-1, 1] inside the matrices, NaN in the gaps between batch entries.
+// Random values in [-1, 1] inside the matrices ([rows, cols] with rows `lead` apart), NaN in
+// the gaps between batch entries and after rows.
 template <typename T>
-std::vector<T> make_operand(int64_t batch, int64_t stride, int64_t matrix, std::mt19937& rng) {
-  std::vector<T> v(extent(batch, stride, matrix), std::numeric_limits<T>::quiet_NaN());
+std::vector<T> make_operand(int64_t batch, int64_t stride, int64_t rows, int64_t cols,
+                            int64_t lead, std::mt19937& rng) {
+  std::vector<T> v(extent(batch, stride, rows * lead), std::numeric_limits<T>::quiet_NaN());
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
   for (int64_t e = 0; e < batch; ++e) {
-    for (int64_t i = 0; i < matrix; ++i) v[e * stride + i] = static_cast<T>(dist(rng));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < cols; ++i) v[e * stride + r * lead + i] = static_cast<T>(dist(rng));
+    }
   }
   return v;
 }
@@ -94,10 +105,10 @@ template <typename T>
 void check_entry(const GemmCase& t, const Strides& s, int64_t e, const std::vector<T>& a,
                  const std::vector<T>& b, const std::vector<T>& c, double rel) {
   auto a_at = [&](int64_t i, int64_t p) {
-    return double(a[e * s.a + (t.ta ? p * t.m + i : i * t.k + p)]);
+    return double(a[e * s.a + (t.ta ? p * s.lda + i : i * s.lda + p)]);
   };
   auto b_at = [&](int64_t p, int64_t j) {
-    return double(b[e * s.b + (t.tb ? j * t.k + p : p * t.n + j)]);
+    return double(b[e * s.b + (t.tb ? j * s.ldb + p : p * s.ldb + j)]);
   };
   std::vector<double> row(t.n), a_row(t.k), b_col(t.k);
   for (int64_t i = 0; i < t.m; ++i) {
@@ -112,19 +123,19 @@ void check_entry(const GemmCase& t, const Strides& s, int64_t e, const std::vect
       magnitude = std::max(magnitude, abs_sum);
     }
     for (int64_t j = 0; j < t.n; ++j) {
-      const double got = c[e * s.c + i * t.n + j];
+      const double got = c[e * s.c + i * s.ldc + j];
       ASSERT_NEAR(got, row[j], rel * magnitude) << "batch " << e << " C[" << i << "," << j << "]";
     }
   }
 }
 
-// The gaps between C entries are NaN before the GEMM and must stay so.
+// The gaps after C's rows and between C entries are NaN before the GEMM and must stay so.
 template <typename T>
 void check_gaps(const GemmCase& t, const Strides& s, const std::vector<T>& c) {
-  for (int64_t e = 0; e + 1 < s.batch; ++e) {
-    for (int64_t i = e * s.c + t.m * t.n; i < (e + 1) * s.c; ++i) {
-      ASSERT_TRUE(std::isnan(c[i])) << "GEMM wrote into the gap after batch entry " << e;
-    }
+  for (int64_t i = 0; i < static_cast<int64_t>(c.size()); ++i) {
+    const int64_t e = i / s.c, within = i % s.c, row = within / s.ldc, col = within % s.ldc;
+    if (row < t.m && col < t.n) continue;
+    ASSERT_TRUE(std::isnan(c[i])) << "GEMM wrote into the gap at " << i << " (batch entry " << e << ")";
   }
 }
 
@@ -133,13 +144,14 @@ void run_case(Device& dev, const GemmCase& t, double rel) {
   const Strides s = strides_for(t);
   std::mt19937 rng(static_cast<uint32_t>(t.m * 1000003 + t.n * 1009 + t.k));
   const int64_t b_batch = s.b == 0 ? 1 : s.batch;
-  const std::vector<T> a = make_operand<T>(s.batch, s.a, t.m * t.k, rng);
-  const std::vector<T> b = make_operand<T>(b_batch, s.b, t.k * t.n, rng);
-  const std::vector<T> c0(extent(s.batch, s.c, t.m * t.n), std::numeric_limits<T>::quiet_NaN());
+  const std::vector<T> a = make_operand<T>(s.batch, s.a, t.ta ? t.k : t.m, t.ta ? t.m : t.k, s.lda, rng);
+  const std::vector<T> b = make_operand<T>(b_batch, s.b, t.tb ? t.n : t.k, t.tb ? t.k : t.n, s.ldb, rng);
+  const std::vector<T> c0(extent(s.batch, s.c, t.m * s.ldc), std::numeric_limits<T>::quiet_NaN());
   DeviceBuffer<T> da(dev, a), db(dev, b), dc(dev, c0);
   dev.gemm({.dtype = t.dtype, .batch = s.batch, .m = t.m, .n = t.n, .k = t.k,
             .transpose_a = t.ta, .transpose_b = t.tb, .a = da.get(), .b = db.get(),
-            .c = dc.get(), .batch_stride_a = s.a, .batch_stride_b = s.b, .batch_stride_c = s.c});
+            .c = dc.get(), .batch_stride_a = s.a, .batch_stride_b = s.b, .batch_stride_c = s.c,
+            .lda = s.lda, .ldb = s.ldb, .ldc = s.ldc});
   const std::vector<T> c = dc.download();
   for (int64_t e = 0; e < s.batch; ++e) check_entry(t, s, e, a, b, c, rel);
   check_gaps(t, s, c);
@@ -174,7 +186,7 @@ std::vector<GemmCase> small_cases() {
       {1, 1, 1},   {7, 13, 31},  {13, 31, 7},  {31, 7, 13},   {97, 13, 1},
       {1, 97, 31}, {31, 1, 97},  {17, 33, 65}, {100, 50, 75}, {97, 97, 97}};
   const Layout layouts[] = {Layout::kSingle, Layout::kBatched, Layout::kPaddedBatch,
-                            Layout::kSharedB, Layout::kSharedBPadded};
+                            Layout::kSharedB, Layout::kSharedBPadded, Layout::kPaddedRows};
   std::vector<GemmCase> cases;
   for (DType dtype : {DType::kF32, DType::kF64}) {
     for (Layout layout : layouts) {
@@ -205,6 +217,7 @@ const char* layout_name(Layout l) {
     case Layout::kPaddedBatch: return "paddedbatch";
     case Layout::kSharedB: return "sharedB";
     case Layout::kSharedBPadded: return "sharedBpadded";
+    case Layout::kPaddedRows: return "paddedrows";
   }
   return "?";
 }
@@ -245,6 +258,12 @@ TEST(Gemm, RejectsBadArguments) {
     FAIL() << "overlapping C entries were accepted";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("batch_stride_c=0"), std::string::npos) << e.what();
+  }
+  try {
+    dev->gemm({.m = 2, .n = 3, .k = 2, .a = x, .b = x, .c = x, .ldc = 2});
+    FAIL() << "a leading dim shorter than C's rows was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("ldc=2"), std::string::npos) << e.what();
   }
 }
 

@@ -214,6 +214,33 @@ TEST_P(FusedOps, MatchTheReferenceKernelsInterpretedAndCompiled) {
 INSTANTIATE_TEST_SUITE_P(EveryPattern, FusedOps, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// Causal probabilities and their gradient are exactly zero above the diagonal on every path, even
+// for large scores: the tril pass relies on it (devices/tril_gemm.h takes its fast path only
+// then).
+TEST_F(FusedGraphs, CausalProbabilitiesAreExactlyZeroAboveTheDiagonal) {
+  const Case* causal = std::find_if(std::begin(kCases), std::end(kCases), [](const Case& c) {
+    return std::string(c.name) == "causal_mask_softmax_and_its_gradient";
+  });
+  ASSERT_NE(causal, std::end(kCases));
+  auto g = ir::parse_graph(graph_text(*causal, 0));
+  std::unique_ptr<ir::Graph> fused = jit::apply_fusion(*g, jit::plan_fusion(*g));
+  jit::KernelCache kernels("");
+  Executor reference(*g, alloc), interpreted(*fused, alloc), compiled(*fused, alloc, {}, &kernels);
+  for (int64_t s : {1, 17, 130}) {
+    std::map<std::string, Tensor> args = random_inputs(*g, {{"R", 3}, {"S", s}}, 0, s);
+    for (int64_t i = 0; i < args.at("x").numel(); ++i) args.at("x").data<float>()[i] *= 100;
+    for (Executor* ex : {&reference, &interpreted, &compiled}) {
+      auto out = ex->run(args);
+      for (const char* name : {"o1", "o2"}) {
+        const float* v = out.at(name).data<float>();
+        for (int64_t i = 0; i < out.at(name).numel(); ++i) {
+          if (i % s > i / s % s) ASSERT_EQ(v[i], 0.0f) << name << "[" << i << "] at S=" << s;
+        }
+      }
+    }
+  }
+}
+
 // Labels outside [0, classes) that are not the ignore index fail every path with the count, and
 // a batch whose labels are all ignored has loss 0 and zero gradients, on every path.
 TEST_F(FusedGraphs, CrossEntropyRefusesLabelsOutsideTheClassesAndIgnoresAllIgnored) {

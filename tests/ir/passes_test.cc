@@ -1,4 +1,4 @@
-// The pass framework and the first passes (canonicalize, cse, dce).
+// The pass framework and the passes (canonicalize, cse, dce, tril).
 #include "ir/pass.h"
 
 #include <gtest/gtest.h>
@@ -149,7 +149,7 @@ TEST(Passes, UnknownPassNamesSuggest) {
     ADD_FAILURE();
   } catch (const InvalidArgument& e) {
     EXPECT_STREQ(e.what(), "unknown pass `canonicalise` (did you mean `canonicalize`?); passes: "
-                           "verify, canonicalize, cse, dce");
+                           "verify, canonicalize, cse, dce, tril");
   }
   PassManager pm;
   EXPECT_THROW(pm.dump_after({"csee"}, nullptr), InvalidArgument);
@@ -174,6 +174,51 @@ TEST(Passes, ModelGraphsAreStableUnderThePipeline) {
     pm.run(*g);
     EXPECT_EQ(print_graph(*g), before) << file;
   }
+}
+
+// Causal attention and its gradient: the products reading the probabilities (%p) and the
+// gradient through the mask (%ds) get tril_a. The scores' mask (-inf above the diagonal) is not
+// zero there; an unmasked softmax, a mask under a softmax over another axis and a non-square
+// mask are not triangular.
+TEST(Passes, TrilMarksProductsReadingCausalProbabilities) {
+  const std::string head = R"(graph @g {
+  sym S in [1, 512]
+  sym T in [1, 512]
+  input %q : f32[4, S, 16]
+  input %k : f32[4, S, 16]
+  input %dp : f32[4, S, S]
+  input %st : f32[4, S, T]
+  input %v : f32[4, T, 16]
+  %s = matmul(%q, %k) {transpose_b = true} : f32[4, S, S]
+  %m = causal_mask(%s) : f32[4, S, S]
+  %p = softmax(%m) : f32[4, S, S]
+  %ds = causal_mask(%dp) {value = 0.0} : f32[4, S, S]
+  %u = softmax(%s) : f32[4, S, S]
+  %a = softmax(%m) {axis = 1} : f32[4, S, S]
+  %r = causal_mask(%st) {value = 0.0} : f32[4, S, T]
+)";
+  const std::string tail = R"(  %o6 = matmul(%m, %q) : f32[4, S, 16]
+  %o7 = matmul(%u, %q) : f32[4, S, 16]
+  %o8 = matmul(%a, %q) : f32[4, S, 16]
+  %o9 = matmul(%r, %v) : f32[4, S, 16]
+  %o10 = matmul(%p, %p) {sum_batch = true, transpose_a = true} : f32[S, S]
+  output o = %o1
+}
+)";
+  const std::string before = head + R"(  %o1 = matmul(%p, %q) : f32[4, S, 16]
+  %o2 = matmul(%p, %q) {transpose_a = true} : f32[4, S, 16]
+  %o3 = matmul(%ds, %k) : f32[4, S, 16]
+  %o4 = matmul(%ds, %q) {transpose_a = true} : f32[4, S, 16]
+  %o5 = matmul(%q, %p) {transpose_a = true} : f32[4, 16, S]
+)" + tail;
+  const std::string after = head + R"(  %o1 = matmul(%p, %q) {tril_a = true} : f32[4, S, 16]
+  %o2 = matmul(%p, %q) {transpose_a = true, tril_a = true} : f32[4, S, 16]
+  %o3 = matmul(%ds, %k) {tril_a = true} : f32[4, S, 16]
+  %o4 = matmul(%ds, %q) {transpose_a = true, tril_a = true} : f32[4, S, 16]
+  %o5 = matmul(%q, %p) {transpose_a = true} : f32[4, 16, S]
+)" + tail;
+  EXPECT_EQ(run("tril", before), after);
+  EXPECT_EQ(run("tril", after), after);  // marked once
 }
 
 }  // namespace

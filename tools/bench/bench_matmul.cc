@@ -14,6 +14,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "devices/tril_gemm.h"
 #include "devices/cpu/cpu_device.h"
 #include "peak_flops.h"
 
@@ -28,19 +29,28 @@ struct Shape {
   std::string label;
   int64_t m, n, k;
   bool transpose_b = false;
+  bool transpose_a = false;
+  int64_t batch = 1;  // products with their own A, B and C, densely packed
+  bool tril_a = false;  // devices::gemm_tril_a; GFLOP/s count the whole product's work
 };
 
 // A, B and C in device memory, A and B filled with random values.
 class Operands {
  public:
   Operands(devices::Device& dev, const Shape& s)
-      : dev_(dev), sizes_{s.m * s.k, s.k * s.n, s.m * s.n} {
+      : dev_(dev), sizes_{s.batch * s.m * s.k, s.batch * s.k * s.n, s.batch * s.m * s.n} {
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> dist(-1, 1);
     for (int i = 0; i < 3; ++i) {
       ptr_[i] = static_cast<float*>(dev.allocate(bytes(i)));
       std::vector<float> host(sizes_[i]);
       for (float& v : host) v = dist(rng);
+      // A triangular A holds probabilities after a causal mask: zero above its diagonal.
+      if (i == 0 && s.tril_a) {
+        for (size_t j = 0; j < host.size(); ++j) {
+          if (j % s.m > j / s.m % s.m) host[j] = 0;
+        }
+      }
       dev.copy(ptr_[i], host.data(), bytes(i), devices::CopyKind::kHostToDevice);
     }
   }
@@ -48,8 +58,10 @@ class Operands {
     for (int i = 0; i < 3; ++i) dev_.deallocate(ptr_[i], bytes(i));
   }
   devices::GemmArgs args(const Shape& s) const {
-    return {.dtype = ir::DType::kF32, .m = s.m, .n = s.n, .k = s.k,
-            .transpose_b = s.transpose_b, .a = ptr_[0], .b = ptr_[1], .c = ptr_[2]};
+    return {.dtype = ir::DType::kF32, .batch = s.batch, .m = s.m, .n = s.n, .k = s.k,
+            .transpose_a = s.transpose_a, .transpose_b = s.transpose_b,
+            .a = ptr_[0], .b = ptr_[1], .c = ptr_[2],
+            .batch_stride_a = s.m * s.k, .batch_stride_b = s.k * s.n, .batch_stride_c = s.m * s.n};
   }
 
  private:
@@ -66,13 +78,21 @@ double now_seconds() {
 
 // Median seconds per GEMM over repetitions filling about kGemmSeconds, after one warm-up call
 // that also creates and caches the primitive.
-double time_gemm(devices::Device& dev, const devices::GemmArgs& g) {
-  dev.gemm(g);
+void gemm(devices::Device& dev, const devices::GemmArgs& g, bool tril_a) {
+  if (tril_a) {
+    devices::gemm_tril_a(dev, g);
+  } else {
+    dev.gemm(g);
+  }
+}
+
+double time_gemm(devices::Device& dev, const devices::GemmArgs& g, bool tril_a) {
+  gemm(dev, g, tril_a);
   std::vector<double> times;
   const double start = now_seconds();
   while (static_cast<int>(times.size()) < kMinReps || now_seconds() - start < kGemmSeconds) {
     const double t0 = now_seconds();
-    dev.gemm(g);
+    gemm(dev, g, tril_a);
     dev.synchronize();
     times.push_back(now_seconds() - t0);
   }
@@ -94,10 +114,11 @@ void print_header(const devices::cpu::CpuDevice& dev, const PeakFlops& peak) {
 void bench_shape(devices::cpu::CpuDevice& dev, const Shape& s, double peak) {
   Operands ops(dev, s);
   const devices::GemmArgs g = ops.args(s);
-  const double seconds = time_gemm(dev, g);
-  const double gflops = 2.0 * s.m * s.n * s.k / seconds * 1e-9;
+  const double seconds = time_gemm(dev, g, s.tril_a);
+  const double gflops = 2.0 * s.batch * s.m * s.n * s.k / seconds * 1e-9;
   std::printf("%-34s %9.3f %10.1f %9.1f%%  %s\n", s.label.c_str(), seconds * 1e3, gflops,
-              peak > 0 ? 100 * gflops * 1e9 / peak : 0.0, dev.onednn().impl_name(g).c_str());
+              peak > 0 ? 100 * gflops * 1e9 / peak : 0.0,
+              s.tril_a ? "row blocks below the diagonal" : dev.onednn().impl_name(g).c_str());
 }
 
 std::vector<Shape> shapes() {
@@ -110,6 +131,23 @@ std::vector<Shape> shapes() {
   // B stored as [n, k], as framework weights usually are.
   all.push_back({"4096 x 1376 x 512", 4096, 1376, 512});
   all.push_back({"4096 x 1376 x 512 (B transposed)", 4096, 1376, 512, true});
+  // bench_step's llama (hidden 256, 4 heads of 64, SwiGLU 688) at B=8, S=288: T = 2304 tokens.
+  const int64_t t = 2304, s = 288, bh = 32;
+  all.push_back({"step: x W_up       T x 688 x 256", t, 688, 256});
+  all.push_back({"step: dy W_up^T    T x 256 x 688", t, 256, 688, true});
+  all.push_back({"step: x^T dy       256 x 688 x T", 256, 688, t, false, true});
+  all.push_back({"step: x W_q        T x 256 x 256", t, 256, 256});
+  all.push_back({"step: x^T dy       256 x 256 x T", 256, 256, t, false, true});
+  all.push_back({"step: q k^T     32 x S x S x 64", s, s, 64, true, false, bh});
+  all.push_back({"step: p v       32 x S x 64 x S", s, 64, s, false, false, bh});
+  all.push_back({"step: p^T do    32 x S x 64 x S", s, 64, s, false, true, bh});
+  // Products with causal probabilities at a long S (the longest of 8 lengths in 32..512, on
+  // average), whole and with the blocks above the diagonal skipped.
+  const int64_t l = 459;
+  all.push_back({"p v       32 x 459 x 64 x 459", l, 64, l, false, false, bh});
+  all.push_back({"  tril(p) v", l, 64, l, false, false, bh, true});
+  all.push_back({"p^T do    32 x 459 x 64 x 459", l, 64, l, false, true, bh});
+  all.push_back({"  tril(p)^T do", l, 64, l, false, true, bh, true});
   return all;
 }
 

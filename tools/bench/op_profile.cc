@@ -10,10 +10,16 @@ namespace disc::bench {
 
 namespace {
 
-// An op's name; a fused kernel's also names its iteration space, which tells the kernels apart.
+// An op's name; a fused kernel's also names its iteration space, which tells the kernels apart,
+// and a matmul's its operands ("^T": transposed), which tells the projections and attention's
+// products apart.
 std::string label(const ir::Node& n) {
-  if (n.op().name != "fused") return n.op().name;
-  return "fused " + ir::dims_str(n.attrs().get_dims("shape"));
+  if (n.op().name == "fused") return "fused " + ir::dims_str(n.attrs().get_dims("shape"));
+  if (n.op().name != "matmul") return n.op().name;
+  const ir::Attributes& a = n.attrs();
+  return "matmul " + ir::dims_str(n.operand(0)->shape()) + (a.get_bool("transpose_a") ? "^T " : " ") +
+         ir::dims_str(n.operand(1)->shape()) + (a.get_bool("transpose_b") ? "^T" : "") +
+         (a.get_bool("sum_batch") ? " summed" : "") + (a.get_bool("tril_a") ? " tril" : "");
 }
 
 }  // namespace
@@ -39,7 +45,7 @@ void OpProfile::print(const std::string& title, int top) const {
   std::printf("\n%s: %.0f ms observed, the %d longest ops\n", title.c_str(), total / 1e3, top);
   for (int i = 0; i < top && i < static_cast<int>(sorted.size()); ++i) {
     const auto& [name, e] = sorted[i];
-    std::printf("  %-24s %9.1f ms  %5.1f%%  %7lld runs\n", name.c_str(), e.us / 1e3, 100 * e.us / total, e.runs);
+    std::printf("  %-48s %9.1f ms  %5.1f%%  %7lld runs\n", name.c_str(), e.us / 1e3, 100 * e.us / total, e.runs);
   }
 }
 

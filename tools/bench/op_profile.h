@@ -1,5 +1,6 @@
 // Where a training step's time goes: wall time per op, summed over the steps an observer saw.
-// A `fused` node counts under "fused [its iteration space]"; evictions and regenerations under their own names.
+// A `fused` node counts under "fused [its iteration space]", a matmul under its operands;
+// evictions and regenerations under their own names.
 //
 //   bench::OpProfile profile;
 //   trainer.set_observer(profile.observer());
