@@ -75,7 +75,8 @@ void Executor::run_node(const ir::Node& n, Run& r, const ir::Value* donor) {
   ir::KernelArgs args{.op = n.op().name, .attrs = &n.attrs(), .bindings = &r.b};
   for (const ir::Value* v : n.operands()) args.in.push_back(r.env.at(v).ref());
   for (const ir::Value* v : n.results()) {
-    Tensor t = donor ? r.env.at(donor) : Tensor::empty(v->dtype(), concrete_shape(g_, *v, r.b), alloc_);
+    std::vector<int64_t> shape = concrete_shape(g_, *v, r.b);
+    Tensor t = donor ? r.env.at(donor).reshaped(std::move(shape)) : Tensor::empty(v->dtype(), std::move(shape), alloc_);
     args.out.push_back(t.ref());
     r.env[v] = std::move(t);
   }

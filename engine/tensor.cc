@@ -14,6 +14,16 @@ Tensor Tensor::empty(ir::DType dtype, std::vector<int64_t> shape, memory::Alloca
   return t;
 }
 
+Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  if (t.numel() != numel()) {
+    throw InvalidArgument("tensor " + describe() + " cannot be read as " + t.describe() +
+                          ": the element counts differ");
+  }
+  return t;
+}
+
 int64_t Tensor::numel() const {
   int64_t n = 1;
   for (int64_t d : shape_) n *= d;

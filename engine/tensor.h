@@ -37,6 +37,8 @@ class Tensor {
     return std::vector<T>(data<T>(), data<T>() + numel());
   }
   ir::TensorRef ref() const { return {dtype_, shape_, raw()}; }
+  // The same storage read as `shape`, which must hold as many elements (InvalidArgument else).
+  Tensor reshaped(std::vector<int64_t> shape) const;
   std::string describe() const;  // "f32[2, 3]"
 
  private:

@@ -88,8 +88,9 @@ struct OpDef {
   // Empty for ops that are not differentiable (comparisons, integer ops, gradient ops).
   GradRule grad;
   // Operands whose buffer the result may take when the operand dies at this node and has the
-  // result's type: the kernel reads each element of it before writing the element at the same
-  // index. (The executor then runs the op in place; the memory plan counts one buffer.)
+  // result's dtype and element count: the kernel reads each element of it before writing the
+  // element at the same index. (The executor then runs the op in place; the memory plan counts
+  // one buffer.)
   std::vector<int> overwritable;
 
   OpCost cost_of(const std::vector<TensorType>& operands, const std::vector<TensorType>& results,

@@ -30,8 +30,14 @@ std::map<const ir::Node*, int> check_order(const ir::Graph& g, const std::vector
   return at;
 }
 
-// A node runs in place over an overwritable operand that dies there with the result's type and
-// is no graph output. Each value gives its buffer at most once.
+bool same_bytes(const ir::Graph& g, const ir::Value& a, const ir::Value& b) {
+  return a.dtype() == b.dtype() &&
+         g.shapes().compare(a.type().numel(), b.type().numel()) == ir::Ordering::kEQ;
+}
+
+// A node runs in place over an overwritable operand that dies there with the result's dtype and
+// element count (reshape's shape differs) and is no graph output. Each value gives its buffer at
+// most once.
 void find_donors(const ir::Graph& g, const std::vector<const ir::Node*>& order, Liveness& l) {
   l.donor.assign(order.size(), nullptr);
   for (size_t i = 0; i < order.size(); ++i) {
@@ -39,7 +45,7 @@ void find_donors(const ir::Graph& g, const std::vector<const ir::Node*>& order, 
     if (n.results().size() != 1) continue;
     for (int k : n.op().overwritable) {
       const ir::Value* o = n.operand(k);
-      if (!o->producer() || g.is_output(o) || o->type() != n.result()->type()) continue;
+      if (!o->producer() || g.is_output(o) || !same_bytes(g, *o, *n.result())) continue;
       Life& life = l.lives.at(o);
       if (life.last != static_cast<int>(i) || life.donated) continue;
       life.donated = true;

@@ -136,6 +136,7 @@ void gather_elements(const KernelArgs& a, F src) {
 
 // In chunks over the threads: one thread's copy does not saturate memory bandwidth.
 void reshape_kernel(const KernelArgs& a) {
+  if (a.in[0].data == a.out[0].data) return;  // run in place: the bytes are already there
   constexpr int64_t kChunk = 256 * 1024;
   const int64_t bytes = a.in[0].bytes();
   parallel_rows((bytes + kChunk - 1) / kChunk, [&](int64_t c) {
@@ -302,6 +303,7 @@ void register_layout_ops(OpRegistry& r) {
     return std::vector<Value*>{c.add("reshape", {c.dy[0]}, {{"shape", c.x(0)->shape()}})};
   };
   reshape.reference = reshape_kernel;
+  reshape.overwritable = {0};  // in place, the result is the operand's bytes: no copy at all
   r.add(std::move(reshape));
 
   OpDef transpose = layout("transpose", "result dim i is operand dim perm[i]", OpCategory::kLayout);

@@ -151,6 +151,28 @@ TEST(Liveness, NodesRunInPlaceOnlyOverOperandsThatDieThereWithTheResultsType) {
   EXPECT_EQ(curve, (std::vector<std::string>{"4*N", "8*N", "8*N", "8*N", "9*N", "9*N"}));
 }
 
+// A reshape takes its dying operand's buffer: the same bytes under a new shape, not a copy. One
+// whose operand lives on (%a is read by %d) copies.
+TEST(Liveness, ReshapeRunsInPlaceOverAnOperandThatDiesThere) {
+  auto g = ir::parse_graph(R"(graph @g {
+  sym N in [1, 64]
+  input %x : f32[N, 4]
+  %a = exp(%x) : f32[N, 4]
+  %b = reshape(%a) {shape = [4, N]} : f32[4, N]
+  %c = exp(%b) : f32[4, N]
+  %d = reshape(%c) {shape = [N, 4]} : f32[N, 4]
+  %e = add(%d, %a) : f32[N, 4]
+  %f = reshape(%e) {shape = [2, N, 2]} : f32[2, N, 2]
+  output y = %f
+}
+)");
+  auto nodes = g->nodes();
+  Liveness l = analyze_liveness(*g, {nodes.begin(), nodes.end()});
+  std::vector<std::string> donors;
+  for (const ir::Value* d : l.donor) donors.push_back(d ? d->name() : "-");
+  EXPECT_EQ(donors, (std::vector<std::string>{"-", "-", "b", "c", "d", "e"}));
+}
+
 TEST(Remat, CandidatesNeverIncludeOutputsOrOptimizerWork) {
   auto g = training_step("gpt2");
   Liveness l = analyze_liveness(*g, choose_schedule(*g).order);
