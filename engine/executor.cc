@@ -165,7 +165,8 @@ void Executor::gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, con
   g.transpose_b = n.attrs().get_bool("transpose_b");
   const ir::MatmulDims d = ir::matmul_dims(a, out, n.attrs());
   g.batch = d.batch, g.m = d.m, g.n = d.n, g.k = d.k;
-  if (bm.rank() == 2 && !g.transpose_a) g.m *= g.batch, g.batch = std::min<int64_t>(g.batch, 1);
+  const bool tril_a = n.attrs().get_bool("tril_a");  // each A is its own square: no stacking
+  if (bm.rank() == 2 && !g.transpose_a && !tril_a) g.m *= g.batch, g.batch = std::min<int64_t>(g.batch, 1);
   g.a = a.data;
   g.b = bm.data;
   g.c = out.data;
@@ -177,7 +178,7 @@ void Executor::gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, con
     std::memset(out.data, 0, out.bytes());
     return;
   }
-  if (n.attrs().get_bool("tril_a")) {
+  if (tril_a) {
     devices::gemm_tril_a(alloc_.device(), g);
   } else {
     alloc_.device().gemm(g);

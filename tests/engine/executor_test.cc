@@ -49,31 +49,65 @@ const char* kMatmul = R"(graph @g {
 }
 )";
 
+// Runs `g` on `args` through the executor and node by node through the reference kernels, and
+// compares every output.
+void expect_reference_results(const ir::Graph& g, std::map<std::string, Tensor> args,
+                              const ir::Bindings& bind, memory::Allocator& alloc) {
+  Executor ex(g, alloc);
+  auto out = ex.run(args);
+  std::map<const ir::Value*, Tensor> env;
+  for (const auto& [name, t] : args) env.emplace(g.find_value(name), t);
+  for (const ir::Node* n : g.nodes()) {
+    Tensor r = Tensor::empty(ir::DType::kF32, concrete_shape(g, *n->result(0), bind), alloc);
+    std::vector<ir::TensorRef> in;
+    for (const ir::Value* o : n->operands()) in.push_back(env.at(o).ref());
+    n->op().reference({n->op().name, in, {r.ref()}, &n->attrs(), nullptr});
+    env.emplace(n->result(0), r);
+  }
+  for (const auto& [name, v] : g.outputs()) {
+    const Tensor& want = env.at(v);
+    ASSERT_EQ(out[name].shape(), want.shape()) << name;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      EXPECT_NEAR(out[name].data<float>()[i], want.data<float>()[i], 1e-4 * (1 + std::abs(want.data<float>()[i])))
+          << name << "[" << i << "] at B=" << bind.at("B") << ", S=" << bind.at("S");
+    }
+  }
+}
+
 TEST_F(ExecutorTest, LibraryGemmMatchesTheReferenceKernel) {
   auto g = ir::parse_graph(kMatmul);
-  Executor ex(*g, alloc);
   for (auto [b, s] : {std::pair{1, 1}, {2, 7}, {3, 31}}) {
-    std::map<std::string, Tensor> args = {{"x", random(ir::DType::kF32, {b, s, 24})},
-                                          {"w", random(ir::DType::kF32, {24, 13}, 2)}};
-    auto out = ex.run(args);
-    // The same products through the reference kernel, node by node.
-    const auto& ref = ir::OpRegistry::instance().get("matmul").reference;
-    ir::Bindings bind = {{"B", b}, {"S", s}};
-    std::map<const ir::Value*, Tensor> env;
-    for (const auto& [name, t] : args) env.emplace(g->find_value(name), t);
-    for (const ir::Node* n : g->nodes()) {
-      Tensor r = Tensor::empty(ir::DType::kF32, concrete_shape(*g, *n->result(0), bind), alloc);
-      ref({"matmul", {env.at(n->operand(0)).ref(), env.at(n->operand(1)).ref()}, {r.ref()}, &n->attrs(), nullptr});
-      env.emplace(n->result(0), r);
-    }
-    for (const auto& [name, v] : g->outputs()) {
-      const Tensor& want = env.at(v);
-      ASSERT_EQ(out[name].shape(), want.shape()) << name;
-      for (int64_t i = 0; i < want.numel(); ++i) {
-        EXPECT_NEAR(out[name].data<float>()[i], want.data<float>()[i], 1e-4 * (1 + std::abs(want.data<float>()[i])))
-            << name << "[" << i << "] at B=" << b << ", S=" << s;
-      }
-    }
+    expect_reference_results(*g, {{"x", random(ir::DType::kF32, {b, s, 24})},
+                                  {"w", random(ir::DType::kF32, {24, 13}, 2)}},
+                             {{"B", b}, {"S", s}}, alloc);
+  }
+}
+
+// Products with tril_a: %l is lower triangular (the block GEMMs), %p is not (a copy of its lower
+// triangle), %w is a B shared by the batch; lengths span one to three 64-row blocks.
+TEST_F(ExecutorTest, TriangularProductsMatchTheReferenceKernel) {
+  auto g = ir::parse_graph(R"(graph @g {
+  sym B in [1, 8]
+  sym S in [1, 256]
+  input %p : f32[B, S, S]
+  input %y : f32[B, S, 13]
+  input %w : f32[S, 5]
+  %l = causal_mask(%p) {value = 0.0} : f32[B, S, S]
+  %t1 = matmul(%l, %y) {tril_a = true} : f32[B, S, 13]
+  %t2 = matmul(%l, %y) {transpose_a = true, tril_a = true} : f32[B, S, 13]
+  %t3 = matmul(%p, %y) {transpose_a = true, tril_a = true} : f32[B, S, 13]
+  %t4 = matmul(%l, %w) {tril_a = true} : f32[B, S, 5]
+  output t1 = %t1
+  output t2 = %t2
+  output t3 = %t3
+  output t4 = %t4
+}
+)");
+  for (auto [b, s] : {std::pair{1, 1}, {2, 7}, {3, 64}, {2, 150}}) {
+    expect_reference_results(*g, {{"p", random(ir::DType::kF32, {b, s, s})},
+                                  {"y", random(ir::DType::kF32, {b, s, 13}, 2)},
+                                  {"w", random(ir::DType::kF32, {s, 5}, 3)}},
+                             {{"B", b}, {"S", s}}, alloc);
   }
 }
 
