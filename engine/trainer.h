@@ -68,6 +68,9 @@ class Trainer {
   // Copies `value` into the parameter (same dtype and shape, else InvalidArgument).
   void set_parameter(const std::string& name, const Tensor& value);
   memory::Allocator& allocator() { return *alloc_; }
+  // Gives the allocator's cached free blocks back to the device (the next step reserves afresh):
+  // memory for other work between phases, or another trainer in the same process.
+  void release_cached_memory() { alloc_->release_cache(); }
   memory::Governor& governor() { return executor_->governor(); }
   // Every symbol at its upper bound: the batch that needs the most memory.
   ir::Bindings largest_shape() const;

@@ -24,6 +24,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference")
 OPTIM = {"lr": 0.01, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.1, "clip_norm": 0.5}
@@ -69,14 +70,22 @@ def attention(x, p, pre, heads, kv_heads, theta, bias):
     return y + p[pre + "bo"] if bias else y
 
 
-def llama(p, batch, c):
+def llama_layer(x, p, pre, c):
+    x = x + attention(rms_norm(x, p[pre + "attn_norm"], c["norm_eps"]), p, pre, c["heads"],
+                      c["kv_heads"], c["rope_theta"], False)
+    h = rms_norm(x, p[pre + "mlp_norm"], c["norm_eps"])
+    return x + (F.silu(h @ p[pre + "w_gate"]) * (h @ p[pre + "w_up"])) @ p[pre + "w_down"]
+
+
+def llama(p, batch, c, checkpoint=False):
+    """With checkpoint, each layer keeps only its input for the backward pass and recomputes the
+    rest there (activation checkpointing per layer)."""
     x = p["embed"][batch["tokens"].long()]
     for l in range(c["layers"]):
-        pre = f"l{l}."
-        x = x + attention(rms_norm(x, p[pre + "attn_norm"], c["norm_eps"]), p, pre, c["heads"],
-                          c["kv_heads"], c["rope_theta"], False)
-        h = rms_norm(x, p[pre + "mlp_norm"], c["norm_eps"])
-        x = x + (F.silu(h @ p[pre + "w_gate"]) * (h @ p[pre + "w_up"])) @ p[pre + "w_down"]
+        if checkpoint:
+            x = torch.utils.checkpoint.checkpoint(llama_layer, x, p, f"l{l}.", c, use_reentrant=False)
+        else:
+            x = llama_layer(x, p, f"l{l}.", c)
     logits = rms_norm(x, p["final_norm"], c["norm_eps"]) @ p["lm_head"]
     return logits, F.cross_entropy(logits.flatten(0, 1), batch["targets"].long().flatten(), ignore_index=-100)
 

@@ -19,8 +19,10 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -33,11 +35,15 @@
 #include "batches.h"
 #include "engine/trainer.h"
 #include "ir/error.h"
+#include "json_file.h"
 #include "memory/memory_plan.h"
+#include "process_memory.h"
 #include "timing.h"
 
 namespace disc::bench {
 namespace {
+
+using nlohmann::json;
 
 constexpr double kLr = 3e-4;
 constexpr double kHalf = 0.5;  // the comparison's cap, as a share of the unoptimised peak
@@ -133,6 +139,7 @@ struct Result {
   double faults_per_step = 0;  // minor page faults: fresh pages the allocator's device mapped
   double first_visit_ms = 0;   // mean extra time of a warm-up step over the timed step of its shape
   double setup_s = 0;          // the trainer's constructor: schedule, candidates, cap check, init
+  int64_t peak_rss = 0;        // the process's peak resident memory over the run
   std::vector<float> losses;   // warm-up pass, then the timed passes
   bool ran() const { return refused.empty(); }
 };
@@ -218,6 +225,7 @@ Pass run_pass(engine::Trainer& t, const std::vector<data::HostBatch>& batches,
 Result run(const Options& o, const Run& spec) {
   Result r{.refused = ""};
   const std::vector<data::HostBatch>& batches = *spec.batches;
+  reset_peak_resident();  // the previous run's trainer has given its memory back
   const double t0 = now_seconds();
   std::unique_ptr<engine::Trainer> trainer;
   try {
@@ -256,15 +264,16 @@ Result run(const Options& o, const Run& spec) {
   r.recompute_share = best.recompute_us * 1e-6 / best.seconds;
   r.faults_per_step = static_cast<double>(best.faults) / steps;
   r.first_visit_ms = (warm.seconds - best.seconds) * 1e3 / steps;
+  r.peak_rss = peak_resident_bytes();
   return r;
 }
 
 // ----- printing -----
 
 void print_header(const char* first) {
-  std::printf("  %-24s %9s %10s %10s %9s %9s %7s %6s %9s %7s %9s %6s\n", first, "cap", "live peak",
-              "reserved", "tokens/s", "cpu tok/s", "ratio", "evict", "recompute", "faults",
-              "1st visit", "setup");
+  std::printf("  %-24s %9s %10s %10s %10s %9s %9s %7s %6s %9s %7s %9s %6s\n", first, "cap",
+              "live peak", "reserved", "peak RSS", "tokens/s", "cpu tok/s", "ratio", "evict",
+              "recompute", "faults", "1st visit", "setup");
 }
 
 // One table row; `base` gives the ratio column (tokens/s over the base's). Flags a run whose
@@ -278,8 +287,9 @@ void print_row(const std::string& name, int64_t cap, const Result& r, const Resu
   char ratio[16] = "-";
   if (base && base->ran())
     std::snprintf(ratio, sizeof ratio, "%.2fx", r.tokens_per_s / base->tokens_per_s);
-  std::printf("  %-24s %9s %10s %10s %9.0f %9.0f %7s %6.1f %8.1f%% %6.0fk %8.2fs %5.1fs\n",
-              name.c_str(), c.c_str(), memory::human_bytes(r.live_peak).c_str(), memory::human_bytes(r.reserved_peak).c_str(),
+  std::printf("  %-24s %9s %10s %10s %10s %9.0f %9.0f %7s %6.1f %8.1f%% %6.0fk %8.2fs %5.1fs\n",
+              name.c_str(), c.c_str(), memory::human_bytes(r.live_peak).c_str(),
+              memory::human_bytes(r.reserved_peak).c_str(), memory::human_bytes(r.peak_rss).c_str(),
               r.tokens_per_s, r.cpu_tokens_per_s, ratio, r.evictions_per_step,
               100 * r.recompute_share, r.faults_per_step / 1e3, r.first_visit_ms / 1e3, r.setup_s);
   if (r.live_peak > r.planned_peak) {
@@ -421,6 +431,7 @@ std::vector<int64_t> curve_caps(int64_t unoptimised, int64_t smallest) {
 
 struct Curve {
   Result unlimited, at_half;
+  std::vector<std::pair<int64_t, Result>> points;  // (cap, run), from no cap (0) down
 };
 
 // A run the comparison already made with these options, if any: the curve does not repeat it.
@@ -448,6 +459,7 @@ Curve curve(const Options& o, const Comparison& c) {
                                     &c.w.dynamic});
     if (cap == 0) out.unlimited = r;
     if (cap == c.cap) out.at_half = r;
+    out.points.emplace_back(cap, r);
     char name[64];
     std::snprintf(name, sizeof name, cap == c.dynamic_f.smallest ? "%.0f%% (smallest)" : "%.0f%%",
                   100.0 * static_cast<double>(cap) / static_cast<double>(unopt));
@@ -472,34 +484,42 @@ double cpu_ratio(const Result& x, const Result& base) {
   return x.cpu_tokens_per_s / base.cpu_tokens_per_s;
 }
 
-void goal_a(const Comparison& c) {
+// printf into a string.
+template <typename... Args>
+std::string format(const char* f, Args... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, f, args...);
+  return buf;
+}
+
+std::string goal_a(const Comparison& c) {
   const long long b = c.w.batch_size;
   if (!c.dynamic.ran()) {
-    std::printf("  (a) B=%lld: not evaluated: the unoptimised run did not run\n", b);
+    return format("(a) B=%lld: not evaluated: the unoptimised run did not run", b);
   } else if (!c.disc.ran()) {
     const bool below = c.cap < c.dynamic_f.lower_bound;
-    std::printf(
-        "  (a) B=%lld: %s: disc cannot run at %s, half the unoptimised peak: %s the lower bound "
-        "%s; the smallest feasible cap is %s\n",
+    return format(
+        "(a) B=%lld: %s: disc cannot run at %s, half the unoptimised peak: %s the lower bound "
+        "%s; the smallest feasible cap is %s",
         b, verdict(false), memory::human_bytes(c.cap).c_str(), below ? "below" : "above",
         memory::human_bytes(c.dynamic_f.lower_bound).c_str(), memory::human_bytes(c.dynamic_f.smallest).c_str());
   } else {
     const double a = c.disc.tokens_per_s / c.dynamic.tokens_per_s;
-    std::printf(
-        "  (a) B=%lld: at %s (half the unoptimised peak) disc reaches %.0f%% [%.0f%%] of the "
-        "uncapped dynamic run's tokens/s (goal >= %.0f%%): %s\n",
+    return format(
+        "(a) B=%lld: at %s (half the unoptimised peak) disc reaches %.0f%% [%.0f%%] of the "
+        "uncapped dynamic run's tokens/s (goal >= %.0f%%): %s",
         b, memory::human_bytes(c.cap).c_str(), 100 * a, 100 * cpu_ratio(c.disc, c.dynamic), 100 * kGoalThroughput,
         verdict(a >= kGoalThroughput));
   }
 }
 
-void goal_c(const Comparison& c) {
+std::string goal_c(const Comparison& c) {
   const long long b = c.w.batch_size;
   if (c.disc.ran() && c.padded.ran()) {
     const double s = c.disc.tokens_per_s / c.padded.tokens_per_s;
-    std::printf(
-        "  (c) B=%lld: at %s disc runs %.2fx [%.2fx] the static padded run's tokens/s (goal >= "
-        "%.1fx): %s\n",
+    return format(
+        "(c) B=%lld: at %s disc runs %.2fx [%.2fx] the static padded run's tokens/s (goal >= "
+        "%.1fx): %s",
         b, memory::human_bytes(c.cap).c_str(), s, cpu_ratio(c.disc, c.padded), kGoalSpeedup,
         verdict(s >= kGoalSpeedup));
   } else if (c.disc_eq.ran() && c.padded_eq.ran()) {
@@ -507,35 +527,101 @@ void goal_c(const Comparison& c) {
     const char* at_half = c.cap == 0     ? "no half-peak cap (no unoptimised run)"
                           : c.disc.ran() ? "at half the peak only disc runs"
                                          : "at half the peak neither runs";
-    std::printf(
-        "  (c) B=%lld: %s; at %s, the smallest cap both fit, disc runs %.2fx [%.2fx] static (goal "
-        ">= %.1fx): %s\n",
+    return format(
+        "(c) B=%lld: %s; at %s, the smallest cap both fit, disc runs %.2fx [%.2fx] static (goal "
+        ">= %.1fx): %s",
         b, at_half, memory::human_bytes(c.equal_cap).c_str(), s, cpu_ratio(c.disc_eq, c.padded_eq), kGoalSpeedup,
         verdict(s >= kGoalSpeedup));
-  } else {
-    std::printf("  (c) B=%lld: %s: no cap at which both static and disc ran\n", b, verdict(false));
   }
+  return format("(c) B=%lld: %s: no cap at which both static and disc ran", b, verdict(false));
 }
 
-void print_goals(const std::vector<Comparison>& cs, const Comparison& cc, const Curve& cv) {
-  std::printf("goals (tokens/s ratios on the wall clock [in CPU time])\n");
-  for (const Comparison& c : cs) goal_a(c);
+// The goals' verdicts, one line each.
+std::vector<std::string> goals(const std::vector<Comparison>& cs, const Comparison& cc, const Curve& cv) {
+  std::vector<std::string> out;
+  for (const Comparison& c : cs) out.push_back(goal_a(c));
   if (cv.unlimited.ran() && cv.at_half.ran()) {
     const double a = cv.at_half.tokens_per_s / cv.unlimited.tokens_per_s;
-    std::printf(
-        "  (a) curve B=%lld: half the peak against disc's own uncapped run: %.0f%% [%.0f%%]: %s\n",
+    out.push_back(format(
+        "(a) curve B=%lld: half the peak against disc's own uncapped run: %.0f%% [%.0f%%]: %s",
         static_cast<long long>(cc.w.batch_size), 100 * a, 100 * cpu_ratio(cv.at_half, cv.unlimited),
-        verdict(a >= kGoalThroughput));
+        verdict(a >= kGoalThroughput)));
   }
   for (const Comparison& c : cs) {
     const double ratio =
         static_cast<double>(c.dynamic_f.smallest) / static_cast<double>(c.dynamic_f.lower_bound);
-    std::printf(
-        "  (b) B=%lld: smallest feasible cap %s = %.3fx the lower bound %s (goal <= %.2fx): %s\n",
+    out.push_back(format(
+        "(b) B=%lld: smallest feasible cap %s = %.3fx the lower bound %s (goal <= %.2fx): %s",
         static_cast<long long>(c.w.batch_size), memory::human_bytes(c.dynamic_f.smallest).c_str(), ratio,
-        memory::human_bytes(c.dynamic_f.lower_bound).c_str(), kGoalFeasible, verdict(ratio <= kGoalFeasible));
+        memory::human_bytes(c.dynamic_f.lower_bound).c_str(), kGoalFeasible, verdict(ratio <= kGoalFeasible)));
   }
-  for (const Comparison& c : cs) goal_c(c);
+  for (const Comparison& c : cs) out.push_back(goal_c(c));
+  return out;
+}
+
+// ----- JSON -----
+
+json to_json(const Result& r) {
+  json j = {{"ran", r.ran()}};
+  if (!r.ran()) {
+    j["refused"] = r.refused;
+    return j;
+  }
+  j.update({{"live_peak_bytes", r.live_peak},        {"reserved_peak_bytes", r.reserved_peak},
+            {"peak_rss_bytes", r.peak_rss},          {"tokens_per_s", r.tokens_per_s},
+            {"cpu_tokens_per_s", r.cpu_tokens_per_s}, {"evictions_per_step", r.evictions_per_step},
+            {"recompute_share", r.recompute_share},  {"faults_per_step", r.faults_per_step}});
+  return j;
+}
+
+json to_json(const Feasibility& f) {
+  return {{"held_bytes", f.held}, {"scheduled_peak_bytes", f.unplanned},
+          {"lower_bound_bytes", f.lower_bound}, {"smallest_cap_bytes", f.smallest}};
+}
+
+json run_json(const std::string& system, int64_t cap, const Result& r) {
+  json j = to_json(r);
+  j["system"] = system;
+  j["cap_bytes"] = cap;
+  return j;
+}
+
+json to_json(const Comparison& c) {
+  std::vector<int64_t> seqs, padded;
+  int64_t real = 0;
+  for (const auto& b : c.w.dynamic) seqs.push_back(b.seq), real += b.real_tokens;
+  for (const auto& b : c.w.padded) padded.push_back(b.seq);
+  json runs = json::array({run_json("dynamic, no governor", 0, c.dynamic)});
+  if (c.cap > 0) {
+    runs.push_back(run_json("static (buckets), schedule + remat", c.cap, c.padded));
+    runs.push_back(run_json("disc, schedule + remat", c.cap, c.disc));
+  }
+  if (c.equal_cap > 0) {
+    runs.push_back(run_json("static (buckets), schedule + remat", c.equal_cap, c.padded_eq));
+    runs.push_back(run_json("disc, schedule + remat", c.equal_cap, c.disc_eq));
+  }
+  return {{"batch", c.w.batch_size}, {"seqs", seqs}, {"padded_seqs", padded},
+          {"real_tokens", real},      {"half_cap_bytes", c.cap},
+          {"equal_cap_bytes", c.equal_cap}, {"disc_feasibility", to_json(c.dynamic_f)},
+          {"static_feasibility", to_json(c.padded_f)}, {"runs", runs}};
+}
+
+json report(const Options& o, const std::string& source, const std::vector<Comparison>& cs,
+            const Comparison& cc, const Curve& cv, const std::vector<std::string>& verdicts) {
+  const auto& m = o.model;
+  json j = {{"workload", {{"model", "llama"}, {"layers", m.layers}, {"hidden", m.hidden},
+                          {"heads", m.heads}, {"kv_heads", m.kv_heads}, {"ffn", m.ffn},
+                          {"vocab", m.vocab}, {"max_len", o.max_len}, {"steps", o.steps},
+                          {"threads", o.threads}, {"seed", o.seed}, {"data", source}}},
+            {"machine_load", machine_load()},
+            {"batches", json::array()},
+            {"goals", verdicts}};
+  for (const Comparison& c : cs) j["batches"].push_back(to_json(c));
+  json points = json::array();
+  for (const auto& [cap, r] : cv.points) points.push_back(run_json("disc, schedule + remat", cap, r));
+  j["curve"] = {{"batch", cc.w.batch_size}, {"unoptimised_peak_bytes", cc.dynamic.live_peak},
+                {"points", points}};
+  return j;
 }
 
 std::vector<int64_t> parse_list(const std::string& s) {
@@ -576,7 +662,8 @@ void print_setup(const Options& o, const std::string& source) {
       "  evict = evictions per step; recompute = time regenerating / step time; faults = minor "
       "page faults per step;\n"
       "  1st visit = warm-up step minus timed step (planning, primitives, first touch); setup = "
-      "the trainer's constructor\n\n",
+      "the trainer's constructor;\n  peak RSS = the process's peak resident memory over the run "
+      "(its trainer's, with the libraries')\n\n",
       100 * kHalf);
 }
 
@@ -590,6 +677,7 @@ int main(int argc, char** argv) {
       "bench_memory: the memory governor's peak, throughput and feasibility on a dynamic-shape "
       "workload"};
   std::string batches = "8,16,24";
+  std::string json_path;
   bool quick = false;
   app.add_option("--batches", batches, "Batch sizes, comma-separated")->capture_default_str();
   app.add_option("--steps", o.steps, "Batches per run (each run takes them twice: warm-up, timed)")
@@ -611,6 +699,7 @@ int main(int argc, char** argv) {
                  "Batch size for the tokens/s-against-cap curve (default: the first)");
   app.add_option("--seed", o.seed, "Seed for the batches and the parameters")
       ->capture_default_str();
+  app.add_option("--json", json_path, "Also write the figures as JSON to this file");
   app.add_flag(
       "--quick", quick,
       "A small model (2 layers, hidden 256, vocab 1000), B=4, max-len 256: runs in seconds");
@@ -639,7 +728,10 @@ int main(int argc, char** argv) {
       throw OutOfMemory("the curve needs the unoptimised run at B=" +
                         std::to_string(o.curve_batch));
     const bench::Curve cv = bench::curve(o, cc);
-    bench::print_goals(cs, cc, cv);
+    const std::vector<std::string> verdicts = bench::goals(cs, cc, cv);
+    std::printf("goals (tokens/s ratios on the wall clock [in CPU time])\n");
+    for (const std::string& line : verdicts) std::printf("  %s\n", line.c_str());
+    if (!json_path.empty()) bench::write_json(json_path, bench::report(o, source, cs, cc, cv, verdicts));
     std::printf("\ntotal %.0f s; %s\n", bench::now_seconds() - t0, bench::machine_load().c_str());
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_memory: %s\n", e.what());

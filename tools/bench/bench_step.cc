@@ -43,7 +43,9 @@
 #include "batches.h"
 #include "engine/trainer.h"
 #include "ir/error.h"
+#include "json_file.h"
 #include "op_profile.h"
+#include "process_memory.h"
 #include "timing.h"
 #include "torch_eager.h"
 
@@ -149,6 +151,7 @@ struct Pass {
   // Per step that compiled: compile_ms / kernel_compiles. compile_ms also counts cache loads, but
   // a warm-up starts from an empty cache.
   std::vector<double> ms_per_kernel;
+  int64_t tracked_peak_bytes = 0;  // the most bytes the allocator reserved in a step
 };
 
 void add_step(Pass& p, const engine::StepResult& s, double seconds) {
@@ -159,6 +162,7 @@ void add_step(Pass& p, const engine::StepResult& s, double seconds) {
   p.cache_loads += s.stats.kernel_cache_loads;
   p.compile_ms += s.stats.compile_ms;
   p.kernels_per_step = std::max(p.kernels_per_step, s.stats.fused_kernels);
+  p.tracked_peak_bytes = std::max(p.tracked_peak_bytes, s.stats.reserved_peak_bytes);
   if (s.stats.kernel_compiles > 0)
     p.ms_per_kernel.push_back(s.stats.compile_ms / static_cast<double>(s.stats.kernel_compiles));
 }
@@ -187,10 +191,24 @@ struct System {
   std::unique_ptr<engine::Trainer> trainer;
   Pass warm;
   std::vector<Pass> timed;
+  int64_t peak_rss_bytes = 0;  // over an untimed pass, the other systems' caches given back
   OpProfile profile;  // of the last timed pass, with --profile
 };
 
-// Warm-up passes, then timed passes alternating between the systems.
+// The process's peak resident memory over one more pass of each system, after every system has
+// given its cached blocks back: the system's own memory plus the others' parameters and optimizer
+// state. Untimed: a pass that starts without a cache faults its pages in afresh.
+void measure_resident(const std::vector<data::HostBatch>& batches, std::vector<System*> systems) {
+  for (System* s : systems) {
+    for (System* other : systems) other->trainer->release_cached_memory();
+    reset_peak_resident();
+    run_pass(*s->trainer, batches, s->name + " resident memory", batches.size());
+    s->peak_rss_bytes = peak_resident_bytes();
+  }
+}
+
+// Warm-up passes, then timed passes alternating between the systems, then a pass each for
+// resident memory.
 void run_systems(const Options& o, const std::vector<data::HostBatch>& batches,
                  std::vector<System*> systems) {
   for (System* s : systems) s->warm = run_pass(*s->trainer, batches, s->name + " warm-up");
@@ -200,6 +218,7 @@ void run_systems(const Options& o, const std::vector<data::HostBatch>& batches,
       s->timed.push_back(run_pass(*s->trainer, batches, s->name + " timed " + std::to_string(r)));
       s->trainer->set_observer({});
     }
+  measure_resident(batches, systems);
 }
 
 double percentile(std::vector<double> v, double q) {
@@ -217,10 +236,13 @@ struct Summary {
   double step_ms_median = 0, step_ms_p10 = 0, step_ms_p90 = 0;  // over every timed step
   int64_t warm_compiles = 0, timed_compiles = 0, timed_cache_loads = 0;
   double first_loss = 0;
+  int64_t tracked_peak_bytes = 0;  // the most of any timed pass
+  int64_t peak_rss_bytes = 0;      // System::peak_rss_bytes
 };
 
 Summary summarize(const System& s, int64_t tokens) {
-  Summary r{.warm_compiles = s.warm.compiles, .first_loss = s.warm.losses.front()};
+  Summary r{.warm_compiles = s.warm.compiles, .first_loss = s.warm.losses.front(),
+            .peak_rss_bytes = s.peak_rss_bytes};
   std::vector<double> steps;
   double fastest = 1e300, slowest = 0;
   for (const Pass& p : s.timed) {
@@ -229,6 +251,7 @@ Summary summarize(const System& s, int64_t tokens) {
     steps.insert(steps.end(), p.step_ms.begin(), p.step_ms.end());
     r.timed_compiles += p.compiles;
     r.timed_cache_loads += p.cache_loads;
+    r.tracked_peak_bytes = std::max(r.tracked_peak_bytes, p.tracked_peak_bytes);
   }
   r.tokens_per_s = static_cast<double>(tokens) / fastest;
   r.slowest_tokens_per_s = static_cast<double>(tokens) / slowest;
@@ -248,11 +271,13 @@ double relative(double a, double b) {
 void check_first_loss(const TorchResult& t, const Summary& unfused, const Summary& fused) {
   const double du = relative(t.first_loss, unfused.first_loss);
   const double df = relative(t.first_loss, fused.first_loss);
-  const bool ok = du <= kLossTolerance && df <= kLossTolerance;
+  // Checkpointing recomputes the same forward pass: its loss is PyTorch's own.
+  const double dc = t.checkpointed ? relative(t.checkpointed_first_loss, t.first_loss) : 0;
+  const bool ok = du <= kLossTolerance && df <= kLossTolerance && dc <= kLossTolerance;
   std::printf(
       "first-step loss (batch 1, initial weights): PyTorch %.7f, disc unfused %.7f (rel. diff "
-      "%.1e), disc fused %.7f (%.1e); tolerance %.0e: %s\n",
-      t.first_loss, unfused.first_loss, du, fused.first_loss, df, kLossTolerance,
+      "%.1e), disc fused %.7f (%.1e), PyTorch checkpointed (%.1e); tolerance %.0e: %s\n",
+      t.first_loss, unfused.first_loss, du, fused.first_loss, df, dc, kLossTolerance,
       ok ? "match" : "MISMATCH");
   if (!ok)
     throw Error(
@@ -369,41 +394,58 @@ void print_setup(const Options& o) {
       o.repeats, machine_load().c_str());
 }
 
-// One table row: tokens/s of the fastest pass, slowest..fastest, step ms median (spread).
-void print_row(const char* name, double tps, double slowest, double median,
-               const std::string& spread, const std::string& compiles) {
+std::string mib(int64_t bytes) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.0f", static_cast<double>(bytes) / (1 << 20));
+  return s;
+}
+
+// One table row: tokens/s of the fastest pass, slowest..fastest, step ms median (spread), peak
+// memory (tracked / resident MiB).
+void print_row(const std::string& name, double tps, double slowest, double median,
+               const std::string& spread, const std::string& memory, const std::string& compiles) {
   char passes[48], step[64];
   std::snprintf(passes, sizeof passes, "%.0f..%.0f", slowest, tps);
   std::snprintf(step, sizeof step, "%.1f %s", median, spread.c_str());
-  std::printf("  %-30s %9.0f  %-14s %-22s %s\n", name, tps, passes, step, compiles.c_str());
+  std::printf("  %-40s %9.0f  %-14s %-22s %-12s %s\n", name.c_str(), tps, passes, step,
+              memory.c_str(), compiles.c_str());
 }
 
 void print_disc_row(const char* name, const Summary& s) {
   char spread[48];
   std::snprintf(spread, sizeof spread, "(%.0f..%.0f)", s.step_ms_p10, s.step_ms_p90);
   print_row(name, s.tokens_per_s, s.slowest_tokens_per_s, s.step_ms_median, spread,
+            mib(s.tracked_peak_bytes) + " / " + mib(s.peak_rss_bytes),
             std::to_string(s.warm_compiles) + " / " + std::to_string(s.timed_compiles));
 }
 
-void print_torch_row(const char* name, const TorchTiming& t) {
+void print_torch_row(const std::string& name, const TorchTiming& t) {
   const auto& p = t.passes_tokens_per_s;
-  print_row(name, t.tokens_per_s, *std::min_element(p.begin(), p.end()), t.step_ms_median, "", "-");
+  print_row(name, t.tokens_per_s, *std::min_element(p.begin(), p.end()), t.step_ms_median, "",
+            "- / " + mib(t.peak_rss_bytes), "-");
 }
 
 void print_table(const Summary& unfused, const Summary& fused, const TorchResult* torch) {
-  std::printf("  %-30s %9s  %-14s %-22s %s\n", "system", "tokens/s", "passes", "step ms (p10..p90)",
-              "compiles warm-up / timed");
+  std::printf("  %-40s %9s  %-14s %-22s %-12s %s\n", "system", "tokens/s", "passes",
+              "step ms (p10..p90)", "peak MiB", "compiles warm-up / timed");
   print_disc_row("disc unfused (jit=false)", unfused);
   print_disc_row("disc fused (jit=true)", fused);
   if (torch) {
-    print_torch_row(("PyTorch " + torch->version + " eager").c_str(), torch->unpadded);
-    const std::string padded = "PyTorch eager, padded to " + std::to_string(torch->padded_to);
-    if (torch->padded_to > 0) print_torch_row(padded.c_str(), torch->padded);
+    const std::string padded = ", padded to " + std::to_string(torch->padded_to);
+    print_torch_row("PyTorch " + torch->version + " eager", torch->unpadded);
+    if (torch->padded_to > 0) print_torch_row("PyTorch eager" + padded, torch->padded);
+    if (torch->checkpointed) {
+      print_torch_row("PyTorch eager, checkpointed", torch->checkpointed_unpadded);
+      if (torch->padded_to > 0)
+        print_torch_row("PyTorch eager, checkpointed" + padded, torch->checkpointed_padded);
+    }
   }
   std::printf(
       "  tokens/s: real (non-padding) target tokens over the fastest timed pass's seconds; passes: "
       "tokens/s of the slowest..fastest pass;\n  step ms: median over every timed step "
-      "(10th..90th percentile; steps differ in S)\n\n");
+      "(10th..90th percentile; steps differ in S); peak MiB: the bytes disc's allocator reserved "
+      "(tracked) / the process's\n  peak resident memory (RSS) over a pass; checkpointed: "
+      "activation checkpointing per layer\n\n");
 }
 
 void print_ratios(const Summary& unfused, const Summary& fused, const TorchResult* torch) {
@@ -487,13 +529,15 @@ json to_json(const Summary& s) {
       {"step_ms_median", s.step_ms_median}, {"step_ms_p10", s.step_ms_p10},
       {"step_ms_p90", s.step_ms_p90},       {"warmup_compiles", s.warm_compiles},
       {"timed_compiles", s.timed_compiles}, {"timed_cache_loads", s.timed_cache_loads},
-      {"first_loss", s.first_loss}};
+      {"first_loss", s.first_loss},         {"tracked_peak_bytes", s.tracked_peak_bytes},
+      {"peak_rss_bytes", s.peak_rss_bytes}};
 }
 
 json to_json(const TorchTiming& t) {
   return {{"tokens_per_s", t.tokens_per_s},
           {"passes_tokens_per_s", t.passes_tokens_per_s},
-          {"step_ms_median", t.step_ms_median}};
+          {"step_ms_median", t.step_ms_median},
+          {"peak_rss_bytes", t.peak_rss_bytes}};
 }
 
 json to_json(const CacheRun& r) {
@@ -545,17 +589,16 @@ json report(const Options& o, const std::vector<data::HostBatch>& batches, const
     j["torch"] = {{"version", torch->version},       {"threads", torch->threads},
                   {"first_loss", torch->first_loss}, {"unpadded", to_json(torch->unpadded)},
                   {"padded_to", torch->padded_to},   {"padded", to_json(torch->padded)}};
+    if (torch->checkpointed) {
+      j["torch"]["checkpointed"] = {{"first_loss", torch->checkpointed_first_loss},
+                                    {"unpadded", to_json(torch->checkpointed_unpadded)},
+                                    {"padded", to_json(torch->checkpointed_padded)}};
+    }
     j["ratios"]["fused_over_torch"] = fused.tokens_per_s / torch->unpadded.tokens_per_s;
     j["ratios"]["unfused_over_torch"] = unfused.tokens_per_s / torch->unpadded.tokens_per_s;
     j["ratios"]["fused_over_torch_padded"] = fused.tokens_per_s / torch->padded.tokens_per_s;
   }
   return j;
-}
-
-void write_json(const std::string& path, const json& j) {
-  std::ofstream out(path);
-  out << j.dump(2) << "\n";
-  if (!out) throw IoError("cannot write " + path + ": check the folder exists and is writable");
 }
 
 // ----- the run -----

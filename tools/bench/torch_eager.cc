@@ -47,7 +47,8 @@ std::string quoted(const std::string& s) {
 TorchTiming timing(const nlohmann::json& j) {
   return {.tokens_per_s = j.at("tokens_per_s").get<double>(),
           .passes_tokens_per_s = j.at("passes_tokens_per_s").get<std::vector<double>>(),
-          .step_ms_median = j.at("step_ms_median").get<double>()};
+          .step_ms_median = j.at("step_ms_median").get<double>(),
+          .peak_rss_bytes = j.value("peak_rss_bytes", int64_t{0})};
 }
 
 TorchResult parse(const std::string& out) {
@@ -60,6 +61,13 @@ TorchResult parse(const std::string& out) {
   if (j.contains("padded")) {
     r.padded = timing(j.at("padded"));
     r.padded_to = j.at("padded_to").get<int64_t>();
+  }
+  if (j.contains("checkpointed")) {
+    const nlohmann::json& c = j.at("checkpointed");
+    r.checkpointed = true;
+    r.checkpointed_first_loss = c.at("first_loss").get<double>();
+    r.checkpointed_unpadded = timing(c.at("unpadded"));
+    if (c.contains("padded")) r.checkpointed_padded = timing(c.at("padded"));
   }
   return r;
 }
@@ -95,7 +103,7 @@ std::string torch_command(const TorchRun& run, const std::string& dir) {
   const std::string script = std::string(DISC_SOURCE_DIR) + "/tools/bench/torch_llama_step.py";
   return "LD_LIBRARY_PATH=" + std::string(kOpenBlas) + " " + quoted(run.python) + " " +
          quoted(script) + " --dir " + quoted(dir) + " --threads " + std::to_string(run.threads) +
-         " --repeats " + std::to_string(run.repeats);
+         " --repeats " + std::to_string(run.repeats) + (run.checkpoint ? " --checkpoint" : "");
 }
 
 TorchResult run_torch(const TorchRun& run, const std::string& dir) {

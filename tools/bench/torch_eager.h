@@ -36,12 +36,14 @@ struct TorchRun {
   std::string python = "/usr/bin/python3";  // Debian's, with python3-torch
   int threads = 2;
   int repeats = 2;  // timed passes each, unpadded and padded
+  bool checkpoint = true;  // also with activation checkpointing per layer
 };
 
 struct TorchTiming {
   double tokens_per_s = 0;  // real tokens over the fastest pass's seconds
   std::vector<double> passes_tokens_per_s;
   double step_ms_median = 0;  // over every timed step
+  int64_t peak_rss_bytes = 0;  // the script's peak resident memory over these passes
 };
 
 struct TorchResult {
@@ -51,6 +53,11 @@ struct TorchResult {
   double first_loss = 0;
   TorchTiming unpadded, padded;
   int64_t padded_to = 0;
+  // With TorchRun::checkpoint: the same with activation checkpointing per layer, from the same
+  // initial weights.
+  bool checkpointed = false;
+  double checkpointed_first_loss = 0;
+  TorchTiming checkpointed_unpadded, checkpointed_padded;
 };
 
 // Runs the script on DIR (its progress goes to stderr); throws Error when it fails, saying how to

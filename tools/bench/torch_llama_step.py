@@ -5,8 +5,11 @@ The model and loss are tools/torch_reference.py's (the ones disc's PyTorch refer
 trained with torch.optim.AdamW plus clipping by global norm when clip_norm > 0, as disc's step
 does. It runs a warm-up pass over the batches (the first step's loss is the one to compare with
 disc), timed passes over the same batches as they are (padded to their own longest row), then
-timed passes with every batch padded to pad_to (what a static-shape framework pays). It prints one
-JSON object on stdout; progress goes to stderr.
+timed passes with every batch padded to pad_to (what a static-shape framework pays); with
+--checkpoint, both again with activation checkpointing per layer (a fresh copy of the initial
+weights, so every variant trains from the same start). Each variant reports its peak resident
+memory (VmHWM, reset before its passes). It prints one JSON object on stdout; progress goes to
+stderr.
 
 Two ways to run it:
   * on bench_step's workload: --dir DIR, where DIR holds batches.safetensors (tokens.<i>,
@@ -92,15 +95,16 @@ def pad(batch, seq):
 class Stepper:
     """One training step as disc's graph does it: loss, backward, clipping (if any), AdamW."""
 
-    def __init__(self, config, params):
+    def __init__(self, config, params, checkpoint=False):
         o = config["optimizer"]
         self.model, self.params, self.clip = config["model"], params, o["clip_norm"]
+        self.checkpoint = checkpoint
         self.opt = torch.optim.AdamW(params.values(), lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
                                      weight_decay=o["weight_decay"])
 
     def __call__(self, batch):
         self.opt.zero_grad(set_to_none=True)
-        _, loss = llama(self.params, batch, self.model)
+        _, loss = llama(self.params, batch, self.model, self.checkpoint)
         loss.backward()
         if self.clip > 0:
             torch.nn.utils.clip_grad_norm_(self.params.values(), self.clip)
@@ -120,16 +124,51 @@ def run_pass(step, batches, label):
     return seconds, losses
 
 
+def status_bytes(key):
+    """A "Key:  1234 kB" line of /proc/self/status in bytes (0 where unknown)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def reset_peak_rss():
+    """Restarts VmHWM at the current resident memory, so that each variant gets its own peak."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 def timed(step, batches, repeats, label, tokens):
     """Tokens/s of the fastest of `repeats` passes (the machine may be shared), all passes' tokens/s,
-    and the median step time over every timed step."""
+    the median step time over every timed step, and the peak resident memory over them."""
     passes, steps = [], []
+    reset_peak_rss()
     for r in range(repeats):
         seconds, _ = run_pass(step, batches, f"{label} {r + 1}")
         passes.append(tokens / sum(seconds))
         steps += seconds
     return {"tokens_per_s": max(passes), "passes_tokens_per_s": passes,
-            "step_ms_median": 1e3 * statistics.median(steps)}
+            "step_ms_median": 1e3 * statistics.median(steps), "peak_rss_bytes": status_bytes("VmHWM")}
+
+
+def variants(config, params, batches, pad_to, args, tokens, checkpoint):
+    """Unpadded and (with pad_to > 0) padded timings of one way of stepping, from a copy of params."""
+    step = Stepper(config, {n: p.detach().clone().requires_grad_(True) for n, p in params.items()}, checkpoint)
+    label = "checkpointed" if checkpoint else "timed"
+    _, warm_losses = run_pass(step, batches, f"{label} warm-up")
+    out = {"first_loss": warm_losses[0], "unpadded": timed(step, batches, args.repeats, label, tokens)}
+    if pad_to > 0:
+        padded = [pad(b, pad_to) for b in batches]
+        step(padded[0])  # the first step at the padded shape allocates its buffers
+        out["padded"] = timed(step, padded, args.repeats, f"{label} padded to {pad_to}", tokens)
+    return out
 
 
 def main():
@@ -143,21 +182,21 @@ def main():
     ap.add_argument("--min-len", type=int, default=32, help="standalone: shortest sequence")
     ap.add_argument("--max-len", type=int, default=512, help="standalone: longest sequence")
     ap.add_argument("--seed", type=int, default=1, help="standalone: data and weights")
+    ap.add_argument("--checkpoint", action="store_true",
+                    help="also time activation checkpointing per layer, unpadded and padded")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     config, batches, params = load_workload(args.dir) if args.dir else make_workload(args)
     pad_to = args.pad_to or config["max_len"]
     tokens = sum(int((b["targets"] != IGNORE_INDEX).sum()) for b in batches)
-    step = Stepper(config, params)
-    _, warm_losses = run_pass(step, batches, "warm-up")
+    eager = variants(config, params, batches, pad_to, args, tokens, False)
     out = {"torch": torch.__version__, "threads": torch.get_num_threads(), "batches": len(batches),
-           "real_tokens": tokens, "first_loss": warm_losses[0], "unpadded": timed(step, batches, args.repeats,
-                                                                                   "timed", tokens)}
+           "real_tokens": tokens, "first_loss": eager["first_loss"], "unpadded": eager["unpadded"]}
     if pad_to > 0:
-        padded = [pad(b, pad_to) for b in batches]
-        step(padded[0])  # the first step at the padded shape allocates its buffers
         out["padded_to"] = pad_to
-        out["padded"] = timed(step, padded, args.repeats, f"padded to {pad_to}", tokens)
+        out["padded"] = eager["padded"]
+    if args.checkpoint:
+        out["checkpointed"] = variants(config, params, batches, pad_to, args, tokens, True)
     print(json.dumps(out))
 
 
