@@ -29,6 +29,7 @@
 #include "jit/fusion.h"
 #include "jit/kernel_cache.h"
 #include "jit/target.h"
+#include "json_file.h"
 #include "memory/caching_allocator.h"
 #include "timing.h"
 
@@ -41,6 +42,7 @@ struct Options {
   int threads = 2;
   int repeats = 10;
   double scale = 1.0;  // multiplies the row counts (0.25: a quick look)
+  std::string json;    // also write the figures here
 };
 
 // One pattern: a graph over symbol R (rows), and R's value for the run.
@@ -238,6 +240,7 @@ int run(const Options& o) {
   std::printf("  %-30s %6s %12s %12s %12s %9s %8s %9s\n", "kernel", "MiB", "triad", "reference", "fused JIT",
               "of triad", "kernels", "max rel.");
   bool all_met = true;
+  nlohmann::json rows = nlohmann::json::array();
   for (const Pattern& p : kPatterns) {
     const double triad = triad_gbs(triad_floats, o.repeats);
     const Row r = run_pattern(p, o, alloc, cache);
@@ -247,11 +250,20 @@ int run(const Options& o) {
     std::printf("  %-30s %6.0f %7.1f GB/s %7.1f GB/s %7.1f GB/s %8.0f%% %8lld %9.1e%s\n", r.name.c_str(), r.mib, triad,
                 r.reference_gbs, r.fused_gbs, 100 * share, static_cast<long long>(r.fused_kernels), r.rel_diff,
                 lowered ? "" : "  (not lowered: reference kernels)");
+    rows.push_back({{"kernel", r.name}, {"mib", r.mib}, {"triad_gbs", triad},
+                    {"reference_gbs", r.reference_gbs}, {"fused_gbs", r.fused_gbs},
+                    {"share_of_triad", share}, {"fused_kernels", r.fused_kernels},
+                    {"max_rel_diff", r.rel_diff}});
   }
   std::printf("\nGB/s: bytes each argument read once and each output written once, over the fastest run;\n"
               "kernels: JIT kernels per run; max rel.: largest difference of a fused output from the reference\n");
   std::printf("goal: every fused kernel at >= %.0f%% of triad: %s\n", 100 * kGoal, all_met ? "met" : "NOT MET");
   std::printf("%s\n", machine_load().c_str());
+  if (!o.json.empty()) {
+    write_json(o.json, {{"threads", o.threads}, {"repeats", o.repeats}, {"scale", o.scale},
+                        {"host", t.cpu}, {"vector_bits", t.vector_bits}, {"kernels", rows},
+                        {"goal_met", all_met}, {"machine_load", machine_load()}});
+  }
   return 0;
 }
 
@@ -268,6 +280,7 @@ int main(int argc, char** argv) {
   app.add_option("--scale", o.scale, "Multiplies every pattern's rows (0.25: a quick look)")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 16.0));
+  app.add_option("--json", o.json, "Also write the figures as JSON to this file");
   CLI11_PARSE(app, argc, argv);
   try {
     return disc::bench::run(o);

@@ -3,8 +3,9 @@
 // square sizes and a transformer-like projection, and prints GFLOP/s and % of peak (all
 // threads). Runs in well under 30 s on two cores.
 //
-// usage: bench_matmul [threads]      (default: every hardware thread)
+// usage: bench_matmul [threads] [--json FILE]   (default: every hardware thread)
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 
 #include "devices/tril_gemm.h"
 #include "devices/cpu/cpu_device.h"
+#include "json_file.h"
 #include "peak_flops.h"
 
 namespace disc::bench {
@@ -111,7 +113,7 @@ void print_header(const devices::cpu::CpuDevice& dev, const PeakFlops& peak) {
               "oneDNN impl");
 }
 
-void bench_shape(devices::cpu::CpuDevice& dev, const Shape& s, double peak) {
+nlohmann::json bench_shape(devices::cpu::CpuDevice& dev, const Shape& s, double peak) {
   Operands ops(dev, s);
   const devices::GemmArgs g = ops.args(s);
   const double seconds = time_gemm(dev, g, s.tril_a);
@@ -119,6 +121,8 @@ void bench_shape(devices::cpu::CpuDevice& dev, const Shape& s, double peak) {
   std::printf("%-34s %9.3f %10.1f %9.1f%%  %s\n", s.label.c_str(), seconds * 1e3, gflops,
               peak > 0 ? 100 * gflops * 1e9 / peak : 0.0,
               s.tril_a ? "row blocks below the diagonal" : dev.onednn().impl_name(g).c_str());
+  return {{"gemm", s.label}, {"ms", seconds * 1e3}, {"gflops", gflops},
+          {"share_of_peak", peak > 0 ? gflops * 1e9 / peak : 0.0}};
 }
 
 std::vector<Shape> shapes() {
@@ -157,10 +161,28 @@ std::vector<Shape> shapes() {
 int main(int argc, char** argv) {
   using namespace disc;
   try {
-    devices::cpu::CpuDevice dev(argc > 1 ? std::atoi(argv[1]) : 0);
+    int threads = 0;
+    std::string json_path;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--json" && i + 1 < argc) {
+        json_path = argv[++i];
+      } else if (!a.empty() && std::isdigit(static_cast<unsigned char>(a[0]))) {
+        threads = std::atoi(a.c_str());
+      } else {
+        std::fprintf(stderr, "usage: bench_matmul [threads] [--json FILE]\n");
+        return 2;
+      }
+    }
+    devices::cpu::CpuDevice dev(threads);
     const bench::PeakFlops peak = bench::measure_peak_flops(dev.threads(), bench::kPeakSeconds);
     bench::print_header(dev, peak);
-    for (const bench::Shape& s : bench::shapes()) bench::bench_shape(dev, s, peak.all_threads);
+    nlohmann::json rows = nlohmann::json::array();
+    for (const bench::Shape& s : bench::shapes()) rows.push_back(bench::bench_shape(dev, s, peak.all_threads));
+    if (!json_path.empty()) {
+      bench::write_json(json_path, {{"threads", dev.threads()}, {"peak_gflops_one_thread", peak.one_thread * 1e-9},
+                                    {"peak_gflops", peak.all_threads * 1e-9}, {"gemms", rows}});
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_matmul: %s\n", e.what());
     return 1;

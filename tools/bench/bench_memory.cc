@@ -140,6 +140,7 @@ struct Result {
   double first_visit_ms = 0;   // mean extra time of a warm-up step over the timed step of its shape
   double setup_s = 0;          // the trainer's constructor: schedule, candidates, cap check, init
   int64_t peak_rss = 0;        // the process's peak resident memory over the run
+  double step_ms_median = 0, step_ms_p10 = 0, step_ms_p90 = 0;  // over every timed step
   std::vector<float> losses;   // warm-up pass, then the timed passes
   bool ran() const { return refused.empty(); }
 };
@@ -189,6 +190,7 @@ Usage usage() {
 struct Pass {
   double seconds = 0, cpu_seconds = 0, recompute_us = 0;
   int64_t evictions = 0, faults = 0;
+  std::vector<double> step_ms;
 };
 
 // Runs the batches once, adding to `r` the losses and peaks; throws OutOfMemory.
@@ -205,6 +207,7 @@ Pass run_pass(engine::Trainer& t, const std::vector<data::HostBatch>& batches,
     const double seconds = now_seconds() - start;
     const Usage after = usage();
     p.seconds += seconds;
+    p.step_ms.push_back(seconds * 1e3);
     p.cpu_seconds += after.cpu_seconds - before.cpu_seconds;
     p.faults += after.faults - before.faults;
     p.recompute_us += recompute_us - recompute_before;
@@ -244,11 +247,13 @@ Result run(const Options& o, const Run& spec) {
     if (e.kind == engine::StepEvent::Kind::kRecompute) recompute_us += e.end_us - e.begin_us;
   });
   Pass warm, best;
+  std::vector<double> step_ms;
   for (int pass = 0; pass <= o.repeats; ++pass) {
     const std::string label = spec.label + (pass ? " timed " + std::to_string(pass) : " warm-up");
     try {
       const Pass p = run_pass(*trainer, batches, label, recompute_us, r);
       if (pass == 0) warm = p;
+      if (pass > 0) step_ms.insert(step_ms.end(), p.step_ms.begin(), p.step_ms.end());
       if (pass == 1 || (pass > 1 && p.seconds < best.seconds)) best = p;
     } catch (const OutOfMemory& e) {
       r.refused = label + ": " + e.what();
@@ -265,6 +270,9 @@ Result run(const Options& o, const Run& spec) {
   r.faults_per_step = static_cast<double>(best.faults) / steps;
   r.first_visit_ms = (warm.seconds - best.seconds) * 1e3 / steps;
   r.peak_rss = peak_resident_bytes();
+  r.step_ms_median = percentile(step_ms, 0.5);
+  r.step_ms_p10 = percentile(step_ms, 0.1);
+  r.step_ms_p90 = percentile(step_ms, 0.9);
   return r;
 }
 
@@ -431,48 +439,80 @@ std::vector<int64_t> curve_caps(int64_t unoptimised, int64_t smallest) {
 
 struct Curve {
   Result unlimited, at_half;
-  std::vector<std::pair<int64_t, Result>> points;  // (cap, run), from no cap (0) down
+  // (cap, run), from no cap (0) down: disc on the dynamic batches, static on the padded ones.
+  std::vector<std::pair<int64_t, Result>> points, static_points;
 };
 
-// A run the comparison already made with these options, if any: the curve does not repeat it.
-const Result* measured(const Comparison& c, int64_t cap) {
-  if (cap == c.cap && c.disc.ran()) return &c.disc;
-  if (cap == c.equal_cap && c.disc_eq.ran()) return &c.disc_eq;
+// A run the comparison already made at `cap`, if any: the curve does not repeat it.
+const Result* measured(const Comparison& c, int64_t cap, bool padded) {
+  if (cap == c.cap && (padded ? c.padded : c.disc).ran()) return padded ? &c.padded : &c.disc;
+  if (cap == c.equal_cap && (padded ? c.padded_eq : c.disc_eq).ran())
+    return padded ? &c.padded_eq : &c.disc_eq;
   return nullptr;
+}
+
+// One system's points: disc (dynamic shapes) or static (padded to buckets), both with schedule
+// and remat. A cap below the system's smallest feasible one is refused without a run.
+std::vector<std::pair<int64_t, Result>> curve_points(const Options& o, const Comparison& c,
+                                                     const std::vector<int64_t>& caps, bool padded) {
+  const std::string label = std::string(padded ? "static curve B=" : "curve B=") + std::to_string(c.w.batch_size);
+  const int64_t smallest = (padded ? c.padded_f : c.dynamic_f).smallest;
+  const std::vector<data::HostBatch>& batches = padded ? c.w.padded : c.w.dynamic;
+  std::vector<std::pair<int64_t, Result>> out;
+  for (int64_t cap : caps) {
+    Result r;
+    if (const Result* done = measured(c, cap, padded)) {
+      r = *done;
+    } else if (cap > 0 && cap < smallest) {
+      r.refused = "exceeds the cap: its smallest feasible cap is " + memory::human_bytes(smallest);
+    } else {
+      r = run(o, {label + " cap " + (cap ? memory::human_bytes(cap) : "none"),
+                  {.cap = cap, .schedule = true, .remat = true}, &batches});
+    }
+    out.emplace_back(cap, r);
+  }
+  return out;
+}
+
+// Prints one system's points; returns whether every run's losses equal the dynamic run's.
+bool print_curve(const char* system, const Comparison& c,
+                 const std::vector<std::pair<int64_t, Result>>& points) {
+  const int64_t unopt = c.dynamic.live_peak;
+  std::printf("%s\n", system);
+  print_header("cap (share)");
+  bool equal = true;
+  for (const auto& [cap, r] : points) {
+    char name[64];
+    std::snprintf(name, sizeof name, cap == c.dynamic_f.smallest ? "%.0f%% (smallest)" : "%.0f%%",
+                  100.0 * static_cast<double>(cap) / static_cast<double>(unopt));
+    print_row(cap ? name : "none", cap, r, &points.front().second);
+    if (r.ran() && r.losses != c.dynamic.losses) {
+      equal = false;
+      std::printf("    ^ losses %s against the dynamic run without governor\n",
+                  compare_losses(r, c.dynamic).c_str());
+    }
+  }
+  return equal;
 }
 
 Curve curve(const Options& o, const Comparison& c) {
   Curve out;
-  const std::string label = "curve B=" + std::to_string(c.w.batch_size);
-  const int64_t unopt = c.dynamic.live_peak;
-  std::printf(
-      "tokens/s against the cap, B=%lld, disc (schedule + remat); share of the unoptimised peak "
-      "%s; ratio against no cap\n",
-      static_cast<long long>(c.w.batch_size), memory::human_bytes(unopt).c_str());
-  print_header("cap (share)");
-  bool losses_equal = true;
-  for (int64_t cap : curve_caps(unopt, c.dynamic_f.smallest)) {
-    const Result* done = measured(c, cap);
-    const Result r = done ? *done
-                          : run(o, {label + " cap " + (cap ? memory::human_bytes(cap) : "none"),
-                                    {.cap = cap, .schedule = true, .remat = true},
-                                    &c.w.dynamic});
-    if (cap == 0) out.unlimited = r;
+  const std::vector<int64_t> caps = curve_caps(c.dynamic.live_peak, c.dynamic_f.smallest);
+  out.points = curve_points(o, c, caps, false);
+  out.static_points = curve_points(o, c, caps, true);
+  out.unlimited = out.points.front().second;
+  for (const auto& [cap, r] : out.points) {
     if (cap == c.cap) out.at_half = r;
-    out.points.emplace_back(cap, r);
-    char name[64];
-    std::snprintf(name, sizeof name, cap == c.dynamic_f.smallest ? "%.0f%% (smallest)" : "%.0f%%",
-                  100.0 * static_cast<double>(cap) / static_cast<double>(unopt));
-    print_row(cap ? name : "none", cap, r, &out.unlimited);
-    if (r.ran() && r.losses != c.dynamic.losses) {
-      losses_equal = false;
-      std::printf("    ^ losses %s against the dynamic run without governor\n",
-                  compare_losses(r, c.dynamic).c_str());
-    }
-    std::fflush(stdout);
   }
-  std::printf("  losses at every cap vs dynamic without governor: %s\n\n",
-              losses_equal ? "identical, bit for bit" : "DIFFER (see above)");
+  std::printf(
+      "tokens/s against the cap, B=%lld; share of the unoptimised peak %s; ratio against no cap\n",
+      static_cast<long long>(c.w.batch_size), memory::human_bytes(c.dynamic.live_peak).c_str());
+  bool equal = print_curve("disc (dynamic shapes, schedule + remat)", c, out.points);
+  // Padded batches hold more tokens, so the static runs' losses are their own: not compared.
+  print_curve("static (padded to buckets, schedule + remat)", c, out.static_points);
+  std::printf("  disc's losses at every cap vs dynamic without governor: %s\n\n",
+              equal ? "identical, bit for bit" : "DIFFER (see above)");
+  std::fflush(stdout);
   return out;
 }
 
@@ -570,7 +610,9 @@ json to_json(const Result& r) {
   j.update({{"live_peak_bytes", r.live_peak},        {"reserved_peak_bytes", r.reserved_peak},
             {"peak_rss_bytes", r.peak_rss},          {"tokens_per_s", r.tokens_per_s},
             {"cpu_tokens_per_s", r.cpu_tokens_per_s}, {"evictions_per_step", r.evictions_per_step},
-            {"recompute_share", r.recompute_share},  {"faults_per_step", r.faults_per_step}});
+            {"recompute_share", r.recompute_share},  {"faults_per_step", r.faults_per_step},
+            {"step_ms_median", r.step_ms_median},    {"step_ms_p10", r.step_ms_p10},
+            {"step_ms_p90", r.step_ms_p90}});
   return j;
 }
 
@@ -619,6 +661,8 @@ json report(const Options& o, const std::string& source, const std::vector<Compa
   for (const Comparison& c : cs) j["batches"].push_back(to_json(c));
   json points = json::array();
   for (const auto& [cap, r] : cv.points) points.push_back(run_json("disc, schedule + remat", cap, r));
+  for (const auto& [cap, r] : cv.static_points)
+    points.push_back(run_json("static (buckets), schedule + remat", cap, r));
   j["curve"] = {{"batch", cc.w.batch_size}, {"unoptimised_peak_bytes", cc.dynamic.live_peak},
                 {"points", points}};
   return j;

@@ -221,15 +221,6 @@ void run_systems(const Options& o, const std::vector<data::HostBatch>& batches,
   measure_resident(batches, systems);
 }
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double at = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<size_t>(at);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (at - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
-
 // What the table shows of a disc system.
 struct Summary {
   double tokens_per_s = 0, slowest_tokens_per_s = 0;            // fastest and slowest timed pass
