@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency of disc from Debian 12 packages.
+# Installs every build and test dependency of disc from Debian 12 packages; with --bench, also
+# the peers tools/bench/bench_all.py compares against (PyTorch 1.13 with OpenMP OpenBLAS).
 # Idempotent: packages already present are not fetched again, and a machine that has them all
 # runs no apt command at all. Usable by CI and by a user (as root, or with sudo).
 set -euo pipefail
@@ -15,6 +16,12 @@ packages=(
   # Tests and benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev
 )
+if [ "${1:-}" = "--bench" ]; then
+  packages+=(python3-torch libopenblas0-openmp)
+elif [ $# -gt 0 ]; then
+  echo "usage: tools/setup.sh [--bench]" >&2
+  exit 2
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -191,19 +191,26 @@ struct System {
   std::unique_ptr<engine::Trainer> trainer;
   Pass warm;
   std::vector<Pass> timed;
-  int64_t peak_rss_bytes = 0;  // over an untimed pass, the other systems' caches given back
+  // Over an untimed pass, every system's cache given back first: the process's peak resident
+  // memory and the most bytes this system's allocator reserved in a step.
+  int64_t peak_rss_bytes = 0, tracked_peak_bytes = 0;
   OpProfile profile;  // of the last timed pass, with --profile
 };
 
-// The process's peak resident memory over one more pass of each system, after every system has
-// given its cached blocks back: the system's own memory plus the others' parameters and optimizer
-// state. Untimed: a pass that starts without a cache faults its pages in afresh.
+// The process's peak resident memory over one more pass of each system, after the other systems
+// have given their cached blocks back and a pass has refilled this system's cache: the system's
+// own steady-state memory, plus the others' parameters and optimizer state and the libraries.
+// Untimed: the refilling pass faults its pages in afresh.
 void measure_resident(const std::vector<data::HostBatch>& batches, std::vector<System*> systems) {
   for (System* s : systems) {
-    for (System* other : systems) other->trainer->release_cached_memory();
+    for (System* other : systems) {
+      if (other != s) other->trainer->release_cached_memory();
+    }
+    run_pass(*s->trainer, batches, s->name + " refill after the others' release", batches.size());
     reset_peak_resident();
-    run_pass(*s->trainer, batches, s->name + " resident memory", batches.size());
+    const Pass p = run_pass(*s->trainer, batches, s->name + " resident memory", batches.size());
     s->peak_rss_bytes = peak_resident_bytes();
+    s->tracked_peak_bytes = p.tracked_peak_bytes;
   }
 }
 
@@ -227,13 +234,12 @@ struct Summary {
   double step_ms_median = 0, step_ms_p10 = 0, step_ms_p90 = 0;  // over every timed step
   int64_t warm_compiles = 0, timed_compiles = 0, timed_cache_loads = 0;
   double first_loss = 0;
-  int64_t tracked_peak_bytes = 0;  // the most of any timed pass
-  int64_t peak_rss_bytes = 0;      // System::peak_rss_bytes
+  int64_t tracked_peak_bytes = 0, peak_rss_bytes = 0;  // System's, over its memory pass
 };
 
 Summary summarize(const System& s, int64_t tokens) {
   Summary r{.warm_compiles = s.warm.compiles, .first_loss = s.warm.losses.front(),
-            .peak_rss_bytes = s.peak_rss_bytes};
+            .tracked_peak_bytes = s.tracked_peak_bytes, .peak_rss_bytes = s.peak_rss_bytes};
   std::vector<double> steps;
   double fastest = 1e300, slowest = 0;
   for (const Pass& p : s.timed) {
@@ -242,7 +248,6 @@ Summary summarize(const System& s, int64_t tokens) {
     steps.insert(steps.end(), p.step_ms.begin(), p.step_ms.end());
     r.timed_compiles += p.compiles;
     r.timed_cache_loads += p.cache_loads;
-    r.tracked_peak_bytes = std::max(r.tracked_peak_bytes, p.tracked_peak_bytes);
   }
   r.tokens_per_s = static_cast<double>(tokens) / fastest;
   r.slowest_tokens_per_s = static_cast<double>(tokens) / slowest;
@@ -434,9 +439,10 @@ void print_table(const Summary& unfused, const Summary& fused, const TorchResult
   std::printf(
       "  tokens/s: real (non-padding) target tokens over the fastest timed pass's seconds; passes: "
       "tokens/s of the slowest..fastest pass;\n  step ms: median over every timed step "
-      "(10th..90th percentile; steps differ in S); peak MiB: the bytes disc's allocator reserved "
-      "(tracked) / the process's\n  peak resident memory (RSS) over a pass; checkpointed: "
-      "activation checkpointing per layer\n\n");
+      "(10th..90th percentile; steps differ in S); checkpointed: activation checkpointing per "
+      "layer;\n  peak MiB: the most bytes disc's allocator reserved in a step (tracked) / the "
+      "process's peak resident memory (RSS), over an\n  untimed pass after the other disc system "
+      "gave its cache back; PyTorch's RSS over its timed passes (its own process)\n");
 }
 
 void print_ratios(const Summary& unfused, const Summary& fused, const TorchResult* torch) {
@@ -634,6 +640,7 @@ int run(const Options& o) {
   if (o.torch)  // before any step: these are the weights both sides start from
     write_torch_workload(dir.path() + "/torch", *unfused.trainer,
                          {.batches = &batches, .model = o.model, .lr = kLr, .pad_to = o.max_len});
+  const int64_t resident_before = resident_bytes();
   run_systems(o, batches, {&unfused, &fused});
   const int64_t tokens = real_tokens(batches);
   const Summary su = summarize(unfused, tokens), sf = summarize(fused, tokens);
@@ -650,12 +657,18 @@ int run(const Options& o) {
   const Compiles c = measure_compiles(o, batches, dir.path());
   std::printf("\n");
   print_table(su, sf, torch.get());
+  std::printf("  disc's process held %.0f MiB resident before the first step (libraries, both trainers' "
+              "parameters and optimizer state)\n\n", static_cast<double>(resident_before) / (1 << 20));
   print_ratios(su, sf, torch.get());
   std::printf("\n");
   const bool cache_ok = print_compiles(fused, sf, c);
   if (o.profile)
     for (const System* s : {&unfused, &fused}) s->profile.print(s->name + ", last timed pass (observed, so slower)", 16);
-  if (!o.json.empty()) write_json(o.json, report(o, batches, su, sf, fused, torch.get(), c));
+  if (!o.json.empty()) {
+    json j = report(o, batches, su, sf, fused, torch.get(), c);
+    j["resident_before_first_step_bytes"] = resident_before;
+    write_json(o.json, j);
+  }
   std::printf("\n%s\n", machine_load().c_str());
   return cache_ok ? 0 : 1;
 }

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""bench_all: every comparison the README reports, in one run on this machine.
+
+Builds the benchmarks (Release, in --build-dir), installs PyTorch's Debian packages when they are
+missing (tools/setup.sh --bench), then runs in turn:
+  bench_step    a llama training step: disc fused and unfused against PyTorch 1.13 eager
+                (unpadded, padded, with activation checkpointing per layer), same batches and
+                weights, passes alternating; compiles and the kernel cache over CodeAlpaca
+  bench_memory  BladeDISC++'s table: llama 4x512 on CodeAlpaca lengths at growing batch sizes,
+                dynamic without memory optimisation, static (padded to buckets) and disc with
+                schedule + remat, at the same cap; tokens/s against the cap for both
+  bench_kernels memory-bound fused kernels against a STREAM triad
+  bench_matmul  oneDNN GEMMs against the measured FMA peak
+Each writes JSON; this script merges them into OUT/results.json, prints one table (also in
+OUT/table.txt) and draws OUT/cap_curve.svg (tokens/s against the memory cap for each system).
+
+  tools/bench/bench_all.py --quick    # under 3 minutes: small workloads, one pass each
+  tools/bench/bench_all.py            # the full run behind the README's figures (about an hour)
+  tools/bench/bench_all.py --render-only OUT   # table, JSON and plot again from OUT's JSON files
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_report import render  # noqa: E402
+
+SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TARGETS = ["bench_step", "bench_memory", "bench_kernels", "bench_matmul"]
+
+
+def log(*args):
+    print(*args, file=sys.stderr, flush=True)
+
+
+def run(cmd, **kw):
+    log("$ " + " ".join(cmd))
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def build(build_dir):
+    if not os.path.exists(os.path.join(build_dir, "CMakeCache.txt")):
+        run(["cmake", "-S", SOURCE, "-B", build_dir, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"])
+    run(["cmake", "--build", build_dir, "--target"] + TARGETS)
+
+
+def torch_ready():
+    probe = subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True)
+    return probe.returncode == 0 and os.path.isdir("/usr/lib/x86_64-linux-gnu/openblas-openmp")
+
+
+def ensure_torch():
+    if torch_ready():
+        return
+    log("PyTorch 1.13 (python3-torch) or OpenBLAS with OpenMP is missing: installing them")
+    run([os.path.join(SOURCE, "tools", "setup.sh"), "--bench"])
+    if not torch_ready():
+        raise SystemExit("bench_all: PyTorch is still missing after tools/setup.sh --bench; "
+                         "install python3-torch and libopenblas0-openmp, or pass --no-torch")
+
+
+def commands(args, bench):
+    """(name, argv) of each benchmark, with its JSON written to OUT/<name>.json."""
+    step = [bench("bench_step"), "--threads", str(args.threads)]
+    memory = [bench("bench_memory"), "--threads", str(args.threads)]
+    kernels = [bench("bench_kernels"), "--threads", str(args.threads)]
+    if args.quick:
+        step += ["--quick"]
+        memory += ["--quick"]
+        kernels += ["--scale", "0.25", "--repeats", "3"]
+    else:
+        step += ["--epoch"]
+        memory += ["--batches", "8,16,24", "--steps", "2"]
+    if args.no_torch:
+        step += ["--no-torch"]
+    return [("step", step), ("memory", memory), ("kernels", kernels),
+            ("matmul", [bench("bench_matmul"), str(args.threads)])]
+
+
+def machine():
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem = 0
+    try:
+        with open("/proc/meminfo") as f:
+            mem = int(next(line.split()[1] for line in f if line.startswith("MemTotal"))) * 1024
+    except (OSError, StopIteration):
+        pass
+    rev = subprocess.run(["git", "-C", SOURCE, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_bytes": mem, "os": platform.platform(),
+            "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "git": rev.stdout.strip() or "unknown"}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--quick", action="store_true", help="small workloads: under 3 minutes")
+    ap.add_argument("--build-dir", default=os.path.join(SOURCE, "build"), help="where to build (Release)")
+    ap.add_argument("--out", default="bench-results", help="folder for the JSON, table and plot")
+    ap.add_argument("--threads", type=int, default=2, help="CPU threads for disc and PyTorch alike")
+    ap.add_argument("--no-build", action="store_true", help="use the benchmarks already in --build-dir")
+    ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch rows")
+    ap.add_argument("--render-only", metavar="DIR", help="only merge, print and plot DIR's JSON files")
+    args = ap.parse_args()
+    if args.render_only:
+        render(args.render_only, None)
+        return
+    start = time.time()
+    if not args.no_build:
+        build(args.build_dir)
+    if not args.no_torch:
+        ensure_torch()
+    os.makedirs(args.out, exist_ok=True)
+    bench = lambda name: os.path.join(args.build_dir, "tools", "bench", name)  # noqa: E731
+    for name, cmd in commands(args, bench):
+        if not os.access(cmd[0], os.X_OK):
+            raise SystemExit(f"bench_all: {cmd[0]} is missing: build it (drop --no-build)")
+        log(f"\n== {name} ==")
+        with open(os.path.join(args.out, name + ".txt"), "w") as text:
+            run(cmd + ["--json", os.path.join(args.out, name + ".json")], stdout=text)
+    meta = {"mode": "quick" if args.quick else "full", "threads": args.threads,
+            "command": " ".join([os.path.relpath(sys.argv[0], SOURCE)] + sys.argv[1:]),
+            "machine": machine(), "seconds": round(time.time() - start)}
+    with open(os.path.join(args.out, "run.json"), "w") as f:
+        json.dump(meta, f, indent=2)
+    render(args.out, meta)
+    if shutil.which("uptime"):
+        log(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+
+
+if __name__ == "__main__":
+    main()
