@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """bench_all: every comparison the README reports, in one run on this machine.
 
-Builds the benchmarks (Release, in --build-dir), installs PyTorch's Debian packages when they are
-missing (tools/setup.sh --bench), then runs in turn:
+Builds the benchmarks (Release, in --build-dir: build-bench), installs PyTorch's Debian packages
+when they are missing (tools/setup.sh --bench), then runs in turn:
   bench_step    a llama training step: disc fused and unfused against PyTorch 1.13 eager
                 (unpadded, padded, with activation checkpointing per layer), same batches and
                 weights, passes alternating; compiles and the kernel cache over CodeAlpaca
@@ -106,7 +106,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--quick", action="store_true", help="small workloads: under 3 minutes")
-    ap.add_argument("--build-dir", default=os.path.join(SOURCE, "build"), help="where to build (Release)")
+    ap.add_argument("--build-dir", default=os.path.join(SOURCE, "build-bench"),
+                    help="where to build the benchmarks (Release; default: build-bench in the source tree)")
     ap.add_argument("--out", default="bench-results", help="folder for the JSON, table and plot")
     ap.add_argument("--threads", type=int, default=2, help="CPU threads for disc and PyTorch alike")
     ap.add_argument("--no-build", action="store_true", help="use the benchmarks already in --build-dir")
