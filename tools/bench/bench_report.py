@@ -49,15 +49,17 @@ def step_rows(step):
     t = step.get("torch")
     if t:
         variants = [("unpadded", f"PyTorch {t['version']} eager", t),
-                    ("padded", f"PyTorch eager, padded to {t['padded_to']}", t)]
+                    ("padded", f"PyTorch eager, padded to buckets <= {t['padded_to']}", t)]
         if "checkpointed" in t:
             variants += [("unpadded", "PyTorch eager, checkpointed per layer", t["checkpointed"]),
-                         ("padded", f"PyTorch eager, checkpointed, padded to {t['padded_to']}", t["checkpointed"])]
+                         ("padded", f"PyTorch eager, checkpointed, padded to buckets <= {t['padded_to']}",
+                          t["checkpointed"])]
         for key, name, src in variants:
             if key in src:
                 v = src[key]
+                spread = {k: v[k] for k in ("step_ms_p10", "step_ms_p90") if k in v}
                 rows.append(row(workload, name, tokens_per_s=v["tokens_per_s"], step_ms_median=v["step_ms_median"],
-                                peak_rss_bytes=v.get("peak_rss_bytes", 0), compiles="-"))
+                                peak_rss_bytes=v.get("peak_rss_bytes", 0), compiles="-", **spread))
     base = next((r["tokens_per_s"] for r in rows if r["system"].endswith(" eager")), None)
     for r in rows:
         r["vs_pytorch_eager"] = r["tokens_per_s"] / base if base else None
@@ -66,12 +68,12 @@ def step_rows(step):
 
 def print_step(rows, out):
     out.append(f"Training step: {rows[0]['workload']} (bench_step)")
-    out.append(f"  {'system':<46} {'tokens/s':>9} {'vs eager':>8}  {'step ms (p10..p90)':<22} "
+    out.append(f"  {'system':<54} {'tokens/s':>9} {'vs eager':>8}  {'step ms (p10..p90)':<22} "
                f"{'tracked MiB':>11} {'RSS MiB':>8}  compiles")
     for r in rows:
         spread = f" ({r['step_ms_p10']:.0f}..{r['step_ms_p90']:.0f})" if "step_ms_p10" in r else ""
         ratio = f"{r['vs_pytorch_eager']:.2f}x" if r.get("vs_pytorch_eager") else "-"
-        out.append(f"  {r['system']:<46} {r['tokens_per_s']:>9.0f} {ratio:>8}  "
+        out.append(f"  {r['system']:<54} {r['tokens_per_s']:>9.0f} {ratio:>8}  "
                    f"{r['step_ms_median']:.1f}{spread:<16} {mib(r.get('tracked_peak_bytes')):>11} "
                    f"{mib(r.get('peak_rss_bytes')):>8}  {r['compiles']}")
 

@@ -9,12 +9,15 @@
 //   disc fused    TrainerOptions::jit = true, with an on-disk kernel cache in a fresh folder
 //   PyTorch       tools/bench/torch_llama_step.py: the same model (tools/torch_reference.py), the
 //                 same initial weights and batches, AdamW with disc's settings; unpadded, then
-//                 every batch padded to 512
+//                 every batch padded to its power-of-two bucket (at most 512); both again with
+//                 activation checkpointing per layer
 //
 // Each disc system takes a warm-up pass over the batches (compiling and planning per new shape),
-// then timed passes alternating between the two (unfused, fused, unfused, fused, ...), so that
-// noise on the shared machine hits both; the fastest timed pass counts. PyTorch's first-step loss
-// must equal disc's within 1e-4 relative (same weights, same batch), else the run fails.
+// then rounds of timed passes (unfused, fused, PyTorch; unfused, fused, PyTorch; ...), so that
+// noise on the shared machine hits every system; the fastest timed pass counts. Each PyTorch round
+// is one run of the script (its own warm-up, then its timed passes per variant). PyTorch's
+// first-step loss must equal disc's within 1e-4 relative (same weights, same batch), else the run
+// fails.
 // Compile figures (fused): median compile time per kernel over the warm-up, compiles in the timed
 // passes, and a fresh trainer rerunning with the same kernel cache, which must compile nothing;
 // with --epoch, the same over one epoch of the CodeAlpaca sample (batch 8, truncated at 512).
@@ -30,6 +33,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -105,19 +109,20 @@ int64_t real_tokens(const std::vector<data::HostBatch>& bs) {
 }
 
 void describe_workload(const Options& o, const std::vector<data::HostBatch>& bs) {
-  int64_t padded = 0;
+  int64_t padded = 0, bucketed = 0;
   std::string seqs;
   for (const auto& b : bs) {
     padded += b.batch * b.seq;
+    bucketed += b.batch * std::min<int64_t>(std::bit_ceil(static_cast<uint64_t>(b.seq)), o.max_len);
     seqs += (seqs.empty() ? "" : ",") + std::to_string(b.seq);
   }
   const auto real = static_cast<double>(real_tokens(bs));
-  const auto full = static_cast<double>(o.batch * o.max_len * static_cast<int64_t>(bs.size()));
+  const auto full = static_cast<double>(bucketed);
   std::printf("batches: %zu of B=%lld, S = %s\n", bs.size(), static_cast<long long>(o.batch),
               seqs.c_str());
   std::printf(
       "  %.0f real tokens (targets that count); padding %.0f%% padded to each batch's longest, "
-      "%.0f%% padded to %lld\n\n",
+      "%.0f%% padded to buckets (powers of two, at most %lld)\n\n",
       real, 100.0 * (static_cast<double>(padded) - real) / static_cast<double>(padded),
       100.0 * (full - real) / full, static_cast<long long>(o.max_len));
 }
@@ -214,17 +219,20 @@ void measure_resident(const std::vector<data::HostBatch>& batches, std::vector<S
   }
 }
 
-// Warm-up passes, then timed passes alternating between the systems, then a pass each for
+// Warm-up passes, then rounds of timed passes, one per system in turn, each round closed by
+// `after_round` (PyTorch's passes, so that they alternate with disc's too), then a pass each for
 // resident memory.
 void run_systems(const Options& o, const std::vector<data::HostBatch>& batches,
-                 std::vector<System*> systems) {
+                 std::vector<System*> systems, const std::function<void()>& after_round) {
   for (System* s : systems) s->warm = run_pass(*s->trainer, batches, s->name + " warm-up");
-  for (int r = 1; r <= o.repeats; ++r)
+  for (int r = 1; r <= o.repeats; ++r) {
     for (System* s : systems) {
       if (o.profile && r == o.repeats) s->trainer->set_observer(s->profile.observer());
       s->timed.push_back(run_pass(*s->trainer, batches, s->name + " timed " + std::to_string(r)));
       s->trainer->set_observer({});
     }
+    after_round();
+  }
   measure_resident(batches, systems);
 }
 
@@ -403,7 +411,7 @@ void print_row(const std::string& name, double tps, double slowest, double media
   char passes[48], step[64];
   std::snprintf(passes, sizeof passes, "%.0f..%.0f", slowest, tps);
   std::snprintf(step, sizeof step, "%.1f %s", median, spread.c_str());
-  std::printf("  %-40s %9.0f  %-14s %-22s %-12s %s\n", name.c_str(), tps, passes, step,
+  std::printf("  %-54s %9.0f  %-14s %-22s %-12s %s\n", name.c_str(), tps, passes, step,
               memory.c_str(), compiles.c_str());
 }
 
@@ -417,17 +425,20 @@ void print_disc_row(const char* name, const Summary& s) {
 
 void print_torch_row(const std::string& name, const TorchTiming& t) {
   const auto& p = t.passes_tokens_per_s;
-  print_row(name, t.tokens_per_s, *std::min_element(p.begin(), p.end()), t.step_ms_median, "",
+  char spread[48];
+  std::snprintf(spread, sizeof spread, "(%.0f..%.0f)", percentile(t.step_ms, 0.1),
+                percentile(t.step_ms, 0.9));
+  print_row(name, t.tokens_per_s, *std::min_element(p.begin(), p.end()), t.step_ms_median, spread,
             "- / " + mib(t.peak_rss_bytes), "-");
 }
 
 void print_table(const Summary& unfused, const Summary& fused, const TorchResult* torch) {
-  std::printf("  %-40s %9s  %-14s %-22s %-12s %s\n", "system", "tokens/s", "passes",
+  std::printf("  %-54s %9s  %-14s %-22s %-12s %s\n", "system", "tokens/s", "passes",
               "step ms (p10..p90)", "peak MiB", "compiles warm-up / timed");
   print_disc_row("disc unfused (jit=false)", unfused);
   print_disc_row("disc fused (jit=true)", fused);
   if (torch) {
-    const std::string padded = ", padded to " + std::to_string(torch->padded_to);
+    const std::string padded = ", padded to buckets <= " + std::to_string(torch->padded_to);
     print_torch_row("PyTorch " + torch->version + " eager", torch->unpadded);
     if (torch->padded_to > 0) print_torch_row("PyTorch eager" + padded, torch->padded);
     if (torch->checkpointed) {
@@ -457,7 +468,7 @@ void print_ratios(const Summary& unfused, const Summary& fused, const TorchResul
   std::printf("  disc unfused / PyTorch eager:       %5.2fx\n",
               unfused.tokens_per_s / torch->unpadded.tokens_per_s);
   if (torch->padded_to > 0)
-    std::printf("  disc fused / PyTorch padded to %lld: %5.2fx\n",
+    std::printf("  disc fused / PyTorch padded to buckets <= %lld: %5.2fx\n",
                 static_cast<long long>(torch->padded_to),
                 fused.tokens_per_s / torch->padded.tokens_per_s);
   std::printf(
@@ -534,6 +545,8 @@ json to_json(const TorchTiming& t) {
   return {{"tokens_per_s", t.tokens_per_s},
           {"passes_tokens_per_s", t.passes_tokens_per_s},
           {"step_ms_median", t.step_ms_median},
+          {"step_ms_p10", percentile(t.step_ms, 0.1)},
+          {"step_ms_p90", percentile(t.step_ms, 0.9)},
           {"peak_rss_bytes", t.peak_rss_bytes}};
 }
 
@@ -641,13 +654,20 @@ int run(const Options& o) {
     write_torch_workload(dir.path() + "/torch", *unfused.trainer,
                          {.batches = &batches, .model = o.model, .lr = kLr, .pad_to = o.max_len});
   const int64_t resident_before = resident_bytes();
-  run_systems(o, batches, {&unfused, &fused});
+  std::unique_ptr<TorchResult> torch;
+  run_systems(o, batches, {&unfused, &fused}, [&] {
+    if (!o.torch) return;
+    const TorchResult round = run_torch(o.torch_run, dir.path() + "/torch");
+    if (torch) {
+      merge(*torch, round);
+    } else {
+      torch = std::make_unique<TorchResult>(round);
+    }
+  });
   const int64_t tokens = real_tokens(batches);
   const Summary su = summarize(unfused, tokens), sf = summarize(fused, tokens);
   print_fused_losses(unfused, fused);
-  std::unique_ptr<TorchResult> torch;
-  if (o.torch) {
-    torch = std::make_unique<TorchResult>(run_torch(o.torch_run, dir.path() + "/torch"));
+  if (torch) {
     if (torch->real_tokens != tokens)
       throw Error("the PyTorch baseline counted " + std::to_string(torch->real_tokens) +
                   " real tokens per pass, disc " + std::to_string(tokens) +
@@ -704,7 +724,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", o.json, "Also write the figures as JSON to this file");
   app.add_flag("--no-torch", no_torch, "Skip the PyTorch eager baseline");
   app.add_option("--torch-repeats", o.torch_run.repeats,
-                 "PyTorch's timed passes, unpadded and padded each")
+                 "PyTorch's timed passes per round (one round after each of disc's), per variant")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   app.add_option("--python", o.torch_run.python, "The Python with PyTorch 1.13")
@@ -714,12 +734,11 @@ int main(int argc, char** argv) {
       "Keep the kernel caches and PyTorch's inputs here (default: a temporary folder, removed); "
       "tools/bench/torch_llama_step.py --dir DIR/torch reruns the baseline by hand");
   app.add_flag("--profile", o.profile, "Also print where each disc system's time goes, per op");
-  app.add_flag("--quick", quick, "6 batches, 2 timed passes each, 1 for PyTorch: about a minute");
+  app.add_flag("--quick", quick, "6 batches, 2 timed rounds: about a minute");
   CLI11_PARSE(app, argc, argv);
   if (quick) {
     if (app.count("--steps") == 0) o.steps = 6;
     if (app.count("--repeats") == 0) o.repeats = 2;
-    if (app.count("--torch-repeats") == 0) o.torch_run.repeats = 1;
   }
   o.torch = !no_torch;
   o.torch_run.threads = o.threads;

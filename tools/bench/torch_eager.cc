@@ -2,12 +2,14 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "engine/safetensors.h"
 #include "ir/error.h"
+#include "timing.h"
 
 namespace disc::bench {
 namespace {
@@ -48,6 +50,7 @@ TorchTiming timing(const nlohmann::json& j) {
   return {.tokens_per_s = j.at("tokens_per_s").get<double>(),
           .passes_tokens_per_s = j.at("passes_tokens_per_s").get<std::vector<double>>(),
           .step_ms_median = j.at("step_ms_median").get<double>(),
+          .step_ms = j.value("step_ms", std::vector<double>{}),
           .peak_rss_bytes = j.value("peak_rss_bytes", int64_t{0})};
 }
 
@@ -126,6 +129,26 @@ TorchResult run_torch(const TorchRun& run, const std::string& dir) {
     throw Error("the PyTorch baseline printed no valid result (" + std::string(e.what()) + ")" +
                 how);
   }
+}
+
+namespace {
+
+void merge(TorchTiming& into, const TorchTiming& more) {
+  into.tokens_per_s = std::max(into.tokens_per_s, more.tokens_per_s);
+  into.passes_tokens_per_s.insert(into.passes_tokens_per_s.end(), more.passes_tokens_per_s.begin(),
+                                  more.passes_tokens_per_s.end());
+  into.step_ms.insert(into.step_ms.end(), more.step_ms.begin(), more.step_ms.end());
+  into.step_ms_median = percentile(into.step_ms, 0.5);
+  into.peak_rss_bytes = std::max(into.peak_rss_bytes, more.peak_rss_bytes);
+}
+
+}  // namespace
+
+void merge(TorchResult& into, const TorchResult& more) {
+  merge(into.unpadded, more.unpadded);
+  merge(into.padded, more.padded);
+  merge(into.checkpointed_unpadded, more.checkpointed_unpadded);
+  merge(into.checkpointed_padded, more.checkpointed_padded);
 }
 
 }  // namespace disc::bench

@@ -35,7 +35,7 @@ void write_torch_workload(const std::string& dir, engine::Trainer& initial, cons
 struct TorchRun {
   std::string python = "/usr/bin/python3";  // Debian's, with python3-torch
   int threads = 2;
-  int repeats = 2;  // timed passes each, unpadded and padded
+  int repeats = 1;  // timed passes per variant in one run of the script
   bool checkpoint = true;  // also with activation checkpointing per layer
 };
 
@@ -43,6 +43,7 @@ struct TorchTiming {
   double tokens_per_s = 0;  // real tokens over the fastest pass's seconds
   std::vector<double> passes_tokens_per_s;
   double step_ms_median = 0;  // over every timed step
+  std::vector<double> step_ms;  // every timed step
   int64_t peak_rss_bytes = 0;  // the script's peak resident memory over these passes
 };
 
@@ -63,6 +64,10 @@ struct TorchResult {
 // Runs the script on DIR (its progress goes to stderr); throws Error when it fails, saying how to
 // run it by hand or skip it.
 TorchResult run_torch(const TorchRun& run, const std::string& dir);
+
+// Adds another run's timed passes to `into`: the fastest pass counts, the median is over every
+// step of both, the peak memory is the larger. So PyTorch can run in rounds between disc's passes.
+void merge(TorchResult& into, const TorchResult& more);
 
 // The shell command run_torch runs, for messages and for running it by hand.
 std::string torch_command(const TorchRun& run, const std::string& dir);

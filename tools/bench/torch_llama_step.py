@@ -5,7 +5,8 @@ The model and loss are tools/torch_reference.py's (the ones disc's PyTorch refer
 trained with torch.optim.AdamW plus clipping by global norm when clip_norm > 0, as disc's step
 does. It runs a warm-up pass over the batches (the first step's loss is the one to compare with
 disc), timed passes over the same batches as they are (padded to their own longest row), then
-timed passes with every batch padded to pad_to (what a static-shape framework pays); with
+timed passes with every batch padded to its bucket: the next power of two, at most pad_to (what a
+static-shape framework with power-of-two buckets pays); with
 --checkpoint, both again with activation checkpointing per layer (a fresh copy of the initial
 weights, so every variant trains from the same start). Each variant reports its peak resident
 memory (VmHWM, reset before its passes). It prints one JSON object on stdout; progress goes to
@@ -84,6 +85,14 @@ def make_workload(args):
     return config, batches, params
 
 
+def bucket_bound(seq, pad_to):
+    """A static-shape framework's bucket for a length: the next power of two, at most pad_to."""
+    bound = 1
+    while bound < seq:
+        bound *= 2
+    return min(bound, pad_to)
+
+
 def pad(batch, seq):
     b, s = batch["tokens"].shape
     tokens = torch.zeros(b, seq, dtype=torch.int32)
@@ -155,7 +164,8 @@ def timed(step, batches, repeats, label, tokens):
         passes.append(tokens / sum(seconds))
         steps += seconds
     return {"tokens_per_s": max(passes), "passes_tokens_per_s": passes,
-            "step_ms_median": 1e3 * statistics.median(steps), "peak_rss_bytes": status_bytes("VmHWM")}
+            "step_ms_median": 1e3 * statistics.median(steps), "step_ms": [1e3 * t for t in steps],
+            "peak_rss_bytes": status_bytes("VmHWM")}
 
 
 def variants(config, params, batches, pad_to, args, tokens, checkpoint):
@@ -165,9 +175,9 @@ def variants(config, params, batches, pad_to, args, tokens, checkpoint):
     _, warm_losses = run_pass(step, batches, f"{label} warm-up")
     out = {"first_loss": warm_losses[0], "unpadded": timed(step, batches, args.repeats, label, tokens)}
     if pad_to > 0:
-        padded = [pad(b, pad_to) for b in batches]
+        padded = [pad(b, bucket_bound(b["tokens"].shape[1], pad_to)) for b in batches]
         step(padded[0])  # the first step at the padded shape allocates its buffers
-        out["padded"] = timed(step, padded, args.repeats, f"{label} padded to {pad_to}", tokens)
+        out["padded"] = timed(step, padded, args.repeats, f"{label} padded to buckets <= {pad_to}", tokens)
     return out
 
 
