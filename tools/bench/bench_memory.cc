@@ -141,6 +141,7 @@ struct Result {
   double setup_s = 0;          // the trainer's constructor: schedule, candidates, cap check, init
   int64_t peak_rss = 0;        // the process's peak resident memory over the run
   double step_ms_median = 0, step_ms_p10 = 0, step_ms_p90 = 0;  // over every timed step
+  int64_t warm_compiles = 0, timed_compiles = 0;  // JIT kernels compiled (no disk cache)
   std::vector<float> losses;   // warm-up pass, then the timed passes
   bool ran() const { return refused.empty(); }
 };
@@ -189,7 +190,7 @@ Usage usage() {
 // One pass over the batches: its time and what the governor did.
 struct Pass {
   double seconds = 0, cpu_seconds = 0, recompute_us = 0;
-  int64_t evictions = 0, faults = 0;
+  int64_t evictions = 0, faults = 0, compiles = 0;
   std::vector<double> step_ms;
 };
 
@@ -212,6 +213,7 @@ Pass run_pass(engine::Trainer& t, const std::vector<data::HostBatch>& batches,
     p.faults += after.faults - before.faults;
     p.recompute_us += recompute_us - recompute_before;
     p.evictions += s.stats.evictions;
+    p.compiles += s.stats.kernel_compiles;
     r.losses.push_back(s.loss);
     r.live_peak = std::max(r.live_peak, s.stats.live_peak_bytes);
     r.reserved_peak = std::max(r.reserved_peak, s.stats.reserved_peak_bytes);
@@ -254,6 +256,7 @@ Result run(const Options& o, const Run& spec) {
       const Pass p = run_pass(*trainer, batches, label, recompute_us, r);
       if (pass == 0) warm = p;
       if (pass > 0) step_ms.insert(step_ms.end(), p.step_ms.begin(), p.step_ms.end());
+      (pass == 0 ? r.warm_compiles : r.timed_compiles) += p.compiles;
       if (pass == 1 || (pass > 1 && p.seconds < best.seconds)) best = p;
     } catch (const OutOfMemory& e) {
       r.refused = label + ": " + e.what();
@@ -612,7 +615,8 @@ json to_json(const Result& r) {
             {"cpu_tokens_per_s", r.cpu_tokens_per_s}, {"evictions_per_step", r.evictions_per_step},
             {"recompute_share", r.recompute_share},  {"faults_per_step", r.faults_per_step},
             {"step_ms_median", r.step_ms_median},    {"step_ms_p10", r.step_ms_p10},
-            {"step_ms_p90", r.step_ms_p90}});
+            {"step_ms_p90", r.step_ms_p90},          {"warmup_compiles", r.warm_compiles},
+            {"timed_compiles", r.timed_compiles}});
   return j;
 }
 

@@ -89,6 +89,12 @@ def comparison_cap(b):
     return b["equal_cap_bytes"] or half, at
 
 
+def compiles(run):
+    if "warmup_compiles" not in run:
+        return "-"
+    return f"{run['warmup_compiles']} warm-up / {run['timed_compiles']} timed"
+
+
 def memory_rows(memory):
     w = memory["workload"]
     rows = []
@@ -110,7 +116,7 @@ def memory_rows(memory):
                                 step_ms_median=r["step_ms_median"], step_ms_p10=r["step_ms_p10"],
                                 step_ms_p90=r["step_ms_p90"], tracked_peak_bytes=r["reserved_peak_bytes"],
                                 peak_rss_bytes=r["peak_rss_bytes"], evictions_per_step=r["evictions_per_step"],
-                                recompute_share=r["recompute_share"], compiles="-"))
+                                recompute_share=r["recompute_share"], compiles=compiles(r)))
             else:
                 rows.append(row(workload, name, cap_bytes=cap, exceeds_cap=why))
     return rows
@@ -120,7 +126,7 @@ def print_memory(rows, out):
     out.append("BladeDISC++'s table: the same cap for the three systems (bench_memory; tracked = bytes "
                "reserved, RSS = process)")
     out.append(f"  {'workload':<40} {'system':<46} {'cap':>9} {'tokens/s':>9}  {'step ms (p10..p90)':<22} "
-               f"{'tracked MiB':>11} {'RSS MiB':>8} {'evict':>6} {'recompute':>9}")
+               f"{'tracked MiB':>11} {'RSS MiB':>8} {'evict':>6} {'recompute':>9}  compiles")
     for r in rows:
         head = f"  {r['workload']:<40} {r['system']:<46} {size(r['cap_bytes']):>9}"
         if "exceeds_cap" in r:
@@ -128,7 +134,8 @@ def print_memory(rows, out):
             continue
         spread = f"{r['step_ms_median']:.0f} ({r['step_ms_p10']:.0f}..{r['step_ms_p90']:.0f})"
         out.append(f"{head} {r['tokens_per_s']:>9.0f}  {spread:<22} {mib(r['tracked_peak_bytes']):>11} "
-                   f"{mib(r['peak_rss_bytes']):>8} {r['evictions_per_step']:>6.1f} {100 * r['recompute_share']:>8.1f}%")
+                   f"{mib(r['peak_rss_bytes']):>8} {r['evictions_per_step']:>6.1f} {100 * r['recompute_share']:>8.1f}%"
+                   f"  {r['compiles']}")
 
 
 # ----- tokens/s against the cap -----
