@@ -92,6 +92,14 @@ struct OpDef {
   // element at the same index. (The executor then runs the op in place; the memory plan counts
   // one buffer.)
   std::vector<int> overwritable;
+  // For an op whose overwritable operands depend on its attributes (a fused kernel's, on what the
+  // kernel reads): computes them in place of `overwritable`.
+  std::function<std::vector<int>(const Attributes&)> overwritable_of;
+
+  // `overwritable`, or what `overwritable_of` gives for these attributes.
+  std::vector<int> overwritable_for(const Attributes& attrs) const {
+    return overwritable_of ? overwritable_of(attrs) : overwritable;
+  }
 
   OpCost cost_of(const std::vector<TensorType>& operands, const std::vector<TensorType>& results,
                  const Attributes& attrs) const;

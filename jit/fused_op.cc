@@ -84,6 +84,9 @@ void register_fused_op() {
     d.infer = infer;
     d.cost = cost;
     d.reference = reference;
+    // In place over an input the kernel reads only at the index it writes (a softmax's, a
+    // cross-entropy gradient's logits), as the unfused ops inside would run.
+    d.overwritable_of = [](const ir::Attributes& attrs) { return kernel_of(attrs)->in_place_inputs(); };
     ir::OpRegistry::extend(std::move(d));
   });
 }

@@ -1,5 +1,6 @@
 #include "jit/kernel_ir.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <iomanip>
@@ -176,6 +177,24 @@ bool kop_from_name(std::string_view name, KOp& op) {
     }
   }
   return false;
+}
+
+std::vector<int> KernelIR::in_place_inputs() const {
+  if (outputs != 1) return {};
+  const int out = inputs;
+  for (const Instr& in : code) {
+    if (in.op == KOp::kStore && in.buffer == out && in.access != Access::kFull) return {};
+  }
+  std::vector<int> ok;
+  for (int b = 0; b < inputs; ++b) {
+    if (types[b] != types[out]) continue;
+    // load_at reads another column of the row: after a store of that column, when in place.
+    const bool own_index_only = std::all_of(code.begin(), code.end(), [&](const Instr& in) {
+      return in.buffer != b || (in.op == KOp::kLoad && in.access == Access::kFull);
+    });
+    if (own_index_only) ok.push_back(b);
+  }
+  return ok;
 }
 
 std::vector<Level> KernelIR::levels() const {

@@ -43,7 +43,7 @@ void find_donors(const ir::Graph& g, const std::vector<const ir::Node*>& order, 
   for (size_t i = 0; i < order.size(); ++i) {
     const ir::Node& n = *order[i];
     if (n.results().size() != 1) continue;
-    for (int k : n.op().overwritable) {
+    for (int k : n.op().overwritable_for(n.attrs())) {
       const ir::Value* o = n.operand(k);
       if (!o->producer() || g.is_output(o) || !same_bytes(g, *o, *n.result())) continue;
       Life& life = l.lives.at(o);

@@ -18,6 +18,7 @@
 #include "ir/text_format.h"
 #include "jit/fusion.h"
 #include "jit/kernel_cache.h"
+#include "memory/liveness.h"
 
 namespace disc::engine {
 namespace {
@@ -213,6 +214,42 @@ TEST_P(FusedOps, MatchTheReferenceKernelsInterpretedAndCompiled) {
 
 INSTANTIATE_TEST_SUITE_P(EveryPattern, FusedOps, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// A fused node runs in place over an operand it reads only at the index it writes, when that
+// operand dies there (here matmuls' results: a softmax's scores, a cross-entropy gradient's
+// logits), as the unfused ops would; the results are the reference kernels' on every path.
+TEST_F(FusedGraphs, FusedNodesRunInPlaceOverOperandsThatDieThere) {
+  auto g = ir::parse_graph(R"(graph @g {
+  sym R in [1, 300]
+  input %x : f32[R, 16]
+  input %w : f32[16, 37]
+  input %labels : i64[R]
+  input %dy : f32[]
+  %s = matmul(%x, %w) : f32[R, 37]
+  %p = softmax(%s) : f32[R, 37]
+  %l = matmul(%x, %w) : f32[R, 37]
+  %dl = cross_entropy_grad(%l, %labels, %dy) {ignore_index = -1} : f32[R, 37]
+  output p = %p
+  output dl = %dl
+}
+)");
+  std::unique_ptr<ir::Graph> fused = jit::apply_fusion(*g, jit::plan_fusion(*g));
+  auto nodes = fused->nodes();
+  const memory::Liveness live = memory::analyze_liveness(*fused, {nodes.begin(), nodes.end()});
+  std::vector<std::string> donors;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i]->op().name == "fused") donors.push_back(live.donor[i] ? live.donor[i]->name() : "-");
+  }
+  EXPECT_EQ(donors, (std::vector<std::string>{"s", "l"}));
+  jit::KernelCache kernels("");
+  Executor reference(*g, alloc), interpreted(*fused, alloc), compiled(*fused, alloc, {}, &kernels);
+  for (int64_t r : {1, 7, 300}) {
+    std::map<std::string, Tensor> args = random_inputs(*g, {{"R", r}}, 37, r);
+    const auto want = reference.run(args);
+    expect_close(interpreted.run(args), want, 1e-5, "interpreted at R=" + std::to_string(r));
+    expect_close(compiled.run(args), want, 1e-5, "compiled at R=" + std::to_string(r));
+  }
+}
 
 // Causal probabilities and their gradient are exactly zero above the diagonal on every path, even
 // for large scores: the tril pass relies on it (devices/tril_gemm.h takes its fast path only

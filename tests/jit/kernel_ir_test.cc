@@ -27,6 +27,26 @@ TEST(KernelIR, SemicolonsSeparateInstructionsToo) {
   EXPECT_EQ(KernelIR::parse("kernel inputs=1 outputs=1 space=0 types=f32,f32; %0 = load 0 full; store 1 full %0").code.size(), 2u);
 }
 
+// An output may take an input's buffer only when every read of that input is at the index being
+// written: not through load_at (another column of the row), not by row, not of another type.
+TEST(KernelIR, InPlaceInputsAreReadOnlyAtTheirOwnIndex) {
+  EXPECT_EQ(KernelIR::parse(kSoftmax).in_place_inputs(), std::vector<int>{0});
+  const std::string h = "kernel inputs=4 outputs=1 space=0 types=f32,f32,f32,i64,f32\n";
+  const KernelIR k = KernelIR::parse(
+      h + "%0 = load 0 full\n%1 = load 1 row\n%2 = load 3 full\n%3 = load_at 2 full %1\n"
+          "%4 = load 2 full\n%5 = add %0 %1\n%6 = add %5 %3\n%7 = add %6 %4\n%8 = add %7 %2\n"
+          "store 4 full %8");
+  EXPECT_EQ(k.in_place_inputs(), std::vector<int>{0});  // 1: by row, 2: load_at, 3: i64
+  EXPECT_TRUE(KernelIR::parse("kernel inputs=1 outputs=2 space=0 types=f32,f32,f32\n"
+                              "%0 = load 0 full\nstore 1 full %0\nstore 2 full %0")
+                  .in_place_inputs()
+                  .empty());  // two outputs
+  EXPECT_TRUE(KernelIR::parse("kernel inputs=1 outputs=1 space=0 types=f32,f32\n"
+                              "%0 = load 0 full\nstore 1 col %0")
+                  .in_place_inputs()
+                  .empty());  // a column sum, not an element per index
+}
+
 void expect_rejected(const std::string& text, const std::string& says) {
   try {
     KernelIR::parse(text);
