@@ -65,10 +65,10 @@ class Report(unittest.TestCase):
         # At half the peak neither static nor disc ran: the smallest cap both fit is used.
         self.assertTrue(all(r["cap_bytes"] == batch["equal_cap_bytes"] for r in rows))
         dynamic, static, disc = rows
-        self.assertIn("exceeds the cap: needs", dynamic["exceeds_cap"])
+        self.assertIn("exceeds the cap: its live peak is", dynamic["exceeds_cap"])
         self.assertGreater(static["tokens_per_s"], 0)
         self.assertGreater(disc["tokens_per_s"], 0)
-        self.assertIn("exceeds the cap: needs", text)
+        self.assertIn("exceeds the cap: its live peak is", text)
 
     def test_half_the_peak_is_the_cap_when_both_governed_systems_ran_there(self):
         memory = self.fixture("memory")
