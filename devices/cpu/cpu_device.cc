@@ -48,6 +48,8 @@ MemoryInfo sysconf_memory() {
   return {sysconf(_SC_PHYS_PAGES) * page, sysconf(_SC_AVPHYS_PAGES) * page};
 }
 
+
+constexpr size_t kHugePage = size_t{2} << 20;  // x86-64's transparent huge page
 }  // namespace
 
 MemoryInfo read_meminfo(const std::string& path) {
@@ -94,6 +96,9 @@ void* CpuDevice::allocate(size_t bytes) {
     // chunks of its heap resident).
     p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) p = nullptr;
+    // Transparent huge pages where the kernel grants them on request: a fresh block then faults in
+    // 2 MiB at a time rather than 4 KiB (a capped run maps blocks afresh every step). Advice only.
+    if (p != nullptr && rounded >= kHugePage) madvise(p, rounded, MADV_HUGEPAGE);
   } else {
     p = std::aligned_alloc(kAllocAlignment, rounded);
   }
