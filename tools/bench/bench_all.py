@@ -15,7 +15,7 @@ Each writes JSON; this script merges them into OUT/results.json, prints one tabl
 OUT/table.txt) and draws OUT/cap_curve.svg (tokens/s against the memory cap for each system).
 
   tools/bench/bench_all.py --quick    # under 3 minutes: small workloads, one pass each
-  tools/bench/bench_all.py            # the full run behind the README's figures (about an hour)
+  tools/bench/bench_all.py            # the full run behind the README's figures (about 17 min here)
   tools/bench/bench_all.py --render-only OUT   # table, JSON and plot again from OUT's JSON files
 """
 import argparse
