@@ -48,8 +48,8 @@ MemoryInfo sysconf_memory() {
   return {sysconf(_SC_PHYS_PAGES) * page, sysconf(_SC_AVPHYS_PAGES) * page};
 }
 
-
 constexpr size_t kHugePage = size_t{2} << 20;  // x86-64's transparent huge page
+
 }  // namespace
 
 MemoryInfo read_meminfo(const std::string& path) {

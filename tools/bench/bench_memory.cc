@@ -22,7 +22,6 @@
 #include <nlohmann/json.hpp>
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
