@@ -47,7 +47,7 @@ enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 // C = op(A) * op(B) for `batch` independent products, in row-major storage:
 //   A: [batch, m, k], or [batch, k, m] when transpose_a
 //   B: [batch, k, n], or [batch, n, k] when transpose_b
-//   C: [batch, m, n], overwritten (beta = 0)
+//   C: [batch, m, n], overwritten (beta = 0), or added to with `accumulate` (beta = 1)
 // Batch strides are in elements; batch_stride_b == 0 means one B shared by every batch entry
 // (a weight matrix applied to a batch of activations). Rows are dense unless a leading dim
 // (lda, ldb, ldc: elements from one stored row to the next) says otherwise, which addresses a
@@ -60,6 +60,7 @@ struct GemmArgs {
   int64_t k = 0;
   bool transpose_a = false;
   bool transpose_b = false;
+  bool accumulate = false;  // C += op(A) op(B): sums a contraction split over several calls
   const void* a = nullptr;
   const void* b = nullptr;
   void* c = nullptr;

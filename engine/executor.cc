@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "devices/block_attention.h"
 #include "devices/tril_gemm.h"
 #include "engine/binding.h"
 #include "ir/error.h"
@@ -81,8 +82,11 @@ void Executor::run_node(const ir::Node& n, Run& r, const ir::Value* donor) {
     r.env[v] = std::move(t);
   }
   try {
-    if (n.op().name == "matmul" && alloc_.device().is_host()) {
+    const bool host = alloc_.device().is_host();
+    if (n.op().name == "matmul" && host) {
       gemm(n, args.in, args.out[0]);
+    } else if ((n.op().name == "attention" || n.op().name == "attention_grad") && host) {
+      attention(n, args);
     } else if (fused_ && fused_->handles(n)) {
       run_fused(n, args, r);
     } else {
@@ -183,6 +187,20 @@ void Executor::gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, con
   } else {
     alloc_.device().gemm(g);
   }
+}
+
+// attention and attention_grad by blocks of query rows (devices/block_attention.h): the
+// [..., S, S] scores exist only a block at a time.
+void Executor::attention(const ir::Node& n, const ir::KernelArgs& args) {
+  const ir::TensorRef &q = args.in[0], &v = args.in[2];
+  int64_t heads = 1;  // every dim before the last two
+  for (int i = 0; i + 2 < q.rank(); ++i) heads *= q.shape[i];
+  const devices::AttentionArgs a{.dtype = q.dtype, .heads = heads, .sq = q.dim(-2), .sk = v.dim(-2), .d = q.dim(-1),
+                                 .dv = v.dim(-1), .causal = n.attrs().get_bool("causal"),
+                                 .scale = n.attrs().get_float("scale"), .q = q.data, .k = args.in[1].data, .v = v.data};
+  if (n.op().name == "attention") return devices::attention_forward(alloc_.device(), a, args.out[0].data);
+  devices::attention_backward(alloc_.device(), a, args.in[3].data, args.out[0].data, args.out[1].data,
+                              args.out[2].data);
 }
 
 }  // namespace disc::engine

@@ -73,6 +73,7 @@ class Executor {
   void evict(const memory::Eviction& e, Run& r);
   void regenerate(const memory::Eviction& e, Run& r);
   void gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, const ir::TensorRef& out);
+  void attention(const ir::Node& n, const ir::KernelArgs& args);
   void run_fused(const ir::Node& n, const ir::KernelArgs& args, Run& r);
 
   const ir::Graph& g_;

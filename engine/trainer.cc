@@ -113,6 +113,8 @@ std::unique_ptr<devices::Device> make_device(const std::string& name, int thread
 Trainer::Trainer(ir::models::Model model, const TrainerOptions& options) : model_(std::move(model)) {
   device_ = make_device(options.device, options.threads);
   alloc_ = std::make_unique<memory::CachingAllocator>(*device_, options.memory.cap);
+  // Before autodiff, so that attention's gradient is one attention_grad too.
+  if (options.fuse_attention) ir::make_attention_pass()->run(*model_.graph);
   ir::build_training_step(*model_.graph, model_.loss, model_.params, options.optimizer);
   // Causal attention's products skip their zero triangle; no value changes (ir/passes/tril.cc).
   ir::make_tril_pass()->run(*model_.graph);

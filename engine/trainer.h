@@ -40,6 +40,7 @@ struct TrainerOptions {
   ir::OptimizerConfig optimizer;   // AdamW with weight decay 0.01 by default
   memory::GovernorOptions memory;  // the cap on device bytes (0: none), scheduling, remat, offload
   bool jit = true;                 // fused JIT kernels for memory-bound ops (false: reference kernels only)
+  bool fuse_attention = true;      // attention as one op run by blocks of query rows (ir/passes/attention.cc)
   std::vector<int64_t> buckets;    // shape-bucket boundaries ([]: powers of two; used by the JIT)
   std::string kernel_cache_dir;    // on-disk kernel cache ("": none; used by the JIT)
 };

@@ -229,6 +229,25 @@ void Graph::replace_all_uses(Value* from, Value* to) {
   }
 }
 
+void Graph::move_before(const Node* n, const Node* pos) {
+  auto index = [&](const Node* x) {
+    auto it = std::find_if(nodes_.begin(), nodes_.end(), [&](const auto& p) { return p.get() == x; });
+    if (it == nodes_.end()) throw VerifyError("move_before: the node is not in graph @" + name_);
+    return it - nodes_.begin();
+  };
+  const auto from = index(n), to = index(pos);
+  if (from <= to) throw VerifyError(describe(*n) + ": move_before can only move a node earlier");
+  for (auto i = to; i < from; ++i) {
+    for (const Value* r : nodes_[i]->results_) {
+      if (std::find(n->operands_.begin(), n->operands_.end(), r) != n->operands_.end()) {
+        throw VerifyError(describe(*n) + ": cannot move before " + describe(*pos) + ", which comes before %" +
+                          r->name_ + " that it reads");
+      }
+    }
+  }
+  std::rotate(nodes_.begin() + to, nodes_.begin() + from, nodes_.begin() + from + 1);
+}
+
 void Graph::erase_nodes(const std::function<bool(const Node&)>& dead) {
   std::set<const Node*> doomed;
   for (const auto& n : nodes_) {

@@ -124,6 +124,9 @@ class Graph {
   void set_type(Value* v, TensorType t);
   // Every use of `from` (operands and outputs) becomes a use of `to`.
   void replace_all_uses(Value* from, Value* to);
+  // Moves `n` (just added, say) to just before `pos` in the node order, which must stay
+  // topological: n's operands must be produced before `pos`. Throws VerifyError otherwise.
+  void move_before(const Node* n, const Node* pos);
   // Removes the nodes matching `dead`; their results must have no users and not be outputs.
   void erase_nodes(const std::function<bool(const Node&)>& dead);
 

@@ -50,6 +50,7 @@ const std::vector<ConfigKey>& config_schema() {
       {"memory.remat", K::kBool, "true", "rematerialization under the cap"},
       {"memory.offload", K::kBool, "false", "offload to host memory under the cap"},
       {"jit.fusion", K::kBool, "true", "fuse memory-bound ops into JIT kernels"},
+      {"jit.attention", K::kBool, "true", "attention as one op, by blocks of query rows (no [S, S] scores held)"},
       {"jit.buckets", K::kInts, "[]", "shape-bucket boundaries for S ([]: powers of two)"},
       {"jit.cache_dir", K::kString, "", "on-disk kernel cache ('': none)"},
       {"device.name", K::kString, "cpu", "device: cpu, or sim (the CPU with separate device memory, to try offload)"},

@@ -198,6 +198,7 @@ engine::TrainerOptions trainer_options(const Config& c) {
   o.momentum = c.get_float("optimizer.momentum"), o.nesterov = c.get_bool("optimizer.nesterov");
   o.clip_norm = c.get_float("optimizer.clip_norm");
   t.jit = c.get_bool("jit.fusion");
+  t.fuse_attention = c.get_bool("jit.attention");
   t.buckets = c.get_ints("jit.buckets");
   t.kernel_cache_dir = c.get_string("jit.cache_dir");
   return t;

@@ -130,6 +130,7 @@ void CpuDevice::copy(void* dst, const void* src, size_t bytes, CopyKind /*kind*/
 void CpuDevice::gemm(const GemmArgs& g) {
   check_gemm_args(g);
   if (g.batch == 0 || g.m == 0 || g.n == 0) return;
+  if (g.k == 0 && g.accumulate) return;  // adds nothing
   // oneDNN has no f64, and an empty K is just zeroing C, which oneDNN need not see.
   if (g.dtype == ir::DType::kF64 || g.k == 0) {
     loop_gemm(g);

@@ -26,7 +26,9 @@ struct View {
 template <typename T>
 void gemm_rows(const GemmArgs& g, View<T> a, View<T> b, T* c, int64_t i0, int64_t i1) {
   const int64_t ldc = lead_c(g);
-  for (int64_t i = i0; i < i1; ++i) std::fill(c + i * ldc, c + i * ldc + g.n, T(0));
+  if (!g.accumulate) {
+    for (int64_t i = i0; i < i1; ++i) std::fill(c + i * ldc, c + i * ldc + g.n, T(0));
+  }
   for (int64_t p0 = 0; p0 < g.k; p0 += kBlock) {
     const int64_t p1 = std::min(g.k, p0 + kBlock);
     for (int64_t j0 = 0; j0 < g.n; j0 += kBlock) {

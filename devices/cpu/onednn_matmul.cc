@@ -41,7 +41,7 @@ OnednnMatmul::OnednnMatmul(size_t cache_capacity)
 // - a single product has no batch strides.
 OnednnMatmul::Key OnednnMatmul::make_key(const GemmArgs& g) {
   Key key{.dtype = g.dtype, .batch = g.batch, .m = g.m, .n = g.n, .k = g.k,
-          .transpose_a = g.transpose_a, .transpose_b = g.transpose_b,
+          .transpose_a = g.transpose_a, .transpose_b = g.transpose_b, .accumulate = g.accumulate,
           .stride_a = g.batch_stride_a, .stride_b = g.batch_stride_b,
           .stride_c = g.batch_stride_c, .lead_a = lead_a(g), .lead_b = lead_b(g),
           .lead_c = lead_c(g)};
@@ -64,8 +64,14 @@ OnednnMatmul::Entry OnednnMatmul::create(const Key& key) const {
   e.b = matrix_desc(batched, shared_b ? 1 : key.batch, shared_b ? key.k * key.n : key.stride_b,
                     key.k, key.n, key.transpose_b, key.lead_b);
   e.c = matrix_desc(batched, key.batch, key.stride_c, key.m, key.n, false, key.lead_c);
+  dnnl::primitive_attr attr;
+  if (key.accumulate) {  // C += A B: oneDNN's sum post-op adds the product to what C holds
+    dnnl::post_ops sum;
+    sum.append_sum(1.0f);
+    attr.set_post_ops(sum);
+  }
   try {
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e.a, e.b, e.c), engine_);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e.a, e.b, e.c), attr, engine_);
     e.impl = pd.impl_info_str();
     e.primitive = dnnl::matmul(pd);
   } catch (const dnnl::error& err) {

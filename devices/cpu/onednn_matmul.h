@@ -37,7 +37,7 @@ class OnednnMatmul {
   struct Key {
     ir::DType dtype;
     int64_t batch, m, n, k;
-    bool transpose_a, transpose_b;
+    bool transpose_a, transpose_b, accumulate;
     int64_t stride_a, stride_b, stride_c;
     int64_t lead_a, lead_b, lead_c;
     auto operator<=>(const Key&) const = default;

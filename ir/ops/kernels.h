@@ -33,6 +33,10 @@ void dropout_kernel(const KernelArgs& a);
 // [0, 1) for element `e` of a dropout keyed by (seed, stream).
 double dropout_uniform(int64_t seed, int64_t stream, int64_t e);
 
+// attention_kernels.cc
+void attention_kernel(const KernelArgs& a);
+void attention_grad_kernel(const KernelArgs& a);
+
 // conv_kernels.cc
 void conv2d_kernel(const KernelArgs& a);
 void max_pool2d_kernel(const KernelArgs& a);

@@ -10,6 +10,7 @@ void register_constant_ops(OpRegistry& r);
 void register_layout_ops(OpRegistry& r);
 void register_reduce_ops(OpRegistry& r);
 void register_matmul_ops(OpRegistry& r);
+void register_attention_ops(OpRegistry& r);
 void register_gather_ops(OpRegistry& r);
 void register_nn_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);

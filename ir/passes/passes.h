@@ -12,5 +12,6 @@ std::unique_ptr<Pass> make_canonicalize_pass();
 std::unique_ptr<Pass> make_cse_pass();
 std::unique_ptr<Pass> make_dce_pass();
 std::unique_ptr<Pass> make_tril_pass();
+std::unique_ptr<Pass> make_attention_pass();
 
 }  // namespace disc::ir

@@ -1,6 +1,6 @@
 // GEMM conformance: every device present runs the same cases against a plain triple loop in
 // double precision. Cases cover each transpose combination, single, batched, strided-batch and
-// shared-B layouts, and awkward sizes (1, primes, non-multiples of 16, one ~512^3 product).
+// shared-B layouts, accumulation into C, and awkward sizes (1, primes, non-multiples of 16, one ~512^3 product).
 // Padding between batch entries and after rows holds NaN: reading it, or leaving C partly unwritten, shows up
 // as a NaN in the result or a changed pad.
 #include <array>
@@ -27,6 +27,7 @@ struct GemmCase {
   Layout layout;
   int64_t m, n, k;
   bool ta, tb;
+  bool accumulate = false;  // C starts random and the product is added to it
 };
 
 // Batch count, batch strides and leading dims (elements between stored rows) in elements.
@@ -103,7 +104,7 @@ std::vector<T> make_operand(int64_t batch, int64_t stride, int64_t rows, int64_t
 // the rounding error of any summation order.
 template <typename T>
 void check_entry(const GemmCase& t, const Strides& s, int64_t e, const std::vector<T>& a,
-                 const std::vector<T>& b, const std::vector<T>& c, double rel) {
+                 const std::vector<T>& b, const std::vector<T>& c0, const std::vector<T>& c, double rel) {
   auto a_at = [&](int64_t i, int64_t p) {
     return double(a[e * s.a + (t.ta ? p * s.lda + i : i * s.lda + p)]);
   };
@@ -119,6 +120,11 @@ void check_entry(const GemmCase& t, const Strides& s, int64_t e, const std::vect
       for (int64_t p = 0; p < t.k; ++p) b_col[p] = b_at(p, j);  // gathered: contiguous dot
       for (int64_t p = 0; p < t.k; ++p) sum += a_row[p] * b_col[p];
       for (int64_t p = 0; p < t.k; ++p) abs_sum += std::abs(a_row[p] * b_col[p]);
+      if (t.accumulate) {
+        const double before = c0[e * s.c + i * s.ldc + j];
+        sum += before;
+        abs_sum += std::abs(before);
+      }
       row[j] = sum;
       magnitude = std::max(magnitude, abs_sum);
     }
@@ -146,14 +152,15 @@ void run_case(Device& dev, const GemmCase& t, double rel) {
   const int64_t b_batch = s.b == 0 ? 1 : s.batch;
   const std::vector<T> a = make_operand<T>(s.batch, s.a, t.ta ? t.k : t.m, t.ta ? t.m : t.k, s.lda, rng);
   const std::vector<T> b = make_operand<T>(b_batch, s.b, t.tb ? t.n : t.k, t.tb ? t.k : t.n, s.ldb, rng);
-  const std::vector<T> c0(extent(s.batch, s.c, t.m * s.ldc), std::numeric_limits<T>::quiet_NaN());
+  const std::vector<T> c0 = t.accumulate ? make_operand<T>(s.batch, s.c, t.m, t.n, s.ldc, rng)
+                                         : std::vector<T>(extent(s.batch, s.c, t.m * s.ldc), std::numeric_limits<T>::quiet_NaN());
   DeviceBuffer<T> da(dev, a), db(dev, b), dc(dev, c0);
   dev.gemm({.dtype = t.dtype, .batch = s.batch, .m = t.m, .n = t.n, .k = t.k,
-            .transpose_a = t.ta, .transpose_b = t.tb, .a = da.get(), .b = db.get(),
+            .transpose_a = t.ta, .transpose_b = t.tb, .accumulate = t.accumulate, .a = da.get(), .b = db.get(),
             .c = dc.get(), .batch_stride_a = s.a, .batch_stride_b = s.b, .batch_stride_c = s.c,
             .lda = s.lda, .ldb = s.ldb, .ldc = s.ldc});
   const std::vector<T> c = dc.download();
-  for (int64_t e = 0; e < s.batch; ++e) check_entry(t, s, e, a, b, c, rel);
+  for (int64_t e = 0; e < s.batch; ++e) check_entry(t, s, e, a, b, c0, c, rel);
   check_gaps(t, s, c);
 }
 
@@ -193,6 +200,9 @@ std::vector<GemmCase> small_cases() {
       for (auto [m, n, k] : sizes) {
         for (int tr = 0; tr < 4; ++tr) {
           cases.push_back({dtype, layout, m, n, k, bool(tr & 1), bool(tr >> 1)});
+          if (layout == Layout::kPaddedBatch || layout == Layout::kPaddedRows) {
+            cases.push_back({dtype, layout, m, n, k, bool(tr & 1), bool(tr >> 1), true});
+          }
         }
       }
     }
@@ -226,7 +236,7 @@ std::string case_name(const ::testing::TestParamInfo<GemmCase>& info) {
   const GemmCase& t = info.param;
   return std::string(ir::dtype_name(t.dtype)) + "_" + layout_name(t.layout) + "_" +
          std::to_string(t.m) + "x" + std::to_string(t.n) + "x" + std::to_string(t.k) + "_" +
-         (t.ta ? "T" : "N") + (t.tb ? "T" : "N");
+         (t.ta ? "T" : "N") + (t.tb ? "T" : "N") + (t.accumulate ? "_accumulate" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Small, GemmConformance, ::testing::ValuesIn(small_cases()), case_name);
@@ -237,6 +247,16 @@ TEST(Gemm, EmptyKZeroesC) {
   std::vector<float> c(6, 7.0f);
   dev->gemm({.m = 2, .n = 3, .k = 0, .a = nullptr, .b = nullptr, .c = c.data()});
   for (float v : c) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(Gemm, EmptyKAccumulatesNothing) {
+  auto dev = make_cpu_device(0);
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    std::vector<double> c(6, 7.0);
+    dev->gemm({.dtype = dtype, .m = 2, .n = dtype == DType::kF64 ? 3 : 6, .k = 0, .accumulate = true,
+               .c = c.data()});
+    for (double v : c) EXPECT_EQ(v, 7.0);
+  }
 }
 
 TEST(Gemm, EmptyCTouchesNothing) {

@@ -42,6 +42,7 @@ struct TrainRun {
   jit::KernelCache* kernels = nullptr;  // with fuse: compiled from here, else interpreted
   StepStats* stats = nullptr;           // when given: the JIT counters of every step, summed
   bool tril = false;                    // the tril pass: attention skips its zero triangle
+  bool attention = false;               // the attention pass: one op, by blocks of query rows
   int64_t max_len = 40;                 // sequence lengths are drawn from 8..max_len
 };
 
@@ -58,6 +59,7 @@ class Training : public ::testing::Test {
     ir::models::Model m = ir::models::build_llama(c);
     ir::OptimizerConfig opt;
     opt.weight_decay = 0.0, opt.clip_norm = 1.0;
+    if (run.attention) EXPECT_TRUE(ir::make_attention_pass()->run(*m.graph));
     ir::build_training_step(*m.graph, m.loss, m.params, opt);
     if (run.tril) ir::make_tril_pass()->run(*m.graph);
     std::unique_ptr<ir::Graph> fused = run.fuse ? jit::apply_fusion(*m.graph, jit::plan_fusion(*m.graph)) : nullptr;
@@ -141,6 +143,22 @@ TEST_F(Training, TriangularAttentionProductsGiveTheSameLossesWithinRoundingAndTh
   EXPECT_EQ(skipped, train(10, 5, tril));
   for (size_t i = 0; i < plain.size(); ++i)
     EXPECT_NEAR(skipped[i], plain[i], 2e-5 * std::abs(plain[i]) * (i + 1)) << "step " << i + 1;
+}
+
+// Attention as one op (devices/block_attention.h) against attention as matmul, mask, softmax,
+// matmul, with reference kernels and with compiled ones, over lengths that make three 64-row
+// blocks: the softmax's rounding differs, so losses agree within rounding; every run gives the
+// same bits.
+TEST_F(Training, AttentionOpGivesTheSameLossesWithinRoundingAndTheSameBitsEveryRun) {
+  jit::KernelCache kernels("");
+  for (const TrainRun& primitives : {TrainRun{.max_len = 150}, TrainRun{.fuse = true, .kernels = &kernels, .max_len = 150}}) {
+    TrainRun one_op = primitives;
+    one_op.attention = true;
+    std::vector<float> plain = train(10, 5, primitives), fused = train(10, 5, one_op);
+    EXPECT_EQ(fused, train(10, 5, one_op));
+    for (size_t i = 0; i < plain.size(); ++i)
+      EXPECT_NEAR(fused[i], plain[i], 2e-5 * std::abs(plain[i]) * (i + 1)) << "step " << i + 1 << (primitives.fuse ? " (JIT)" : "");
+  }
 }
 
 // Images whose label is the quadrant holding a bright square: learnable by a small CNN.

@@ -1,4 +1,4 @@
-// The pass framework and the passes (canonicalize, cse, dce, tril).
+// The pass framework and the passes (canonicalize, cse, dce, tril, attention).
 #include "ir/pass.h"
 
 #include <gtest/gtest.h>
@@ -149,7 +149,7 @@ TEST(Passes, UnknownPassNamesSuggest) {
     ADD_FAILURE();
   } catch (const InvalidArgument& e) {
     EXPECT_STREQ(e.what(), "unknown pass `canonicalise` (did you mean `canonicalize`?); passes: "
-                           "verify, canonicalize, cse, dce, tril");
+                           "verify, canonicalize, cse, dce, tril, attention");
   }
   PassManager pm;
   EXPECT_THROW(pm.dump_after({"csee"}, nullptr), InvalidArgument);
@@ -219,6 +219,75 @@ TEST(Passes, TrilMarksProductsReadingCausalProbabilities) {
 )" + tail;
   EXPECT_EQ(run("tril", before), after);
   EXPECT_EQ(run("tril", after), after);  // marked once
+}
+
+// Attention written as primitives becomes one attention op: with the causal mask and the scale
+// folded from q (%a1), without either (%a2). Probabilities read elsewhere (%p3 is an output)
+// stay, as does a mask over non-square scores (%s4), and a constant another node still reads.
+TEST(Passes, AttentionRewritesTheSoftmaxChain) {
+  const std::string before = R"(graph @g {
+  sym S in [1, 512]
+  sym T in [1, 512]
+  input %x : f32[2, S, 16]
+  input %k : f32[2, S, 16]
+  input %v : f32[2, S, 8]
+  input %kt : f32[2, T, 16]
+  input %vt : f32[2, T, 8]
+  %c = constant() {value = 0.25} : f32[]
+  %cb = broadcast(%c) {dims = [], shape = [2, S, 16]} : f32[2, S, 16]
+  %q = mul(%x, %cb) : f32[2, S, 16]
+  %s1 = matmul(%q, %k) {transpose_b = true} : f32[2, S, S]
+  %m1 = causal_mask(%s1) : f32[2, S, S]
+  %p1 = softmax(%m1) : f32[2, S, S]
+  %a1 = matmul(%p1, %v) : f32[2, S, 8]
+  %s2 = matmul(%x, %k) {transpose_b = true} : f32[2, S, S]
+  %p2 = softmax(%s2) : f32[2, S, S]
+  %a2 = matmul(%p2, %v) : f32[2, S, 8]
+  %s3 = matmul(%x, %k) {transpose_b = true} : f32[2, S, S]
+  %p3 = softmax(%s3) : f32[2, S, S]
+  %a3 = matmul(%p3, %v) : f32[2, S, 8]
+  %s4 = matmul(%x, %kt) {transpose_b = true} : f32[2, S, T]
+  %m4 = causal_mask(%s4) : f32[2, S, T]
+  %p4 = softmax(%m4) : f32[2, S, T]
+  %a4 = matmul(%p4, %vt) : f32[2, S, 8]
+  %d = mul(%c, %c) : f32[]
+  output a1 = %a1
+  output a2 = %a2
+  output a3 = %a3
+  output p3 = %p3
+  output a4 = %a4
+  output d = %d
+}
+)";
+  const std::string after = R"(graph @g {
+  sym S in [1, 512]
+  sym T in [1, 512]
+  input %x : f32[2, S, 16]
+  input %k : f32[2, S, 16]
+  input %v : f32[2, S, 8]
+  input %kt : f32[2, T, 16]
+  input %vt : f32[2, T, 8]
+  %c = constant() {value = 0.25} : f32[]
+  %0 = attention(%x, %k, %v) {scale = 0.25} : f32[2, S, 8]
+  %1 = attention(%x, %k, %v) {causal = false} : f32[2, S, 8]
+  %s3 = matmul(%x, %k) {transpose_b = true} : f32[2, S, S]
+  %p3 = softmax(%s3) : f32[2, S, S]
+  %a3 = matmul(%p3, %v) : f32[2, S, 8]
+  %s4 = matmul(%x, %kt) {transpose_b = true} : f32[2, S, T]
+  %m4 = causal_mask(%s4) : f32[2, S, T]
+  %p4 = softmax(%m4) : f32[2, S, T]
+  %a4 = matmul(%p4, %vt) : f32[2, S, 8]
+  %d = mul(%c, %c) : f32[]
+  output a1 = %0
+  output a2 = %1
+  output a3 = %a3
+  output p3 = %p3
+  output a4 = %a4
+  output d = %d
+}
+)";
+  EXPECT_EQ(run("attention", before), after);
+  EXPECT_EQ(run("attention", after), after);  // nothing left to rewrite
 }
 
 }  // namespace

@@ -38,14 +38,20 @@ struct Shape {
 // The second shape is the largest the graphs admit (max_batch 6, max_seq 24).
 const std::vector<Shape> kShapes = {{3, 11}, {6, 24}, {1, 5}, {5, 17}};
 
+// "llama" runs attention as one op (the default); "llama-primitives" as matmul, mask, softmax.
 ir::models::Model build(const std::string& family, int64_t vocab = 40) {
-  if (family == "llama") {
+  if (family.starts_with("llama")) {
     return ir::models::build_llama({.vocab = vocab, .hidden = 32, .layers = 2, .heads = 4, .kv_heads = 2, .ffn = 64, .max_batch = 6, .max_seq = 24});
   }
   if (family == "gpt2") {
     return ir::models::build_gpt2({.vocab = vocab, .hidden = 32, .layers = 2, .heads = 4, .ffn = 64, .max_batch = 6, .max_seq = 24, .dropout = 0.1});
   }
   return ir::models::build_mlp({.in = 24, .classes = 7, .hidden = {48, 48, 48, 48}, .max_batch = 6 * 24});
+}
+
+TrainerOptions options(const std::string& family, const memory::GovernorOptions& memory,
+                               const std::string& device = "cpu") {
+  return {.device = device, .threads = 2, .seed = 7, .memory = memory, .fuse_attention = family != "llama-primitives"};
 }
 
 Batch make_batch(const std::string& family, Shape sh, uint64_t seed, int64_t step, memory::Allocator& alloc) {
@@ -74,7 +80,7 @@ struct Outcome {
 };
 
 Outcome train(const std::string& family, const memory::GovernorOptions& memory, const std::string& device = "cpu") {
-  Trainer t(build(family), {.device = device, .threads = 2, .seed = 7, .memory = memory});
+  Trainer t(build(family), options(family, memory, device));
   Outcome o;
   for (size_t i = 0; i < kShapes.size(); ++i) {
     StepResult r = t.step(make_batch(family, kShapes[i], 7, static_cast<int64_t>(i), t.allocator()), 1e-2);
@@ -100,7 +106,7 @@ void expect_same_numbers(const Outcome& a, const Outcome& b) {
 // The smallest cap the planner reaches at the largest shape, and the lower bound there.
 std::pair<int64_t, int64_t> feasible_and_bound(const std::string& family, const memory::GovernorOptions& memory,
                                                const std::string& device = "cpu") {
-  Trainer t(build(family), {.device = device, .threads = 2, .seed = 7, .memory = memory});
+  Trainer t(build(family), options(family, memory, device));
   const ir::Bindings largest = t.largest_shape();
   const int64_t held = t.bytes_held_for(largest);
   memory::Governor& gov = t.governor();
@@ -149,7 +155,7 @@ TEST_P(GovernedTraining, ACapBelowTheLowerBoundIsRefusedBeforeTheFirstStep) {
   const std::string family = GetParam();
   auto [smallest, bound] = feasible_and_bound(family, {.cap = 1 << 30});
   try {
-    Trainer t(build(family), {.threads = 2, .memory = {.cap = bound - 4096}});
+    Trainer t(build(family), options(family, {.cap = bound - 4096}));
     ADD_FAILURE() << "a cap of " << bound - 4096 << " was accepted, lower bound " << bound;
   } catch (const OutOfMemory& e) {
     const std::string what = e.what();
@@ -173,7 +179,8 @@ TEST_P(GovernedTraining, OffloadOnTheSimulatedDeviceGivesTheSameNumbers) {
   EXPECT_LE(offloaded.reserved_peak, smallest);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, GovernedTraining, ::testing::Values("llama", "gpt2", "mlp"));
+INSTANTIATE_TEST_SUITE_P(Families, GovernedTraining, ::testing::Values("llama", "llama-primitives", "gpt2", "mlp"),
+                         [](const auto& info) { return info.param == "llama-primitives" ? std::string("llama_primitives") : info.param; });
 
 int64_t resident_bytes() {
   std::ifstream statm("/proc/self/statm");

@@ -5,8 +5,10 @@
 // with AdamW in f32 on the CPU; batches of 8 sequences with lengths uniform in [32, 512] and random
 // token ids (seeded), each batch padded only to its own longest row; targets are the next token.
 //
-//   disc unfused  TrainerOptions::jit = false: every op runs its reference kernel
-//   disc fused    TrainerOptions::jit = true, with an on-disk kernel cache in a fresh folder
+//   disc unfused  TrainerOptions::jit = false, fuse_attention = false: every op runs its reference
+//                 kernel (matmuls through the library GEMM), attention as matmul, mask, softmax
+//   disc fused    TrainerOptions::jit = true, fuse_attention = true: JIT kernels with an on-disk
+//                 kernel cache in a fresh folder, and attention as one op (devices/block_attention.h)
 //   PyTorch       tools/bench/torch_llama_step.py: the same model (tools/torch_reference.py), the
 //                 same initial weights and batches, AdamW with disc's settings; unpadded, then
 //                 every batch padded to its power-of-two bucket (at most 512); both again with
@@ -132,6 +134,7 @@ engine::TrainerOptions trainer_options(const Options& o, bool jit, const std::st
   return {.threads = o.threads,
           .seed = o.seed,
           .jit = jit,
+          .fuse_attention = jit,  // unfused: no fusion of any kind
           .buckets = o.buckets,
           .kernel_cache_dir = cache};
 }
@@ -434,8 +437,8 @@ void print_torch_row(const std::string& name, const TorchTiming& t) {
 void print_table(const Summary& unfused, const Summary& fused, const TorchResult* torch) {
   std::printf("  %-54s %9s  %-14s %-22s %-12s %s\n", "system", "tokens/s", "passes",
               "step ms (p10..p90)", "peak MiB", "compiles warm-up / timed");
-  print_disc_row("disc unfused (jit=false)", unfused);
-  print_disc_row("disc fused (jit=true)", fused);
+  print_disc_row("disc unfused (jit=false, attention=false)", unfused);
+  print_disc_row("disc fused (jit=true, attention=true)", fused);
   if (torch) {
     const std::string padded = ", padded to buckets <= " + std::to_string(torch->padded_to);
     print_torch_row("PyTorch " + torch->version + " eager", torch->unpadded);

@@ -1,0 +1,249 @@
+// Attention by blocks of query rows through the device's GEMM; see block_attention.h.
+#include "devices/block_attention.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <tbb/parallel_for.h>
+
+namespace disc::devices {
+namespace {
+
+// The row loops run in AVX-512 or AVX2 where the host has them (GCC and Clang pick the clone
+// when the program loads); the build itself targets every x86-64. This file is compiled with
+// -fno-trapping-math, which lets the compiler vectorize the comparisons (no FP traps are used).
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define DISC_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define DISC_VECTOR_CLONES
+#endif
+
+// Lanes of the partial maxima and sums: independent accumulators, so that the loops vectorize
+// without reassociating one running sum (and give the same bits on every host).
+constexpr int kLanes = 16;
+
+// exp(x) for f32 as Cephes' expf computes it (x = n ln2 + r, a degree-7 polynomial in r, 2^n
+// from the exponent bits), in plain arithmetic the compiler vectorizes. Relative error about
+// 2e-7; x below -87 gives exp(-87), not a denormal (a softmax term that small is 0 in the sum).
+inline float exp_f32(float x) {
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to the nearest integer
+  x = x < -87.0f ? -87.0f : x;
+  const float t = x * 1.44269504f + kRound;
+  const float n = t - kRound;
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t e = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kRound);  // n
+  return p * std::bit_cast<float>((e + 127) << 23);
+}
+inline double exp_any(double x) { return std::exp(x); }
+inline float exp_any(float x) { return exp_f32(x); }
+
+// Folds f(lane[l], x[j]) over x[0, n) into kLanes lanes, lane l taking every j with j % kLanes
+// == l. Blocks of kLanes elements make the inner loop one vector operation.
+template <typename T, typename F>
+[[gnu::always_inline]] inline void fold_lanes(T* lane, const T* x, int64_t n, F&& f) {
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lane[l] = f(lane[l], x[j + l]);
+  }
+  for (int l = 0; j < n; ++j, ++l) lane[l] = f(lane[l], x[j]);
+}
+
+// row[0, visible) = softmax(scale * row[0, visible)); row[visible, width) = 0.
+template <typename T>
+DISC_VECTOR_CLONES void softmax_row(T* row, int64_t visible, int64_t width, T scale) {
+  for (int64_t j = 0; j < visible; ++j) row[j] *= scale;
+  T lane[kLanes];
+  std::fill(lane, lane + kLanes, -std::numeric_limits<T>::infinity());
+  fold_lanes(lane, row, visible, [](T m, T x) { return std::max(m, x); });
+  const T top = *std::max_element(lane, lane + kLanes);
+  for (int64_t j = 0; j < visible; ++j) row[j] = exp_any(row[j] - top);
+  std::fill(lane, lane + kLanes, T(0));
+  fold_lanes(lane, row, visible, [](T s, T x) { return s + x; });
+  T sum = 0;
+  for (T x : lane) sum += x;
+  const T inv = T(1) / sum;
+  for (int64_t j = 0; j < visible; ++j) row[j] *= inv;
+  std::fill(row + visible, row + width, T(0));
+}
+
+// g = scale * p * (g - sum(p * g)) over the row: dS from dP for probabilities p.
+template <typename T>
+DISC_VECTOR_CLONES void softmax_grad_row(const T* p, T* g, int64_t width, T scale) {
+  T lane[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= width; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lane[l] += p[j + l] * g[j + l];
+  }
+  for (int l = 0; j < width; ++j, ++l) lane[l] += p[j] * g[j];
+  T dot = 0;
+  for (T x : lane) dot += x;
+  for (j = 0; j < width; ++j) g[j] = scale * p[j] * (g[j] - dot);
+}
+
+// The two panels, [chunk heads, kAttentionRows, sk] each, kept per thread between calls.
+template <typename T>
+T* panels(int64_t elements) {
+  thread_local std::vector<T> buffer;
+  if (static_cast<int64_t>(buffer.size()) < elements) buffer.resize(static_cast<size_t>(elements));
+  return buffer.data();
+}
+
+// One block of query rows [r0, r1) for the heads [h0, h0 + hc): where its operands start and how
+// wide its panels are.
+struct Block {
+  int64_t h0, hc, r0, rows, keys;
+};
+
+// A batch of hc products C = op(A) op(B), each operand given by its first element, its leading
+// dim and its batch stride (all in elements).
+struct Operand {
+  const void* data;
+  int64_t lead, stride;
+};
+template <typename T>
+void gemm(Device& dev, int64_t hc, int64_t m, int64_t n, int64_t k, Operand a, bool ta, Operand b, bool tb, T* c,
+          int64_t ldc, int64_t stride_c, bool accumulate = false) {
+  GemmArgs g{.dtype = std::is_same_v<T, double> ? ir::DType::kF64 : ir::DType::kF32,
+             .batch = hc, .m = m, .n = n, .k = k, .transpose_a = ta, .transpose_b = tb,
+             .accumulate = accumulate, .a = a.data, .b = b.data, .c = c,
+             .batch_stride_a = a.stride, .batch_stride_b = b.stride, .batch_stride_c = stride_c,
+             .lda = a.lead, .ldb = b.lead, .ldc = ldc};
+  dev.gemm(g);
+}
+
+template <typename T>
+Operand at(const void* base, int64_t offset, int64_t lead, int64_t stride) {
+  return {static_cast<const T*>(base) + offset, lead, stride};
+}
+
+// The block's probabilities into `p` ([hc, rows, keys]): scores by one GEMM, then softmax over
+// each row's visible keys.
+template <typename T>
+void probabilities(Device& dev, const AttentionArgs& a, const Block& bl, T* p) {
+  const int64_t panel = bl.rows * bl.keys;
+  gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.d, at<T>(a.q, (bl.h0 * a.sq + bl.r0) * a.d, a.d, a.sq * a.d), false,
+          at<T>(a.k, bl.h0 * a.sk * a.d, a.d, a.sk * a.d), true, p, bl.keys, panel);
+  tbb::parallel_for(int64_t{0}, bl.hc * bl.rows, [&](int64_t i) {
+    const int64_t visible = a.causal ? bl.r0 + i % bl.rows + 1 : bl.keys;
+    softmax_row<T>(p + i * bl.keys, visible, bl.keys, static_cast<T>(a.scale));
+  });
+}
+
+// Calls f(block) for every block of query rows of every chunk of heads, in order.
+template <typename F>
+void for_each_block(const AttentionArgs& a, F&& f) {
+  const int64_t chunk = attention_chunk(a);
+  for (int64_t h0 = 0; h0 < a.heads; h0 += chunk) {
+    for (int64_t r0 = 0; r0 < a.sq; r0 += kAttentionRows) {
+      const int64_t r1 = std::min(a.sq, r0 + kAttentionRows);
+      f(Block{.h0 = h0, .hc = std::min(chunk, a.heads - h0), .r0 = r0, .rows = r1 - r0,
+              .keys = a.causal ? r1 : a.sk});
+    }
+  }
+}
+
+template <typename T>
+void forward(Device& dev, const AttentionArgs& a, T* out) {
+  T* p = panels<T>(2 * attention_chunk(a) * kAttentionRows * a.sk);
+  for_each_block(a, [&](const Block& bl) {
+    probabilities(dev, a, bl, p);
+    gemm<T>(dev, bl.hc, bl.rows, a.dv, bl.keys, {p, bl.keys, bl.rows * bl.keys}, false,
+            at<T>(a.v, bl.h0 * a.sk * a.dv, a.dv, a.sk * a.dv), false, out + (bl.h0 * a.sq + bl.r0) * a.dv, a.dv,
+            a.sq * a.dv);
+  });
+}
+
+// Per block: P again, dP = dO V^T, dS (scaled) in dP's panel, dQ = dS K, then dK += dS^T Q and
+// dV += P^T dO over the block's keys.
+template <typename T>
+void backward(Device& dev, const AttentionArgs& a, const T* dout, T* dq, T* dk, T* dv) {
+  const int64_t chunk = attention_chunk(a);
+  T* p = panels<T>(2 * chunk * kAttentionRows * a.sk);
+  T* g = p + chunk * kAttentionRows * a.sk;
+  std::fill(dk, dk + a.heads * a.sk * a.d, T(0));
+  std::fill(dv, dv + a.heads * a.sk * a.dv, T(0));
+  for_each_block(a, [&](const Block& bl) {
+    const int64_t panel = bl.rows * bl.keys, q_at = bl.h0 * a.sq + bl.r0;
+    const Operand dout_rows = at<T>(dout, q_at * a.dv, a.dv, a.sq * a.dv);
+    probabilities(dev, a, bl, p);
+    gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.dv, dout_rows, false, at<T>(a.v, bl.h0 * a.sk * a.dv, a.dv, a.sk * a.dv),
+            true, g, bl.keys, panel);
+    tbb::parallel_for(int64_t{0}, bl.hc * bl.rows, [&](int64_t i) {
+      softmax_grad_row<T>(p + i * bl.keys, g + i * bl.keys, bl.keys, static_cast<T>(a.scale));
+    });
+    const Operand ds{g, bl.keys, panel}, probs{p, bl.keys, panel};
+    gemm<T>(dev, bl.hc, bl.rows, a.d, bl.keys, ds, false, at<T>(a.k, bl.h0 * a.sk * a.d, a.d, a.sk * a.d), false,
+            dq + q_at * a.d, a.d, a.sq * a.d);
+    gemm<T>(dev, bl.hc, bl.keys, a.d, bl.rows, ds, true, at<T>(a.q, q_at * a.d, a.d, a.sq * a.d), false,
+            dk + bl.h0 * a.sk * a.d, a.d, a.sk * a.d, true);
+    gemm<T>(dev, bl.hc, bl.keys, a.dv, bl.rows, probs, true, dout_rows, false, dv + bl.h0 * a.sk * a.dv, a.dv,
+            a.sk * a.dv, true);
+  });
+}
+
+void check(const Device& dev, const AttentionArgs& a) {
+  if (!dev.is_host()) {
+    throw InvalidArgument("attention on " + dev.name() + ": block attention runs on host memory");
+  }
+  if (a.dtype != ir::DType::kF32 && a.dtype != ir::DType::kF64) {
+    throw InvalidArgument("attention: dtype " + std::string(ir::dtype_name(a.dtype)) +
+                          " is not supported: cast q, k and v to f32 (or f64)");
+  }
+  if (a.heads < 0 || a.sq < 0 || a.sk < 0 || a.d < 0 || a.dv < 0) {
+    throw InvalidArgument("attention: negative size (heads=" + std::to_string(a.heads) + " sq=" +
+                          std::to_string(a.sq) + " sk=" + std::to_string(a.sk) + " d=" + std::to_string(a.d) +
+                          " dv=" + std::to_string(a.dv) + ")");
+  }
+  if (a.causal && a.sq != a.sk) {
+    throw InvalidArgument("causal attention needs as many queries as keys, got sq=" + std::to_string(a.sq) +
+                          " sk=" + std::to_string(a.sk));
+  }
+}
+
+}  // namespace
+
+int64_t attention_chunk(const AttentionArgs& a) {
+  const int64_t elem = a.dtype == ir::DType::kF64 ? 8 : 4;
+  const int64_t per_head = std::max<int64_t>(1, 2 * kAttentionRows * a.sk * elem);
+  return std::clamp<int64_t>(kAttentionWorkspace / per_head, 1, std::max<int64_t>(1, a.heads));
+}
+
+void attention_forward(Device& dev, const AttentionArgs& a, void* out) {
+  check(dev, a);
+  if (a.sk == 0) {  // no key to attend to: the output is 0
+    std::memset(out, 0, static_cast<size_t>(a.heads * a.sq * a.dv * (a.dtype == ir::DType::kF64 ? 8 : 4)));
+    return;
+  }
+  if (a.dtype == ir::DType::kF64) return forward(dev, a, static_cast<double*>(out));
+  forward(dev, a, static_cast<float*>(out));
+}
+
+void attention_backward(Device& dev, const AttentionArgs& a, const void* dout, void* dq, void* dk, void* dv) {
+  check(dev, a);
+  const size_t elem = a.dtype == ir::DType::kF64 ? 8 : 4;
+  if (a.sk == 0) {  // the output is 0 whatever q is
+    std::memset(dq, 0, static_cast<size_t>(a.heads * a.sq * a.d) * elem);
+    return;
+  }
+  if (a.dtype == ir::DType::kF64) {
+    return backward(dev, a, static_cast<const double*>(dout), static_cast<double*>(dq), static_cast<double*>(dk),
+                    static_cast<double*>(dv));
+  }
+  backward(dev, a, static_cast<const float*>(dout), static_cast<float*>(dq), static_cast<float*>(dk),
+           static_cast<float*>(dv));
+}
+
+}  // namespace disc::devices

@@ -1,0 +1,102 @@
+// Reference kernels of attention and attention_grad: one query row at a time, in double, one
+// head per thread (each head's outputs are its own, so any thread count gives the same bits).
+#include <vector>
+
+#include "ir/ops/kernels.h"
+
+namespace disc::ir {
+namespace {
+
+// The sizes of attention's operands: q [heads..., sq, d], k [..., sk, d], v [..., sk, dv].
+struct Dims {
+  int64_t heads, sq, sk, d, dv;
+  bool causal;
+  double scale;
+};
+
+Dims dims_of(const KernelArgs& a) {
+  const TensorRef &q = a.in[0], &v = a.in[2];
+  int64_t heads = 1;
+  for (int i = 0; i + 2 < q.rank(); ++i) heads *= q.shape[i];
+  return {.heads = heads, .sq = q.dim(-2), .sk = v.dim(-2), .d = q.dim(-1), .dv = v.dim(-1),
+          .causal = a.a().get_bool("causal"), .scale = a.a().get_float("scale")};
+}
+
+// Row i's probabilities over its visible keys (all of them, or 0..i when causal).
+template <typename T>
+std::vector<double> probabilities(const Dims& s, const T* q, const T* k, int64_t i) {
+  const int64_t visible = s.causal ? i + 1 : s.sk;
+  std::vector<double> p(visible);
+  double top = -std::numeric_limits<double>::infinity(), sum = 0;
+  for (int64_t j = 0; j < visible; ++j) {
+    double dot = 0;
+    for (int64_t c = 0; c < s.d; ++c) dot += static_cast<double>(q[i * s.d + c]) * k[j * s.d + c];
+    p[j] = s.scale * dot;
+    top = std::max(top, p[j]);
+  }
+  for (double& x : p) sum += x = std::exp(x - top);
+  for (double& x : p) x /= sum;
+  return p;
+}
+
+}  // namespace
+
+void attention_kernel(const KernelArgs& a) {
+  const Dims s = dims_of(a);
+  dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
+    using T = decltype(t);
+    parallel_rows(s.heads, [&](int64_t h) {
+      const T *q = a.in[0].as<T>() + h * s.sq * s.d, *k = a.in[1].as<T>() + h * s.sk * s.d;
+      const T* v = a.in[2].as<T>() + h * s.sk * s.dv;
+      T* out = a.out[0].as<T>() + h * s.sq * s.dv;
+      for (int64_t i = 0; i < s.sq; ++i) {
+        const std::vector<double> p = probabilities(s, q, k, i);
+        for (int64_t c = 0; c < s.dv; ++c) {
+          double acc = 0;
+          for (size_t j = 0; j < p.size(); ++j) acc += p[j] * v[j * s.dv + c];
+          out[i * s.dv + c] = static_cast<T>(acc);
+        }
+      }
+    });
+  });
+}
+
+// With p the probabilities of row i and dp_j = dy_i . v_j: ds_j = p_j (dp_j - sum_j p_j dp_j);
+// dq_i = scale sum_j ds_j k_j, dk_j += scale ds_j q_i, dv_j += p_j dy_i.
+void attention_grad_kernel(const KernelArgs& a) {
+  const Dims s = dims_of(a);
+  dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
+    using T = decltype(t);
+    parallel_rows(s.heads, [&](int64_t h) {
+      const T *q = a.in[0].as<T>() + h * s.sq * s.d, *k = a.in[1].as<T>() + h * s.sk * s.d;
+      const T *v = a.in[2].as<T>() + h * s.sk * s.dv, *dy = a.in[3].as<T>() + h * s.sq * s.dv;
+      T* dq = a.out[0].as<T>() + h * s.sq * s.d;
+      std::vector<double> dk(s.sk * s.d, 0.0), dv(s.sk * s.dv, 0.0);
+      for (int64_t i = 0; i < s.sq; ++i) {
+        const std::vector<double> p = probabilities(s, q, k, i);
+        std::vector<double> ds(p.size());
+        double sum = 0;
+        for (size_t j = 0; j < p.size(); ++j) {
+          double dp = 0;
+          for (int64_t c = 0; c < s.dv; ++c) dp += static_cast<double>(dy[i * s.dv + c]) * v[j * s.dv + c];
+          ds[j] = dp;
+          sum += p[j] * dp;
+        }
+        for (size_t j = 0; j < p.size(); ++j) ds[j] = s.scale * p[j] * (ds[j] - sum);
+        for (int64_t c = 0; c < s.d; ++c) {
+          double acc = 0;
+          for (size_t j = 0; j < p.size(); ++j) acc += ds[j] * k[j * s.d + c];
+          dq[i * s.d + c] = static_cast<T>(acc);
+        }
+        for (size_t j = 0; j < p.size(); ++j) {
+          for (int64_t c = 0; c < s.d; ++c) dk[j * s.d + c] += ds[j] * q[i * s.d + c];
+          for (int64_t c = 0; c < s.dv; ++c) dv[j * s.dv + c] += p[j] * dy[i * s.dv + c];
+        }
+      }
+      std::copy(dk.begin(), dk.end(), a.out[1].as<T>() + h * s.sk * s.d);
+      std::copy(dv.begin(), dv.end(), a.out[2].as<T>() + h * s.sk * s.dv);
+    });
+  });
+}
+
+}  // namespace disc::ir
