@@ -63,7 +63,7 @@ template <typename T, typename F>
 
 // row[0, visible) = softmax(scale * row[0, visible)); row[visible, width) = 0.
 template <typename T>
-DISC_VECTOR_CLONES void softmax_row(T* row, int64_t visible, int64_t width, T scale) {
+[[gnu::always_inline]] inline void softmax_row_of(T* row, int64_t visible, int64_t width, T scale) {
   for (int64_t j = 0; j < visible; ++j) row[j] *= scale;
   T lane[kLanes];
   std::fill(lane, lane + kLanes, -std::numeric_limits<T>::infinity());
@@ -81,7 +81,7 @@ DISC_VECTOR_CLONES void softmax_row(T* row, int64_t visible, int64_t width, T sc
 
 // g = scale * p * (g - sum(p * g)) over the row: dS from dP for probabilities p.
 template <typename T>
-DISC_VECTOR_CLONES void softmax_grad_row(const T* p, T* g, int64_t width, T scale) {
+[[gnu::always_inline]] inline void softmax_grad_row_of(const T* p, T* g, int64_t width, T scale) {
   T lane[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= width; j += kLanes) {
@@ -91,6 +91,20 @@ DISC_VECTOR_CLONES void softmax_grad_row(const T* p, T* g, int64_t width, T scal
   T dot = 0;
   for (T x : lane) dot += x;
   for (j = 0; j < width; ++j) g[j] = scale * p[j] * (g[j] - dot);
+}
+
+// The row functions per dtype, each cloned per vector width (Clang clones no templates).
+DISC_VECTOR_CLONES void softmax_row(float* row, int64_t visible, int64_t width, float scale) {
+  softmax_row_of(row, visible, width, scale);
+}
+DISC_VECTOR_CLONES void softmax_row(double* row, int64_t visible, int64_t width, double scale) {
+  softmax_row_of(row, visible, width, scale);
+}
+DISC_VECTOR_CLONES void softmax_grad_row(const float* p, float* g, int64_t width, float scale) {
+  softmax_grad_row_of(p, g, width, scale);
+}
+DISC_VECTOR_CLONES void softmax_grad_row(const double* p, double* g, int64_t width, double scale) {
+  softmax_grad_row_of(p, g, width, scale);
 }
 
 // The two panels, [chunk heads, kAttentionRows, sk] each, kept per thread between calls.
@@ -138,7 +152,7 @@ void probabilities(Device& dev, const AttentionArgs& a, const Block& bl, T* p) {
           at<T>(a.k, bl.h0 * a.sk * a.d, a.d, a.sk * a.d), true, p, bl.keys, panel);
   tbb::parallel_for(int64_t{0}, bl.hc * bl.rows, [&](int64_t i) {
     const int64_t visible = a.causal ? bl.r0 + i % bl.rows + 1 : bl.keys;
-    softmax_row<T>(p + i * bl.keys, visible, bl.keys, static_cast<T>(a.scale));
+    softmax_row(p + i * bl.keys, visible, bl.keys, static_cast<T>(a.scale));
   });
 }
 
@@ -182,7 +196,7 @@ void backward(Device& dev, const AttentionArgs& a, const T* dout, T* dq, T* dk, 
     gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.dv, dout_rows, false, at<T>(a.v, bl.h0 * a.sk * a.dv, a.dv, a.sk * a.dv),
             true, g, bl.keys, panel);
     tbb::parallel_for(int64_t{0}, bl.hc * bl.rows, [&](int64_t i) {
-      softmax_grad_row<T>(p + i * bl.keys, g + i * bl.keys, bl.keys, static_cast<T>(a.scale));
+      softmax_grad_row(p + i * bl.keys, g + i * bl.keys, bl.keys, static_cast<T>(a.scale));
     });
     const Operand ds{g, bl.keys, panel}, probs{p, bl.keys, panel};
     gemm<T>(dev, bl.hc, bl.rows, a.d, bl.keys, ds, false, at<T>(a.k, bl.h0 * a.sk * a.d, a.d, a.sk * a.d), false,
