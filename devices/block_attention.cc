@@ -107,7 +107,8 @@ DISC_VECTOR_CLONES void softmax_grad_row(const double* p, double* g, int64_t wid
   softmax_grad_row_of(p, g, width, scale);
 }
 
-// The two panels, [chunk heads, kAttentionRows, sk] each, kept per thread between calls.
+// The panels (the forward pass needs one, the backward pass two), [chunk heads, kAttentionRows,
+// sk] each, kept per thread between calls.
 template <typename T>
 T* panels(int64_t elements) {
   thread_local std::vector<T> buffer;
@@ -138,9 +139,15 @@ void gemm(Device& dev, int64_t hc, int64_t m, int64_t n, int64_t k, Operand a, b
   dev.gemm(g);
 }
 
+// The block's heads of a [heads, rows, width] tensor as GEMM operands: every row (keys, values),
+// or only the block's query rows (q, dO).
 template <typename T>
-Operand at(const void* base, int64_t offset, int64_t lead, int64_t stride) {
-  return {static_cast<const T*>(base) + offset, lead, stride};
+Operand all_rows(const void* base, const Block& bl, int64_t rows, int64_t width) {
+  return {static_cast<const T*>(base) + bl.h0 * rows * width, width, rows * width};
+}
+template <typename T>
+Operand block_rows(const void* base, const Block& bl, int64_t rows, int64_t width) {
+  return {static_cast<const T*>(base) + (bl.h0 * rows + bl.r0) * width, width, rows * width};
 }
 
 // The block's probabilities into `p` ([hc, rows, keys]): scores by one GEMM, then softmax over
@@ -148,8 +155,8 @@ Operand at(const void* base, int64_t offset, int64_t lead, int64_t stride) {
 template <typename T>
 void probabilities(Device& dev, const AttentionArgs& a, const Block& bl, T* p) {
   const int64_t panel = bl.rows * bl.keys;
-  gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.d, at<T>(a.q, (bl.h0 * a.sq + bl.r0) * a.d, a.d, a.sq * a.d), false,
-          at<T>(a.k, bl.h0 * a.sk * a.d, a.d, a.sk * a.d), true, p, bl.keys, panel);
+  gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.d, block_rows<T>(a.q, bl, a.sq, a.d), false, all_rows<T>(a.k, bl, a.sk, a.d),
+          true, p, bl.keys, panel);
   tbb::parallel_for(int64_t{0}, bl.hc * bl.rows, [&](int64_t i) {
     const int64_t visible = a.causal ? bl.r0 + i % bl.rows + 1 : bl.keys;
     softmax_row(p + i * bl.keys, visible, bl.keys, static_cast<T>(a.scale));
@@ -171,12 +178,11 @@ void for_each_block(const AttentionArgs& a, F&& f) {
 
 template <typename T>
 void forward(Device& dev, const AttentionArgs& a, T* out) {
-  T* p = panels<T>(2 * attention_chunk(a) * kAttentionRows * a.sk);
+  T* p = panels<T>(attention_chunk(a) * kAttentionRows * a.sk);  // one panel: P
   for_each_block(a, [&](const Block& bl) {
     probabilities(dev, a, bl, p);
-    gemm<T>(dev, bl.hc, bl.rows, a.dv, bl.keys, {p, bl.keys, bl.rows * bl.keys}, false,
-            at<T>(a.v, bl.h0 * a.sk * a.dv, a.dv, a.sk * a.dv), false, out + (bl.h0 * a.sq + bl.r0) * a.dv, a.dv,
-            a.sq * a.dv);
+    gemm<T>(dev, bl.hc, bl.rows, a.dv, bl.keys, {p, bl.keys, bl.rows * bl.keys}, false, all_rows<T>(a.v, bl, a.sk, a.dv),
+            false, out + (bl.h0 * a.sq + bl.r0) * a.dv, a.dv, a.sq * a.dv);
   });
 }
 
@@ -191,17 +197,17 @@ void backward(Device& dev, const AttentionArgs& a, const T* dout, T* dq, T* dk, 
   std::fill(dv, dv + a.heads * a.sk * a.dv, T(0));
   for_each_block(a, [&](const Block& bl) {
     const int64_t panel = bl.rows * bl.keys, q_at = bl.h0 * a.sq + bl.r0;
-    const Operand dout_rows = at<T>(dout, q_at * a.dv, a.dv, a.sq * a.dv);
+    const Operand dout_rows = block_rows<T>(dout, bl, a.sq, a.dv);
     probabilities(dev, a, bl, p);
-    gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.dv, dout_rows, false, at<T>(a.v, bl.h0 * a.sk * a.dv, a.dv, a.sk * a.dv),
-            true, g, bl.keys, panel);
+    gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.dv, dout_rows, false, all_rows<T>(a.v, bl, a.sk, a.dv), true, g, bl.keys,
+            panel);
     tbb::parallel_for(int64_t{0}, bl.hc * bl.rows, [&](int64_t i) {
       softmax_grad_row(p + i * bl.keys, g + i * bl.keys, bl.keys, static_cast<T>(a.scale));
     });
     const Operand ds{g, bl.keys, panel}, probs{p, bl.keys, panel};
-    gemm<T>(dev, bl.hc, bl.rows, a.d, bl.keys, ds, false, at<T>(a.k, bl.h0 * a.sk * a.d, a.d, a.sk * a.d), false,
-            dq + q_at * a.d, a.d, a.sq * a.d);
-    gemm<T>(dev, bl.hc, bl.keys, a.d, bl.rows, ds, true, at<T>(a.q, q_at * a.d, a.d, a.sq * a.d), false,
+    gemm<T>(dev, bl.hc, bl.rows, a.d, bl.keys, ds, false, all_rows<T>(a.k, bl, a.sk, a.d), false, dq + q_at * a.d, a.d,
+            a.sq * a.d);
+    gemm<T>(dev, bl.hc, bl.keys, a.d, bl.rows, ds, true, block_rows<T>(a.q, bl, a.sq, a.d), false,
             dk + bl.h0 * a.sk * a.d, a.d, a.sk * a.d, true);
     gemm<T>(dev, bl.hc, bl.keys, a.dv, bl.rows, probs, true, dout_rows, false, dv + bl.h0 * a.sk * a.dv, a.dv,
             a.sk * a.dv, true);
@@ -230,15 +236,14 @@ void check(const Device& dev, const AttentionArgs& a) {
 }  // namespace
 
 int64_t attention_chunk(const AttentionArgs& a) {
-  const int64_t elem = a.dtype == ir::DType::kF64 ? 8 : 4;
-  const int64_t per_head = std::max<int64_t>(1, 2 * kAttentionRows * a.sk * elem);
+  const int64_t per_head = std::max<int64_t>(1, 2 * kAttentionRows * a.sk * ir::dtype_size(a.dtype));
   return std::clamp<int64_t>(kAttentionWorkspace / per_head, 1, std::max<int64_t>(1, a.heads));
 }
 
 void attention_forward(Device& dev, const AttentionArgs& a, void* out) {
   check(dev, a);
   if (a.sk == 0) {  // no key to attend to: the output is 0
-    std::memset(out, 0, static_cast<size_t>(a.heads * a.sq * a.dv * (a.dtype == ir::DType::kF64 ? 8 : 4)));
+    std::memset(out, 0, static_cast<size_t>(a.heads * a.sq * a.dv * ir::dtype_size(a.dtype)));
     return;
   }
   if (a.dtype == ir::DType::kF64) return forward(dev, a, static_cast<double*>(out));
@@ -247,9 +252,8 @@ void attention_forward(Device& dev, const AttentionArgs& a, void* out) {
 
 void attention_backward(Device& dev, const AttentionArgs& a, const void* dout, void* dq, void* dk, void* dv) {
   check(dev, a);
-  const size_t elem = a.dtype == ir::DType::kF64 ? 8 : 4;
   if (a.sk == 0) {  // the output is 0 whatever q is
-    std::memset(dq, 0, static_cast<size_t>(a.heads * a.sq * a.d) * elem);
+    std::memset(dq, 0, static_cast<size_t>(a.heads * a.sq * a.d * ir::dtype_size(a.dtype)));
     return;
   }
   if (a.dtype == ir::DType::kF64) {

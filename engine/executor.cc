@@ -8,6 +8,7 @@
 #include "devices/tril_gemm.h"
 #include "engine/binding.h"
 #include "ir/error.h"
+#include "ir/ops/attention_dims.h"
 #include "ir/ops/matmul_dims.h"
 
 namespace disc::engine {
@@ -193,11 +194,9 @@ void Executor::gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, con
 // [..., S, S] scores exist only a block at a time.
 void Executor::attention(const ir::Node& n, const ir::KernelArgs& args) {
   const ir::TensorRef &q = args.in[0], &v = args.in[2];
-  int64_t heads = 1;  // every dim before the last two
-  for (int i = 0; i + 2 < q.rank(); ++i) heads *= q.shape[i];
-  const devices::AttentionArgs a{.dtype = q.dtype, .heads = heads, .sq = q.dim(-2), .sk = v.dim(-2), .d = q.dim(-1),
-                                 .dv = v.dim(-1), .causal = n.attrs().get_bool("causal"),
-                                 .scale = n.attrs().get_float("scale"), .q = q.data, .k = args.in[1].data, .v = v.data};
+  const ir::AttentionDims s = ir::attention_dims(q, v, n.attrs());
+  const devices::AttentionArgs a{.dtype = q.dtype, .heads = s.heads, .sq = s.sq, .sk = s.sk, .d = s.d, .dv = s.dv,
+                                 .causal = s.causal, .scale = s.scale, .q = q.data, .k = args.in[1].data, .v = v.data};
   if (n.op().name == "attention") return devices::attention_forward(alloc_.device(), a, args.out[0].data);
   devices::attention_backward(alloc_.device(), a, args.in[3].data, args.out[0].data, args.out[1].data,
                               args.out[2].data);

@@ -2,29 +2,15 @@
 // head per thread (each head's outputs are its own, so any thread count gives the same bits).
 #include <vector>
 
+#include "ir/ops/attention_dims.h"
 #include "ir/ops/kernels.h"
 
 namespace disc::ir {
 namespace {
 
-// The sizes of attention's operands: q [heads..., sq, d], k [..., sk, d], v [..., sk, dv].
-struct Dims {
-  int64_t heads, sq, sk, d, dv;
-  bool causal;
-  double scale;
-};
-
-Dims dims_of(const KernelArgs& a) {
-  const TensorRef &q = a.in[0], &v = a.in[2];
-  int64_t heads = 1;
-  for (int i = 0; i + 2 < q.rank(); ++i) heads *= q.shape[i];
-  return {.heads = heads, .sq = q.dim(-2), .sk = v.dim(-2), .d = q.dim(-1), .dv = v.dim(-1),
-          .causal = a.a().get_bool("causal"), .scale = a.a().get_float("scale")};
-}
-
 // Row i's probabilities over its visible keys (all of them, or 0..i when causal).
 template <typename T>
-std::vector<double> probabilities(const Dims& s, const T* q, const T* k, int64_t i) {
+std::vector<double> probabilities(const AttentionDims& s, const T* q, const T* k, int64_t i) {
   const int64_t visible = s.causal ? i + 1 : s.sk;
   std::vector<double> p(visible);
   double top = -std::numeric_limits<double>::infinity(), sum = 0;
@@ -41,8 +27,15 @@ std::vector<double> probabilities(const Dims& s, const T* q, const T* k, int64_t
 
 }  // namespace
 
+AttentionDims attention_dims(const TensorRef& q, const TensorRef& v, const Attributes& attrs) {
+  int64_t heads = 1;
+  for (int i = 0; i + 2 < q.rank(); ++i) heads *= q.shape[i];
+  return {.heads = heads, .sq = q.dim(-2), .sk = v.dim(-2), .d = q.dim(-1), .dv = v.dim(-1),
+          .causal = attrs.get_bool("causal"), .scale = attrs.get_float("scale")};
+}
+
 void attention_kernel(const KernelArgs& a) {
-  const Dims s = dims_of(a);
+  const AttentionDims s = attention_dims(a.in[0], a.in[2], a.a());
   dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
     using T = decltype(t);
     parallel_rows(s.heads, [&](int64_t h) {
@@ -64,7 +57,7 @@ void attention_kernel(const KernelArgs& a) {
 // With p the probabilities of row i and dp_j = dy_i . v_j: ds_j = p_j (dp_j - sum_j p_j dp_j);
 // dq_i = scale sum_j ds_j k_j, dk_j += scale ds_j q_i, dv_j += p_j dy_i.
 void attention_grad_kernel(const KernelArgs& a) {
-  const Dims s = dims_of(a);
+  const AttentionDims s = attention_dims(a.in[0], a.in[2], a.a());
   dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
     using T = decltype(t);
     parallel_rows(s.heads, [&](int64_t h) {

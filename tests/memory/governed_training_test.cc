@@ -119,7 +119,7 @@ TEST(GovernedMemory, RecomputesThatReadEvictedValuesRerunThemFirstWithTheSameNum
   // inputs, evicted during the backward pass of later layers): it must rerun that value's recompute
   // first, and the numbers must not move.
   auto [smallest, bound] = feasible_and_bound("llama", {.cap = 1 << 30});
-  Trainer t(build("llama"), {.threads = 2, .seed = 7, .memory = {.cap = smallest}});
+  Trainer t(build("llama"), options("llama", {.cap = smallest}));
   const ir::Bindings largest = t.largest_shape();
   const memory::MemoryPlan& plan = t.governor().plan(largest, t.bytes_held_for(largest));
   const auto reruns = std::count_if(plan.evictions.begin(), plan.evictions.end(),
