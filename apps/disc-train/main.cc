@@ -11,10 +11,12 @@
 #include <iostream>
 
 #include "config.h"
+#include "devices/cpu/openmp_spin.h"
 #include "ir/error.h"
 #include "run.h"
 
 int main(int argc, char** argv) {
+  disc::devices::cpu::run_again_with_short_openmp_spin(argv);
   CLI::App app{"disc-train: train dynamic-shape models with disc from a YAML config"};
   app.require_subcommand(1);
   std::string config;

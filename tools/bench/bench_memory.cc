@@ -32,6 +32,7 @@
 #include "apps/data/synthetic.h"
 #include "apps/data/text_dataset.h"
 #include "batches.h"
+#include "devices/cpu/openmp_spin.h"
 #include "engine/trainer.h"
 #include "ir/error.h"
 #include "json_file.h"
@@ -718,6 +719,7 @@ void print_setup(const Options& o, const std::string& source) {
 }  // namespace disc::bench
 
 int main(int argc, char** argv) {
+  disc::devices::cpu::run_again_with_short_openmp_spin(argv);
   using namespace disc;
   bench::Options o;
   CLI::App app{

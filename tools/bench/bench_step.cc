@@ -46,6 +46,7 @@
 #include "apps/data/synthetic.h"
 #include "apps/data/text_dataset.h"
 #include "batches.h"
+#include "devices/cpu/openmp_spin.h"
 #include "engine/trainer.h"
 #include "ir/error.h"
 #include "json_file.h"
@@ -386,14 +387,21 @@ const char* verdict(bool met) {
   return met ? "met" : "NOT MET";
 }
 
+// The OpenMP spin every system here runs with (the PyTorch child inherits it): see openmp_spin.h.
+std::string openmp_spin() {
+  const char* spin = std::getenv("GOMP_SPINCOUNT");
+  return spin != nullptr ? spin : "unset (libgomp's default)";
+}
+
 void print_setup(const Options& o) {
   const auto& m = o.model;
   std::printf(
       "bench_step: llama, %lld layers, hidden %lld, %lld heads (%lld kv), SwiGLU %lld, vocab %lld; "
-      "AdamW (lr %g), f32, cpu, %d threads\n",
+      "AdamW (lr %g), f32, cpu, %d threads; GOMP_SPINCOUNT=%s for disc and PyTorch alike\n",
       static_cast<long long>(m.layers), static_cast<long long>(m.hidden),
       static_cast<long long>(m.heads), static_cast<long long>(m.kv_heads),
-      static_cast<long long>(m.ffn), static_cast<long long>(m.vocab), kLr, o.threads);
+      static_cast<long long>(m.ffn), static_cast<long long>(m.vocab), kLr, o.threads,
+      openmp_spin().c_str());
   std::printf(
       "each disc system: a warm-up pass, then %d timed passes alternating with the other's; "
       "the fastest counts\n%s\n",
@@ -580,6 +588,7 @@ json report(const Options& o, const std::vector<data::HostBatch>& batches, const
               {"seqs", seqs},
               {"real_tokens", real_tokens(batches)},
               {"threads", o.threads},
+              {"gomp_spincount", openmp_spin()},
               {"seed", o.seed},
               {"repeats", o.repeats},
               {"lr", kLr}}},
@@ -685,7 +694,7 @@ int run(const Options& o) {
   std::printf("\n");
   const bool cache_ok = print_compiles(fused, sf, c);
   if (o.profile)
-    for (const System* s : {&unfused, &fused}) s->profile.print(s->name + ", last timed pass (observed, so slower)", 16);
+    for (const System* s : {&unfused, &fused}) s->profile.print(s->name + ", last timed pass (observed, so slower)", 60);
   if (!o.json.empty()) {
     json j = report(o, batches, su, sf, fused, torch.get(), c);
     j["resident_before_first_step_bytes"] = resident_before;
@@ -699,6 +708,7 @@ int run(const Options& o) {
 }  // namespace disc::bench
 
 int main(int argc, char** argv) {
+  disc::devices::cpu::run_again_with_short_openmp_spin(argv);
   using namespace disc;
   bench::Options o;
   CLI::App app{"bench_step: a llama training step, disc fused vs unfused vs PyTorch eager"};
