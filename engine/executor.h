@@ -38,6 +38,7 @@ struct StepStats {
   int64_t kernel_compiles = 0;      // JIT kernels compiled from IR (optimised and code-generated)
   int64_t kernel_cache_loads = 0;   // JIT kernels whose object came from the kernel cache
   double compile_ms = 0;            // time spent compiling or loading kernels during the step
+  std::vector<double> kernel_compile_ms;  // each kernel compiled (not loaded), in order: wall ms
   ir::Bindings bindings;            // the symbol values of this step
 };
 
@@ -74,6 +75,8 @@ class Executor {
   void regenerate(const memory::Eviction& e, Run& r);
   void gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, const ir::TensorRef& out);
   void attention(const ir::Node& n, const ir::KernelArgs& args);
+  void compile_kernels(Run& r);
+  void count_compile(const jit::KernelCache::Lookup& l, Run& r);
   void run_fused(const ir::Node& n, const ir::KernelArgs& args, Run& r);
 
   const ir::Graph& g_;

@@ -14,8 +14,14 @@ FusedRunner::FusedRunner(const ir::Graph& g, KernelCache& cache) : cache_(cache)
     p.fingerprint = p.kernel->fingerprint();
     const auto& space = n->attrs().get_dims("shape");
     p.cols_static = space.empty() || space.back().constant().has_value();
+    if (!space.empty()) p.cols = space.back();
     nodes_.emplace(n, std::move(p));
   }
+}
+
+KernelCache::Lookup FusedRunner::prepare(const ir::Node& n, const ir::Bindings& b) {
+  const Prepared& p = nodes_.at(&n);
+  return cache_.get(*p.kernel, p.fingerprint, p.cols.evaluate(b), p.cols_static);
 }
 
 KernelCache::Lookup FusedRunner::run(const ir::Node& n, const ir::KernelArgs& a) {

@@ -44,6 +44,7 @@ struct TrainRun {
   bool tril = false;                    // the tril pass: attention skips its zero triangle
   bool attention = false;               // the attention pass: one op, by blocks of query rows
   int64_t max_len = 40;                 // sequence lengths are drawn from 8..max_len
+  StepObserver observer;                // given to the executor
 };
 
 class Training : public ::testing::Test {
@@ -64,6 +65,7 @@ class Training : public ::testing::Test {
     if (run.tril) ir::make_tril_pass()->run(*m.graph);
     std::unique_ptr<ir::Graph> fused = run.fuse ? jit::apply_fusion(*m.graph, jit::plan_fusion(*m.graph)) : nullptr;
     Executor ex(fused ? *fused : *m.graph, alloc, {}, run.kernels);
+    ex.set_observer(run.observer);
     std::map<std::string, Tensor> args = init_params(m, seed, alloc);
     args.merge(zero_state(*m.graph, alloc));
     std::mt19937_64 data(seed);
@@ -128,6 +130,29 @@ TEST_F(Training, CompiledKernelsGiveTheSameLossesWithinRoundingAndTheSameBitsEve
   EXPECT_EQ(second.fused_kernels, first.fused_kernels);
   std::printf("%lld fused kernels run, %lld compiled, over 15 steps\n",
               static_cast<long long>(first.fused_kernels), static_cast<long long>(first.kernel_compiles));
+}
+
+// A step compiles its kernels before it runs its first node (where LLVM's code is still in the
+// caches): once the first node has run, no compile follows, though new lengths bring new buckets.
+TEST_F(Training, AStepCompilesEveryKernelBeforeItsFirstNode) {
+  jit::KernelCache kernels("");
+  std::vector<int64_t> at_first_node, at_end;
+  bool first = true;
+  auto observe = [&](const StepEvent&) {
+    if (first) at_first_node.push_back(kernels.stats().compiles);
+    first = false;
+  };
+  StepStats stats;
+  for (int64_t max_len : {12, 40, 100}) {  // lengths 8..12, 8..40, 8..100: new buckets each time
+    first = true;
+    train(1, 11, {.fuse = true, .kernels = &kernels, .stats = &stats, .max_len = max_len, .observer = observe});
+    at_end.push_back(kernels.stats().compiles);
+  }
+  EXPECT_EQ(at_first_node, at_end);
+  EXPECT_GT(at_end[0], 0);
+  EXPECT_GT(at_end[1], at_end[0]);
+  EXPECT_GT(at_end[2], at_end[1]);
+  EXPECT_EQ(stats.kernel_compiles, at_end.back());
 }
 
 // Attention's products over the causal probabilities skip the zero blocks above the diagonal
