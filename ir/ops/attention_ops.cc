@@ -78,9 +78,7 @@ void register_attention_ops(OpRegistry& r) {
   grad.infer = [](InferContext& ctx) {
     const TensorType y = infer_attention_type(ctx);
     same_dtype(ctx, 0, 3);
-    const auto& dy = ctx.in(3).shape;
-    ctx.require(dy.size() == y.shape.size(), "dy must have the output's shape " + dims_str(y.shape));
-    for (size_t i = 0; i < dy.size(); ++i) ctx.unify(dy[i], y.shape[i], "dy dim " + std::to_string(i) + " must equal the output's");
+    require_dy_shape(ctx, 3, y.shape, "the output's");
     return std::vector{ctx.in(0), ctx.in(1), ctx.in(2)};
   };
   // The scores again (over D), dP (Dv), dQ (D), dK (D) and dV (Dv).

@@ -46,12 +46,7 @@ ShapeRule window_grad_rule(const std::string& forward, int forward_operands, int
     for (int i = 0; i < forward_operands; ++i) in.push_back(&ctx.in(i));
     auto y = infer_types(OpRegistry::instance().get(forward), in, ctx.attrs(), ctx.shapes());
     same_dtype(ctx, 0, forward_operands);
-    const auto& dy = ctx.in(forward_operands).shape;
-    ctx.require(dy.size() == y[0].shape.size(), "dy must have the forward result's shape " +
-                                                    dims_str(y[0].shape));
-    for (size_t i = 0; i < dy.size(); ++i) {
-      ctx.unify(dy[i], y[0].shape[i], "dy dim " + std::to_string(i) + " must equal the forward result's");
-    }
+    require_dy_shape(ctx, forward_operands, y[0].shape, "the forward result's");
     return std::vector{ctx.in(result)};
   };
 }

@@ -28,6 +28,14 @@ inline std::vector<DimExpr> unify_shapes(InferContext& ctx, int a, int b) {
   return sa;
 }
 
+// A gradient op's dy (operand `dy`) has the shape of the result it is the gradient of, `y`
+// (`whose`: "the output's", "the forward result's"); records the dim equalities.
+inline void require_dy_shape(InferContext& ctx, int dy, const std::vector<DimExpr>& y, const std::string& whose) {
+  const auto& d = ctx.in(dy).shape;
+  ctx.require(d.size() == y.size(), "dy must have " + whose + " shape " + dims_str(y));
+  for (size_t i = 0; i < d.size(); ++i) ctx.unify(d[i], y[i], "dy dim " + std::to_string(i) + " must equal " + whose);
+}
+
 inline void same_dtype(const InferContext& ctx, int a, int b) {
   ctx.require(ctx.in(a).dtype == ctx.in(b).dtype,
               "operand " + std::to_string(b) + " is " + std::string(dtype_name(ctx.in(b).dtype)) +

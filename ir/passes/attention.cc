@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 
+#include "ir/passes/causal_patterns.h"
 #include "ir/passes/passes.h"
 
 namespace disc::ir {
@@ -58,16 +59,11 @@ std::optional<Match> match(const Graph& g, const Node& pv) {
   if (pv.op().name != "matmul" || !plain_matmul(pv, false)) return std::nullopt;
   const Node* softmax = sole_use_of(g, pv.operand(0), "softmax");
   if (!softmax) return std::nullopt;
-  const int64_t axis = softmax->attrs().get_int("axis");
-  if (axis != -1 && axis != softmax->operand(0)->rank() - 1) return std::nullopt;
+  if (!over_last_axis(*softmax)) return std::nullopt;
   Match m{.v = pv.operand(1), .chain = {&pv, softmax}};
   Value* scores = softmax->operand(0);
   if (const Node* mask = sole_use_of(g, scores, "causal_mask")) {
-    const auto& s = scores->shape();
-    if (mask->attrs().get_float("value") != -INFINITY ||
-        g.shapes().compare(s[s.size() - 2], s.back()) != Ordering::kEQ) {
-      return std::nullopt;
-    }
+    if (!is_mask_with(*scores, -INFINITY) || !square(g, *scores)) return std::nullopt;
     m.causal = true;
     m.chain.push_back(mask);
     scores = mask->operand(0);

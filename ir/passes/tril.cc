@@ -9,31 +9,17 @@
 // Needs: a verified graph. Keeps: every output's value.
 #include <cmath>
 
+#include "ir/passes/causal_patterns.h"
 #include "ir/passes/passes.h"
 
 namespace disc::ir {
 namespace {
 
-bool square(const Graph& g, const Value& v) {
-  const auto& s = v.shape();
-  return s.size() >= 2 && g.shapes().compare(s[s.size() - 2], s.back()) == Ordering::kEQ;
-}
-
-bool is_mask_with(const Value& v, double value) {
-  const Node* n = v.producer();
-  return n && n->op().name == "causal_mask" && n->attrs().get_float("value") == value;
-}
-
-bool last_axis(const Node& n) {
-  const int64_t axis = n.attrs().get_int("axis");
-  return axis == -1 || axis == n.operand(0)->rank() - 1;
-}
-
 bool lower_triangular(const Graph& g, const Value& v) {
   if (!square(g, v)) return false;
   if (is_mask_with(v, 0.0)) return true;
   const Node* n = v.producer();
-  return n && n->op().name == "softmax" && last_axis(*n) &&
+  return n && n->op().name == "softmax" && over_last_axis(*n) &&
          is_mask_with(*n->operand(0), -INFINITY);
 }
 
