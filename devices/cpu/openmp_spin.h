@@ -15,10 +15,10 @@ namespace disc::devices::cpu {
 inline constexpr const char* kShortOpenMpSpin = "1000";
 
 // Call first thing in main. When neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY is set, sets
-// GOMP_SPINCOUNT and runs this program again (/proc/self/exe) with the same arguments; the new
-// process finds the variable set and goes on. Returns when the user chose a spin, or when the
-// program cannot be run again (it then goes on with libgomp's default). Child processes inherit
-// the variable.
+// GOMP_SPINCOUNT and runs this program again (the file /proc/self/exe names) with the same
+// arguments; the new process finds the variable set and goes on. Returns when the user chose a
+// spin, or when the program cannot be run again (it then goes on with libgomp's default). Child
+// processes inherit the variable.
 void run_again_with_short_openmp_spin(char** argv);
 
 }  // namespace disc::devices::cpu
