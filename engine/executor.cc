@@ -26,9 +26,10 @@ struct Executor::Run {
 };
 
 Executor::Executor(const ir::Graph& g, memory::Allocator& alloc, const memory::GovernorOptions& memory,
-                   jit::KernelCache* kernels)
+                   jit::KernelCache* kernels, bool background_compile)
     : g_(g), alloc_(alloc), governor_(g, memory) {
-  if (kernels && alloc.device().is_host()) fused_ = std::make_unique<jit::FusedRunner>(g, *kernels);
+  if (kernels && alloc.device().is_host())
+    fused_ = std::make_unique<jit::FusedRunner>(g, *kernels, background_compile);
   for (const ir::Node* n : g.nodes()) {
     if (!n->op().reference && n->op().name != "matmul") {
       throw InvalidArgument("op `" + n->op().name + "` has no reference kernel yet");
@@ -100,9 +101,15 @@ void Executor::run_node(const ir::Node& n, Run& r, const ir::Value* donor) {
   if (observer_) observer_({.node = &n, .begin_us = begin, .end_us = r.since_start(), .live_bytes = alloc_.stats().live_bytes});
 }
 
+void Executor::wait_for_compiles() {
+  if (fused_) fused_->wait_for_background();
+}
+
 // Every kernel of the step's buckets first, back to back: LLVM compiles each in about two thirds
-// of the time it takes between nodes, whose data have pushed its own out of the caches.
+// of the time it takes between nodes, whose data have pushed its own out of the caches. (In the
+// background, they are only queued here.)
 void Executor::compile_kernels(Run& r) {
+  for (const jit::KernelCache::Lookup& l : fused_->finished_in_background()) count_compile(l, r);
   for (const ir::Node* n : g_.nodes()) {
     if (!fused_->handles(*n)) continue;
     try {
@@ -115,7 +122,9 @@ void Executor::compile_kernels(Run& r) {
 
 void Executor::run_fused(const ir::Node& n, const ir::KernelArgs& args, Run& r) {
   ++r.stats.fused_kernels;
-  count_compile(fused_->run(n, args), r);
+  bool interpreted = false;
+  count_compile(fused_->run(n, args, &interpreted), r);
+  r.stats.interpreted_kernels += interpreted;
 }
 
 void Executor::count_compile(const jit::KernelCache::Lookup& l, Run& r) {

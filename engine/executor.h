@@ -39,6 +39,7 @@ struct StepStats {
   int64_t kernel_cache_loads = 0;   // JIT kernels whose object came from the kernel cache
   double compile_ms = 0;            // time spent compiling or loading kernels during the step
   std::vector<double> kernel_compile_ms;  // each kernel compiled (not loaded), in order: wall ms
+  int64_t interpreted_kernels = 0;  // background compilation: fused nodes interpreted, not ready
   ir::Bindings bindings;            // the symbol values of this step
 };
 
@@ -56,13 +57,18 @@ using StepObserver = std::function<void(const StepEvent&)>;
 class Executor {
  public:
   // The graph must outlive the executor. With `kernels` (which must outlive it too), `fused` nodes
-  // run as compiled kernels on a host device; without, through the kernel IR interpreter.
+  // run as compiled kernels on a host device; without, through the kernel IR interpreter. A step
+  // compiles its kernels before its first node; with `background_compile`, a thread of the
+  // executor's own compiles them and the step interprets the nodes whose kernel is not ready yet
+  // (jit/fused_runner.h). Compiles finished in the background count in the next step's stats.
   Executor(const ir::Graph& g, memory::Allocator& alloc, const memory::GovernorOptions& memory = {},
-           jit::KernelCache* kernels = nullptr);
+           jit::KernelCache* kernels = nullptr, bool background_compile = false);
 
   // `args` holds every graph argument by name; updates are written into those tensors.
   // Returns the graph's outputs by name.
   std::map<std::string, Tensor> run(std::map<std::string, Tensor>& args, StepStats* stats = nullptr);
+  // With background compilation: waits until every kernel queued so far is compiled.
+  void wait_for_compiles();
   // Observe every event of the following runs (an empty function stops it).
   void set_observer(StepObserver observer) { observer_ = std::move(observer); }
   memory::Governor& governor() { return governor_; }

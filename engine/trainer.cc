@@ -124,7 +124,8 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options) : model
     fused_ = jit::apply_fusion(*model_.graph, jit::plan_fusion(*model_.graph));
     kernels_ = std::make_unique<jit::KernelCache>(options.kernel_cache_dir, options.buckets);
   }
-  executor_ = std::make_unique<Executor>(step_graph(), *alloc_, memory, kernels_.get());
+  executor_ = std::make_unique<Executor>(step_graph(), *alloc_, memory, kernels_.get(),
+                                         options.background_compile);
   state_ = init_params(model_, options.seed, *alloc_);
   state_.merge(zero_state(*model_.graph, *alloc_));
   if (memory.cap > 0) {

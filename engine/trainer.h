@@ -43,6 +43,10 @@ struct TrainerOptions {
   bool fuse_attention = true;      // attention as one op run by blocks of query rows (ir/passes/attention.cc)
   std::vector<int64_t> buckets;    // shape-bucket boundaries ([]: powers of two; used by the JIT)
   std::string kernel_cache_dir;    // on-disk kernel cache ("": none; used by the JIT)
+  // Compile new buckets' kernels on a thread of their own and interpret those nodes meanwhile: no
+  // step waits for a compile, but which nodes ran interpreted (other rounding) depends on timing,
+  // so runs are no longer bit-identical (engine/executor.h).
+  bool background_compile = false;
 };
 
 struct StepResult {

@@ -2,7 +2,10 @@
 // host. A node's kernel is parsed and fingerprinted once, when the runner is made; each run binds
 // the concrete buffers, finds (or compiles) the kernel for the bucket of the column extent in the
 // kernel cache, and spreads the rows over TBB's threads. prepare() compiles a step's kernels
-// ahead, as the executor does when a step begins.
+// ahead, as the executor does when a step begins. With background compilation, prepare() only
+// queues the compile, and run() interprets a node's kernel IR until its kernel is ready: a new
+// bucket never stalls a step, but which nodes ran interpreted (in double, so with other rounding)
+// depends on timing.
 //
 //   jit::KernelCache cache(options.kernel_cache_dir, options.buckets);
 //   jit::FusedRunner runner(graph, cache);
@@ -18,6 +21,7 @@
 
 #include "ir/graph.h"
 #include "ir/op_def.h"
+#include "jit/background_compiler.h"
 #include "jit/kernel_cache.h"
 
 namespace disc::jit {
@@ -25,16 +29,21 @@ namespace disc::jit {
 class FusedRunner {
  public:
   // `g` and `cache` must outlive the runner.
-  FusedRunner(const ir::Graph& g, KernelCache& cache);
+  FusedRunner(const ir::Graph& g, KernelCache& cache, bool background = false);
 
   bool handles(const ir::Node& n) const { return nodes_.contains(&n); }
   // Runs fused node `n` on `a` (operands, then results, as KernelArgs hold them; the results
   // allocated with their concrete shapes). Throws ShapeError for buffers that do not fit the
-  // kernel, and what the kernel cache throws when it cannot compile.
-  KernelCache::Lookup run(const ir::Node& n, const ir::KernelArgs& a);
-  // Finds (or compiles) fused node `n`'s kernel for the column extent the symbols `b` give: the
-  // kernel run(n, ...) will use in a step with those symbols.
+  // kernel, and what the kernel cache throws when it cannot compile. `interpreted` (background
+  // compilation only) is set when the kernel was not ready and its IR was interpreted instead.
+  KernelCache::Lookup run(const ir::Node& n, const ir::KernelArgs& a, bool* interpreted = nullptr);
+  // Finds (or compiles, or with background compilation queues) fused node `n`'s kernel for the
+  // column extent the symbols `b` give: the kernel run(n, ...) will use in a step with them.
   KernelCache::Lookup prepare(const ir::Node& n, const ir::Bindings& b);
+  // Background compilation: the compiles finished since the last call; else none.
+  std::vector<KernelCache::Lookup> finished_in_background();
+  // Background compilation: waits until every queued kernel is compiled.
+  void wait_for_background();
 
  private:
   struct Prepared {
@@ -45,6 +54,7 @@ class FusedRunner {
   };
   KernelCache& cache_;
   std::map<const ir::Node*, Prepared> nodes_;
+  std::unique_ptr<BackgroundCompiler> background_;  // with background compilation
 };
 
 }  // namespace disc::jit

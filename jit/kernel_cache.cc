@@ -63,6 +63,13 @@ KernelCache::Lookup KernelCache::get(const KernelIR& k, uint64_t fingerprint, in
   return l;
 }
 
+KernelFn KernelCache::find(uint64_t fingerprint, int64_t cols, bool cols_static) {
+  const Bucket b = bucket(cols, cols_static);
+  std::lock_guard lock(mu_);
+  auto it = kernels_.find({fingerprint, b.lo, b.hi});
+  return it == kernels_.end() ? nullptr : it->second;
+}
+
 KernelFn KernelCache::find_locked(const MemoryKey& key) {
   auto it = kernels_.find(key);
   if (it == kernels_.end()) return nullptr;

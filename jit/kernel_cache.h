@@ -61,6 +61,10 @@ class KernelCache {
   // The same, with k.fingerprint() computed once by the caller (hot paths run a kernel per step).
   Lookup get(const KernelIR& k, uint64_t fingerprint, int64_t cols, bool cols_static);
 
+  // The kernel when it is in memory already, else nullptr; never compiles (nor waits for a
+  // compile under way).
+  KernelFn find(uint64_t fingerprint, int64_t cols, bool cols_static);
+
   Bucket bucket(int64_t cols, bool cols_static) const;
   KernelCacheStats stats() const;
 

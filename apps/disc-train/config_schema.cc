@@ -53,6 +53,8 @@ const std::vector<ConfigKey>& config_schema() {
       {"jit.attention", K::kBool, "true", "attention as one op, by blocks of query rows (no [S, S] scores held)"},
       {"jit.buckets", K::kInts, "[]", "shape-bucket boundaries for S ([]: powers of two)"},
       {"jit.cache_dir", K::kString, "", "on-disk kernel cache ('': none)"},
+      {"jit.background_compile", K::kBool, "false",
+       "compile new buckets in the background, interpreting meanwhile (no stall; runs not bit-identical)"},
       {"device.name", K::kString, "cpu", "device: cpu, or sim (the CPU with separate device memory, to try offload)"},
       {"device.threads", K::kInt, "0", "threads (0: every hardware thread)", {}, 0, 4096},
       {"logging.metrics", K::kString, "", "metrics JSONL file, one object per step ('': none)"},

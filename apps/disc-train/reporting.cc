@@ -91,7 +91,7 @@ void MetricsFile::write(const StepReport& r) {
       {"planned_peak_bytes", s.planned_peak_bytes}, {"evictions", s.evictions}, {"recomputes", s.recomputes},
       {"recompute_flops", s.recompute_flops}, {"reloads", s.reloads}, {"reload_bytes", s.reload_bytes},
       {"compiles", s.kernel_compiles}, {"kernel_cache_loads", s.kernel_cache_loads}, {"compile_ms", s.compile_ms},
-      {"fused_kernels", s.fused_kernels},
+      {"fused_kernels", s.fused_kernels}, {"interpreted_kernels", s.interpreted_kernels},
       {"bucket", bucket_of(s.bindings)}, {"lr", r.lr}, {"grad_norm", r.result.grad_norm},
       {"batch", r.batch}, {"seq", r.seq}};
   out_ << j.dump() << "\n";

@@ -201,6 +201,7 @@ engine::TrainerOptions trainer_options(const Config& c) {
   t.fuse_attention = c.get_bool("jit.attention");
   t.buckets = c.get_ints("jit.buckets");
   t.kernel_cache_dir = c.get_string("jit.cache_dir");
+  t.background_compile = c.get_bool("jit.background_compile");
   return t;
 }
 

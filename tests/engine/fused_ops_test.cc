@@ -251,6 +251,26 @@ TEST_F(FusedGraphs, FusedNodesRunInPlaceOverOperandsThatDieThere) {
   }
 }
 
+// With background compilation a step never compiles: it queues its kernels, interprets the nodes
+// whose kernel is not ready, and counts the compiles finished meanwhile at the next step.
+TEST_F(FusedGraphs, BackgroundCompilationInterpretsUntilTheKernelsAreReady) {
+  auto g = ir::parse_graph(graph_text(kCases[0], 0));
+  std::unique_ptr<ir::Graph> fused = jit::apply_fusion(*g, jit::plan_fusion(*g));
+  jit::KernelCache kernels("");
+  Executor reference(*g, alloc), background(*fused, alloc, {}, &kernels, /*background_compile=*/true);
+  const auto nodes = fused->nodes();
+  const int64_t fused_nodes = std::count_if(nodes.begin(), nodes.end(), [](const ir::Node* n) { return n->op().name == "fused"; });
+  for (int step = 0; step < 3; ++step) {
+    std::map<std::string, Tensor> args = random_inputs(*g, {{"R", 5}, {"S", 33}}, 0, step);
+    StepStats stats;
+    expect_close(background.run(args, &stats), reference.run(args), 1e-5, "step " + std::to_string(step));
+    if (step == 0) EXPECT_EQ(stats.kernel_compiles + stats.kernel_cache_loads, 0) << "the step waited for a compile";
+    if (step == 1) EXPECT_EQ(stats.kernel_compiles, fused_nodes) << "compiled in the background";
+    if (step >= 1) EXPECT_EQ(stats.interpreted_kernels, 0);
+    background.wait_for_compiles();
+  }
+}
+
 // Causal probabilities and their gradient are exactly zero above the diagonal on every path, even
 // for large scores: the tril pass relies on it (devices/tril_gemm.h takes its fast path only
 // then).
