@@ -5,10 +5,12 @@
 #include <cstring>
 
 #include "devices/block_attention.h"
+#include "devices/linear_cross_entropy.h"
 #include "devices/tril_gemm.h"
 #include "engine/binding.h"
 #include "ir/error.h"
 #include "ir/ops/attention_dims.h"
+#include "ir/ops/kernels.h"
 #include "ir/ops/matmul_dims.h"
 
 namespace disc::engine {
@@ -90,6 +92,8 @@ void Executor::run_node(const ir::Node& n, Run& r, const ir::Value* donor) {
       gemm(n, args.in, args.out[0]);
     } else if ((n.op().name == "attention" || n.op().name == "attention_grad") && host) {
       attention(n, args);
+    } else if (n.op().name == "linear_cross_entropy" && host) {
+      linear_cross_entropy(n, args);
     } else if (fused_ && fused_->handles(n)) {
       run_fused(n, args, r);
     } else {
@@ -219,6 +223,19 @@ void Executor::gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, con
 
 // attention and attention_grad by blocks of query rows (devices/block_attention.h): the
 // [..., S, S] scores exist only a block at a time.
+void Executor::linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& args) {
+  const ir::TensorRef &h = args.in[0], &w = args.in[1], &labels = args.in[2];
+  const bool tw = n.attrs().get_bool("transpose_w");
+  const int64_t classes = w.shape[tw ? 0 : 1], ignore = n.attrs().get_int("ignore_index");
+  std::vector<int64_t> ids(static_cast<size_t>(labels.numel()));
+  for (int64_t i = 0; i < labels.numel(); ++i) ids[i] = ir::index_at(labels, i);
+  const devices::LinearCrossEntropyArgs a{
+      .dtype = h.dtype, .rows = labels.numel(), .d = h.shape.back(), .classes = classes, .transpose_w = tw,
+      .h = h.data, .w = w.data, .labels = ids.data(), .ignore_index = ignore,
+      .count = ir::count_labels(n.op().name, labels, classes, ignore)};
+  devices::linear_cross_entropy(alloc_.device(), a, args.out[0].data, args.out[1].data, args.out[2].data);
+}
+
 void Executor::attention(const ir::Node& n, const ir::KernelArgs& args) {
   const ir::TensorRef &q = args.in[0], &v = args.in[2];
   const ir::AttentionDims s = ir::attention_dims(q, v, n.attrs());

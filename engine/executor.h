@@ -81,6 +81,7 @@ class Executor {
   void regenerate(const memory::Eviction& e, Run& r);
   void gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, const ir::TensorRef& out);
   void attention(const ir::Node& n, const ir::KernelArgs& args);
+  void linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& args);
   void compile_kernels(Run& r);
   void count_compile(const jit::KernelCache::Lookup& l, Run& r);
   void run_fused(const ir::Node& n, const ir::KernelArgs& args, Run& r);

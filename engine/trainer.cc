@@ -115,6 +115,15 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options) : model
   alloc_ = std::make_unique<memory::CachingAllocator>(*device_, options.memory.cap);
   // Before autodiff, so that attention's gradient is one attention_grad too.
   if (options.fuse_attention) ir::make_attention_pass()->run(*model_.graph);
+  if (options.fuse_cross_entropy) {
+    // The step returns the loss alone: the forward graph's other outputs (the logits) go first,
+    // or they would keep what the op does without. The loss, an output, follows the rewrite.
+    ir::Graph& g = *model_.graph;
+    g.keep_outputs([](const std::string&) { return false; });
+    g.add_output("loss", model_.loss);
+    ir::make_linear_cross_entropy_pass()->run(g);
+    model_.loss = g.outputs().front().second;
+  }
   ir::build_training_step(*model_.graph, model_.loss, model_.params, options.optimizer);
   // Causal attention's products skip their zero triangle; no value changes (ir/passes/tril.cc).
   ir::make_tril_pass()->run(*model_.graph);

@@ -41,6 +41,9 @@ struct TrainerOptions {
   memory::GovernorOptions memory;  // the cap on device bytes (0: none), scheduling, remat, offload
   bool jit = true;                 // fused JIT kernels for memory-bound ops (false: reference kernels only)
   bool fuse_attention = true;      // attention as one op run by blocks of query rows (ir/passes/attention.cc)
+  // A linear layer and cross-entropy (the model's head) as one op run by chunks of rows, without
+  // the [..., classes] logits (ir/passes/linear_cross_entropy.cc).
+  bool fuse_cross_entropy = true;
   std::vector<int64_t> buckets;    // shape-bucket boundaries ([]: powers of two; used by the JIT)
   std::string kernel_cache_dir;    // on-disk kernel cache ("": none; used by the JIT)
   // Compile new buckets' kernels on a thread of their own and interpret those nodes meanwhile: no

@@ -22,6 +22,7 @@ OpRegistry& OpRegistry::mutable_instance() {
     register_reduce_ops(r);
     register_matmul_ops(r);
     register_attention_ops(r);
+    register_linear_cross_entropy_ops(r);
     register_gather_ops(r);
     register_nn_ops(r);
     register_conv_ops(r);

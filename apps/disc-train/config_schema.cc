@@ -51,6 +51,7 @@ const std::vector<ConfigKey>& config_schema() {
       {"memory.offload", K::kBool, "false", "offload to host memory under the cap"},
       {"jit.fusion", K::kBool, "true", "fuse memory-bound ops into JIT kernels"},
       {"jit.attention", K::kBool, "true", "attention as one op, by blocks of query rows (no [S, S] scores held)"},
+      {"jit.cross_entropy", K::kBool, "true", "the head's matmul and cross-entropy as one op, by chunks of rows (no logits held)"},
       {"jit.buckets", K::kInts, "[]", "shape-bucket boundaries for S ([]: powers of two)"},
       {"jit.cache_dir", K::kString, "", "on-disk kernel cache ('': none)"},
       {"jit.background_compile", K::kBool, "false",

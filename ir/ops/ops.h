@@ -11,6 +11,7 @@ void register_layout_ops(OpRegistry& r);
 void register_reduce_ops(OpRegistry& r);
 void register_matmul_ops(OpRegistry& r);
 void register_attention_ops(OpRegistry& r);
+void register_linear_cross_entropy_ops(OpRegistry& r);
 void register_gather_ops(OpRegistry& r);
 void register_nn_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);

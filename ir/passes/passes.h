@@ -13,5 +13,6 @@ std::unique_ptr<Pass> make_cse_pass();
 std::unique_ptr<Pass> make_dce_pass();
 std::unique_ptr<Pass> make_tril_pass();
 std::unique_ptr<Pass> make_attention_pass();
+std::unique_ptr<Pass> make_linear_cross_entropy_pass();
 
 }  // namespace disc::ir

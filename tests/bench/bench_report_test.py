@@ -47,7 +47,7 @@ class Report(unittest.TestCase):
         step = self.fixture("step")
         rows = [r for r in results["rows"] if r["workload"].startswith("llama 2x256, vocab 1000, B=8")]
         self.assertEqual([r["system"] for r in rows],
-                         ["disc fused (JIT, attention op)", "disc unfused (reference kernels)", "PyTorch 1.13.0a0 eager",
+                         ["disc fused (JIT, attention, head ops)", "disc unfused (reference kernels)", "PyTorch 1.13.0a0 eager",
                           "PyTorch eager, padded to buckets <= 512", "PyTorch eager, checkpointed per layer",
                           "PyTorch eager, checkpointed, padded to buckets <= 512"])
         fused = rows[0]

@@ -46,6 +46,7 @@ struct TrainRun {
   int64_t max_len = 40;                 // sequence lengths are drawn from 8..max_len
   StepObserver observer;                // given to the executor
   bool background = false;              // compile in the background, interpreting meanwhile
+  bool cross_entropy = false;           // the linear_cross_entropy pass: the head as one op
 };
 
 class Training : public ::testing::Test {
@@ -62,6 +63,12 @@ class Training : public ::testing::Test {
     ir::OptimizerConfig opt;
     opt.weight_decay = 0.0, opt.clip_norm = 1.0;
     if (run.attention) EXPECT_TRUE(ir::make_attention_pass()->run(*m.graph));
+    if (run.cross_entropy) {  // as the Trainer does: the loss alone is an output, and follows
+      m.graph->keep_outputs([](const std::string&) { return false; });
+      m.graph->add_output("loss", m.loss);
+      EXPECT_TRUE(ir::make_linear_cross_entropy_pass()->run(*m.graph));
+      m.loss = m.graph->outputs().front().second;
+    }
     ir::build_training_step(*m.graph, m.loss, m.params, opt);
     if (run.tril) ir::make_tril_pass()->run(*m.graph);
     std::unique_ptr<ir::Graph> fused = run.fuse ? jit::apply_fusion(*m.graph, jit::plan_fusion(*m.graph)) : nullptr;
@@ -132,6 +139,20 @@ TEST_F(Training, CompiledKernelsGiveTheSameLossesWithinRoundingAndTheSameBitsEve
   EXPECT_EQ(second.fused_kernels, first.fused_kernels);
   std::printf("%lld fused kernels run, %lld compiled, over 15 steps\n",
               static_cast<long long>(first.fused_kernels), static_cast<long long>(first.kernel_compiles));
+}
+
+// The head as one linear_cross_entropy op (chunks of rows, its own softmax rounding), on the
+// reference kernels and with compiled ones: losses within rounding, the same bits every run.
+TEST_F(Training, LinearCrossEntropyOpGivesTheSameLossesWithinRoundingAndTheSameBitsEveryRun) {
+  jit::KernelCache kernels("");
+  std::vector<float> plain = train(15, 11);
+  for (bool fuse : {false, true}) {
+    const TrainRun run{.fuse = fuse, .kernels = fuse ? &kernels : nullptr, .cross_entropy = true};
+    std::vector<float> head = train(15, 11, run);
+    EXPECT_EQ(head, train(15, 11, run));
+    for (size_t i = 0; i < plain.size(); ++i)
+      EXPECT_NEAR(head[i], plain[i], 2e-5 * std::abs(plain[i]) * (i + 1)) << "step " << i + 1 << (fuse ? ", fused" : "");
+  }
 }
 
 // Compiled in the background, with the nodes whose kernel is not ready interpreted meanwhile: the

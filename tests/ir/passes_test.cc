@@ -149,7 +149,7 @@ TEST(Passes, UnknownPassNamesSuggest) {
     ADD_FAILURE();
   } catch (const InvalidArgument& e) {
     EXPECT_STREQ(e.what(), "unknown pass `canonicalise` (did you mean `canonicalize`?); passes: "
-                           "verify, canonicalize, cse, dce, tril, attention");
+                           "verify, canonicalize, cse, dce, tril, attention, linear_cross_entropy");
   }
   PassManager pm;
   EXPECT_THROW(pm.dump_after({"csee"}, nullptr), InvalidArgument);
@@ -288,6 +288,57 @@ TEST(Passes, AttentionRewritesTheSoftmaxChain) {
 )";
   EXPECT_EQ(run("attention", before), after);
   EXPECT_EQ(run("attention", after), after);  // nothing left to rewrite
+}
+
+// The head (h w, or h e^T with tied embeddings) and its cross-entropy become one op; logits that
+// something else reads, a batched w and a transposed h stay as they are.
+TEST(Passes, LinearCrossEntropyRewritesTheHead) {
+  const std::string before = R"(graph @g {
+  sym B in [1, 8]
+  sym S in [1, 64]
+  input %h : f32[B, S, 16]
+  input %w : f32[16, 40]
+  input %e : f32[40, 16]
+  input %y : i32[B, S]
+  input %wb : f32[B, 16, 40]
+  %l1 = matmul(%h, %w) : f32[B, S, 40]
+  %c1 = cross_entropy(%l1, %y) : f32[]
+  %l2 = matmul(%h, %e) {transpose_b = true} : f32[B, S, 40]
+  %c2 = cross_entropy(%l2, %y) {ignore_index = 0} : f32[]
+  %l3 = matmul(%h, %w) : f32[B, S, 40]
+  %c3 = cross_entropy(%l3, %y) : f32[]
+  %l4 = matmul(%h, %wb) : f32[B, S, 40]
+  %c4 = cross_entropy(%l4, %y) : f32[]
+  output c1 = %c1
+  output c2 = %c2
+  output c3 = %c3
+  output l3 = %l3
+  output c4 = %c4
+}
+)";
+  const std::string after = R"(graph @g {
+  sym B in [1, 8]
+  sym S in [1, 64]
+  input %h : f32[B, S, 16]
+  input %w : f32[16, 40]
+  input %e : f32[40, 16]
+  input %y : i32[B, S]
+  input %wb : f32[B, 16, 40]
+  %0, %1, %2 = linear_cross_entropy(%h, %w, %y) : f32[], f32[B, S, 16], f32[16, 40]
+  %3, %4, %5 = linear_cross_entropy(%h, %e, %y) {ignore_index = 0, transpose_w = true} : f32[], f32[B, S, 16], f32[40, 16]
+  %l3 = matmul(%h, %w) : f32[B, S, 40]
+  %c3 = cross_entropy(%l3, %y) : f32[]
+  %l4 = matmul(%h, %wb) : f32[B, S, 40]
+  %c4 = cross_entropy(%l4, %y) : f32[]
+  output c1 = %0
+  output c2 = %3
+  output c3 = %c3
+  output l3 = %l3
+  output c4 = %c4
+}
+)";
+  EXPECT_EQ(run("linear_cross_entropy", before), after);
+  EXPECT_EQ(run("linear_cross_entropy", after), after);  // nothing left to rewrite
 }
 
 }  // namespace

@@ -40,7 +40,7 @@ def step_rows(step):
     workload = (f"llama {w['layers']}x{w['hidden']}, vocab {w['vocab']}, B={w['batch']}, "
                 f"S {w['min_len']}..{w['max_len']}, {len(w['seqs'])} batches")
     rows = []
-    for key, name in (("disc_fused", "disc fused (JIT, attention op)"), ("disc_unfused", "disc unfused (reference kernels)")):
+    for key, name in (("disc_fused", "disc fused (JIT, attention, head ops)"), ("disc_unfused", "disc unfused (reference kernels)")):
         s = step[key]
         rows.append(row(workload, name, tokens_per_s=s["tokens_per_s"], step_ms_median=s["step_ms_median"],
                         step_ms_p10=s["step_ms_p10"], step_ms_p90=s["step_ms_p90"],

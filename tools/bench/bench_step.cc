@@ -5,10 +5,12 @@
 // with AdamW in f32 on the CPU; batches of 8 sequences with lengths uniform in [32, 512] and random
 // token ids (seeded), each batch padded only to its own longest row; targets are the next token.
 //
-//   disc unfused  TrainerOptions::jit = false, fuse_attention = false: every op runs its reference
-//                 kernel (matmuls through the library GEMM), attention as matmul, mask, softmax
-//   disc fused    TrainerOptions::jit = true, fuse_attention = true: JIT kernels with an on-disk
-//                 kernel cache in a fresh folder, and attention as one op (devices/block_attention.h)
+//   disc unfused  TrainerOptions::jit, fuse_attention and fuse_cross_entropy false: every op runs
+//                 its reference kernel (matmuls through the library GEMM), attention as matmul,
+//                 mask, softmax, the head as matmul and cross_entropy
+//   disc fused    all three true: JIT kernels with an on-disk kernel cache in a fresh folder,
+//                 attention as one op (devices/block_attention.h), the head's matmul and
+//                 cross-entropy as one op (devices/linear_cross_entropy.h)
 //   PyTorch       tools/bench/torch_llama_step.py: the same model (tools/torch_reference.py), the
 //                 same initial weights and batches, AdamW with disc's settings; unpadded, then
 //                 every batch padded to its power-of-two bucket (at most 512); both again with
@@ -136,6 +138,7 @@ engine::TrainerOptions trainer_options(const Options& o, bool jit, const std::st
           .seed = o.seed,
           .jit = jit,
           .fuse_attention = jit,  // unfused: no fusion of any kind
+          .fuse_cross_entropy = jit,
           .buckets = o.buckets,
           .kernel_cache_dir = cache};
 }
@@ -443,8 +446,8 @@ void print_torch_row(const std::string& name, const TorchTiming& t) {
 void print_table(const Summary& unfused, const Summary& fused, const TorchResult* torch) {
   std::printf("  %-54s %9s  %-14s %-22s %-12s %s\n", "system", "tokens/s", "passes",
               "step ms (p10..p90)", "peak MiB", "compiles warm-up / timed");
-  print_disc_row("disc unfused (jit=false, attention=false)", unfused);
-  print_disc_row("disc fused (jit=true, attention=true)", fused);
+  print_disc_row("disc unfused (jit, attention, cross_entropy off)", unfused);
+  print_disc_row("disc fused (jit, attention, cross_entropy on)", fused);
   if (torch) {
     const std::string padded = ", padded to buckets <= " + std::to_string(torch->padded_to);
     print_torch_row("PyTorch " + torch->version + " eager", torch->unpadded);

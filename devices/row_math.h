@@ -1,0 +1,59 @@
+// Row arithmetic for the devices' softmax-like loops (block attention, the fused linear
+// cross-entropy): a vectorizable f32 exp and folds over independent lanes. Include it only in
+// files compiled with -fno-trapping-math, which lets the compiler vectorize the comparisons (no
+// FP traps are used), and call it from functions marked DISC_VECTOR_CLONES.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace disc::devices::row_math {
+
+// The row loops run in AVX-512 or AVX2 where the host has them (GCC and Clang pick the clone
+// when the program loads); the build itself targets every x86-64. Clang clones no templates: put
+// it on plain functions per dtype.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define DISC_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define DISC_VECTOR_CLONES
+#endif
+
+// Lanes of the partial maxima and sums: independent accumulators, so that the loops vectorize
+// without reassociating one running sum (and give the same bits on every host).
+constexpr int kLanes = 16;
+
+// exp(x) for f32 as Cephes' expf computes it (x = n ln2 + r, a degree-7 polynomial in r, 2^n
+// from the exponent bits), in plain arithmetic the compiler vectorizes. Relative error about
+// 2e-7; x below -87 gives exp(-87), not a denormal (a softmax term that small is 0 in the sum).
+inline float exp_f32(float x) {
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to the nearest integer
+  x = x < -87.0f ? -87.0f : x;
+  const float t = x * 1.44269504f + kRound;
+  const float n = t - kRound;
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t e = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kRound);  // n
+  return p * std::bit_cast<float>((e + 127) << 23);
+}
+inline double exp_any(double x) { return std::exp(x); }
+inline float exp_any(float x) { return exp_f32(x); }
+
+// Folds f(lane[l], x[j]) over x[0, n) into kLanes lanes, lane l taking every j with j % kLanes
+// == l. Blocks of kLanes elements make the inner loop one vector operation.
+template <typename T, typename F>
+[[gnu::always_inline]] inline void fold_lanes(T* lane, const T* x, int64_t n, F&& f) {
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lane[l] = f(lane[l], x[j + l]);
+  }
+  for (int l = 0; j < n; ++j, ++l) lane[l] = f(lane[l], x[j]);
+}
+
+}  // namespace disc::devices::row_math

@@ -1,0 +1,125 @@
+// The chunked linear cross-entropy against the op's reference kernel, which loops one row at a
+// time in double: f32 and f64, w as [D, V] and as [V, D], sizes 1, primes, no rows, D = 0, ignored
+// labels and none counted, and enough classes that the rows span several panels. Results start as
+// NaN, so a value left unwritten shows; a second run must give the same bits.
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "devices/linear_cross_entropy.h"
+#include "ir/attribute.h"
+#include "ir/op_registry.h"
+#include "ir/tensor_ref.h"
+
+namespace disc::devices {
+namespace {
+
+using ir::DType;
+
+struct Case {
+  int64_t rows, d, classes;
+  bool transpose_w;
+  int ignored_every = 0;  // every n-th label is ignore_index (1: all; 0: none)
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  return std::to_string(c.rows) + "x" + std::to_string(c.d) + "_v" + std::to_string(c.classes) +
+         (c.transpose_w ? "_wt" : "_w") + "_ignore" + std::to_string(c.ignored_every);
+}
+
+template <typename T>
+ir::TensorRef ref(std::vector<T>& v, std::vector<int64_t> shape) {
+  return {.dtype = std::is_same_v<T, double> ? DType::kF64 : DType::kF32, .shape = std::move(shape), .data = v.data()};
+}
+
+template <typename T>
+void check_case(const Case& c, double tol) {
+  std::mt19937 rng(static_cast<uint32_t>(c.rows * 131 + c.d * 17 + c.classes));
+  std::uniform_real_distribution<double> dist(-2, 2);
+  std::vector<T> h(c.rows * c.d), w(c.d * c.classes);
+  for (T& x : h) x = static_cast<T>(dist(rng));
+  for (T& x : w) x = static_cast<T>(dist(rng));
+  std::vector<int64_t> labels(c.rows);
+  int64_t count = 0;
+  for (int64_t r = 0; r < c.rows; ++r) {
+    const bool ignored = c.ignored_every > 0 && r % c.ignored_every == 0;
+    labels[r] = ignored ? -100 : static_cast<int64_t>(rng() % c.classes);
+    count += !ignored;
+  }
+  const std::vector<int64_t> w_shape = c.transpose_w ? std::vector{c.classes, c.d} : std::vector{c.d, c.classes};
+
+  // The reference kernel's answers.
+  std::vector<T> loss(1), dh(h.size()), dw(w.size());
+  ir::Attributes attrs;
+  attrs.set("ignore_index", int64_t{-100});
+  attrs.set("transpose_w", c.transpose_w);
+  ir::KernelArgs k{.op = "linear_cross_entropy", .attrs = &attrs};
+  k.in = {ref(h, {c.rows, c.d}), ref(w, w_shape),
+          {.dtype = DType::kI64, .shape = {c.rows}, .data = labels.data()}};
+  k.out = {ref(loss, {}), ref(dh, {c.rows, c.d}), ref(dw, w_shape)};
+  ir::OpRegistry::instance().get("linear_cross_entropy").reference(k);
+
+  auto dev = make_cpu_device(2);
+  const LinearCrossEntropyArgs a{.dtype = std::is_same_v<T, double> ? DType::kF64 : DType::kF32, .rows = c.rows,
+                                 .d = c.d, .classes = c.classes, .transpose_w = c.transpose_w, .h = h.data(),
+                                 .w = w.data(), .labels = labels.data(), .count = count};
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  std::vector<T> got_loss(1, nan), got_dh(dh.size(), nan), got_dw(dw.size(), nan);
+  linear_cross_entropy(*dev, a, got_loss.data(), got_dh.data(), got_dw.data());
+  auto expect_close = [&](const std::vector<T>& got, const std::vector<T>& want, const char* what) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(double(want[i])))) << what << "[" << i << "]";
+  };
+  expect_close(got_loss, loss, "loss");
+  expect_close(got_dh, dh, "dh");
+  expect_close(got_dw, dw, "dw");
+
+  std::vector<T> loss2(1), dh2(dh.size()), dw2(dw.size());
+  linear_cross_entropy(*dev, a, loss2.data(), dh2.data(), dw2.data());
+  EXPECT_EQ(loss2, got_loss);
+  EXPECT_EQ(dh2, got_dh);
+  EXPECT_EQ(dw2, got_dw);
+}
+
+class LinearCrossEntropy : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LinearCrossEntropy, F32MatchesReference) { check_case<float>(GetParam(), 2e-5); }
+TEST_P(LinearCrossEntropy, F64MatchesReference) { check_case<double>(GetParam(), 1e-12); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Sizes, LinearCrossEntropy,
+    ::testing::Values(Case{1, 1, 1, false}, Case{1, 5, 7, true}, Case{7, 3, 31, false, 3},
+                      Case{65, 17, 1000, true, 5}, Case{300, 8, 5, false, 7}, Case{13, 64, 97, true},
+                      Case{5, 4, 3, false, 1},  // every label ignored: loss 0, zero gradients
+                      Case{0, 4, 3, false}, Case{6, 0, 11, true},
+                      // 32768 f64 classes fill a panel in 32 rows: 3 panels
+                      Case{70, 3, 32768, false, 9}, Case{70, 3, 32768, true}),
+    case_name);
+
+TEST(LinearCrossEntropy, PanelsHoldAtMostTheirBytes) {
+  LinearCrossEntropyArgs a{.rows = 10000, .d = 512, .classes = 32000};
+  EXPECT_EQ(cross_entropy_chunk(a), kCrossEntropyPanel / (32000 * 4));
+  a.classes = int64_t{1} << 24;
+  EXPECT_EQ(cross_entropy_chunk(a), 1);  // one row, even when it alone needs more
+  a.classes = 10, a.rows = 3;
+  EXPECT_EQ(cross_entropy_chunk(a), 3);
+}
+
+TEST(LinearCrossEntropy, RejectsWhatItCannotRun) {
+  auto dev = make_cpu_device(1);
+  float x[8] = {};
+  int64_t label = 0;
+  LinearCrossEntropyArgs a{.dtype = DType::kBF16, .rows = 1, .d = 1, .classes = 1, .h = x, .w = x, .labels = &label, .count = 1};
+  EXPECT_THROW(linear_cross_entropy(*dev, a, x, x, x), InvalidArgument);
+  a.dtype = DType::kF32, a.classes = 0;
+  EXPECT_THROW(linear_cross_entropy(*dev, a, x, x, x), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace disc::devices
