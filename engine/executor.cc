@@ -221,8 +221,8 @@ void Executor::gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, con
   }
 }
 
-// attention and attention_grad by blocks of query rows (devices/block_attention.h): the
-// [..., S, S] scores exist only a block at a time.
+// The head's loss and gradients by panels of rows (devices/linear_cross_entropy.h): the
+// [rows, classes] logits exist only a panel at a time. Labels are checked and counted here.
 void Executor::linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& args) {
   const ir::TensorRef &h = args.in[0], &w = args.in[1], &labels = args.in[2];
   const bool tw = n.attrs().get_bool("transpose_w");
@@ -236,6 +236,8 @@ void Executor::linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& arg
   devices::linear_cross_entropy(alloc_.device(), a, args.out[0].data, args.out[1].data, args.out[2].data);
 }
 
+// attention and attention_grad by blocks of query rows (devices/block_attention.h): the
+// [..., S, S] scores exist only a block at a time.
 void Executor::attention(const ir::Node& n, const ir::KernelArgs& args) {
   const ir::TensorRef &q = args.in[0], &v = args.in[2];
   const ir::AttentionDims s = ir::attention_dims(q, v, n.attrs());
