@@ -2,13 +2,9 @@
 #include "devices/block_attention.h"
 
 #include <algorithm>
-#include <bit>
-#include <cmath>
 #include <cstring>
-#include <limits>
 #include <string>
 #include <type_traits>
-#include <vector>
 
 #include <tbb/parallel_for.h>
 
@@ -23,16 +19,8 @@ using namespace row_math;
 template <typename T>
 [[gnu::always_inline]] inline void softmax_row_of(T* row, int64_t visible, int64_t width, T scale) {
   for (int64_t j = 0; j < visible; ++j) row[j] *= scale;
-  T lane[kLanes];
-  std::fill(lane, lane + kLanes, -std::numeric_limits<T>::infinity());
-  fold_lanes(lane, row, visible, [](T m, T x) { return std::max(m, x); });
-  const T top = *std::max_element(lane, lane + kLanes);
-  for (int64_t j = 0; j < visible; ++j) row[j] = exp_any(row[j] - top);
-  std::fill(lane, lane + kLanes, T(0));
-  fold_lanes(lane, row, visible, [](T s, T x) { return s + x; });
-  T sum = 0;
-  for (T x : lane) sum += x;
-  const T inv = T(1) / sum;
+  exp_minus_max(row, visible);
+  const T inv = T(1) / lane_sum<T>(row, visible);
   for (int64_t j = 0; j < visible; ++j) row[j] *= inv;
   std::fill(row + visible, row + width, T(0));
 }
@@ -63,15 +51,6 @@ DISC_VECTOR_CLONES void softmax_grad_row(const float* p, float* g, int64_t width
 }
 DISC_VECTOR_CLONES void softmax_grad_row(const double* p, double* g, int64_t width, double scale) {
   softmax_grad_row_of(p, g, width, scale);
-}
-
-// The panels (the forward pass needs one, the backward pass two), [chunk heads, kAttentionRows,
-// sk] each, kept per thread between calls.
-template <typename T>
-T* panels(int64_t elements) {
-  thread_local std::vector<T> buffer;
-  if (static_cast<int64_t>(buffer.size()) < elements) buffer.resize(static_cast<size_t>(elements));
-  return buffer.data();
 }
 
 // One block of query rows [r0, r1) for the heads [h0, h0 + hc): where its operands start and how
@@ -136,7 +115,7 @@ void for_each_block(const AttentionArgs& a, F&& f) {
 
 template <typename T>
 void forward(Device& dev, const AttentionArgs& a, T* out) {
-  T* p = panels<T>(attention_chunk(a) * kAttentionRows * a.sk);  // one panel: P
+  T* p = thread_panel<T>(attention_chunk(a) * kAttentionRows * a.sk);  // one panel: P
   for_each_block(a, [&](const Block& bl) {
     probabilities(dev, a, bl, p);
     gemm<T>(dev, bl.hc, bl.rows, a.dv, bl.keys, {p, bl.keys, bl.rows * bl.keys}, false, all_rows<T>(a.v, bl, a.sk, a.dv),
@@ -149,7 +128,7 @@ void forward(Device& dev, const AttentionArgs& a, T* out) {
 template <typename T>
 void backward(Device& dev, const AttentionArgs& a, const T* dout, T* dq, T* dk, T* dv) {
   const int64_t chunk = attention_chunk(a);
-  T* p = panels<T>(2 * chunk * kAttentionRows * a.sk);
+  T* p = thread_panel<T>(2 * chunk * kAttentionRows * a.sk);  // two panels: P, then dP and dS
   T* g = p + chunk * kAttentionRows * a.sk;
   std::fill(dk, dk + a.heads * a.sk * a.d, T(0));
   std::fill(dv, dv + a.heads * a.sk * a.dv, T(0));

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -26,16 +25,9 @@ template <typename T>
     std::fill(x, x + classes, T(0));
     return 0;
   }
-  T lane[kLanes];
-  std::fill(lane, lane + kLanes, -std::numeric_limits<T>::infinity());
-  fold_lanes(lane, x, classes, [](T m, T v) { return std::max(m, v); });
-  const T top = *std::max_element(lane, lane + kLanes);
   const T at_label = x[label];
-  for (int64_t j = 0; j < classes; ++j) x[j] = exp_any(x[j] - top);
-  std::fill(lane, lane + kLanes, T(0));
-  fold_lanes(lane, x, classes, [](T s, T v) { return s + v; });
-  double sum = 0;
-  for (T v : lane) sum += v;
+  const T top = exp_minus_max(x, classes);
+  const double sum = lane_sum<double>(x, classes);
   const T factor = static_cast<T>(scale / sum);
   for (int64_t j = 0; j < classes; ++j) x[j] *= factor;
   x[label] -= scale;
@@ -51,13 +43,6 @@ DISC_VECTOR_CLONES double loss_row(double* x, int64_t classes, int64_t label, bo
 }
 
 template <typename T>
-T* panel(int64_t elements) {
-  thread_local std::vector<T> buffer;
-  if (static_cast<int64_t>(buffer.size()) < elements) buffer.resize(static_cast<size_t>(elements));
-  return buffer.data();
-}
-
-template <typename T>
 void gemm(Device& dev, int64_t m, int64_t n, int64_t k, const void* a, bool ta, const void* b, bool tb, T* c,
           bool accumulate = false) {
   dev.gemm({.dtype = std::is_same_v<T, double> ? ir::DType::kF64 : ir::DType::kF32, .m = m, .n = n, .k = k,
@@ -69,7 +54,7 @@ void gemm(Device& dev, int64_t m, int64_t n, int64_t k, const void* a, bool ta, 
 template <typename T>
 void run(Device& dev, const LinearCrossEntropyArgs& a, T* loss, T* dh, T* dw) {
   const int64_t chunk = cross_entropy_chunk(a), v = a.classes;
-  T* g = panel<T>(chunk * v);
+  T* g = thread_panel<T>(chunk * v);
   const T* h = static_cast<const T*>(a.h);
   const T scale = a.count == 0 ? T(0) : static_cast<T>(1.0 / static_cast<double>(a.count));
   std::fill(dw, dw + a.d * v, T(0));

@@ -1,12 +1,16 @@
 // Row arithmetic for the devices' softmax-like loops (block attention, the fused linear
-// cross-entropy): a vectorizable f32 exp and folds over independent lanes. Include it only in
+// cross-entropy): a vectorizable f32 exp, folds over independent lanes, the shifted exp and the
+// sum of a row built on them, and the per-thread panel both keep between calls. Include it only in
 // files compiled with -fno-trapping-math, which lets the compiler vectorize the comparisons (no
 // FP traps are used), and call it from functions marked DISC_VECTOR_CLONES.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <vector>
 
 namespace disc::devices::row_math {
 
@@ -54,6 +58,35 @@ template <typename T, typename F>
     for (int l = 0; l < kLanes; ++l) lane[l] = f(lane[l], x[j + l]);
   }
   for (int l = 0; j < n; ++j, ++l) lane[l] = f(lane[l], x[j]);
+}
+
+// x[j] = exp(x[j] - max(x)) over x[0, n); returns that max.
+template <typename T>
+[[gnu::always_inline]] inline T exp_minus_max(T* x, int64_t n) {
+  T lane[kLanes];
+  std::fill(lane, lane + kLanes, -std::numeric_limits<T>::infinity());
+  fold_lanes(lane, x, n, [](T m, T v) { return std::max(m, v); });
+  const T top = *std::max_element(lane, lane + kLanes);
+  for (int64_t j = 0; j < n; ++j) x[j] = exp_any(x[j] - top);
+  return top;
+}
+
+// The sum of x[0, n): kLanes partial sums in T, then added in Acc.
+template <typename Acc, typename T>
+[[gnu::always_inline]] inline Acc lane_sum(const T* x, int64_t n) {
+  T lane[kLanes] = {};
+  fold_lanes(lane, x, n, [](T s, T v) { return s + v; });
+  Acc sum = 0;
+  for (T v : lane) sum += v;
+  return sum;
+}
+
+// A buffer of at least `elements` kept by the calling thread between calls (the kernels' panels).
+template <typename T>
+T* thread_panel(int64_t elements) {
+  thread_local std::vector<T> buffer;
+  if (static_cast<int64_t>(buffer.size()) < elements) buffer.resize(static_cast<size_t>(elements));
+  return buffer.data();
 }
 
 }  // namespace disc::devices::row_math
