@@ -18,17 +18,12 @@ BackgroundCompiler::~BackgroundCompiler() {
   thread_.join();
 }
 
-BackgroundCompiler::Key BackgroundCompiler::key(uint64_t fingerprint, int64_t cols, bool cols_static) const {
-  const Bucket b = cache_.bucket(cols, cols_static);
-  return {fingerprint, b.lo, b.hi};
-}
-
 void BackgroundCompiler::request(std::shared_ptr<const KernelIR> k, uint64_t fingerprint, int64_t cols,
                                  bool cols_static) {
   if (cache_.find(fingerprint, cols, cols_static)) return;
   {
     std::lock_guard lock(mu_);
-    if (!asked_.insert(key(fingerprint, cols, cols_static)).second) return;
+    if (!asked_.insert(cache_.key(fingerprint, cols, cols_static)).second) return;
     queue_.push_back({std::move(k), fingerprint, cols, cols_static});
   }
   changed_.notify_all();
@@ -36,7 +31,7 @@ void BackgroundCompiler::request(std::shared_ptr<const KernelIR> k, uint64_t fin
 
 bool BackgroundCompiler::failed(uint64_t fingerprint, int64_t cols, bool cols_static) const {
   std::lock_guard lock(mu_);
-  return failed_.contains(key(fingerprint, cols, cols_static));
+  return failed_.contains(cache_.key(fingerprint, cols, cols_static));
 }
 
 std::vector<KernelCache::Lookup> BackgroundCompiler::take_finished() {
@@ -67,7 +62,7 @@ void BackgroundCompiler::work() {
     }
     lock.lock();
     busy_ = false;
-    if (!ok) failed_.insert(key(job.fingerprint, job.cols, job.cols_static));
+    if (!ok) failed_.insert(cache_.key(job.fingerprint, job.cols, job.cols_static));
     else if (l.compiled) finished_.push_back(l);
     changed_.notify_all();
   }

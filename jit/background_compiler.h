@@ -15,7 +15,6 @@
 #include <mutex>
 #include <set>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 #include "jit/kernel_cache.h"
@@ -42,21 +41,19 @@ class BackgroundCompiler {
   void wait_idle();
 
  private:
-  using Key = std::tuple<uint64_t, int64_t, int64_t>;  // fingerprint, bucket lo and hi
   struct Job {
     std::shared_ptr<const KernelIR> kernel;
     uint64_t fingerprint = 0;
     int64_t cols = 0;
     bool cols_static = false;
   };
-  Key key(uint64_t fingerprint, int64_t cols, bool cols_static) const;
   void work();
 
   KernelCache& cache_;
   mutable std::mutex mu_;  // guards everything below but the thread
   std::condition_variable changed_;
   std::deque<Job> queue_;
-  std::set<Key> asked_, failed_;
+  std::set<KernelCache::MemoryKey> asked_, failed_;
   std::vector<KernelCache::Lookup> finished_;
   bool busy_ = false, stopping_ = false;
   std::thread thread_;  // last: starts after the members it reads

@@ -63,10 +63,15 @@ KernelCache::Lookup KernelCache::get(const KernelIR& k, uint64_t fingerprint, in
   return l;
 }
 
-KernelFn KernelCache::find(uint64_t fingerprint, int64_t cols, bool cols_static) {
+KernelCache::MemoryKey KernelCache::key(uint64_t fingerprint, int64_t cols, bool cols_static) const {
   const Bucket b = bucket(cols, cols_static);
+  return {fingerprint, b.lo, b.hi};
+}
+
+KernelFn KernelCache::find(uint64_t fingerprint, int64_t cols, bool cols_static) {
+  const MemoryKey k = key(fingerprint, cols, cols_static);
   std::lock_guard lock(mu_);
-  auto it = kernels_.find({fingerprint, b.lo, b.hi});
+  auto it = kernels_.find(k);
   return it == kernels_.end() ? nullptr : it->second;
 }
 

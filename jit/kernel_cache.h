@@ -66,10 +66,12 @@ class KernelCache {
   KernelFn find(uint64_t fingerprint, int64_t cols, bool cols_static);
 
   Bucket bucket(int64_t cols, bool cols_static) const;
+  // What tells kernels apart in memory: the fingerprint and the bucket of `cols`.
+  using MemoryKey = std::tuple<uint64_t, int64_t, int64_t>;  // fingerprint, bucket lo and hi
+  MemoryKey key(uint64_t fingerprint, int64_t cols, bool cols_static) const;
   KernelCacheStats stats() const;
 
  private:
-  using MemoryKey = std::tuple<uint64_t, int64_t, int64_t>;  // fingerprint, bucket lo and hi
   Lookup compile(const KernelIR& k, uint64_t fingerprint, const Bucket& b);
   KernelFn find_locked(const MemoryKey& key);  // with mu_ held; counts a hit
 
