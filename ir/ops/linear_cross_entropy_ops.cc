@@ -22,16 +22,12 @@ std::vector<TensorType> infer_linear_cross_entropy(InferContext& ctx) {
   ctx.require_float(0);
   same_dtype(ctx, 0, 1);
   ctx.require_integer(2);
-  const auto &h = ctx.in(0).shape, &w = ctx.in(1).shape, &labels = ctx.in(2).shape;
+  const auto &h = ctx.in(0).shape, &w = ctx.in(1).shape;
+  const bool tw = ctx.attrs().get_bool("transpose_w");
   ctx.require(!h.empty(), "h needs rank >= 1 [..., D]");
-  require_rank(ctx, 1, 2, ctx.attrs().get_bool("transpose_w") ? "[classes, D]" : "[D, classes]");
-  ctx.unify(w[ctx.attrs().get_bool("transpose_w") ? 1 : 0], h.back(),
-            "w's " + std::string(ctx.attrs().get_bool("transpose_w") ? "second" : "first") +
-                " dim must equal h's last (D)");
-  ctx.require(labels.size() + 1 == h.size(),
-              "labels " + dims_str(labels) + " must have the shape of h " + dims_str(h) + " without its last dim");
-  for (size_t i = 0; i < labels.size(); ++i)
-    ctx.unify(labels[i], h[i], "labels dim " + std::to_string(i) + " must equal h's dim " + std::to_string(i));
+  require_rank(ctx, 1, 2, tw ? "[classes, D]" : "[D, classes]");
+  ctx.unify(w[tw ? 1 : 0], h.back(), std::string("w's ") + (tw ? "second" : "first") + " dim must equal h's last (D)");
+  require_label_shape(ctx, 2, 0, "h", "its last dim");
   return {TensorType{ctx.in(0).dtype, {}}, ctx.in(0), ctx.in(1)};
 }
 
@@ -69,28 +65,27 @@ void linear_cross_entropy_kernel(const KernelArgs& a) {
     using T = decltype(t);
     const T *h = a.in[0].as<T>(), *w = a.in[1].as<T>();
     auto weight = [&](int64_t k, int64_t j) { return static_cast<double>(tw ? w[j * d + k] : w[k * v + j]); };
-    std::vector<double> dw(d * v, 0.0), logits(v);
+    std::vector<double> dw(d * v, 0.0), logits(v), dh(d);
     double total = 0;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t label = index_at(a.in[2], r);
-      T* dh = a.out[1].as<T>() + r * d;
-      std::fill(dh, dh + d, T(0));
-      if (label == ignore) continue;
-      double top = -std::numeric_limits<double>::infinity(), sum = 0;
-      for (int64_t j = 0; j < v; ++j) {
-        logits[j] = 0;
-        for (int64_t k = 0; k < d; ++k) logits[j] += static_cast<double>(h[r * d + k]) * weight(k, j);
-        top = std::max(top, logits[j]);
-      }
-      for (int64_t j = 0; j < v; ++j) sum += std::exp(logits[j] - top);
-      total += std::log(sum) + top - logits[label];
-      for (int64_t j = 0; j < v; ++j) {
-        const double g = (std::exp(logits[j] - top) / sum - (j == label ? 1.0 : 0.0)) / static_cast<double>(count);
-        for (int64_t k = 0; k < d; ++k) {
-          dh[k] = static_cast<T>(dh[k] + g * weight(k, j));
-          dw[tw ? j * d + k : k * v + j] += static_cast<double>(h[r * d + k]) * g;
+      std::fill(dh.begin(), dh.end(), 0.0);
+      if (label != ignore) {
+        for (int64_t j = 0; j < v; ++j) {
+          logits[j] = 0;
+          for (int64_t k = 0; k < d; ++k) logits[j] += static_cast<double>(h[r * d + k]) * weight(k, j);
+        }
+        const RowExpSum<double> e = row_exp_sum(logits.data(), v);
+        total += std::log(e.sum) + e.max - logits[label];
+        for (int64_t j = 0; j < v; ++j) {
+          const double g = (std::exp(logits[j] - e.max) / e.sum - (j == label ? 1.0 : 0.0)) / static_cast<double>(count);
+          for (int64_t k = 0; k < d; ++k) {
+            dh[k] += g * weight(k, j);
+            dw[tw ? j * d + k : k * v + j] += static_cast<double>(h[r * d + k]) * g;
+          }
         }
       }
+      std::copy(dh.begin(), dh.end(), a.out[1].as<T>() + r * d);
     }
     a.out[0].as<T>()[0] = static_cast<T>(count == 0 ? 0.0 : total / static_cast<double>(count));
     for (int64_t i = 0; i < d * v; ++i) a.out[2].as<T>()[i] = static_cast<T>(dw[i]);

@@ -69,14 +69,7 @@ OpDef norm(const std::string& name, const std::string& summary, int operands, do
 std::vector<TensorType> infer_cross_entropy(InferContext& ctx) {
   ctx.require_float(0);
   ctx.require_integer(1);
-  const auto &logits = ctx.in(0).shape, &labels = ctx.in(1).shape;
-  ctx.require(logits.size() == labels.size() + 1,
-              "labels " + dims_str(labels) + " must have the shape of logits " +
-                  dims_str(logits) + " without its last (class) dim");
-  for (size_t i = 0; i < labels.size(); ++i) {
-    ctx.unify(labels[i], logits[i], "labels dim " + std::to_string(i) + " must equal logits dim " +
-                                        std::to_string(i));
-  }
+  require_label_shape(ctx, 1, 0, "logits", "its last (class) dim");
   return {TensorType{ctx.in(0).dtype, {}}};
 }
 

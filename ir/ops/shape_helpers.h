@@ -36,6 +36,16 @@ inline void require_dy_shape(InferContext& ctx, int dy, const std::vector<DimExp
   for (size_t i = 0; i < d.size(); ++i) ctx.unify(d[i], y[i], "dy dim " + std::to_string(i) + " must equal " + whose);
 }
 
+// Labels (operand `labels`) have the shape of operand `x` (named `name`) without x's last dim
+// (`last`, as the message names it); records the dim equalities.
+inline void require_label_shape(InferContext& ctx, int labels, int x, const std::string& name, const std::string& last) {
+  const auto &l = ctx.in(labels).shape, &s = ctx.in(x).shape;
+  ctx.require(l.size() + 1 == s.size(),
+              "labels " + dims_str(l) + " must have the shape of " + name + " " + dims_str(s) + " without " + last);
+  for (size_t i = 0; i < l.size(); ++i)
+    ctx.unify(l[i], s[i], "labels dim " + std::to_string(i) + " must equal " + name + " dim " + std::to_string(i));
+}
+
 inline void same_dtype(const InferContext& ctx, int a, int b) {
   ctx.require(ctx.in(a).dtype == ctx.in(b).dtype,
               "operand " + std::to_string(b) + " is " + std::string(dtype_name(ctx.in(b).dtype)) +
