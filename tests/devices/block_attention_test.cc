@@ -15,11 +15,14 @@
 #include "devices/block_attention.h"
 #include "ir/attribute.h"
 #include "ir/ops/kernels.h"
+#include "tests/devices/host_tensors.h"
 
 namespace disc::devices {
 namespace {
 
 using ir::DType;
+using testing::expect_close;
+using testing::ref;
 
 struct AttentionCase {
   int64_t heads, sq, sk, d, dv;
@@ -39,11 +42,6 @@ std::vector<T> random_values(int64_t n, uint32_t seed) {
   std::vector<T> v(n);
   for (T& x : v) x = static_cast<T>(dist(rng));
   return v;
-}
-
-template <typename T>
-ir::TensorRef ref(std::vector<T>& v, std::vector<int64_t> shape) {
-  return {.dtype = std::is_same_v<T, double> ? DType::kF64 : DType::kF32, .shape = std::move(shape), .data = v.data()};
 }
 
 // The operands and results of one case, and the reference kernels' answers.
@@ -79,14 +77,6 @@ struct Problem {
             .v = v.data()};
   }
 };
-
-template <typename T>
-void expect_close(const std::vector<T>& got, const std::vector<T>& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(double(want[i])))) << what << "[" << i << "]";
-  }
-}
 
 template <typename T>
 void check_case(const AttentionCase& c, double tol) {

@@ -14,11 +14,14 @@
 #include "ir/attribute.h"
 #include "ir/op_registry.h"
 #include "ir/tensor_ref.h"
+#include "tests/devices/host_tensors.h"
 
 namespace disc::devices {
 namespace {
 
 using ir::DType;
+using testing::expect_close;
+using testing::ref;
 
 struct Case {
   int64_t rows, d, classes;
@@ -30,11 +33,6 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return std::to_string(c.rows) + "x" + std::to_string(c.d) + "_v" + std::to_string(c.classes) +
          (c.transpose_w ? "_wt" : "_w") + "_ignore" + std::to_string(c.ignored_every);
-}
-
-template <typename T>
-ir::TensorRef ref(std::vector<T>& v, std::vector<int64_t> shape) {
-  return {.dtype = std::is_same_v<T, double> ? DType::kF64 : DType::kF32, .shape = std::move(shape), .data = v.data()};
 }
 
 template <typename T>
@@ -71,14 +69,9 @@ void check_case(const Case& c, double tol) {
   const T nan = std::numeric_limits<T>::quiet_NaN();
   std::vector<T> got_loss(1, nan), got_dh(dh.size(), nan), got_dw(dw.size(), nan);
   linear_cross_entropy(*dev, a, got_loss.data(), got_dh.data(), got_dw.data());
-  auto expect_close = [&](const std::vector<T>& got, const std::vector<T>& want, const char* what) {
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(double(want[i])))) << what << "[" << i << "]";
-  };
-  expect_close(got_loss, loss, "loss");
-  expect_close(got_dh, dh, "dh");
-  expect_close(got_dw, dw, "dw");
+  expect_close(got_loss, loss, tol, "loss");
+  expect_close(got_dh, dh, tol, "dh");
+  expect_close(got_dw, dw, tol, "dw");
 
   std::vector<T> loss2(1), dh2(dh.size()), dw2(dw.size());
   linear_cross_entropy(*dev, a, loss2.data(), dh2.data(), dw2.data());
