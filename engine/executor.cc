@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <set>
 
 #include "devices/block_attention.h"
 #include "devices/linear_cross_entropy.h"
@@ -52,7 +53,7 @@ std::map<std::string, Tensor> Executor::run(std::map<std::string, Tensor>& args,
 
   for (const ir::Value* a : g_.arguments()) r.env[a] = args.at(a->name());
   for (int i = 0; i < live.steps(); ++i) {
-    for (int e : plan.regen_before[i]) regenerate(plan.evictions[e], r);
+    for (const memory::RegenRun& u : plan.regen_runs[i]) regenerate(u, plan, r);
     run_node(*live.order[i], r, live.donor[i]);
     for (const auto& [arg, v] : live.copies_after[i]) {
       const Tensor &target = r.env.at(arg), &value = r.env.at(v);
@@ -156,10 +157,11 @@ void Executor::evict(const memory::Eviction& e, Run& r) {
   }
 }
 
-void Executor::regenerate(const memory::Eviction& e, Run& r) {
-  const memory::Candidate& c = governor_.candidates()[e.candidate];
+void Executor::regenerate(const memory::RegenRun& u, const memory::MemoryPlan& plan, Run& r) {
+  const memory::Candidate& c = governor_.candidates()[u.candidate];
   const double begin = observer_ ? r.since_start() : 0;
-  if (e.how == memory::Regen::kReload) {
+  const bool reload = u.eviction >= 0 && plan.evictions[u.eviction].how == memory::Regen::kReload;
+  if (reload) {
     auto host = r.offloaded.extract(c.value);
     Tensor t = Tensor::empty(c.value->dtype(), concrete_shape(g_, *c.value, r.b), alloc_);
     alloc_.device().copy(t.raw(), host.mapped().data(), host.mapped().size(), devices::CopyKind::kHostToDevice);
@@ -167,25 +169,24 @@ void Executor::regenerate(const memory::Eviction& e, Run& r) {
     ++r.stats.reloads;
     r.stats.reload_bytes += static_cast<int64_t>(host.mapped().size());
   } else {
-    // Evicted values the recompute reads come back first, as temporaries.
-    std::vector<const ir::Value*> temporaries;
-    auto rerun = [&](const memory::Candidate& chain) {
-      for (const ir::Node* n : chain.recompute) {
-        for (const ir::Value* v : n->results()) {
-          if (v != c.value && !r.env.contains(v)) temporaries.push_back(v);
-        }
-        run_node(*n, r);
-        ++r.stats.recomputes;
+    // The chain's other results are temporaries, unless the step holds them anyway.
+    std::set<const ir::Value*> temporaries;
+    for (size_t m = 0; m < c.recompute.size(); ++m) {
+      for (const ir::Value* v : c.recompute[m]->results()) {
+        if (v != c.value && !r.env.contains(v)) temporaries.insert(v);
       }
-      r.stats.recompute_flops += static_cast<double>(chain.recompute_flops.evaluate(r.b));
-    };
-    for (int j : e.rerun_first) rerun(governor_.candidates()[j]);
-    rerun(c);
-    for (const ir::Value* v : temporaries) r.env.erase(v);
+      run_node(*c.recompute[m], r);
+      ++r.stats.recomputes;
+      for (const ir::Value* v : c.drop_after[m]) {
+        if (temporaries.contains(v)) r.env.erase(v);
+      }
+    }
+    r.stats.recompute_flops += static_cast<double>(c.recompute_flops.evaluate(r.b));
   }
+  for (int d : u.drop) r.env.erase(governor_.candidates()[d].value);
   if (observer_) {
-    observer_({.kind = e.how == memory::Regen::kReload ? StepEvent::Kind::kReload : StepEvent::Kind::kRecompute,
-               .value = c.value, .begin_us = begin, .end_us = r.since_start(), .live_bytes = alloc_.stats().live_bytes});
+    observer_({.kind = reload ? StepEvent::Kind::kReload : StepEvent::Kind::kRecompute, .value = c.value,
+               .begin_us = begin, .end_us = r.since_start(), .live_bytes = alloc_.stats().live_bytes});
   }
 }
 

@@ -78,7 +78,7 @@ class Executor {
   // With a donor, the node writes its result into the donor's buffer (see Liveness::donor).
   void run_node(const ir::Node& n, Run& r, const ir::Value* donor = nullptr);
   void evict(const memory::Eviction& e, Run& r);
-  void regenerate(const memory::Eviction& e, Run& r);
+  void regenerate(const memory::RegenRun& u, const memory::MemoryPlan& plan, Run& r);
   void gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, const ir::TensorRef& out);
   void attention(const ir::Node& n, const ir::KernelArgs& args);
   void linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& args);

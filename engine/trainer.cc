@@ -137,7 +137,7 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options) : model
                                          options.background_compile);
   state_ = init_params(model_, options.seed, *alloc_);
   state_.merge(zero_state(*model_.graph, *alloc_));
-  if (memory.cap > 0) {
+  if (memory.cap > 0 && options.check_cap) {
     const ir::Bindings largest = largest_shape();
     executor_->governor().check_cap(largest, bytes_held_for(largest));
   }

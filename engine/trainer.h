@@ -50,6 +50,9 @@ struct TrainerOptions {
   // step waits for a compile, but which nodes ran interpreted (other rounding) depends on timing,
   // so runs are no longer bit-identical (engine/executor.h).
   bool background_compile = false;
+  // Refuse a memory cap that the largest shape cannot keep, before the first step. `disc-train
+  // plan` turns it off to show where such a cap fails.
+  bool check_cap = true;
 };
 
 struct StepResult {

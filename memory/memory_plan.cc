@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <sstream>
@@ -35,8 +36,9 @@ Option cheapest(const Candidate& c, int i, int64_t bytes, const ir::Bindings& b,
 }
 
 // A recompute that reads an evicted value reruns that value's recompute first, as a temporary;
-// at most this many of them, so that one regeneration never turns into a second forward pass.
-constexpr size_t kMaxRerun = 8;
+// at most this many of them (about one layer's values), so that one regeneration never turns
+// into a second forward pass.
+constexpr size_t kMaxRerun = 16;
 
 // The evictions chosen so far, by candidate and by value, and for each the candidates whose
 // recomputes its own recompute reruns first (deepest first).
@@ -47,7 +49,7 @@ struct Chosen {
 };
 
 // The chosen candidate that keeps `v` evicted during regenerations before `step`, or -1.
-// Regenerations before the same step run producers first (see the end of plan_memory), so a
+// Regenerations before the same step run producers first (see runs_before), so a
 // value regenerated there is back before a later regeneration reads it.
 int gone_at(const std::vector<Candidate>& cs, const Chosen& ch, const ir::Value* v, int step) {
   for (auto [it, end] = ch.by_value.equal_range(v); it != end; ++it) {
@@ -70,15 +72,22 @@ bool rerun_first(const std::vector<Candidate>& cs, const std::vector<Option>& wa
   return true;
 }
 
-// Bytes of the recompute's results other than the value itself: held while it runs.
+// The most bytes the recompute's other results hold at once while it runs: each goes after the
+// chain's last node that reads it.
 int64_t temporaries(const Candidate& c, const ir::Bindings& b) {
-  int64_t t = 0;
-  for (const ir::Node* n : c.recompute) {
-    for (const ir::Value* r : n->results()) {
-      if (r != c.value) t += concrete_bytes(*r, b);
+  int64_t now = 0, most = 0;
+  for (size_t m = 0; m < c.recompute.size(); ++m) {
+    for (const ir::Value* r : c.recompute[m]->results()) {
+      if (r != c.value) now += concrete_bytes(*r, b);
     }
+    most = std::max(most, now);
+    for (const ir::Value* r : c.drop_after[m]) now -= concrete_bytes(*r, b);
   }
-  return t;
+  return most;
+}
+
+bool reads(const Candidate& c, const ir::Value* v) {
+  return std::find(c.leaves.begin(), c.leaves.end(), v) != c.leaves.end();
 }
 
 void set_lower_bound(MemoryPlan& p, const std::vector<Candidate>& cs, const std::vector<int64_t>& sizes,
@@ -129,20 +138,48 @@ MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<
   auto held_with = [&](size_t i, int64_t temps_now) { return std::max(p.curve[i], p.curve[i] - results[i] + temps_now); };
   auto held = [&](size_t i) { return held_with(i, temps_at[i]); };
   Chosen ch{.is = std::vector<bool>(cs.size(), false), .first = std::vector<std::vector<int>>(cs.size())};
-  // A recompute holds its own temporaries, and what it reruns first with theirs.
-  auto held_by_regen = [&](int k) {
-    int64_t t = temps[k];
-    for (int j : ch.first[k]) t += sizes[j] + temps[j];
-    return t;
-  };
-  auto retemp = [&](int r) {
-    temps_at[r] = 0;
-    for (int e : p.regen_before[r]) {
-      if (p.evictions[e].how == Regen::kRecompute) temps_at[r] = std::max(temps_at[r], held_by_regen(p.evictions[e].candidate));
+  auto def_of = [&](int e) { return l.lives.at(cs[p.evictions[e].candidate].value).def; };
+  // The runs before step r: producers first, each recompute after the temporaries it reads (each
+  // rerun once for the step), and each temporary dropped after its last reader.
+  auto runs_before = [&](int r) {
+    std::vector<int> evs = p.regen_before[r];
+    std::sort(evs.begin(), evs.end(), [&](int x, int y) { return def_of(x) < def_of(y); });
+    std::vector<RegenRun> runs;
+    auto ran = [&](int j) { return std::any_of(runs.begin(), runs.end(), [&](const RegenRun& u) { return u.candidate == j; }); };
+    for (int e : evs) {
+      const int k = p.evictions[e].candidate;
+      for (int j : ch.first[k]) {
+        if (!ran(j)) runs.push_back({.candidate = j});
+      }
+      runs.push_back({.candidate = k, .eviction = e});
     }
+    for (size_t t = 0; t < runs.size(); ++t) {
+      if (runs[t].eviction >= 0) continue;
+      size_t last = t;
+      for (size_t m = t + 1; m < runs.size(); ++m) {
+        if (reads(cs[runs[m].candidate], cs[runs[t].candidate].value)) last = m;
+      }
+      runs[last].drop.push_back(runs[t].candidate);
+    }
+    return runs;
   };
-  // Choosing i: its recompute and every chosen one in its gap must still find their inputs.
-  auto try_choose = [&](int i) {
+  // The most bytes the runs hold at once beyond the step's curve (which counts their evictions'
+  // values): temporaries, and the results of the recompute running.
+  auto extra_bytes = [&](const std::vector<RegenRun>& runs) {
+    int64_t now = 0, most = 0;
+    for (const RegenRun& u : runs) {
+      const bool temporary = u.eviction < 0;
+      if (temporary || p.evictions[u.eviction].how == Regen::kRecompute) {
+        most = std::max(most, now + temps[u.candidate] + (temporary ? sizes[u.candidate] : 0));
+        if (temporary) now += sizes[u.candidate];
+      }
+      for (int d : u.drop) now -= sizes[d];
+    }
+    return most;
+  };
+  auto retemp = [&](int r) { temps_at[r] = extra_bytes(runs_before(r)); };
+  // Evicts candidate i if its recompute and every chosen one in its gap still find their inputs.
+  auto choose = [&](int i) {
     const Candidate& c = cs[i];
     ch.by_value.insert({c.value, i});
     std::map<int, std::vector<int>> firsts;
@@ -164,6 +201,11 @@ MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<
     }
     ch.is[i] = true;
     for (auto& [k, f] : firsts) ch.first[k] = std::move(f);
+    p.evict_after[c.evict_after].push_back(static_cast<int>(p.evictions.size()));
+    p.regen_before[c.regen_before].push_back(static_cast<int>(p.evictions.size()));
+    p.evictions.push_back({i, ways[i].how, sizes[i]});
+    for (int r = c.evict_after + 1; r < c.regen_before; ++r) p.curve[r] -= sizes[i];
+    for (int r = c.evict_after + 1; r <= c.regen_before; ++r) retemp(r);
     return true;
   };
   while (options.cap > 0) {
@@ -171,56 +213,51 @@ MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<
     while (over < p.curve.size() && held(over) <= options.cap) ++over;
     if (over == p.curve.size()) break;
     // Best: a candidate whose own regeneration fits under the cap, then the least time per byte
-    // freed, then the longest gap.
+    // freed (its recompute's reruns included), then the longest gap.
+    using Rank = std::tuple<bool, double, int>;
     auto rank = [&](int j) {
       const int r = cs[j].regen_before;
       const bool fits = ways[j].how == Regen::kReload || held_with(r, std::max(temps_at[r], temps[j])) <= options.cap;
-      return std::tuple(!fits, ways[j].seconds / static_cast<double>(std::max<int64_t>(sizes[j], 1)),
-                        -(cs[j].regen_before - cs[j].evict_after));
+      double seconds = ways[j].seconds;
+      std::vector<int> reruns;
+      if (ways[j].how == Regen::kRecompute && !rerun_first(cs, ways, ch, cs[j], r, reruns)) {
+        seconds = std::numeric_limits<double>::infinity();
+      }
+      for (int x : reruns) seconds += ways[x].seconds;
+      return Rank(!fits, seconds / static_cast<double>(std::max<int64_t>(sizes[j], 1)), -(r - cs[j].evict_after));
     };
-    std::vector<int> eligible;
+    std::vector<std::pair<Rank, int>> ranked;
     for (size_t i = 0; i < cs.size(); ++i) {
       const Candidate& c = cs[i];
       if (!ch.is[i] && usable[i] && c.evict_after < static_cast<int>(over) && static_cast<int>(over) < c.regen_before) {
-        eligible.push_back(static_cast<int>(i));
+        ranked.emplace_back(rank(static_cast<int>(i)), static_cast<int>(i));
       }
     }
-    std::sort(eligible.begin(), eligible.end(), [&](int x, int y) { return rank(x) < rank(y); });
-    int pick = -1;
-    for (int i : eligible) {
-      if (try_choose(i)) {
-        pick = i;
-        break;
-      }
-    }
-    if (pick < 0) {
+    std::sort(ranked.begin(), ranked.end());
+    if (std::none_of(ranked.begin(), ranked.end(), [&](const auto& x) { return choose(x.second); })) {
+      const int64_t regen = held(over) - p.curve[over];
       throw OutOfMemory("memory cap " + human_bytes(options.cap) + " cannot be kept: step " + std::to_string(over) +
                         " (" + g.describe(*l.order[over]) + ") needs " + human_bytes(held(over)) +
+                        (regen > 0 ? " (" + human_bytes(regen) + " of it to regenerate its inputs)" : "") +
                         " with every possible eviction made (lower bound for these shapes " +
                         human_bytes(p.lower_bound) + " at step " + std::to_string(p.lower_bound_step) +
                         "): raise memory.cap or lower the batch size" +
                         (options.remat ? "" : ", or turn memory.remat on"));
     }
-    const Candidate& c = cs[pick];
-    for (int i = c.evict_after + 1; i < c.regen_before; ++i) p.curve[i] -= sizes[pick];
-    p.evict_after[c.evict_after].push_back(static_cast<int>(p.evictions.size()));
-    p.regen_before[c.regen_before].push_back(static_cast<int>(p.evictions.size()));
-    p.evictions.push_back({pick, ways[pick].how, sizes[pick]});
-    for (int r = c.evict_after + 1; r <= c.regen_before; ++r) retemp(r);
   }
   for (Eviction& e : p.evictions) {
-    if (e.how == Regen::kReload) {
-      p.reload_bytes += e.bytes;
-      continue;
-    }
+    if (e.how == Regen::kReload) p.reload_bytes += e.bytes;
     e.rerun_first = ch.first[e.candidate];
-    for (int j : e.rerun_first) p.recompute_flops += static_cast<double>(cs[j].recompute_flops.evaluate(b));
-    p.recompute_flops += static_cast<double>(cs[e.candidate].recompute_flops.evaluate(b));
   }
-  for (auto& at : p.regen_before) {
-    std::sort(at.begin(), at.end(), [&](int x, int y) {
-      return l.lives.at(cs[p.evictions[x].candidate].value).def < l.lives.at(cs[p.evictions[y].candidate].value).def;
-    });
+  p.regen_runs.resize(p.regen_before.size());
+  for (size_t r = 0; r < p.regen_before.size(); ++r) {
+    std::sort(p.regen_before[r].begin(), p.regen_before[r].end(), [&](int x, int y) { return def_of(x) < def_of(y); });
+    p.regen_runs[r] = runs_before(static_cast<int>(r));
+    for (const RegenRun& u : p.regen_runs[r]) {
+      if (u.eviction < 0 || p.evictions[u.eviction].how == Regen::kRecompute) {
+        p.recompute_flops += static_cast<double>(cs[u.candidate].recompute_flops.evaluate(b));
+      }
+    }
   }
   for (size_t i = 0; i < p.curve.size(); ++i) p.peak = std::max(p.peak, held(i));
   return p;
@@ -249,6 +286,19 @@ std::string print_plan(const ir::Graph& g, const Liveness& l, const std::vector<
     os << "  evict %" << c.value->name() << " (" << human_bytes(e.bytes) << ") after step " << c.evict_after
        << ", " << (e.how == Regen::kRecompute ? "recompute" : "reload") << " before step " << c.regen_before;
     for (size_t k = 0; k < e.rerun_first.size(); ++k) os << (k ? ", %" : ", rerunning first %") << cs[e.rerun_first[k]].value->name();
+    os << "\n";
+  }
+  // The order of the regenerations before the steps that rerun temporaries.
+  for (size_t r = 0; r < p.regen_runs.size(); ++r) {
+    const auto& runs = p.regen_runs[r];
+    if (std::none_of(runs.begin(), runs.end(), [](const RegenRun& u) { return u.eviction < 0; })) continue;
+    os << "  before step " << r << ":";
+    for (size_t k = 0; k < runs.size(); ++k) {
+      const RegenRun& u = runs[k];
+      const bool reload = u.eviction >= 0 && p.evictions[u.eviction].how == Regen::kReload;
+      os << (k ? "; " : " ") << (u.eviction < 0 ? "rerun %" : reload ? "reload %" : "recompute %") << cs[u.candidate].value->name();
+      for (size_t d = 0; d < u.drop.size(); ++d) os << (d ? ", %" : ", then drop %") << cs[u.drop[d]].value->name();
+    }
     os << "\n";
   }
   return os.str();

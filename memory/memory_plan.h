@@ -35,10 +35,20 @@ struct Eviction {
   std::vector<int> rerun_first;
 };
 
+// One reload or recompute before a step; a step's runs go in order. A run with no eviction reruns
+// a candidate that is evicted across the step, once for every later run there that reads its
+// value; the run that reads it last drops it.
+struct RegenRun {
+  int candidate = 0;
+  int eviction = -1;      // the eviction it ends, or -1: the value is a temporary
+  std::vector<int> drop;  // candidates of earlier temporaries to erase after this run
+};
+
 struct MemoryPlan {
   std::vector<Eviction> evictions;
   // Per step: the evictions to carry out after it, and those to regenerate before it.
   std::vector<std::vector<int>> evict_after, regen_before;
+  std::vector<std::vector<RegenRun>> regen_runs;  // per step: how regen_before's values come back
   std::vector<int64_t> curve;      // bytes held during each step, held_before_step included
   int64_t held_before_step = 0;    // arguments, and whatever else was allocated before the step
   int64_t unplanned_peak = 0;      // the peak without evictions

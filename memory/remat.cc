@@ -45,6 +45,18 @@ std::optional<Candidate> recompute_chain(const Liveness& l, const std::set<const
     return true;
   };
   if (!need(v) || static_cast<int>(c.recompute.size()) > kMaxChain) return std::nullopt;
+  c.drop_after.resize(c.recompute.size());
+  for (size_t m = 0; m < c.recompute.size(); ++m) {
+    for (const Value* r : c.recompute[m]->results()) {
+      if (r == v) continue;
+      size_t last = m;
+      for (size_t k = m + 1; k < c.recompute.size(); ++k) {
+        const auto& ops = c.recompute[k]->operands();
+        if (std::find(ops.begin(), ops.end(), r) != ops.end()) last = k;
+      }
+      c.drop_after[last].push_back(r);
+    }
+  }
   for (const Node* n : c.recompute) {
     ir::OpCost cost = n->op().cost_of(types_of(n->operands()), types_of(n->results()), n->attrs());
     c.recompute_flops += cost.flops;

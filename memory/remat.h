@@ -28,6 +28,9 @@ struct Candidate {
   int regen_before = 0;
   // The nodes to rerun, producers first, the value's producer last; empty: reload only.
   std::vector<const ir::Node*> recompute;
+  // For each node of `recompute`: its other results that no later node of the chain reads, which
+  // the recompute drops after that node (all but `value` are temporaries).
+  std::vector<std::vector<const ir::Value*>> drop_after;
   // Values the recompute reads that must be held at regen_before (produced values only).
   std::vector<const ir::Value*> leaves;
   ir::DimExpr recompute_flops;

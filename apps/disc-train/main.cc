@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   add_common(print);
   CLI::App* check = app.add_subcommand("validate", "Check the config, the data and the model; write nothing");
   add_common(check);
-  CLI::App* show = app.add_subcommand("plan", "Print symbols, the op schedule, eviction candidates and the memory plan");
+  CLI::App* show = app.add_subcommand("plan", "Print symbols, the op schedule, eviction candidates and the memory plan (for a memory.cap too small, where it fails)");
   add_common(show);
   std::string shape;
   show->add_option("--shape", shape, "symbol values for the memory plan, e.g. B=8,S=64 (default: upper bounds)");

@@ -208,6 +208,17 @@ TEST(Cli, ValidateWritesNothingAndPlanShowsSymbols) {
   EXPECT_NE(p.out.find("adamw_update"), std::string::npos);
 }
 
+TEST(Cli, PlanShowsWhereACapTooSmallFailsWhereRunRefusesIt) {
+  const std::string args = " model.hidden=32 data.synthetic.max_len=64 memory.cap=1MiB";
+  auto run = testing::run_command(std::string(DISC_TRAIN) + " run" + args + " logging.progress=none");
+  EXPECT_NE(run.code, 0);
+  EXPECT_NE(run.out.find("memory.cap 1.0 MiB is too small for the largest batch"), std::string::npos) << run.out;
+  auto plan = testing::run_command(std::string(DISC_TRAIN) + " plan" + args);
+  EXPECT_EQ(plan.code, 0) << plan.out;
+  EXPECT_NE(plan.out.find("memory cap 1.0 MiB cannot be kept: step "), std::string::npos) << plan.out.substr(0, 2000);
+  EXPECT_NE(plan.out.find("smallest cap the planner reaches"), std::string::npos);
+}
+
 TEST(Cli, TrainsAForwardGraphReadFromAFile) {
   Scratch s;
   std::string graph = std::string(DISC_TEST_DATA_DIR) + "/graphs/llama.disc";

@@ -126,6 +126,15 @@ TEST(GovernedMemory, RecomputesThatReadEvictedValuesRerunThemFirstWithTheSameNum
                                     [](const memory::Eviction& e) { return !e.rerun_first.empty(); });
   EXPECT_GT(reruns, 0) << "no recompute reruns an evicted value at " << smallest << " bytes (lower bound " << bound << ")";
   expect_same_numbers(train("llama", {}), train("llama", {.cap = smallest}));
+  // The step reruns each temporary once for all the regenerations before a node that read it,
+  // and holds no more than the plan counted.
+  int64_t planned = 0;
+  for (const auto& runs : plan.regen_runs) {
+    for (const memory::RegenRun& u : runs) planned += static_cast<int64_t>(t.governor().candidates()[u.candidate].recompute.size());
+  }
+  const StepResult r = t.step(make_batch("llama", kShapes[1], 7, 0, t.allocator()), 1e-2);
+  EXPECT_EQ(r.stats.recomputes, planned);
+  EXPECT_LE(r.stats.live_peak_bytes, plan.peak);
 }
 
 class GovernedTraining : public ::testing::TestWithParam<std::string> {};
