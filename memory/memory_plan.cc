@@ -40,38 +40,6 @@ Option cheapest(const Candidate& c, int i, int64_t bytes, const ir::Bindings& b,
 // into a second forward pass.
 constexpr size_t kMaxRerun = 16;
 
-// The evictions chosen so far, by candidate and by value, and for each the candidates whose
-// recomputes its own recompute reruns first (deepest first).
-struct Chosen {
-  std::vector<bool> is;
-  std::multimap<const ir::Value*, int> by_value;
-  std::vector<std::vector<int>> first;
-};
-
-// The chosen candidate that keeps `v` evicted during regenerations before `step`, or -1.
-// Regenerations before the same step run producers first (see runs_before), so a
-// value regenerated there is back before a later regeneration reads it.
-int gone_at(const std::vector<Candidate>& cs, const Chosen& ch, const ir::Value* v, int step) {
-  for (auto [it, end] = ch.by_value.equal_range(v); it != end; ++it) {
-    if (cs[it->second].evict_after < step && step < cs[it->second].regen_before) return it->second;
-  }
-  return -1;
-}
-
-// Appends to `out` what c's recompute before `step` must rerun first to find its inputs. False
-// when an input is gone by reload, or when too much would rerun.
-bool rerun_first(const std::vector<Candidate>& cs, const std::vector<Option>& ways, const Chosen& ch,
-                 const Candidate& c, int step, std::vector<int>& out) {
-  for (const ir::Value* leaf : c.leaves) {
-    const int j = gone_at(cs, ch, leaf, step);
-    if (j < 0 || std::find(out.begin(), out.end(), j) != out.end()) continue;
-    if (ways[j].how != Regen::kRecompute || !rerun_first(cs, ways, ch, cs[j], step, out)) return false;
-    out.push_back(j);
-    if (out.size() > kMaxRerun) return false;
-  }
-  return true;
-}
-
 // The most bytes the recompute's other results hold at once while it runs: each goes after the
 // chain's last node that reads it.
 int64_t temporaries(const Candidate& c, const ir::Bindings& b) {
@@ -105,149 +73,271 @@ void set_lower_bound(MemoryPlan& p, const std::vector<Candidate>& cs, const std:
   }
 }
 
-}  // namespace
-
-MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs,
-                       const ir::Bindings& b, int64_t held_before_step, const PlanOptions& options) {
+// The evictions chosen so far: what the planner copies to try a change, and keeps or drops.
+struct Chosen {
   MemoryPlan p;
+  std::vector<bool> is;  // per candidate
+  std::multimap<const ir::Value*, int> by_value;
+  // Per candidate: the step before which it comes back (its gap's end, or earlier when a
+  // regeneration before that step reruns it anyway), and the candidates whose recomputes its own
+  // recompute reruns first there (deepest first).
+  std::vector<int> regen_at;
+  std::vector<std::vector<int>> first;
+  std::vector<int64_t> regen_bytes;  // per step: what its regenerations hold beyond its curve
+};
+
+// Regenerations run before their step's node allocates its results, one after another: the step
+// holds its curve, or everything but the node's results plus what the regenerations hold at
+// most, whichever is more.
+class Planner {
+ public:
+  Planner(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs, const ir::Bindings& b,
+          int64_t held_before_step, const PlanOptions& options);
+  MemoryPlan run();
+
+ private:
+  using Rank = std::tuple<bool, double, int>;
+  int steps() const { return static_cast<int>(results_.size()); }
+  int64_t held_with(int i, int64_t extra) const { return std::max(c_.p.curve[i], c_.p.curve[i] - results_[i] + extra); }
+  int64_t held(int i) const { return held_with(i, c_.regen_bytes[i]); }
+  int def_of(int e) const { return l_.lives.at(cs_[c_.p.evictions[e].candidate].value).def; }
+  int gone_at(const ir::Value* v, int step) const;
+  bool rerun_first(const Candidate& c, int step, std::vector<int>& out) const;
+  bool refresh_firsts(int from, int to);
+  std::vector<RegenRun> runs_before(int r) const;
+  int64_t extra_bytes(const std::vector<RegenRun>& runs) const;
+  void recount(int from, int to);
+  bool choose(int i);
+  Rank rank(int j) const;
+  void evict_until_fits();
+  bool hoist(int j, int r);
+  void hoist_reruns();
+  [[noreturn]] void refuse(int step) const;
+
+  const ir::Graph& g_;
+  const Liveness& l_;
+  const std::vector<Candidate>& cs_;
+  const ir::Bindings& b_;
+  const PlanOptions& options_;
+  std::vector<int64_t> sizes_, temps_, results_;  // per candidate, per candidate, per step
+  std::vector<Option> ways_;
+  std::vector<bool> usable_;
+  Chosen c_;
+};
+
+Planner::Planner(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs, const ir::Bindings& b,
+                 int64_t held_before_step, const PlanOptions& options)
+    : g_(g), l_(l), cs_(cs), b_(b), options_(options) {
+  MemoryPlan& p = c_.p;
   p.held_before_step = held_before_step;
   p.curve = live_curve(l, b);
   for (int64_t& x : p.curve) x += held_before_step;
   p.unplanned_peak = p.curve.empty() ? held_before_step : *std::max_element(p.curve.begin(), p.curve.end());
   p.evict_after.resize(l.steps());
   p.regen_before.resize(l.steps() + 1);
-  std::vector<int64_t> sizes(cs.size());
-  std::vector<Option> ways(cs.size());
-  std::vector<bool> usable(cs.size());
-  std::vector<int64_t> temps(cs.size());
   for (size_t i = 0; i < cs.size(); ++i) {
-    sizes[i] = concrete_bytes(*cs[i].value, b);
-    temps[i] = temporaries(cs[i], b);
-    ways[i] = cheapest(cs[i], static_cast<int>(i), sizes[i], b, options);
-    usable[i] = ways[i].candidate >= 0 && sizes[i] >= kMinEvictionBytes;
+    sizes_.push_back(concrete_bytes(*cs[i].value, b));
+    temps_.push_back(temporaries(cs[i], b));
+    ways_.push_back(cheapest(cs[i], static_cast<int>(i), sizes_[i], b, options));
+    usable_.push_back(ways_[i].candidate >= 0 && sizes_[i] >= kMinEvictionBytes);
+    c_.regen_at.push_back(cs[i].regen_before);
   }
-  set_lower_bound(p, cs, sizes, usable);
-  // Regenerations run before their step's node allocates its results, one after another: the
-  // step holds its curve, or everything but the node's results plus the largest recompute's
-  // temporaries, whichever is more.
-  std::vector<int64_t> results(p.curve.size(), 0), temps_at(p.curve.size(), 0);
-  for (size_t i = 0; i < results.size(); ++i) {
+  set_lower_bound(p, cs, sizes_, usable_);
+  results_.assign(p.curve.size(), 0);
+  for (size_t i = 0; i < results_.size(); ++i) {
     if (l.donor[i]) continue;  // in place: the result allocates nothing
-    for (const ir::Value* r : l.order[i]->results()) results[i] += concrete_bytes(*r, b);
+    for (const ir::Value* r : l.order[i]->results()) results_[i] += concrete_bytes(*r, b);
   }
-  auto held_with = [&](size_t i, int64_t temps_now) { return std::max(p.curve[i], p.curve[i] - results[i] + temps_now); };
-  auto held = [&](size_t i) { return held_with(i, temps_at[i]); };
-  Chosen ch{.is = std::vector<bool>(cs.size(), false), .first = std::vector<std::vector<int>>(cs.size())};
-  auto def_of = [&](int e) { return l.lives.at(cs[p.evictions[e].candidate].value).def; };
-  // The runs before step r: producers first, each recompute after the temporaries it reads (each
-  // rerun once for the step), and each temporary dropped after its last reader.
-  auto runs_before = [&](int r) {
-    std::vector<int> evs = p.regen_before[r];
-    std::sort(evs.begin(), evs.end(), [&](int x, int y) { return def_of(x) < def_of(y); });
-    std::vector<RegenRun> runs;
-    auto ran = [&](int j) { return std::any_of(runs.begin(), runs.end(), [&](const RegenRun& u) { return u.candidate == j; }); };
-    for (int e : evs) {
-      const int k = p.evictions[e].candidate;
-      for (int j : ch.first[k]) {
-        if (!ran(j)) runs.push_back({.candidate = j});
-      }
-      runs.push_back({.candidate = k, .eviction = e});
+  c_.is.assign(cs.size(), false);
+  c_.first.resize(cs.size());
+  c_.regen_bytes.assign(p.curve.size(), 0);
+}
+
+// The chosen candidate that keeps `v` evicted during regenerations before `step`, or -1.
+// Regenerations before the same step run producers first (see runs_before), so a value
+// regenerated there is back before a later regeneration reads it.
+int Planner::gone_at(const ir::Value* v, int step) const {
+  for (auto [it, end] = c_.by_value.equal_range(v); it != end; ++it) {
+    if (cs_[it->second].evict_after < step && step < c_.regen_at[it->second]) return it->second;
+  }
+  return -1;
+}
+
+// Appends to `out` what c's recompute before `step` must rerun first to find its inputs. False
+// when an input is gone by reload, or when too much would rerun.
+bool Planner::rerun_first(const Candidate& c, int step, std::vector<int>& out) const {
+  for (const ir::Value* leaf : c.leaves) {
+    const int j = gone_at(leaf, step);
+    if (j < 0 || std::find(out.begin(), out.end(), j) != out.end()) continue;
+    if (ways_[j].how != Regen::kRecompute || !rerun_first(cs_[j], step, out)) return false;
+    out.push_back(j);
+    if (out.size() > kMaxRerun) return false;
+  }
+  return true;
+}
+
+// Finds again what the recomputes before steps from..to rerun first; false when one of them
+// can no longer find its inputs.
+bool Planner::refresh_firsts(int from, int to) {
+  for (int r = from; r <= to; ++r) {
+    for (int e : c_.p.regen_before[r]) {
+      const int k = c_.p.evictions[e].candidate;
+      c_.first[k].clear();
+      if (ways_[k].how == Regen::kRecompute && !rerun_first(cs_[k], r, c_.first[k])) return false;
     }
-    for (size_t t = 0; t < runs.size(); ++t) {
-      if (runs[t].eviction >= 0) continue;
-      size_t last = t;
-      for (size_t m = t + 1; m < runs.size(); ++m) {
-        if (reads(cs[runs[m].candidate], cs[runs[t].candidate].value)) last = m;
-      }
-      runs[last].drop.push_back(runs[t].candidate);
+  }
+  return true;
+}
+
+// The runs before step r: producers first, each recompute after the temporaries it reads (each
+// rerun once for the step), and each temporary dropped after its last reader.
+std::vector<RegenRun> Planner::runs_before(int r) const {
+  std::vector<int> evs = c_.p.regen_before[r];
+  std::sort(evs.begin(), evs.end(), [&](int x, int y) { return def_of(x) < def_of(y); });
+  std::vector<RegenRun> runs;
+  auto ran = [&](int j) { return std::any_of(runs.begin(), runs.end(), [&](const RegenRun& u) { return u.candidate == j; }); };
+  for (int e : evs) {
+    const int k = c_.p.evictions[e].candidate;
+    for (int j : c_.first[k]) {
+      if (!ran(j)) runs.push_back({.candidate = j});
     }
-    return runs;
-  };
-  // The most bytes the runs hold at once beyond the step's curve (which counts their evictions'
-  // values): temporaries, and the results of the recompute running.
-  auto extra_bytes = [&](const std::vector<RegenRun>& runs) {
-    int64_t now = 0, most = 0;
-    for (const RegenRun& u : runs) {
-      const bool temporary = u.eviction < 0;
-      if (temporary || p.evictions[u.eviction].how == Regen::kRecompute) {
-        most = std::max(most, now + temps[u.candidate] + (temporary ? sizes[u.candidate] : 0));
-        if (temporary) now += sizes[u.candidate];
-      }
-      for (int d : u.drop) now -= sizes[d];
+    runs.push_back({.candidate = k, .eviction = e});
+  }
+  for (size_t t = 0; t < runs.size(); ++t) {
+    if (runs[t].eviction >= 0) continue;
+    size_t last = t;
+    for (size_t m = t + 1; m < runs.size(); ++m) {
+      if (reads(cs_[runs[m].candidate], cs_[runs[t].candidate].value)) last = m;
     }
-    return most;
-  };
-  auto retemp = [&](int r) { temps_at[r] = extra_bytes(runs_before(r)); };
-  // Evicts candidate i if its recompute and every chosen one in its gap still find their inputs.
-  auto choose = [&](int i) {
-    const Candidate& c = cs[i];
-    ch.by_value.insert({c.value, i});
-    std::map<int, std::vector<int>> firsts;
-    bool ok = ways[i].how == Regen::kReload || rerun_first(cs, ways, ch, c, c.regen_before, firsts[i]);
-    for (int r = c.evict_after + 1; ok && r < c.regen_before; ++r) {
-      for (int e : p.regen_before[r]) {
-        const int k = p.evictions[e].candidate;
-        if (ok && ways[k].how == Regen::kRecompute) ok = rerun_first(cs, ways, ch, cs[k], r, firsts[k]);
-      }
+    runs[last].drop.push_back(runs[t].candidate);
+  }
+  return runs;
+}
+
+// The most bytes the runs hold at once beyond the step's curve (which counts their evictions'
+// values): temporaries, and the results of the recompute running.
+int64_t Planner::extra_bytes(const std::vector<RegenRun>& runs) const {
+  int64_t now = 0, most = 0;
+  for (const RegenRun& u : runs) {
+    const bool temporary = u.eviction < 0;
+    if (temporary || c_.p.evictions[u.eviction].how == Regen::kRecompute) {
+      most = std::max(most, now + temps_[u.candidate] + (temporary ? sizes_[u.candidate] : 0));
+      if (temporary) now += sizes_[u.candidate];
     }
-    if (!ok) {
-      for (auto [it, end] = ch.by_value.equal_range(c.value); it != end; ++it) {
-        if (it->second == i) {
-          ch.by_value.erase(it);
-          break;
-        }
-      }
-      return false;
-    }
-    ch.is[i] = true;
-    for (auto& [k, f] : firsts) ch.first[k] = std::move(f);
-    p.evict_after[c.evict_after].push_back(static_cast<int>(p.evictions.size()));
-    p.regen_before[c.regen_before].push_back(static_cast<int>(p.evictions.size()));
-    p.evictions.push_back({i, ways[i].how, sizes[i]});
-    for (int r = c.evict_after + 1; r < c.regen_before; ++r) p.curve[r] -= sizes[i];
-    for (int r = c.evict_after + 1; r <= c.regen_before; ++r) retemp(r);
-    return true;
-  };
-  while (options.cap > 0) {
-    size_t over = 0;
-    while (over < p.curve.size() && held(over) <= options.cap) ++over;
-    if (over == p.curve.size()) break;
-    // Best: a candidate whose own regeneration fits under the cap, then the least time per byte
-    // freed (its recompute's reruns included), then the longest gap.
-    using Rank = std::tuple<bool, double, int>;
-    auto rank = [&](int j) {
-      const int r = cs[j].regen_before;
-      const bool fits = ways[j].how == Regen::kReload || held_with(r, std::max(temps_at[r], temps[j])) <= options.cap;
-      double seconds = ways[j].seconds;
-      std::vector<int> reruns;
-      if (ways[j].how == Regen::kRecompute && !rerun_first(cs, ways, ch, cs[j], r, reruns)) {
-        seconds = std::numeric_limits<double>::infinity();
-      }
-      for (int x : reruns) seconds += ways[x].seconds;
-      return Rank(!fits, seconds / static_cast<double>(std::max<int64_t>(sizes[j], 1)), -(r - cs[j].evict_after));
-    };
+    for (int d : u.drop) now -= sizes_[d];
+  }
+  return most;
+}
+
+void Planner::recount(int from, int to) {
+  for (int r = from; r <= to; ++r) c_.regen_bytes[r] = extra_bytes(runs_before(r));
+}
+
+// Evicts candidate i if its recompute and every chosen one in its gap still find their inputs.
+bool Planner::choose(int i) {
+  const Candidate& c = cs_[i];
+  Chosen before = c_;
+  MemoryPlan& p = c_.p;
+  const int e = static_cast<int>(p.evictions.size());
+  c_.is[i] = true;
+  c_.by_value.insert({c.value, i});
+  p.evictions.push_back({.candidate = i, .how = ways_[i].how, .bytes = sizes_[i]});
+  p.evict_after[c.evict_after].push_back(e);
+  p.regen_before[c.regen_before].push_back(e);
+  if (!refresh_firsts(c.evict_after + 1, c.regen_before)) {
+    c_ = std::move(before);
+    return false;
+  }
+  for (int r = c.evict_after + 1; r < c.regen_before; ++r) p.curve[r] -= sizes_[i];
+  recount(c.evict_after + 1, c.regen_before);
+  return true;
+}
+
+// Best: a candidate whose own regeneration fits under the cap, then the least time per byte
+// freed (its recompute's reruns included), then the longest gap.
+Planner::Rank Planner::rank(int j) const {
+  const int r = cs_[j].regen_before;
+  const bool fits = ways_[j].how == Regen::kReload || held_with(r, std::max(c_.regen_bytes[r], temps_[j])) <= options_.cap;
+  double seconds = ways_[j].seconds;
+  std::vector<int> reruns;
+  if (ways_[j].how == Regen::kRecompute && !rerun_first(cs_[j], r, reruns)) seconds = std::numeric_limits<double>::infinity();
+  for (int x : reruns) seconds += ways_[x].seconds;
+  return Rank(!fits, seconds / static_cast<double>(std::max<int64_t>(sizes_[j], 1)), -(r - cs_[j].evict_after));
+}
+
+// Greedy: at the first step over the cap, evict the best candidate whose gap spans it.
+void Planner::evict_until_fits() {
+  for (;;) {  // an eviction may raise an earlier step's regenerations: look from the start again
+    int over = 0;
+    while (over < steps() && held(over) <= options_.cap) ++over;
+    if (over == steps()) return;
     std::vector<std::pair<Rank, int>> ranked;
-    for (size_t i = 0; i < cs.size(); ++i) {
-      const Candidate& c = cs[i];
-      if (!ch.is[i] && usable[i] && c.evict_after < static_cast<int>(over) && static_cast<int>(over) < c.regen_before) {
+    for (size_t i = 0; i < cs_.size(); ++i) {
+      const Candidate& c = cs_[i];
+      if (!c_.is[i] && usable_[i] && c.evict_after < over && over < c.regen_before) {
         ranked.emplace_back(rank(static_cast<int>(i)), static_cast<int>(i));
       }
     }
     std::sort(ranked.begin(), ranked.end());
-    if (std::none_of(ranked.begin(), ranked.end(), [&](const auto& x) { return choose(x.second); })) {
-      const int64_t regen = held(over) - p.curve[over];
-      throw OutOfMemory("memory cap " + human_bytes(options.cap) + " cannot be kept: step " + std::to_string(over) +
-                        " (" + g.describe(*l.order[over]) + ") needs " + human_bytes(held(over)) +
-                        (regen > 0 ? " (" + human_bytes(regen) + " of it to regenerate its inputs)" : "") +
-                        " with every possible eviction made (lower bound for these shapes " +
-                        human_bytes(p.lower_bound) + " at step " + std::to_string(p.lower_bound_step) +
-                        "): raise memory.cap or lower the batch size" +
-                        (options.remat ? "" : ", or turn memory.remat on"));
+    if (std::none_of(ranked.begin(), ranked.end(), [&](const auto& x) { return choose(x.second); })) refuse(over);
+  }
+}
+
+// Regenerates j before step r, where a regeneration reruns it as a temporary, and keeps it until
+// its own regeneration was due: one recompute instead of several. False, changing nothing, when
+// a step would then go over the cap.
+bool Planner::hoist(int j, int r) {
+  Chosen before = c_;
+  MemoryPlan& p = c_.p;
+  const int due = c_.regen_at[j];
+  auto& at_due = p.regen_before[due];
+  const auto e = std::find_if(at_due.begin(), at_due.end(), [&](int x) { return p.evictions[x].candidate == j; });
+  p.regen_before[r].push_back(*e);
+  at_due.erase(e);
+  c_.regen_at[j] = r;
+  for (int s = r; s < due; ++s) p.curve[s] += sizes_[j];
+  bool fits = refresh_firsts(r, due);
+  if (fits) recount(r, due);
+  for (int s = r; fits && s <= due; ++s) fits = held(s) <= options_.cap;
+  if (!fits) c_ = std::move(before);
+  return fits;
+}
+
+void Planner::hoist_reruns() {
+  for (int r = 0; r < steps(); ++r) {
+    for (bool again = true; again;) {
+      again = false;
+      for (const RegenRun& u : runs_before(r)) {
+        if (u.eviction < 0 && c_.regen_at[u.candidate] > r && hoist(u.candidate, r)) {
+          again = true;
+          break;
+        }
+      }
     }
   }
+}
+
+void Planner::refuse(int step) const {
+  const int64_t regen = held(step) - c_.p.curve[step];
+  const MemoryPlan& p = c_.p;
+  throw OutOfMemory("memory cap " + human_bytes(options_.cap) + " cannot be kept: step " + std::to_string(step) + " (" +
+                    g_.describe(*l_.order[step]) + ") needs " + human_bytes(held(step)) +
+                    (regen > 0 ? " (" + human_bytes(regen) + " of it to regenerate its inputs)" : "") +
+                    " with every possible eviction made (lower bound for these shapes " + human_bytes(p.lower_bound) +
+                    " at step " + std::to_string(p.lower_bound_step) + "): raise memory.cap or lower the batch size" +
+                    (options_.remat ? "" : ", or turn memory.remat on"));
+}
+
+MemoryPlan Planner::run() {
+  if (options_.cap > 0) {
+    evict_until_fits();
+    hoist_reruns();
+  }
+  MemoryPlan& p = c_.p;
   for (Eviction& e : p.evictions) {
     if (e.how == Regen::kReload) p.reload_bytes += e.bytes;
-    e.rerun_first = ch.first[e.candidate];
+    e.regen_before = c_.regen_at[e.candidate];
+    e.rerun_first = c_.first[e.candidate];
   }
   p.regen_runs.resize(p.regen_before.size());
   for (size_t r = 0; r < p.regen_before.size(); ++r) {
@@ -255,12 +345,19 @@ MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<
     p.regen_runs[r] = runs_before(static_cast<int>(r));
     for (const RegenRun& u : p.regen_runs[r]) {
       if (u.eviction < 0 || p.evictions[u.eviction].how == Regen::kRecompute) {
-        p.recompute_flops += static_cast<double>(cs[u.candidate].recompute_flops.evaluate(b));
+        p.recompute_flops += static_cast<double>(cs_[u.candidate].recompute_flops.evaluate(b_));
       }
     }
   }
-  for (size_t i = 0; i < p.curve.size(); ++i) p.peak = std::max(p.peak, held(i));
-  return p;
+  for (int i = 0; i < steps(); ++i) p.peak = std::max(p.peak, held(i));
+  return std::move(p);
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs,
+                       const ir::Bindings& b, int64_t held_before_step, const PlanOptions& options) {
+  return Planner(g, l, cs, b, held_before_step, options).run();
 }
 
 std::string human_bytes(int64_t bytes) {
@@ -284,7 +381,7 @@ std::string print_plan(const ir::Graph& g, const Liveness& l, const std::vector<
   for (const Eviction& e : p.evictions) {
     const Candidate& c = cs[e.candidate];
     os << "  evict %" << c.value->name() << " (" << human_bytes(e.bytes) << ") after step " << c.evict_after
-       << ", " << (e.how == Regen::kRecompute ? "recompute" : "reload") << " before step " << c.regen_before;
+       << ", " << (e.how == Regen::kRecompute ? "recompute" : "reload") << " before step " << e.regen_before;
     for (size_t k = 0; k < e.rerun_first.size(); ++k) os << (k ? ", %" : ", rerunning first %") << cs[e.rerun_first[k]].value->name();
     os << "\n";
   }

@@ -30,6 +30,9 @@ struct Eviction {
   int candidate = 0;  // index into the candidates
   Regen how = Regen::kRecompute;
   int64_t bytes = 0;
+  // The step before which it comes back: the candidate's, or an earlier one where another
+  // regeneration needs it and the cap leaves room to keep it from then on.
+  int regen_before = 0;
   // Candidates whose values the recompute reads while they are evicted: their recomputes run
   // first, in this order, and their results are dropped after it.
   std::vector<int> rerun_first;
