@@ -169,11 +169,13 @@ void Executor::regenerate(const memory::RegenRun& u, const memory::MemoryPlan& p
     ++r.stats.reloads;
     r.stats.reload_bytes += static_cast<int64_t>(host.mapped().size());
   } else {
-    // The chain's other results are temporaries, unless the step holds them anyway.
+    // The chain's other results are temporaries, unless the step holds them anyway or the plan
+    // keeps them for a later run.
     std::set<const ir::Value*> temporaries;
     for (size_t m = 0; m < c.recompute.size(); ++m) {
       for (const ir::Value* v : c.recompute[m]->results()) {
-        if (v != c.value && !r.env.contains(v)) temporaries.insert(v);
+        const bool kept = std::any_of(u.keep.begin(), u.keep.end(), [&](int j) { return governor_.candidates()[j].value == v; });
+        if (v != c.value && !kept && !r.env.contains(v)) temporaries.insert(v);
       }
       run_node(*c.recompute[m], r);
       ++r.stats.recomputes;

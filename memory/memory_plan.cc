@@ -105,12 +105,14 @@ class Planner {
   bool rerun_first(const Candidate& c, int step, std::vector<int>& out) const;
   bool refresh_firsts(int from, int to);
   std::vector<RegenRun> runs_before(int r) const;
-  int64_t extra_bytes(const std::vector<RegenRun>& runs) const;
+  int64_t run_bytes(const RegenRun& u, int r) const;
+  int64_t extra_bytes(int r) const;
   void recount(int from, int to);
   bool choose(int i);
   Rank rank(int j) const;
   void evict_until_fits();
   bool hoist(int j, int r);
+  std::vector<int> remade_at(int r) const;
   void hoist_reruns();
   [[noreturn]] void refuse(int step) const;
 
@@ -189,40 +191,91 @@ bool Planner::refresh_firsts(int from, int to) {
   return true;
 }
 
+// True when candidate k's recompute makes `v` on the way (another result of one of its nodes).
+bool makes(const Candidate& k, const ir::Value* v) {
+  return std::any_of(k.recompute.begin(), k.recompute.end(), [&](const ir::Node* n) {
+    const auto& rs = n->results();
+    return std::find(rs.begin(), rs.end(), v) != rs.end();
+  });
+}
+
 // The runs before step r: producers first, each recompute after the temporaries it reads (each
-// rerun once for the step), and each temporary dropped after its last reader.
+// rerun once for the step, or kept from an earlier recompute that makes it on the way), and each
+// temporary dropped after its last reader.
 std::vector<RegenRun> Planner::runs_before(int r) const {
   std::vector<int> evs = c_.p.regen_before[r];
   std::sort(evs.begin(), evs.end(), [&](int x, int y) { return def_of(x) < def_of(y); });
   std::vector<RegenRun> runs;
-  auto ran = [&](int j) { return std::any_of(runs.begin(), runs.end(), [&](const RegenRun& u) { return u.candidate == j; }); };
+  auto add = [&](int j, int e) {
+    for (RegenRun& u : runs) {
+      if (u.candidate == j) return;
+      const bool recompute = u.eviction < 0 || c_.p.evictions[u.eviction].how == Regen::kRecompute;
+      if (recompute && ways_[j].how == Regen::kRecompute && makes(cs_[u.candidate], cs_[j].value)) {
+        u.keep.push_back(j);
+        return;
+      }
+    }
+    runs.push_back({.candidate = j, .eviction = e});
+  };
   for (int e : evs) {
     const int k = c_.p.evictions[e].candidate;
-    for (int j : c_.first[k]) {
-      if (!ran(j)) runs.push_back({.candidate = j});
-    }
-    runs.push_back({.candidate = k, .eviction = e});
+    for (int j : c_.first[k]) add(j, -1);
+    add(k, e);
   }
+  std::vector<std::pair<int, size_t>> temporaries;  // candidate, the run that makes it
   for (size_t t = 0; t < runs.size(); ++t) {
-    if (runs[t].eviction >= 0) continue;
+    if (runs[t].eviction < 0) temporaries.emplace_back(runs[t].candidate, t);
+    for (int j : runs[t].keep) {
+      if (c_.regen_at[j] != r) temporaries.emplace_back(j, t);
+    }
+  }
+  for (auto [j, t] : temporaries) {
     size_t last = t;
     for (size_t m = t + 1; m < runs.size(); ++m) {
-      if (reads(cs_[runs[m].candidate], cs_[runs[t].candidate].value)) last = m;
+      if (reads(cs_[runs[m].candidate], cs_[j].value)) last = m;
     }
-    runs[last].drop.push_back(runs[t].candidate);
+    runs[last].drop.push_back(j);
   }
   return runs;
 }
 
-// The most bytes the runs hold at once beyond the step's curve (which counts their evictions'
-// values): temporaries, and the results of the recompute running.
-int64_t Planner::extra_bytes(const std::vector<RegenRun>& runs) const {
+// The most bytes a recompute run before step r holds at once beyond the step's curve: its chain's
+// other results, each until the last node that reads it unless the run keeps it. Kept values
+// that come back at r are in the curve already.
+int64_t Planner::run_bytes(const RegenRun& u, int r) const {
+  if (u.keep.empty()) return temps_[u.candidate];
+  const Candidate& c = cs_[u.candidate];
+  auto kept = [&](const ir::Value* v) {
+    return std::any_of(u.keep.begin(), u.keep.end(), [&](int j) { return cs_[j].value == v; });
+  };
+  auto counted = [&](const ir::Value* v) {
+    return std::any_of(u.keep.begin(), u.keep.end(), [&](int j) { return cs_[j].value == v && c_.regen_at[j] == r; });
+  };
   int64_t now = 0, most = 0;
-  for (const RegenRun& u : runs) {
+  for (size_t m = 0; m < c.recompute.size(); ++m) {
+    for (const ir::Value* v : c.recompute[m]->results()) {
+      if (v != c.value && !counted(v)) now += concrete_bytes(*v, b_);
+    }
+    most = std::max(most, now);
+    for (const ir::Value* v : c.drop_after[m]) {
+      if (!kept(v)) now -= concrete_bytes(*v, b_);
+    }
+  }
+  return most;
+}
+
+// The most bytes the runs before step r hold at once beyond the step's curve (which counts the
+// values they bring back): temporaries, and the recompute running.
+int64_t Planner::extra_bytes(int r) const {
+  int64_t now = 0, most = 0;
+  for (const RegenRun& u : runs_before(r)) {
     const bool temporary = u.eviction < 0;
     if (temporary || c_.p.evictions[u.eviction].how == Regen::kRecompute) {
-      most = std::max(most, now + temps_[u.candidate] + (temporary ? sizes_[u.candidate] : 0));
+      most = std::max(most, now + run_bytes(u, r) + (temporary ? sizes_[u.candidate] : 0));
       if (temporary) now += sizes_[u.candidate];
+    }
+    for (int j : u.keep) {
+      if (c_.regen_at[j] != r) now += sizes_[j];
     }
     for (int d : u.drop) now -= sizes_[d];
   }
@@ -230,7 +283,7 @@ int64_t Planner::extra_bytes(const std::vector<RegenRun>& runs) const {
 }
 
 void Planner::recount(int from, int to) {
-  for (int r = from; r <= to; ++r) c_.regen_bytes[r] = extra_bytes(runs_before(r));
+  for (int r = from; r <= to; ++r) c_.regen_bytes[r] = extra_bytes(r);
 }
 
 // Evicts candidate i if its recompute and every chosen one in its gap still find their inputs.
@@ -303,16 +356,27 @@ bool Planner::hoist(int j, int r) {
   return fits;
 }
 
+// Candidates gone before step r that its recomputes rerun, or make on the way.
+std::vector<int> Planner::remade_at(int r) const {
+  std::vector<int> out;
+  for (const RegenRun& u : runs_before(r)) {
+    if (u.eviction < 0) out.push_back(u.candidate);
+    if (u.eviction >= 0 && c_.p.evictions[u.eviction].how == Regen::kReload) continue;
+    for (const ir::Node* n : cs_[u.candidate].recompute) {
+      for (const ir::Value* v : n->results()) {
+        const int j = gone_at(v, r);
+        if (j >= 0 && ways_[j].how == Regen::kRecompute) out.push_back(j);
+      }
+    }
+  }
+  return out;
+}
+
 void Planner::hoist_reruns() {
   for (int r = 0; r < steps(); ++r) {
     for (bool again = true; again;) {
-      again = false;
-      for (const RegenRun& u : runs_before(r)) {
-        if (u.eviction < 0 && c_.regen_at[u.candidate] > r && hoist(u.candidate, r)) {
-          again = true;
-          break;
-        }
-      }
+      const std::vector<int> remade = remade_at(r);
+      again = std::any_of(remade.begin(), remade.end(), [&](int j) { return hoist(j, r); });
     }
   }
 }
@@ -385,15 +449,16 @@ std::string print_plan(const ir::Graph& g, const Liveness& l, const std::vector<
     for (size_t k = 0; k < e.rerun_first.size(); ++k) os << (k ? ", %" : ", rerunning first %") << cs[e.rerun_first[k]].value->name();
     os << "\n";
   }
-  // The order of the regenerations before the steps that rerun temporaries.
+  // The order of the regenerations before the steps that rerun or keep temporaries.
   for (size_t r = 0; r < p.regen_runs.size(); ++r) {
     const auto& runs = p.regen_runs[r];
-    if (std::none_of(runs.begin(), runs.end(), [](const RegenRun& u) { return u.eviction < 0; })) continue;
+    if (std::none_of(runs.begin(), runs.end(), [](const RegenRun& u) { return u.eviction < 0 || !u.keep.empty(); })) continue;
     os << "  before step " << r << ":";
     for (size_t k = 0; k < runs.size(); ++k) {
       const RegenRun& u = runs[k];
       const bool reload = u.eviction >= 0 && p.evictions[u.eviction].how == Regen::kReload;
       os << (k ? "; " : " ") << (u.eviction < 0 ? "rerun %" : reload ? "reload %" : "recompute %") << cs[u.candidate].value->name();
+      for (size_t k = 0; k < u.keep.size(); ++k) os << (k ? ", %" : ", keeping %") << cs[u.keep[k]].value->name();
       for (size_t d = 0; d < u.drop.size(); ++d) os << (d ? ", %" : ", then drop %") << cs[u.drop[d]].value->name();
     }
     os << "\n";

@@ -43,7 +43,10 @@ struct Eviction {
 // value; the run that reads it last drops it.
 struct RegenRun {
   int candidate = 0;
-  int eviction = -1;      // the eviction it ends, or -1: the value is a temporary
+  int eviction = -1;  // the eviction it ends, or -1: the value is a temporary
+  // Candidates whose values the recompute makes on the way (other results of its nodes) and keeps
+  // for the runs after it, in place of running them again.
+  std::vector<int> keep;
   std::vector<int> drop;  // candidates of earlier temporaries to erase after this run
 };
 
