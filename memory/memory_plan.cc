@@ -58,6 +58,14 @@ bool reads(const Candidate& c, const ir::Value* v) {
   return std::find(c.leaves.begin(), c.leaves.end(), v) != c.leaves.end();
 }
 
+// True when candidate k's recompute makes `v` on the way (another result of one of its nodes).
+bool makes(const Candidate& k, const ir::Value* v) {
+  return std::any_of(k.recompute.begin(), k.recompute.end(), [&](const ir::Node* n) {
+    const auto& rs = n->results();
+    return std::find(rs.begin(), rs.end(), v) != rs.end();
+  });
+}
+
 void set_lower_bound(MemoryPlan& p, const std::vector<Candidate>& cs, const std::vector<int64_t>& sizes,
                      const std::vector<bool>& usable) {
   std::vector<int64_t> freeable(p.curve.size() + 1, 0);
@@ -189,14 +197,6 @@ bool Planner::refresh_firsts(int from, int to) {
     }
   }
   return true;
-}
-
-// True when candidate k's recompute makes `v` on the way (another result of one of its nodes).
-bool makes(const Candidate& k, const ir::Value* v) {
-  return std::any_of(k.recompute.begin(), k.recompute.end(), [&](const ir::Node* n) {
-    const auto& rs = n->results();
-    return std::find(rs.begin(), rs.end(), v) != rs.end();
-  });
 }
 
 // The runs before step r: producers first, each recompute after the temporaries it reads (each

@@ -2,7 +2,10 @@
 // the cap (the run-time half of rematerialization). It simulates the step with the concrete
 // sizes, finds the first step over the cap, and evicts there the candidate that costs the least
 // time per byte freed (recompute time from the op's FLOPs and bytes, or the copy out and back),
-// until every step fits. The executor then follows the plan: no search on the hot path.
+// until every step fits. It counts the regenerations before each node in the order they run,
+// with what they rerun and drop; then, where the cap leaves room, it brings back earlier a value
+// that a regeneration reruns or makes on the way, so that it is computed once. The executor then
+// follows the plan: no search on the hot path.
 //
 //   MemoryPlan p = plan_memory(g, live, candidates, bindings, held_before_step, {.cap = 1 << 30});
 #pragma once
