@@ -36,8 +36,8 @@ struct Eviction {
   // The step before which it comes back: the candidate's, or an earlier one where another
   // regeneration needs it and the cap leaves room to keep it from then on.
   int regen_before = 0;
-  // Candidates whose values the recompute reads while they are evicted: their recomputes run
-  // first, in this order, and their results are dropped after it.
+  // Candidates whose values the recompute reads while they are evicted: they rerun first, deepest
+  // first, as temporaries (see RegenRun).
   std::vector<int> rerun_first;
 };
 
