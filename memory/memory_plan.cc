@@ -41,17 +41,26 @@ Option cheapest(const Candidate& c, int i, int64_t bytes, const ir::Bindings& b,
 constexpr size_t kMaxRerun = 16;
 
 // The most bytes the recompute's other results hold at once while it runs: each goes after the
-// chain's last node that reads it.
-int64_t temporaries(const Candidate& c, const ir::Bindings& b) {
+// chain's last node that reads it, unless `kept` holds it to the end; those `counted` elsewhere
+// (in the step's curve) add nothing.
+template <typename Kept, typename Counted>
+int64_t temporaries(const Candidate& c, const ir::Bindings& b, Kept kept, Counted counted) {
   int64_t now = 0, most = 0;
   for (size_t m = 0; m < c.recompute.size(); ++m) {
-    for (const ir::Value* r : c.recompute[m]->results()) {
-      if (r != c.value) now += concrete_bytes(*r, b);
+    for (const ir::Value* v : c.recompute[m]->results()) {
+      if (v != c.value && !counted(v)) now += concrete_bytes(*v, b);
     }
     most = std::max(most, now);
-    for (const ir::Value* r : c.drop_after[m]) now -= concrete_bytes(*r, b);
+    for (const ir::Value* v : c.drop_after[m]) {
+      if (!kept(v)) now -= concrete_bytes(*v, b);
+    }
   }
   return most;
+}
+
+int64_t temporaries(const Candidate& c, const ir::Bindings& b) {
+  auto none = [](const ir::Value*) { return false; };
+  return temporaries(c, b, none, none);
 }
 
 bool reads(const Candidate& c, const ir::Value* v) {
@@ -244,24 +253,13 @@ std::vector<RegenRun> Planner::runs_before(int r) const {
 // that come back at r are in the curve already.
 int64_t Planner::run_bytes(const RegenRun& u, int r) const {
   if (u.keep.empty()) return temps_[u.candidate];
-  const Candidate& c = cs_[u.candidate];
   auto kept = [&](const ir::Value* v) {
     return std::any_of(u.keep.begin(), u.keep.end(), [&](int j) { return cs_[j].value == v; });
   };
   auto counted = [&](const ir::Value* v) {
     return std::any_of(u.keep.begin(), u.keep.end(), [&](int j) { return cs_[j].value == v && c_.regen_at[j] == r; });
   };
-  int64_t now = 0, most = 0;
-  for (size_t m = 0; m < c.recompute.size(); ++m) {
-    for (const ir::Value* v : c.recompute[m]->results()) {
-      if (v != c.value && !counted(v)) now += concrete_bytes(*v, b_);
-    }
-    most = std::max(most, now);
-    for (const ir::Value* v : c.drop_after[m]) {
-      if (!kept(v)) now -= concrete_bytes(*v, b_);
-    }
-  }
-  return most;
+  return temporaries(cs_[u.candidate], b_, kept, counted);
 }
 
 // The most bytes the runs before step r hold at once beyond the step's curve (which counts the
@@ -405,7 +403,6 @@ MemoryPlan Planner::run() {
   }
   p.regen_runs.resize(p.regen_before.size());
   for (size_t r = 0; r < p.regen_before.size(); ++r) {
-    std::sort(p.regen_before[r].begin(), p.regen_before[r].end(), [&](int x, int y) { return def_of(x) < def_of(y); });
     p.regen_runs[r] = runs_before(static_cast<int>(r));
     for (const RegenRun& u : p.regen_runs[r]) {
       if (u.eviction < 0 || p.evictions[u.eviction].how == Regen::kRecompute) {
