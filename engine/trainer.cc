@@ -9,8 +9,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "engine/init.h"
+#include "devices/cuda/cuda_device.h"
 #include "devices/simulated/simulated_device.h"
+#include "engine/init.h"
 #include "engine/safetensors.h"
 #include "ir/error.h"
 #include "ir/passes/passes.h"
@@ -104,14 +105,33 @@ std::pair<int64_t, std::map<std::string, std::string>> read_trainer_json(const s
 
 }  // namespace
 
+int check_device_name(const std::string& name) {
+  if (name == "cpu" || name == "sim") return -1;
+  if (name.rfind("cuda:", 0) == 0 && name.size() > 5 && name.size() < 9 &&
+      name.find_first_not_of("0123456789", 5) == std::string::npos)
+    return std::stoi(name.substr(5));
+  throw InvalidArgument("unknown device `" + name + "`; this build has: cpu, sim, cuda:N (N = 0 for the first GPU)");
+}
+
 std::unique_ptr<devices::Device> make_device(const std::string& name, int threads) {
+  const int gpu = check_device_name(name);
   if (name == "cpu") return devices::make_cpu_device(threads);
   if (name == "sim") return devices::make_simulated_device(threads, devices::make_cpu_device(1)->memory_info().total_bytes);
-  throw InvalidArgument("unknown device `" + name + "`; this build has: cpu, sim");
+  try {
+    return devices::cuda::make_cuda_device(gpu, threads);
+  } catch (const DeviceError& e) {
+    throw DeviceError(name + ": " + e.what() + "; to train on the CPU, use device.name: cpu");
+  }
 }
 
 Trainer::Trainer(ir::models::Model model, const TrainerOptions& options) : model_(std::move(model)) {
   device_ = make_device(options.device, options.threads);
+  // The executor runs host kernels (the reference ones, oneDNN, the LLVM JIT's): GPU memory
+  // is not theirs to touch. The CUDA device, cuBLAS and the CUDA emitter exist; the executor's
+  // GPU path does not yet.
+  if (!device_->is_host())
+    throw DeviceError("device " + device_->name() + " is there, but training on a GPU is not built yet " +
+                      "(the executor runs host kernels only): use device.name: cpu");
   alloc_ = std::make_unique<memory::CachingAllocator>(*device_, options.memory.cap);
   // Before autodiff, so that attention's gradient is one attention_grad too.
   if (options.fuse_attention) ir::make_attention_pass()->run(*model_.graph);

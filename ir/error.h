@@ -48,6 +48,13 @@ class CompileError : public Error {
   using Error::Error;
 };
 
+// A device that is not there or failed: no GPU or no driver, or a driver call that returned an
+// error (the message names the call and the driver's error).
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
 // A file that cannot be read or written.
 class IoError : public Error {
  public:
@@ -63,6 +70,7 @@ class IoError : public Error {
   if (dynamic_cast<const VerifyError*>(&e)) throw VerifyError(m);
   if (dynamic_cast<const ParseError*>(&e)) throw ParseError(m);
   if (dynamic_cast<const IoError*>(&e)) throw IoError(m);
+  if (dynamic_cast<const DeviceError*>(&e)) throw DeviceError(m);
   if (dynamic_cast<const CompileError*>(&e)) throw CompileError(m);
   if (dynamic_cast<const InvalidArgument*>(&e)) throw InvalidArgument(m);
   throw Error(m);

@@ -253,8 +253,10 @@ std::string resolve_path(const Config& c, const std::string& path) {
 
 RunSetup make_setup(const Config& c) {
   RunSetup s;
-  if (c.get_string("device.name") != "cpu" && c.get_string("device.name") != "sim") {
-    throw InvalidArgument("device.name is `" + c.get_string("device.name") + "`; this build has: cpu, sim");
+  try {
+    engine::check_device_name(c.get_string("device.name"));
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument("device.name: " + std::string(e.what()));
   }
   load_examples(c, s);
   s.batching.batch_size = c.get_int("data.batch_size");

@@ -57,6 +57,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"batch_over_bound", "data:\n  batch_size: 500\n", "", "exceeds model.max_batch"},
         BadInput{"resume_without_checkpoint", "", "--resume", "no complete checkpoint in"},
         BadInput{"config_is_a_directory", "", "--config / train.steps=1", "config file / is a directory: pass a YAML file"},
+        BadInput{"unknown_device", "", "device.name=tpu", "device.name: unknown device `tpu`; this build has: cpu, sim, cuda:N"},
+        // Without a GPU: why there is none; with one: that the GPU path is not built yet.
+        BadInput{"gpu_device", "", "device.name=cuda:0", "use device.name: cpu"},
         BadInput{"null_key", "~: 5\n", "train.steps=1", "run.yaml:1:1: a key at the top level is null, empty or a collection"},
         BadInput{"null_key_in_section", "train:\n  null: 5\n", "train.steps=1", "run.yaml:2:3: a key in section `train` is null"},
         BadInput{"collection_key", "train:\n  [a, b]: 5\n", "train.steps=1", "run.yaml:2:3: a key in section `train`"}),

@@ -1,5 +1,6 @@
-// GEMM conformance: every device present runs the same cases against a plain triple loop in
-// double precision. Cases cover each transpose combination, single, batched, strided-batch and
+// GEMM conformance: every device present (the CPU; an NVIDIA GPU where there is one; the
+// column-major BLAS mapping the GPUs use, run as a loop) runs the same cases against a plain
+// triple loop in double precision. Cases cover each transpose combination, single, batched, strided-batch and
 // shared-B layouts, accumulation into C, and awkward sizes (1, primes, non-multiples of 16, one ~512^3 product).
 // Padding between batch entries and after rows holds NaN: reading it, or leaving C partly unwritten, shows up
 // as a NaN in the result or a changed pad.
@@ -13,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include "devices/blas_gemm.h"
+#include "devices/cuda/cuda_device.h"
 #include "devices/device.h"
 
 namespace disc::devices {
@@ -164,11 +167,55 @@ void run_case(Device& dev, const GemmCase& t, double rel) {
   check_gaps(t, s, c);
 }
 
-// Every device to test; a new backend adds its factory here.
+// The GPUs' GEMM arguments checked without a GPU: the CPU device, except that gemm maps the
+// product to column-major BLAS arguments (devices/blas_gemm.h, as cuBLAS gets them) and runs
+// those with BLAS's definition as a plain loop.
+class ColumnMajorBlasLoop final : public Device {
+ public:
+  std::string name() const override { return "column-major BLAS loop"; }
+  bool is_host() const override { return true; }
+  MemoryInfo memory_info() const override { return cpu_->memory_info(); }
+  void* allocate(size_t bytes) override { return cpu_->allocate(bytes); }
+  void deallocate(void* p, size_t bytes) override { cpu_->deallocate(p, bytes); }
+  void copy(void* dst, const void* src, size_t bytes, CopyKind kind) override { cpu_->copy(dst, src, bytes, kind); }
+  void synchronize() override {}
+  int threads() const override { return 1; }
+  void gemm(const GemmArgs& g) override {
+    check_gemm_args(g);
+    if (g.dtype == DType::kF32) blas_loop<float>(column_major(g));
+    else blas_loop<double>(column_major(g));
+  }
+
+ private:
+  // c(i, j) = sum_p op(a)(i, p) op(b)(p, j) + beta c(i, j), each matrix column-major.
+  template <typename T>
+  static void blas_loop(const BlasGemm& g) {
+    for (int64_t e = 0; e < g.batch; ++e) {
+      const T* a = static_cast<const T*>(g.a) + e * g.stride_a;
+      const T* b = static_cast<const T*>(g.b) + e * g.stride_b;
+      T* c = static_cast<T*>(g.c) + e * g.stride_c;
+      for (int64_t j = 0; j < g.n; ++j)
+        for (int64_t i = 0; i < g.m; ++i) {
+          double sum = 0;
+          for (int64_t p = 0; p < g.k; ++p)
+            sum += double(g.transa ? a[p + i * g.lda] : a[i + p * g.lda]) *
+                   double(g.transb ? b[j + p * g.ldb] : b[p + j * g.ldb]);
+          T& out = c[i + j * g.ldc];
+          out = static_cast<T>(g.beta == 0 ? sum : sum + g.beta * double(out));
+        }
+    }
+  }
+
+  std::unique_ptr<Device> cpu_ = make_cpu_device(1);
+};
+
+// Every device to test; a new backend adds its factory here. A GPU joins when one is present.
 std::vector<std::unique_ptr<Device>>& devices() {
   static auto* all = [] {
     auto* v = new std::vector<std::unique_ptr<Device>>;
     v->push_back(make_cpu_device(0));
+    v->push_back(std::make_unique<ColumnMajorBlasLoop>());
+    if (cuda::cuda_device_count() > 0) v->push_back(cuda::make_cuda_device(0));
     return v;
   }();
   return *all;

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <iomanip>
 #include <limits>
 #include <random>
@@ -143,12 +144,15 @@ inline bool close(float got, float want, const Tolerance& t) {
 
 }  // namespace detail
 
-// Compiles and runs `k` on one case and compares with interpret(); `fills[i]` for input i (missing:
-// the default). Returns the JIT's outputs (for bitwise comparisons between runs).
-inline std::vector<std::vector<float>> check_kernel(KernelCache& cache, const KernelIR& k,
-                                                    const Case& c, const Tolerance& tol,
-                                                    const std::vector<Fill>& fills = {},
-                                                    uint32_t seed = 1) {
+// Runs `k` on one case's buffers (inputs, then outputs) with an emitter's code.
+using KernelRunner = std::function<void(const KernelIR& k, const Case& c, void** buffers)>;
+
+// Runs `k` on one case with `run` and compares with interpret(); `fills[i]` for input i (missing:
+// the default). Returns the emitted code's outputs (for bitwise comparisons between runs).
+inline std::vector<std::vector<float>> check_kernel_with(const KernelRunner& run, const KernelIR& k,
+                                                         const Case& c, const Tolerance& tol,
+                                                         const std::vector<Fill>& fills = {},
+                                                         uint32_t seed = 1) {
   std::mt19937 rng(seed + static_cast<uint32_t>(c.rows * 7919 + c.cols));
   std::vector<detail::HostBuffer> jit, ref;
   for (int b = 0; b < k.buffers(); ++b) {
@@ -164,8 +168,7 @@ inline std::vector<std::vector<float>> check_kernel(KernelCache& cache, const Ke
   for (auto& b : ref) refs.push_back(b.ref());
   for (auto& b : jit) pointers.push_back(b.storage.data());
   interpret(k, refs);
-  const KernelCache::Lookup l = cache.get(k, c.cols, c.is_static);
-  run_kernel(k, l.fn, c.rows, c.cols, pointers.data());
+  run(k, c, pointers.data());
 
   std::vector<std::vector<float>> outputs;
   for (int b = k.inputs; b < k.buffers(); ++b) {
@@ -184,6 +187,18 @@ inline std::vector<std::vector<float>> check_kernel(KernelCache& cache, const Ke
                       << k.str();
   }
   return outputs;
+}
+
+// check_kernel_with the LLVM emitter's code, compiled through `cache` and run over TBB.
+inline std::vector<std::vector<float>> check_kernel(KernelCache& cache, const KernelIR& k,
+                                                    const Case& c, const Tolerance& tol,
+                                                    const std::vector<Fill>& fills = {},
+                                                    uint32_t seed = 1) {
+  auto run = [&](const KernelIR& kernel, const Case& cs, void** buffers) {
+    const KernelCache::Lookup l = cache.get(kernel, cs.cols, cs.is_static);
+    run_kernel(kernel, l.fn, cs.rows, cs.cols, buffers);
+  };
+  return check_kernel_with(run, k, c, tol, fills, seed);
 }
 
 // check_kernel on every extent in kCols and kRows, static and dynamic.

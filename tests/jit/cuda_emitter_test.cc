@@ -1,0 +1,247 @@
+// The CUDA C emitter, without a GPU: every kernel it writes (each fusion pattern, every op, every
+// kernel of a llama training step) is compiled by NVRTC for Hopper (sm_90: PTX and cubin), and
+// run on the CPU through the host build of its source (cuda_host_runner.h) against the
+// interpreter. The host build runs one thread per block, so each reduction sums its row in
+// order in f32: the tolerances are looser than the LLVM emitter's (a sequential f32 sum of 32000
+// terms errs by ~1e-5 relative, against 64 partial sums there).
+#include "jit/cuda_emitter.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/error.h"
+#include "ir/models/model.h"
+#include "ir/training_step.h"
+#include "jit/fusion.h"
+#include "jit/nvrtc.h"
+#include "tests/jit/cuda_host_runner.h"
+#include "tests/jit/kernel_check.h"
+#include "tests/jit/pattern_kernels.h"
+
+namespace disc::jit {
+namespace {
+
+constexpr Tolerance kArithmetic{.rtol = 1e-4, .atol = 1e-4};
+constexpr Tolerance kEightUlp{.rtol = 9.6e-7, .atol = 1e-42};
+constexpr Bucket kAnyExtent{0, std::numeric_limits<int64_t>::max()};
+
+struct Pattern {
+  const char* name;
+  std::string text;
+  Tolerance tol = kArithmetic;
+  std::vector<Fill> fills = {};
+};
+
+std::vector<Pattern> patterns() {
+  const std::vector<Fill> adamw = {Fill{}, Fill{}, Fill{}, Fill{.lo = 0, .hi = 2}, Fill{.lo = 1e-4, .hi = 1e-2},
+                                   Fill{.lo = 1, .hi = 1000, .labels = false}};
+  std::vector<Pattern> p = {
+      {"broadcasts", kBroadcasts},
+      {"softmax", kSoftmax},
+      {"rms_norm", kRmsNorm},
+      {"rms_norm_grad", kRmsNormGrad},
+      {"cross_entropy_mean", kCrossEntropyMean},
+      {"cross_entropy", kCrossEntropy},
+      {"adamw", kAdamW, kArithmetic, adamw},
+      {"compares", kCompares, {.rtol = 0, .atol = 0}},
+      {"logsumexp", "kernel inputs=1 outputs=1 space=0 types=f32,f32\n%0 = load 0 full\n"
+                    "%1 = reduce_logsumexp %0\nstore 1 row %1", kArithmetic, {Fill{.lo = -30, .hi = 30}}},
+      {"load_at", "kernel inputs=2 outputs=1 space=0 types=f32,i64,f32\n%0 = load 0 full\n%1 = load 1 row\n"
+                  "%2 = load_at 0 full %1\n%3 = mul %0 %2\nstore 2 full %3", kArithmetic,
+       {Fill{}, Fill{.lo = -5, .hi = 40, .labels = false}}},
+  };
+  // Every unary op per element, on a row's max and on a scalar; every binary op against a column.
+  for (KOp op : {KOp::kNeg, KOp::kAbs, KOp::kExp, KOp::kLog, KOp::kSqrt, KOp::kRsqrt, KOp::kTanh, KOp::kSigmoid,
+                 KOp::kSilu, KOp::kRelu}) {
+    const std::string n(kop_name(op));
+    p.push_back({kop_name(op).data(),
+                 "kernel inputs=2 outputs=3 space=0 types=f32,f32,f32,f32,f32\n%0 = load 0 full\n%1 = load 1 scalar\n"
+                 "%2 = " + n + " %0\n%3 = reduce_max %0\n%4 = " + n + " %3\n%5 = " + n + " %1\n"
+                 "store 2 full %2\nstore 3 row %4\nstore 4 scalar %5",
+                 kEightUlp, {Fill{.lo = -90, .hi = 90, .specials = true}, Fill{.lo = 0.5, .hi = 3}}});
+  }
+  for (KOp op : {KOp::kAdd, KOp::kSub, KOp::kMul, KOp::kDiv, KOp::kMax, KOp::kMin, KOp::kPow})
+    p.push_back({kop_name(op).data(),
+                 "kernel inputs=2 outputs=1 space=0 types=f32,f32,f32\n%0 = load 0 full\n%1 = load 1 col\n%2 = " +
+                     std::string(kop_name(op)) + " %0 %1\nstore 2 full %2",
+                 kEightUlp, {Fill{.lo = -3, .hi = 3, .specials = true}, Fill{.lo = -3, .hi = 3}}});
+  return p;
+}
+
+struct StepKernel {
+  KernelIR kernel;
+  std::vector<int64_t> extents;  // the column extents it meets: a static one alone
+};
+
+// The distinct kernels of a small llama's training step (forward, backward, AdamW with clipping).
+std::vector<StepKernel> llama_step_kernels() {
+  ir::models::LlamaConfig c;
+  c.vocab = 32, c.hidden = 64, c.layers = 1, c.heads = 4, c.kv_heads = 2, c.ffn = 172;
+  c.max_seq = 64;
+  ir::models::Model m = ir::models::build_llama(c);
+  ir::OptimizerConfig opt;
+  opt.clip_norm = 1.0;
+  ir::build_training_step(*m.graph, m.loss, m.params, opt);
+  std::set<std::string> seen;
+  std::vector<StepKernel> kernels;
+  for (const FusionGroup& g : plan_fusion(*m.graph).groups) {
+    if (!seen.insert(g.kernel.str()).second) continue;
+    std::vector<int64_t> extents = {1, 17, 64, 1000};
+    if (!g.space.empty() && g.space.back().constant()) extents = {*g.space.back().constant()};
+    kernels.push_back({g.kernel, extents});
+  }
+  return kernels;
+}
+
+// Every kernel in one NVRTC program for `arch`: the helpers once, then each body.
+NvrtcOutput compile_all(const std::vector<CudaKernelSource>& sources, const std::string& arch) {
+  std::string src = sources.at(0).math + sources[0].reductions;
+  for (const CudaKernelSource& s : sources) src += s.body;
+  return Nvrtc::get().compile(src, "kernels.cu", arch);
+}
+
+void expect_entries(const NvrtcOutput& o, const std::vector<CudaKernelSource>& sources) {
+  EXPECT_GT(o.cubin.size(), 1000u);
+  EXPECT_EQ(o.cubin.compare(0, 4, "\x7f" "ELF"), 0) << "a cubin is an ELF image";
+  for (const CudaKernelSource& s : sources) {
+    EXPECT_NE(o.ptx.find(".entry " + s.name + "("), std::string::npos) << s.name;
+    if (s.has_totals) EXPECT_NE(o.ptx.find(".entry " + s.name + "_totals("), std::string::npos) << s.name;
+    if (!s.summed.empty()) EXPECT_NE(o.ptx.find(".entry " + s.name + "_sums("), std::string::npos) << s.name;
+  }
+}
+
+#define SKIP_WITHOUT_NVRTC()                                                 \
+  do {                                                                       \
+    std::string why;                                                         \
+    if (!Nvrtc::available(&why)) GTEST_SKIP() << "no NVRTC here: " << why;  \
+  } while (0)
+
+TEST(CudaEmitter, EveryPatternAndOpCompilesForHopper) {
+  SKIP_WITHOUT_NVRTC();
+  std::vector<CudaKernelSource> sources;
+  for (const Pattern& p : patterns()) {
+    const KernelIR k = KernelIR::parse(p.text);
+    sources.push_back(emit_cuda_kernel(k, kAnyExtent, "k" + std::to_string(sources.size())));
+    sources.push_back(emit_cuda_kernel(k, {17, 17}, "k" + std::to_string(sources.size())));
+  }
+  const NvrtcOutput o = compile_all(sources, "sm_90");
+  expect_entries(o, sources);
+  EXPECT_EQ(o.log, "") << "NVRTC warned";
+}
+
+TEST(CudaEmitter, EveryKernelOfALlamaTrainingStepCompilesForHopper) {
+  SKIP_WITHOUT_NVRTC();
+  std::vector<CudaKernelSource> sources;
+  for (const auto& [k, extents] : llama_step_kernels()) {
+    sources.push_back(emit_cuda_kernel(k, kAnyExtent, "k" + std::to_string(sources.size())));
+    sources.push_back(emit_cuda_kernel(k, {64, 64}, "k" + std::to_string(sources.size())));
+  }
+  expect_entries(compile_all(sources, "sm_90"), sources);
+  // A virtual architecture gives PTX alone, which the driver compiles for whatever GPU it has.
+  const NvrtcOutput ptx = compile_all(sources, "compute_90");
+  EXPECT_TRUE(ptx.cubin.empty());
+  EXPECT_NE(ptx.ptx.find(".target sm_90"), std::string::npos);
+}
+
+TEST(CudaEmitter, PatternsAndOpsMatchTheInterpreterOnTheHost) {
+  const std::vector<Pattern> ps = patterns();
+  std::vector<std::pair<KernelIR, Bucket>> kernels;
+  for (const Pattern& p : ps) {
+    kernels.emplace_back(KernelIR::parse(p.text), kAnyExtent);
+    kernels.emplace_back(KernelIR::parse(p.text), Bucket{17, 17});
+  }
+  const CudaHostRunner host(kernels);
+  for (size_t i = 0; i < ps.size(); ++i) {
+    SCOPED_TRACE(ps[i].name);
+    const KernelIR& k = kernels[2 * i].first;
+    auto dynamic = [&](const KernelIR&, const Case& c, void** b) { host.run(2 * i, c.rows, c.cols, b); };
+    auto fixed = [&](const KernelIR&, const Case& c, void** b) { host.run(2 * i + 1, c.rows, c.cols, b); };
+    for (int64_t cols : kCols)
+      for (int64_t rows : kRows) check_kernel_with(dynamic, k, {rows, cols, false}, ps[i].tol, ps[i].fills);
+    for (int64_t rows : kRows) check_kernel_with(fixed, k, {rows, 17, true}, ps[i].tol, ps[i].fills);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+TEST(CudaEmitter, LlamaStepKernelsMatchTheInterpreterOnTheHost) {
+  const std::vector<StepKernel> ks = llama_step_kernels();
+  std::vector<std::pair<KernelIR, Bucket>> kernels;
+  for (const StepKernel& k : ks) kernels.emplace_back(k.kernel, kAnyExtent);
+  const CudaHostRunner host(kernels);
+  for (size_t i = 0; i < ks.size(); ++i) {
+    SCOPED_TRACE(ks[i].kernel.str());
+    auto run = [&](const KernelIR&, const Case& c, void** b) { host.run(i, c.rows, c.cols, b); };
+    for (int64_t cols : ks[i].extents)
+      check_kernel_with(run, ks[i].kernel, {.rows = 3, .cols = cols}, {.rtol = 1e-4, .atol = 1e-4});
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+// A label outside the classes: the totals kernel counts it and the launch fails before the rows.
+TEST(CudaEmitter, TheTotalsKernelCountsBadLabels) {
+  std::string text = kCrossEntropyMean;
+  text.replace(text.find("1000000000"), 10, "5");  // 5 classes; labels 9 and 16 are outside
+  const CudaHostRunner host({{KernelIR::parse(text), kAnyExtent}});
+  std::vector<float> x(3 * 17, 0.0f), loss(1, -1.0f);
+  std::vector<int64_t> labels = {2, 9, 16};
+  void* buffers[] = {x.data(), labels.data(), loss.data()};
+  try {
+    host.run(0, 3, 17, buffers);
+    ADD_FAILURE() << "labels 9 and 16 of 5 classes passed";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("2 bad labels"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(loss[0], -1.0f);
+}
+
+TEST(CudaEmitter, BlockSizeFollowsTheBucketAndSumsGroupRows) {
+  const KernelIR softmax = KernelIR::parse(kSoftmax);
+  EXPECT_EQ(emit_cuda_kernel(softmax, {1, 1}, "k").block, 32);
+  EXPECT_EQ(emit_cuda_kernel(softmax, {33, 64}, "k").block, 64);
+  EXPECT_EQ(emit_cuda_kernel(softmax, {65, 128}, "k").block, 128);
+  EXPECT_EQ(emit_cuda_kernel(softmax, kAnyExtent, "k").block, 256);
+  EXPECT_EQ(emit_cuda_kernel(softmax, kAnyExtent, "k").rows_per_group, 1);
+  const CudaKernelSource grad = emit_cuda_kernel(KernelIR::parse(kRmsNormGrad), kAnyExtent, "k");
+  EXPECT_EQ(grad.rows_per_group, kSumBlockRows);
+  ASSERT_EQ(grad.summed.size(), 1u);
+  EXPECT_EQ(grad.sums_per_group(100), 100);  // one column sum: a float per column per group
+  const CudaKernelSource mean = emit_cuda_kernel(KernelIR::parse(kCrossEntropyMean), kAnyExtent, "k");
+  EXPECT_TRUE(mean.has_totals);
+  EXPECT_EQ(mean.sums_per_group(100), 1);  // a mean loss: one float per group
+}
+
+TEST(CudaEmitter, RefusesBuffersItCannotLoad) {
+  const KernelIR k = KernelIR::parse("kernel inputs=1 outputs=1 space=0 types=bf16,f32\n%0 = load 0 full\nstore 1 full %0");
+  EXPECT_THROW(emit_cuda_kernel(k, kAnyExtent, "k"), CompileError);
+}
+
+TEST(Nvrtc, ACompileErrorCarriesTheLog) {
+  SKIP_WITHOUT_NVRTC();
+  try {
+    Nvrtc::get().compile("extern \"C\" __global__ void k() { undeclared = 1; }", "bad.cu", "sm_90");
+    ADD_FAILURE() << "compiled";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.cu does not compile for sm_90"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("undeclared"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Nvrtc, AnArchitectureItDoesNotKnowIsNamed) {
+  SKIP_WITHOUT_NVRTC();
+  const std::vector<std::string> archs = Nvrtc::get().architectures();
+  EXPECT_NE(std::find(archs.begin(), archs.end(), "sm_90"), archs.end());
+  try {
+    Nvrtc::get().compile("extern \"C\" __global__ void k() {}", "k.cu", "sm_11");
+    ADD_FAILURE() << "compiled for sm_11";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot compile for sm_11; it knows"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Nvrtc::get().compile("", "k.cu", "hopper"), CompileError);
+}
+
+}  // namespace
+}  // namespace disc::jit
