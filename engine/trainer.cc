@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "devices/cuda/cuda_device.h"
+#include "devices/hip/hip_device.h"
 #include "devices/simulated/simulated_device.h"
 #include "engine/init.h"
 #include "engine/safetensors.h"
@@ -107,10 +108,14 @@ std::pair<int64_t, std::map<std::string, std::string>> read_trainer_json(const s
 
 int check_device_name(const std::string& name) {
   if (name == "cpu" || name == "sim") return -1;
-  if (name.rfind("cuda:", 0) == 0 && name.size() > 5 && name.size() < 9 &&
-      name.find_first_not_of("0123456789", 5) == std::string::npos)
-    return std::stoi(name.substr(5));
-  throw InvalidArgument("unknown device `" + name + "`; this build has: cpu, sim, cuda:N (N = 0 for the first GPU)");
+  for (const std::string gpu : {"cuda:", "hip:"}) {
+    const size_t n = gpu.size();
+    if (name.rfind(gpu, 0) == 0 && name.size() > n && name.size() < n + 4 &&
+        name.find_first_not_of("0123456789", n) == std::string::npos)
+      return std::stoi(name.substr(n));
+  }
+  throw InvalidArgument("unknown device `" + name +
+                        "`; this build has: cpu, sim, cuda:N (NVIDIA GPU N), hip:N (AMD GPU N), N = 0 for the first");
 }
 
 std::unique_ptr<devices::Device> make_device(const std::string& name, int threads) {
@@ -118,7 +123,8 @@ std::unique_ptr<devices::Device> make_device(const std::string& name, int thread
   if (name == "cpu") return devices::make_cpu_device(threads);
   if (name == "sim") return devices::make_simulated_device(threads, devices::make_cpu_device(1)->memory_info().total_bytes);
   try {
-    return devices::cuda::make_cuda_device(gpu, threads);
+    if (name.rfind("cuda:", 0) == 0) return devices::cuda::make_cuda_device(gpu, threads);
+    return devices::hip::make_hip_device(gpu, threads);
   } catch (const DeviceError& e) {
     throw DeviceError(name + ": " + e.what() + "; to train on the CPU, use device.name: cpu");
   }

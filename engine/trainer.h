@@ -111,10 +111,11 @@ class Trainer {
 };
 
 // The devices this build can create: "cpu", "sim" (the CPU with its memory counted as a
-// separate device pool, so that offload can be tried without a GPU) and "cuda:N" (NVIDIA GPU N,
-// through the driver loaded at run time: DeviceError says why there is none).
+// separate device pool, so that offload can be tried without a GPU), "cuda:N" (NVIDIA GPU N) and
+// "hip:N" (AMD GPU N), through drivers loaded at run time: DeviceError says why there is none.
 std::unique_ptr<devices::Device> make_device(const std::string& name, int threads);
-// Throws InvalidArgument for a name make_device does not know; returns N for "cuda:N", else -1.
+// Throws InvalidArgument for a name make_device does not know; returns N for "cuda:N" and
+// "hip:N", else -1.
 int check_device_name(const std::string& name);
 
 }  // namespace disc::engine

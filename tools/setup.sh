@@ -15,6 +15,9 @@ packages=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   # Tests and benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev
+  # hiprtc (in the HIP runtime), so that the tests compile the GPU kernels for AMD GPUs too; the
+  # build links nothing of it (loaded at run time). NVRTC comes with the CUDA toolkit, not Debian.
+  libamdhip64-5 libhiprtc-builtins5
 )
 if [ "${1:-}" = "--bench" ]; then
   packages+=(python3-torch libopenblas0-openmp)

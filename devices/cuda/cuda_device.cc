@@ -1,10 +1,9 @@
-// The CUDA device; see cuda_device.h.
+// The CUDA Driver API as a GpuRuntime; see cuda_device.h.
 #include "devices/cuda/cuda_device.h"
 
 #include <thread>
-#include <vector>
 
-#include "devices/cuda/cublas.h"
+#include "devices/cuda/driver_api.h"
 #include "ir/error.h"
 
 namespace disc::devices::cuda {
@@ -12,9 +11,9 @@ namespace {
 
 CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
-class Gpu final : public CudaDevice {
+class DriverRuntime final : public GpuRuntime {
  public:
-  Gpu(int ordinal, int host_threads) : api_(driver()), ordinal_(ordinal), host_threads_(host_threads) {
+  explicit DriverRuntime(int ordinal) : api_(driver()), ordinal_(ordinal) {
     check(api_.cuDeviceGet(&dev_, ordinal), "cuDeviceGet(" + std::to_string(ordinal) + ")");
     char name[256] = {};
     check(api_.cuDeviceGetName(name, sizeof name, dev_), "cuDeviceGetName");
@@ -24,128 +23,88 @@ class Gpu final : public CudaDevice {
     check(api_.cuDeviceGetAttribute(&minor, kAttrComputeCapabilityMinor, dev_), "cuDeviceGetAttribute");
     check(api_.cuDeviceGetAttribute(&sms_, kAttrMultiprocessorCount, dev_), "cuDeviceGetAttribute");
     arch_ = "sm_" + std::to_string(major * 10 + minor);
-    // The primary context: the one the CUDA runtime (inside cuBLAS) uses too.
+    // The primary context: the one the CUDA runtime inside cuBLAS uses too.
     check(api_.cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
-    make_current();
-    check(api_.cuStreamCreate(&compute_, kStreamNonBlocking), "cuStreamCreate");
-    check(api_.cuStreamCreate(&copies_, kStreamNonBlocking), "cuStreamCreate");
-    check(api_.cuEventCreate(&computed_, kEventDisableTiming), "cuEventCreate");
-    check(api_.cuEventCreate(&copied_, kEventDisableTiming), "cuEventCreate");
-    blas_ = std::make_unique<Cublas>(compute_);
   }
-
-  ~Gpu() override {
-    make_current();
-    api_.cuStreamSynchronize(compute_);
-    api_.cuStreamSynchronize(copies_);
-    blas_.reset();
-    for (CUmodule m : modules_) api_.cuModuleUnload(m);
-    api_.cuEventDestroy(computed_);
-    api_.cuEventDestroy(copied_);
-    api_.cuStreamDestroy(compute_);
-    api_.cuStreamDestroy(copies_);
-    api_.cuDevicePrimaryCtxRelease(dev_);
-  }
+  ~DriverRuntime() override { api_.cuDevicePrimaryCtxRelease(dev_); }
 
   std::string name() const override { return "cuda:" + std::to_string(ordinal_); }
-  bool is_host() const override { return false; }
+  std::string product() const override { return product_; }
+  std::string arch() const override { return arch_; }
+  int multiprocessors() const override { return sms_; }
+  BlasLibrary blas() const override { return BlasLibrary::kCublas; }
+  void make_current() const override { check(api_.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"); }
+
   MemoryInfo memory_info() const override {
     make_current();
     size_t free = 0, total = 0;
     check(api_.cuMemGetInfo(&free, &total), "cuMemGetInfo");
     return {static_cast<int64_t>(total), static_cast<int64_t>(free)};
   }
-
   void* allocate(size_t bytes) override {
-    make_current();
-    const size_t size = allocation_size(bytes);
-    if (size == 0) throw OutOfMemory(name() + ": cannot allocate " + std::to_string(bytes) + " bytes");
     CUdeviceptr p = 0;
-    check(api_.cuMemAlloc(&p, size), name() + " cuMemAlloc(" + std::to_string(size) + " bytes)");
-    return reinterpret_cast<void*>(p);  // 256-byte aligned: more than kAllocAlignment
+    check(api_.cuMemAlloc(&p, bytes), name() + " cuMemAlloc(" + std::to_string(bytes) + " bytes)");
+    return reinterpret_cast<void*>(p);
   }
-  void deallocate(void* p, size_t) override {
-    make_current();
-    // Kernels queued on the block may still run: cuMemFree must come after them.
-    check(api_.cuStreamSynchronize(compute_), "cuStreamSynchronize");
-    check(api_.cuMemFree(dptr(p)), "cuMemFree");
-  }
-
-  void copy(void* dst, const void* src, size_t bytes, CopyKind kind) override {
-    if (bytes == 0) return;
-    make_current();
-    if (kind == CopyKind::kDeviceToDevice) {
-      check(api_.cuMemcpyDtoDAsync(dptr(dst), dptr(src), bytes, compute_), "cuMemcpyDtoDAsync");
-      return;
+  void free(void* p) override { check(api_.cuMemFree(dptr(p)), "cuMemFree"); }
+  void copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream s) override {
+    switch (kind) {
+      case CopyKind::kHostToDevice:
+        return check(api_.cuMemcpyHtoDAsync(dptr(dst), src, bytes, stream(s)), "cuMemcpyHtoDAsync");
+      case CopyKind::kDeviceToHost:
+        return check(api_.cuMemcpyDtoHAsync(dst, dptr(src), bytes, stream(s)), "cuMemcpyDtoHAsync");
+      case CopyKind::kDeviceToDevice:
+        return check(api_.cuMemcpyDtoDAsync(dptr(dst), dptr(src), bytes, stream(s)), "cuMemcpyDtoDAsync");
     }
-    // The copy waits for the kernels before it, and the kernels after it wait for the copy.
-    check(api_.cuEventRecord(computed_, compute_), "cuEventRecord");
-    check(api_.cuStreamWaitEvent(copies_, computed_, 0), "cuStreamWaitEvent");
-    if (kind == CopyKind::kHostToDevice)
-      check(api_.cuMemcpyHtoDAsync(dptr(dst), src, bytes, copies_), "cuMemcpyHtoDAsync");
-    else
-      check(api_.cuMemcpyDtoHAsync(dst, dptr(src), bytes, copies_), "cuMemcpyDtoHAsync");
-    check(api_.cuEventRecord(copied_, copies_), "cuEventRecord");
-    check(api_.cuStreamWaitEvent(compute_, copied_, 0), "cuStreamWaitEvent");
-    // A copy to host memory is read by the host as soon as copy() returns.
-    if (kind == CopyKind::kDeviceToHost) check(api_.cuStreamSynchronize(copies_), "cuStreamSynchronize");
+  }
+  void zero(void* p, size_t bytes, Stream s) override {
+    check(api_.cuMemsetD8Async(dptr(p), 0, bytes, stream(s)), "cuMemsetD8Async");
   }
 
-  void synchronize() override {
-    make_current();
-    check(api_.cuStreamSynchronize(copies_), "cuStreamSynchronize");
-    check(api_.cuStreamSynchronize(compute_), "cuStreamSynchronize");
+  Stream create_stream() override {
+    CUstream s = nullptr;
+    check(api_.cuStreamCreate(&s, kStreamNonBlocking), "cuStreamCreate");
+    return s;
   }
-
-  void gemm(const GemmArgs& g) override {
-    make_current();
-    blas_->gemm(g);
+  void destroy_stream(Stream s) override { check(api_.cuStreamDestroy(stream(s)), "cuStreamDestroy"); }
+  void synchronize(Stream s) override { check(api_.cuStreamSynchronize(stream(s)), "cuStreamSynchronize"); }
+  Event create_event() override {
+    CUevent e = nullptr;
+    check(api_.cuEventCreate(&e, kEventDisableTiming), "cuEventCreate");
+    return e;
   }
-  int threads() const override {
-    return host_threads_ > 0 ? host_threads_ : static_cast<int>(std::thread::hardware_concurrency());
-  }
+  void destroy_event(Event e) override { check(api_.cuEventDestroy(event(e)), "cuEventDestroy"); }
+  void record(Event e, Stream s) override { check(api_.cuEventRecord(event(e), stream(s)), "cuEventRecord"); }
+  void wait(Stream s, Event e) override { check(api_.cuStreamWaitEvent(stream(s), event(e), 0), "cuStreamWaitEvent"); }
 
-  std::string product() const override { return product_; }
-  std::string arch() const override { return arch_; }
-  int multiprocessors() const override { return sms_; }
-
-  CUfunction load_kernel(const std::string& image, const std::string& fn) override {
-    make_current();
+  Module load_module(const std::string& image) override {
     CUmodule m = nullptr;
-    check(api_.cuModuleLoadData(&m, image.c_str()), "cuModuleLoadData(" + fn + ")");
-    modules_.push_back(m);
+    check(api_.cuModuleLoadData(&m, image.c_str()), "cuModuleLoadData");
+    return m;
+  }
+  void unload_module(Module m) override { check(api_.cuModuleUnload(static_cast<CUmodule>(m)), "cuModuleUnload"); }
+  Function function(Module m, const std::string& fn) override {
     CUfunction f = nullptr;
-    check(api_.cuModuleGetFunction(&f, m, fn.c_str()), "cuModuleGetFunction(" + fn + ")");
+    check(api_.cuModuleGetFunction(&f, static_cast<CUmodule>(m), fn.c_str()), "cuModuleGetFunction(" + fn + ")");
     return f;
   }
-  void launch(CUfunction f, const LaunchShape& s, void** params) override {
-    if (s.grid == 0) return;
-    make_current();
-    check(api_.cuLaunchKernel(f, s.grid, 1, 1, s.block, 1, 1, s.shared_bytes, compute_, params, nullptr),
-          "cuLaunchKernel(grid " + std::to_string(s.grid) + ", block " + std::to_string(s.block) + ")");
-  }
-  void zero(void* p, size_t bytes) override {
-    if (bytes == 0) return;
-    make_current();
-    check(api_.cuMemsetD8Async(dptr(p), 0, bytes, compute_), "cuMemsetD8Async");
+  void launch(Function f, const LaunchShape& sh, Stream s, void** params) override {
+    check(api_.cuLaunchKernel(static_cast<CUfunction>(f), sh.grid, 1, 1, sh.block, 1, 1, sh.shared_bytes, stream(s),
+                              params, nullptr),
+          "cuLaunchKernel(grid " + std::to_string(sh.grid) + ", block " + std::to_string(sh.block) + ")");
   }
 
  private:
-  // The context is current per thread; any thread may call the device.
-  void make_current() const { check(api_.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"); }
+  static CUstream stream(Stream s) { return static_cast<CUstream>(s); }
+  static CUevent event(Event e) { return static_cast<CUevent>(e); }
   void check(CUresult e, const std::string& what) const { cuda::check(api_, e, what); }
 
   const DriverApi& api_;
   int ordinal_;
-  int host_threads_;
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
-  CUstream compute_ = nullptr, copies_ = nullptr;
-  CUevent computed_ = nullptr, copied_ = nullptr;
   std::string product_, arch_;
   int sms_ = 0;
-  std::vector<CUmodule> modules_;
-  std::unique_ptr<Cublas> blas_;
 };
 
 }  // namespace
@@ -163,15 +122,13 @@ int cuda_device_count(std::string* why) {
   }
 }
 
-std::unique_ptr<CudaDevice> make_cuda_device(int ordinal, int host_threads) {
+std::unique_ptr<GpuDevice> make_cuda_device(int ordinal, int host_threads) {
   const DriverApi& api = driver();
   int n = 0;
   check(api, api.cuDeviceGetCount(&n), "cuDeviceGetCount");
-  if (ordinal < 0 || ordinal >= n)
-    throw DeviceError("cuda:" + std::to_string(ordinal) + " does not exist: this machine has " +
-                      std::to_string(n) + " CUDA device(s)" +
-                      (n > 0 ? ", cuda:0 to cuda:" + std::to_string(n - 1) : std::string()));
-  return std::make_unique<Gpu>(ordinal, host_threads);
+  check_ordinal("cuda", ordinal, n);
+  const int threads = host_threads > 0 ? host_threads : static_cast<int>(std::thread::hardware_concurrency());
+  return std::make_unique<GpuDevice>(std::make_unique<DriverRuntime>(ordinal), threads);
 }
 
 }  // namespace disc::devices::cuda

@@ -1,4 +1,4 @@
-// GEMM conformance: every device present (the CPU; an NVIDIA GPU where there is one; the
+// GEMM conformance: every device present (the CPU; an NVIDIA or AMD GPU where there is one; the
 // column-major BLAS mapping the GPUs use, run as a loop) runs the same cases against a plain
 // triple loop in double precision. Cases cover each transpose combination, single, batched, strided-batch and
 // shared-B layouts, accumulation into C, and awkward sizes (1, primes, non-multiples of 16, one ~512^3 product).
@@ -16,6 +16,7 @@
 
 #include "devices/blas_gemm.h"
 #include "devices/cuda/cuda_device.h"
+#include "devices/hip/hip_device.h"
 #include "devices/device.h"
 
 namespace disc::devices {
@@ -216,6 +217,7 @@ std::vector<std::unique_ptr<Device>>& devices() {
     v->push_back(make_cpu_device(0));
     v->push_back(std::make_unique<ColumnMajorBlasLoop>());
     if (cuda::cuda_device_count() > 0) v->push_back(cuda::make_cuda_device(0));
+    if (hip::hip_device_count() > 0) v->push_back(hip::make_hip_device(0));
     return v;
   }();
   return *all;
