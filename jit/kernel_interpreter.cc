@@ -169,11 +169,8 @@ std::vector<double> row_totals(const KernelIR& k, const std::vector<ir::TensorRe
   for (int i = 0; i < n; ++i) {  // the checks and the scalar values they read, totals included
     if (!needed[i] || levels[i] != Level::kScalar || !after[i]) continue;
     step(k, buffers, levels, i, 0, cols, s);
-    if (k.code[i].op == KOp::kCheckLabels && s.v[k.code[i].args[0]][0] != 0) {
-      throw InvalidArgument("kernel: " + std::to_string(static_cast<int64_t>(s.v[k.code[i].args[0]][0])) +
-                            " labels are outside the classes [0, " + std::to_string(cols) +
-                            ") and are not the ignore index: fix the labels, or the number of classes (the vocabulary)");
-    }
+    if (k.code[i].op == KOp::kCheckLabels && s.v[k.code[i].args[0]][0] != 0)
+      throw_bad_labels(static_cast<int64_t>(s.v[k.code[i].args[0]][0]), cols);
   }
   return totals;
 }

@@ -343,4 +343,10 @@ uint64_t KernelIR::fingerprint() const {
   return fnv1a(str());
 }
 
+void throw_bad_labels(int64_t count, int64_t cols) {
+  throw InvalidArgument("kernel: " + std::to_string(count) + " labels are outside the classes [0, " +
+                        std::to_string(cols) +
+                        ") and are not the ignore index: fix the labels, or the number of classes (the vocabulary)");
+}
+
 }  // namespace disc::jit

@@ -137,4 +137,8 @@ struct Space {
 // which buffer does not fit.
 Space space_of(const KernelIR& k, const std::vector<ir::TensorRef>& buffers);
 
+// What check_labels fails with: `count` labels outside [0, cols). Every way of running a kernel
+// (the interpreter, the CPU and GPU kernels) throws this InvalidArgument.
+[[noreturn]] void throw_bad_labels(int64_t count, int64_t cols);
+
 }  // namespace disc::jit

@@ -20,6 +20,7 @@
 
 #include "ir/error.h"
 #include "jit/cuda_emitter.h"
+#include "jit/gpu_kernels.h"
 #include "tests/jit/scratch_dir.h"
 
 namespace disc::jit {
@@ -69,22 +70,21 @@ class CudaHostRunner {
     if (handle_) dlclose(handle_);
   }
 
-  // Kernel i over its buffers, launched as the CUDA device would: the totals (and the label check
-  // they carry), the rows, then the sums over rows.
+  // Kernel i over its buffers, launched as GpuKernels launches them (gpu_launches): the totals
+  // and the label check they carry, the rows, then the sums over rows.
   void run(size_t i, int64_t rows, int64_t cols, void** buffers) const {
     const CudaKernelSource& s = sources_[i];
     const KernelIR& k = irs_[i];
     std::vector<double> totals(k.code.size(), 0.0);
-    if (s.has_totals) {
-      entry(s.name + "_host_totals")(rows, cols, buffers, totals.data(), nullptr);
-      for (size_t j = 0; j < k.code.size(); ++j)
-        if (k.code[j].op == KOp::kCheckLabels && totals[j] != 0)
-          throw InvalidArgument("kernel: " + std::to_string(static_cast<int64_t>(totals[j])) + " bad labels");
-    }
+    std::vector<float> sums(static_cast<size_t>(gpu_sums_floats(s, rows, cols)) + 1, -777.0f);
     const int64_t groups = (rows + s.rows_per_group - 1) / s.rows_per_group;
-    std::vector<float> sums(static_cast<size_t>(groups * s.sums_per_group(cols)) + 1, -777.0f);
-    entry(s.name + "_host")(rows, cols, buffers, totals.data(), sums.data());
-    if (!s.summed.empty()) entry(s.name + "_host_sums")(groups, cols, buffers, nullptr, sums.data());
+    for (const GpuLaunch& l : gpu_launches(s, rows, cols, 1)) {
+      entry(l.function + "_host")(l.kind == GpuLaunch::Kind::kSums ? groups : rows, cols, buffers, totals.data(),
+                                  sums.data());
+      if (l.kind != GpuLaunch::Kind::kTotals) continue;
+      for (size_t j = 0; j < k.code.size(); ++j)
+        if (k.code[j].op == KOp::kCheckLabels && totals[j] != 0) throw_bad_labels(static_cast<int64_t>(totals[j]), cols);
+    }
   }
 
  private:
@@ -104,12 +104,12 @@ class CudaHostRunner {
     std::string w = "extern \"C\" void " + s.name + "_host" + sig + " { " + s.name + "(rows, cols" + bufs +
                     ", totals, sums); }\n";
     if (s.has_totals)
-      w += "extern \"C\" void " + s.name + "_host_totals" + sig + " { " + s.name + "_totals(rows, cols" + bufs +
+      w += "extern \"C\" void " + s.name + "_totals_host" + sig + " { " + s.name + "_totals(rows, cols" + bufs +
            ", totals); }\n";
     if (!s.summed.empty()) {
       std::string outs;
       for (int b : s.summed) outs += ", (float*)b[" + std::to_string(b) + "]";
-      w += "extern \"C\" void " + s.name + "_host_sums" + sig + " { " + s.name + "_sums(rows, cols, sums" + outs +
+      w += "extern \"C\" void " + s.name + "_sums_host" + sig + " { " + s.name + "_sums(rows, cols, sums" + outs +
            "); }\n";
     }
     return w;

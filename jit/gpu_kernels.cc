@@ -1,0 +1,125 @@
+#include "jit/gpu_kernels.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "ir/error.h"
+
+namespace disc::jit {
+namespace {
+
+// Part of every binary's cache key: bump it when the emitted CUDA C changes for the same IR.
+constexpr int kCudaEmitterRevision = 1;
+
+unsigned blocks(int64_t n, int64_t per_block, int64_t cap) {
+  return static_cast<unsigned>(std::clamp<int64_t>((n + per_block - 1) / per_block, 1, cap));
+}
+
+}  // namespace
+
+int64_t gpu_sums_floats(const CudaKernelSource& s, int64_t rows, int64_t cols) {
+  return (rows + s.rows_per_group - 1) / s.rows_per_group * s.sums_per_group(cols);
+}
+
+std::vector<GpuLaunch> gpu_launches(const CudaKernelSource& s, int64_t rows, int64_t cols, int64_t max_blocks) {
+  const auto b = static_cast<unsigned>(s.block);
+  std::vector<GpuLaunch> out;
+  if (s.has_totals) out.push_back({GpuLaunch::Kind::kTotals, s.name + "_totals", {1, b, 0}});
+  // No rows: nothing to run per row, but sums over no rows are still written (as 0).
+  const int64_t groups = (rows + s.rows_per_group - 1) / s.rows_per_group;
+  if (groups > 0) out.push_back({GpuLaunch::Kind::kRows, s.name, {blocks(groups, 1, max_blocks), b, 0}});
+  if (!s.summed.empty())
+    out.push_back({GpuLaunch::Kind::kSums, s.name + "_sums", {blocks(s.sums_per_group(cols), b, max_blocks), b, 0}});
+  return out;
+}
+
+GpuKernelCompiler::GpuKernelCompiler(GpuVendor vendor, std::string arch, std::string cache_dir,
+                                     std::vector<int64_t> buckets)
+    : vendor_(vendor), arch_(std::move(arch)), buckets_(std::move(buckets)), cache_(std::move(cache_dir)) {}
+
+GpuKernelCompiler::Compiled GpuKernelCompiler::compile(const KernelIR& k, int64_t cols, bool cols_static) {
+  const Bucket b = bucket(cols, cols_static);
+  Compiled c;
+  c.source = emit_cuda_kernel(k, b, "k" + std::to_string(k.fingerprint()));
+  const RuntimeCompiler& rtc = RuntimeCompiler::get(vendor_);
+  const std::string key = "gpu|" + std::to_string(k.fingerprint()) + "|" + b.str() + "|" + arch_ + "|" + rtc.name() +
+                          "|cuda-emitter-" + std::to_string(kCudaEmitterRevision);
+  const auto start = std::chrono::steady_clock::now();
+  if (std::optional<std::string> hit = cache_.get(key)) {
+    c.binary = std::move(*hit);
+    c.from_cache = true;
+  } else {
+    c.binary = rtc.compile(c.source.source(), c.source.name + ".cu", arch_).binary;
+    cache_.put(key, c.binary);
+  }
+  c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return c;
+}
+
+GpuKernels::GpuKernels(devices::GpuDevice& dev, std::string cache_dir, std::vector<int64_t> buckets)
+    : dev_(dev),
+      compiler_(dev.arch().rfind("sm_", 0) == 0 ? GpuVendor::kNvidia : GpuVendor::kAmd, dev.arch(),
+                std::move(cache_dir), std::move(buckets)) {}
+
+GpuKernels::~GpuKernels() {
+  for (int i = 0; i < 2; ++i)
+    if (scratch_[i]) dev_.deallocate(scratch_[i], scratch_bytes_[i]);
+}
+
+const GpuKernels::Loaded& GpuKernels::load(const KernelIR& k, int64_t cols, bool cols_static) {
+  const Bucket b = compiler_.bucket(cols, cols_static);
+  const auto key = std::make_tuple(k.fingerprint(), b.lo, b.hi);
+  std::lock_guard lock(mu_);
+  if (auto it = loaded_.find(key); it != loaded_.end()) return it->second;
+  GpuKernelCompiler::Compiled c = compiler_.compile(k, cols, cols_static);
+  Loaded l{std::move(c.source), {}};
+  for (const GpuLaunch& launch : gpu_launches(l.source, 1, 1, 1))
+    l.functions[launch.function] = dev_.load_kernel(c.binary, launch.function);
+  return loaded_.emplace(key, std::move(l)).first->second;
+}
+
+void* GpuKernels::scratch(int slot, size_t bytes) {
+  if (bytes > scratch_bytes_[slot]) {
+    if (scratch_[slot]) dev_.deallocate(scratch_[slot], scratch_bytes_[slot]);
+    scratch_[slot] = nullptr;
+    scratch_[slot] = dev_.allocate(bytes);
+    scratch_bytes_[slot] = bytes;
+  }
+  return scratch_[slot];
+}
+
+void GpuKernels::run(const KernelIR& k, int64_t rows, int64_t cols, bool cols_static, void* const* buffers) {
+  const Loaded& l = load(k, cols, cols_static);
+  const CudaKernelSource& s = l.source;
+  const size_t n = k.code.size();
+  void* totals = s.has_totals ? scratch(0, n * sizeof(double)) : nullptr;
+  void* sums = s.summed.empty() ? nullptr : scratch(1, static_cast<size_t>(gpu_sums_floats(s, rows, cols)) * sizeof(float));
+  long long rows_arg = rows, cols_arg = cols;
+  long long groups = (rows + s.rows_per_group - 1) / s.rows_per_group;
+  std::vector<void*> values(buffers, buffers + k.buffers());
+  for (const GpuLaunch& launch : gpu_launches(s, rows, cols, int64_t{dev_.multiprocessors()} * 8)) {
+    // Each kernel's parameters, as cuLaunchKernel wants them: the address of each argument.
+    std::vector<void*> params;
+    std::vector<void*> summed;
+    if (launch.kind == GpuLaunch::Kind::kSums) {
+      for (int b : s.summed) summed.push_back(buffers[b]);
+      params = {&groups, &cols_arg, &sums};
+      for (void*& p : summed) params.push_back(&p);
+    } else {
+      params = {&rows_arg, &cols_arg};
+      for (void*& p : values) params.push_back(&p);
+      params.push_back(&totals);
+      if (launch.kind == GpuLaunch::Kind::kRows) params.push_back(&sums);
+    }
+    dev_.launch(l.functions.at(launch.function), launch.shape, params.data());
+    if (launch.kind != GpuLaunch::Kind::kTotals) continue;
+    // The label checks, before any row stores a value computed from a bad label.
+    std::vector<double> host(n);
+    dev_.copy(host.data(), totals, n * sizeof(double), devices::CopyKind::kDeviceToHost);
+    for (size_t i = 0; i < n; ++i)
+      if (k.code[i].op == KOp::kCheckLabels && host[i] != 0) throw_bad_labels(static_cast<int64_t>(host[i]), cols);
+  }
+}
+
+}  // namespace disc::jit

@@ -1,0 +1,99 @@
+// Fused kernels on a GPU: the kernel IR through the CUDA emitter (cuda_emitter.h) and the vendor's
+// run-time compiler (runtime_compiler.h), cached by (kernel, bucket, architecture, compiler) in
+// memory and on disk, loaded into the device and launched as the emitter's protocol says.
+//
+//   jit::GpuKernels kernels(gpu, "/var/cache/disc");
+//   kernels.run(k, rows, cols, /*cols_static=*/false, device_buffers);   // inputs, then outputs
+//
+// GpuKernelCompiler is the part that needs no GPU (NVRTC and hiprtc compile for any
+// architecture): the tests check its cache on a machine without one.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "devices/gpu_device.h"
+#include "jit/cuda_emitter.h"
+#include "jit/kernel_ir.h"
+#include "jit/object_cache.h"
+#include "jit/runtime_compiler.h"
+
+namespace disc::jit {
+
+// One kernel launch of a CUDA source: which kernel, its grid, and what its arguments are.
+struct GpuLaunch {
+  enum class Kind { kTotals, kRows, kSums };
+  Kind kind = Kind::kRows;
+  std::string function;
+  devices::LaunchShape shape;
+};
+
+// The launches that run `s` over rows x cols, in order: the totals (one block; the host reads
+// their label checks before going on), the rows (a block per group of rows_per_group rows, at
+// most `max_blocks`: the blocks stride over the rest), the sums over rows (a thread per summed
+// element). Rows of no columns still launch (row stores and row sums have work); no rows launch
+// no rows kernel, but the sums kernel still writes its sums over no rows: 0.
+std::vector<GpuLaunch> gpu_launches(const CudaKernelSource& s, int64_t rows, int64_t cols, int64_t max_blocks);
+
+// The floats of sums the rows kernel needs (a zeroed group each, zeroed by the kernel itself).
+int64_t gpu_sums_floats(const CudaKernelSource& s, int64_t rows, int64_t cols);
+
+class GpuKernelCompiler {
+ public:
+  // Compiles for `arch` ("sm_90", "gfx90a") with `vendor`'s compiler; `cache_dir` "" keeps
+  // binaries in memory only; `buckets` as KernelCache's (jit.buckets).
+  GpuKernelCompiler(GpuVendor vendor, std::string arch, std::string cache_dir, std::vector<int64_t> buckets = {});
+
+  struct Compiled {
+    CudaKernelSource source;
+    std::string binary;       // a cubin or an AMD code object
+    bool from_cache = false;  // the binary came from the cache (memory or disk): no compile
+    double seconds = 0;
+  };
+  // The kernel for `k` over `cols` columns in its bucket. Throws CompileError (with the
+  // compiler's log) and what emit_cuda_kernel throws.
+  Compiled compile(const KernelIR& k, int64_t cols, bool cols_static);
+  Bucket bucket(int64_t cols, bool cols_static) const { return bucket_for(cols, cols_static, buckets_); }
+  ObjectCacheStats cache_stats() const { return cache_.stats(); }
+
+ private:
+  GpuVendor vendor_;
+  std::string arch_;
+  std::vector<int64_t> buckets_;
+  ObjectCache cache_;
+};
+
+class GpuKernels {
+ public:
+  GpuKernels(devices::GpuDevice& dev, std::string cache_dir, std::vector<int64_t> buckets = {});
+  ~GpuKernels();
+  GpuKernels(const GpuKernels&) = delete;
+  GpuKernels& operator=(const GpuKernels&) = delete;
+
+  // Runs `k` over device buffers (inputs, then outputs), compiling and loading its kernel on the
+  // first call for its bucket. Asynchronous on the device's compute stream, except that a kernel
+  // with label checks waits for its totals. Throws InvalidArgument for labels outside the classes.
+  void run(const KernelIR& k, int64_t rows, int64_t cols, bool cols_static, void* const* buffers);
+
+ private:
+  struct Loaded {
+    CudaKernelSource source;
+    std::map<std::string, devices::GpuDevice::Kernel> functions;
+  };
+  const Loaded& load(const KernelIR& k, int64_t cols, bool cols_static);
+  void* scratch(int slot, size_t bytes);  // device memory kept across runs, grown as needed
+
+  devices::GpuDevice& dev_;
+  GpuKernelCompiler compiler_;
+  std::mutex mu_;
+  std::map<std::tuple<uint64_t, int64_t, int64_t>, Loaded> loaded_;  // fingerprint, bucket
+  void* scratch_[2] = {nullptr, nullptr};  // totals, sums
+  size_t scratch_bytes_[2] = {0, 0};
+};
+
+}  // namespace disc::jit

@@ -1,0 +1,104 @@
+// The GPU kernels' launches and their compiler's cache, which need no GPU; with one (cuda:0 or
+// hip:0), every pattern runs on it against the interpreter.
+#include "jit/gpu_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "devices/cuda/cuda_device.h"
+#include "devices/hip/hip_device.h"
+#include "tests/jit/kernel_check.h"
+#include "tests/jit/pattern_kernels.h"
+#include "tests/jit/scratch_dir.h"
+
+namespace disc::jit {
+namespace {
+
+constexpr Bucket kAnyExtent{0, std::numeric_limits<int64_t>::max()};
+
+TEST(GpuLaunches, TotalsRowsAndSumsInOrderWithTheirGrids) {
+  // The mean cross-entropy: totals (the count of counted labels), rows in groups of 64, one sum.
+  const CudaKernelSource mean = emit_cuda_kernel(KernelIR::parse(kCrossEntropyMean), kAnyExtent, "k");
+  std::vector<GpuLaunch> l = gpu_launches(mean, 1000, 32000, 264);
+  ASSERT_EQ(l.size(), 3u);
+  EXPECT_EQ(l[0].function, "k_totals");
+  EXPECT_EQ(l[0].shape.grid, 1u);
+  EXPECT_EQ(l[1].function, "k");
+  EXPECT_EQ(l[1].shape.grid, 16u);  // ceil(1000 / 64) groups
+  EXPECT_EQ(l[2].function, "k_sums");
+  EXPECT_EQ(l[2].shape.grid, 1u);   // one summed float
+  EXPECT_EQ(gpu_sums_floats(mean, 1000, 32000), 16);
+  // Softmax: a block per row, at most max_blocks; nothing to total or sum; no rows, no launch.
+  const CudaKernelSource softmax = emit_cuda_kernel(KernelIR::parse(kSoftmax), kAnyExtent, "s");
+  l = gpu_launches(softmax, 100000, 7, 264);
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].shape.grid, 264u);
+  EXPECT_EQ(l[0].shape.block, 256u);
+  EXPECT_TRUE(gpu_launches(softmax, 0, 7, 264).empty());
+  EXPECT_EQ(gpu_launches(mean, 0, 7, 264).size(), 2u);  // totals, and sums that write 0
+  // A column sum over 1000 columns: a thread per column in the sums kernel.
+  const CudaKernelSource grad = emit_cuda_kernel(KernelIR::parse(kRmsNormGrad), kAnyExtent, "g");
+  l = gpu_launches(grad, 5, 1000, 264);
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[1].shape.grid, 4u);  // ceil(1000 / 256)
+}
+
+// Compiled once: a second compiler over the same folder loads the binary; another architecture
+// or another kernel misses.
+TEST(GpuKernelCompiler, CachesBinariesOnDiskPerArchitecture) {
+  std::string why;
+  if (!RuntimeCompiler::available(GpuVendor::kNvidia, &why)) GTEST_SKIP() << why;
+  ScratchDir dir;
+  const KernelIR softmax = KernelIR::parse(kSoftmax);
+  GpuKernelCompiler first(GpuVendor::kNvidia, "sm_90", dir.path());
+  const GpuKernelCompiler::Compiled a = first.compile(softmax, 100, false);
+  EXPECT_FALSE(a.from_cache);
+  EXPECT_EQ(a.binary.compare(0, 4, "\x7f" "ELF"), 0);
+  EXPECT_TRUE(first.compile(softmax, 120, false).from_cache);  // same bucket (65..128), in memory
+  EXPECT_FALSE(first.compile(softmax, 200, false).from_cache);  // another bucket
+  GpuKernelCompiler second(GpuVendor::kNvidia, "sm_90", dir.path());
+  const GpuKernelCompiler::Compiled b = second.compile(softmax, 100, false);
+  EXPECT_TRUE(b.from_cache);
+  EXPECT_EQ(b.binary, a.binary);
+  GpuKernelCompiler other(GpuVendor::kNvidia, "sm_80", dir.path());
+  EXPECT_FALSE(other.compile(softmax, 100, false).from_cache);
+  EXPECT_FALSE(second.compile(KernelIR::parse(kRmsNorm), 100, false).from_cache);
+  EXPECT_EQ(dir.files().size(), 4u);
+}
+
+// On a GPU: every pattern against the interpreter, through device memory.
+TEST(GpuKernels, PatternsMatchTheInterpreterOnTheGpu) {
+  std::unique_ptr<devices::GpuDevice> gpu;
+  if (devices::cuda::cuda_device_count() > 0) gpu = devices::cuda::make_cuda_device(0);
+  else if (devices::hip::hip_device_count() > 0) gpu = devices::hip::make_hip_device(0);
+  if (!gpu) GTEST_SKIP() << "no GPU here";
+  GpuKernels kernels(*gpu, "");
+  auto run = [&](const KernelIR& k, const Case& c, void** host) {
+    // Each buffer to the device and back, at its size in the harness.
+    std::vector<void*> dev(k.buffers());
+    std::vector<size_t> bytes(k.buffers());
+    for (int b = 0; b < k.buffers(); ++b) {
+      int64_t numel = 1;
+      for (int64_t d : detail::shape_of(detail::access_of(k, b), c)) numel *= d;
+      bytes[b] = static_cast<size_t>(std::max<int64_t>(numel, 1)) * ir::dtype_size(k.types[b]);
+      dev[b] = gpu->allocate(bytes[b]);
+      gpu->copy(dev[b], host[b], bytes[b], devices::CopyKind::kHostToDevice);
+    }
+    kernels.run(k, c.rows, c.cols, c.is_static, dev.data());
+    for (int b = k.inputs; b < k.buffers(); ++b) gpu->copy(host[b], dev[b], bytes[b], devices::CopyKind::kDeviceToHost);
+    for (int b = 0; b < k.buffers(); ++b) gpu->deallocate(dev[b], bytes[b]);
+  };
+  for (const char* text : {kBroadcasts, kSoftmax, kRmsNorm, kRmsNormGrad, kCrossEntropyMean, kCrossEntropy, kCompares}) {
+    const KernelIR k = KernelIR::parse(text);
+    for (int64_t cols : kCols)
+      for (int64_t rows : kRows) check_kernel_with(run, k, {rows, cols, false}, {.rtol = 1e-5, .atol = 1e-5});
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace disc::jit
