@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <numeric>
 #include <set>
 
 #include "devices/block_attention.h"
+#include "devices/cpu/cpu_device.h"
 #include "devices/linear_cross_entropy.h"
 #include "devices/tril_gemm.h"
 #include "engine/binding.h"
@@ -29,10 +31,11 @@ struct Executor::Run {
 };
 
 Executor::Executor(const ir::Graph& g, memory::Allocator& alloc, const memory::GovernorOptions& memory,
-                   jit::KernelCache* kernels, bool background_compile)
-    : g_(g), alloc_(alloc), governor_(g, memory) {
-  if (kernels && alloc.device().is_host())
-    fused_ = std::make_unique<jit::FusedRunner>(g, *kernels, background_compile);
+                   jit::KernelCache* kernels, bool background_compile, jit::GpuKernels* gpu_kernels)
+    : g_(g), alloc_(alloc), governor_(g, memory), gpu_(gpu_kernels) {
+  // Host kernels for fused nodes, unless the device compiles its own (nodes staged from a device
+  // without them run on the host).
+  if (kernels && !gpu_) fused_ = std::make_unique<jit::FusedRunner>(g, *kernels, background_compile);
   for (const ir::Node* n : g.nodes()) {
     if (!n->op().reference && n->op().name != "matmul") {
       throw InvalidArgument("op `" + n->op().name + "` has no reference kernel yet");
@@ -57,7 +60,7 @@ std::map<std::string, Tensor> Executor::run(std::map<std::string, Tensor>& args,
     run_node(*live.order[i], r, live.donor[i]);
     for (const auto& [arg, v] : live.copies_after[i]) {
       const Tensor &target = r.env.at(arg), &value = r.env.at(v);
-      if (target.raw() != value.raw()) std::memcpy(target.raw(), value.raw(), value.bytes());
+      target.copy_from(value);
     }
     for (const ir::Value* v : live.frees_after[i]) r.env.erase(v);
     for (int e : plan.evict_after[i]) evict(plan.evictions[e], r);
@@ -88,22 +91,68 @@ void Executor::run_node(const ir::Node& n, Run& r, const ir::Value* donor) {
     r.env[v] = std::move(t);
   }
   try {
-    const bool host = alloc_.device().is_host();
-    if (n.op().name == "matmul" && host) {
-      gemm(n, args.in, args.out[0]);
-    } else if ((n.op().name == "attention" || n.op().name == "attention_grad") && host) {
-      attention(n, args);
-    } else if (n.op().name == "linear_cross_entropy" && host) {
-      linear_cross_entropy(n, args);
-    } else if (fused_ && fused_->handles(n)) {
-      run_fused(n, args, r);
+    if (alloc_.device().is_host()) {
+      run_on_host(n, args, alloc_.device(), r);
     } else {
-      n.op().reference(args);
+      run_on_device(n, args, r);
     }
   } catch (const Error& e) {
     rethrow_with_context(e, g_.describe(n) + ": ");
   }
   if (observer_) observer_({.node = &n, .begin_us = begin, .end_us = r.since_start(), .live_bytes = alloc_.stats().live_bytes});
+}
+
+// Host memory: the device's library GEMM, the block kernels of attention and of the head's
+// cross-entropy, compiled JIT kernels for fused nodes, the reference kernel otherwise. `dev` runs
+// the GEMMs inside (the executor's device, or the host's for nodes staged from a GPU).
+void Executor::run_on_host(const ir::Node& n, const ir::KernelArgs& args, devices::Device& dev, Run& r) {
+  const std::string& op = n.op().name;
+  if (op == "matmul") return gemm(n, args.in, args.out[0], dev);
+  if (op == "attention" || op == "attention_grad") return attention(n, args, dev);
+  if (op == "linear_cross_entropy") return linear_cross_entropy(n, args, dev);
+  if (fused_ && fused_->handles(n)) return run_fused(n, args, r);
+  n.op().reference(args);
+}
+
+// Memory the host cannot address (a GPU's): matmul through the device's library GEMM, fused nodes
+// through its compiled kernels, a reshape as a copy of its bytes; every other node runs on the
+// host (run_on_host) over copies of its operands, and its results are copied back. Same kernels
+// as on the CPU, so the same numbers; the copies are the price until the op has a GPU kernel.
+void Executor::run_on_device(const ir::Node& n, const ir::KernelArgs& args, Run& r) {
+  const std::string& op = n.op().name;
+  devices::Device& dev = alloc_.device();
+  if (op == "matmul") return gemm(n, args.in, args.out[0], dev);
+  if (op == "fused" && gpu_) {
+    ++r.stats.fused_kernels;
+    return gpu_->run(n, args);
+  }
+  if (op == "reshape") {
+    if (args.out[0].data != args.in[0].data)
+      dev.copy(args.out[0].data, args.in[0].data, static_cast<size_t>(args.out[0].bytes()), devices::CopyKind::kDeviceToDevice);
+    return;
+  }
+  ++r.stats.host_staged_nodes;
+  if (!host_) host_ = devices::make_cpu_device(dev.threads());
+  std::vector<std::vector<std::byte>> staged(args.in.size() + args.out.size());
+  ir::KernelArgs h = args;
+  for (size_t i = 0; i < args.in.size(); ++i) {
+    staged[i].resize(static_cast<size_t>(args.in[i].bytes()));
+    dev.copy(staged[i].data(), args.in[i].data, staged[i].size(), devices::CopyKind::kDeviceToHost);
+    h.in[i].data = staged[i].data();
+  }
+  for (size_t o = 0; o < args.out.size(); ++o) {
+    std::vector<std::byte>& b = staged[args.in.size() + o];
+    b.resize(static_cast<size_t>(args.out[o].bytes()));
+    h.out[o].data = b.data();
+  }
+  dev.synchronize();
+  run_on_host(n, h, *host_, r);
+  for (size_t o = 0; o < args.out.size(); ++o) {
+    const std::vector<std::byte>& b = staged[args.in.size() + o];
+    dev.copy(args.out[o].data, b.data(), b.size(), devices::CopyKind::kHostToDevice);
+  }
+  r.stats.staged_bytes += std::accumulate(staged.begin(), staged.end(), int64_t{0},
+                                          [](int64_t t, const auto& b) { return t + static_cast<int64_t>(b.size()); });
 }
 
 void Executor::wait_for_compiles() {
@@ -196,7 +245,8 @@ void Executor::regenerate(const memory::RegenRun& u, const memory::MemoryPlan& p
 // Rows are dense, so a batch that shares B is one GEMM over its stacked rows, and sum_batch is
 // one GEMM whose contraction runs over the stacked rows of both operands. With tril_a, block
 // GEMMs skip A's blocks above the diagonal.
-void Executor::gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, const ir::TensorRef& out) {
+void Executor::gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, const ir::TensorRef& out,
+                    devices::Device& dev) {
   const ir::TensorRef &a = in[0], &bm = in[1];
   devices::GemmArgs g;
   g.dtype = a.dtype;
@@ -214,19 +264,22 @@ void Executor::gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, con
   g.batch_stride_c = g.m * g.n;
   if (g.batch == 0) return;
   if (g.k == 0) {
-    std::memset(out.data, 0, out.bytes());
+    const std::vector<std::byte> zeros(static_cast<size_t>(out.bytes()));
+    dev.copy(out.data, zeros.data(), zeros.size(), devices::CopyKind::kHostToDevice);
     return;
   }
-  if (tril_a) {
-    devices::gemm_tril_a(alloc_.device(), g);
+  // The triangular blocks copy A's diagonal blocks on the host: a GPU multiplies all of A (zero
+  // above its diagonal where the tril pass marks it).
+  if (tril_a && dev.is_host()) {
+    devices::gemm_tril_a(dev, g);
   } else {
-    alloc_.device().gemm(g);
+    dev.gemm(g);
   }
 }
 
 // The head's loss and gradients by panels of rows (devices/linear_cross_entropy.h): the
 // [rows, classes] logits exist only a panel at a time. Labels are checked and counted here.
-void Executor::linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& args) {
+void Executor::linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& args, devices::Device& dev) {
   const ir::TensorRef &h = args.in[0], &w = args.in[1], &labels = args.in[2];
   const bool tw = n.attrs().get_bool("transpose_w");
   const int64_t classes = w.shape[tw ? 0 : 1], ignore = n.attrs().get_int("ignore_index");
@@ -236,18 +289,18 @@ void Executor::linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& arg
       .dtype = h.dtype, .rows = labels.numel(), .d = h.shape.back(), .classes = classes, .transpose_w = tw,
       .h = h.data, .w = w.data, .labels = ids.data(), .ignore_index = ignore,
       .count = ir::count_labels(n.op().name, labels, classes, ignore)};
-  devices::linear_cross_entropy(alloc_.device(), a, args.out[0].data, args.out[1].data, args.out[2].data);
+  devices::linear_cross_entropy(dev, a, args.out[0].data, args.out[1].data, args.out[2].data);
 }
 
 // attention and attention_grad by blocks of query rows (devices/block_attention.h): the
 // [..., S, S] scores exist only a block at a time.
-void Executor::attention(const ir::Node& n, const ir::KernelArgs& args) {
+void Executor::attention(const ir::Node& n, const ir::KernelArgs& args, devices::Device& dev) {
   const ir::TensorRef &q = args.in[0], &v = args.in[2];
   const ir::AttentionDims s = ir::attention_dims(q, v, n.attrs());
   const devices::AttentionArgs a{.dtype = q.dtype, .heads = s.heads, .sq = s.sq, .sk = s.sk, .d = s.d, .dv = s.dv,
                                  .causal = s.causal, .scale = s.scale, .q = q.data, .k = args.in[1].data, .v = v.data};
-  if (n.op().name == "attention") return devices::attention_forward(alloc_.device(), a, args.out[0].data);
-  devices::attention_backward(alloc_.device(), a, args.in[3].data, args.out[0].data, args.out[1].data,
+  if (n.op().name == "attention") return devices::attention_forward(dev, a, args.out[0].data);
+  devices::attention_backward(dev, a, args.in[3].data, args.out[0].data, args.out[1].data,
                               args.out[2].data);
 }
 

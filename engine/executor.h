@@ -17,6 +17,7 @@
 #include "engine/tensor.h"
 #include "ir/graph.h"
 #include "jit/fused_runner.h"
+#include "jit/gpu_kernels.h"
 #include "memory/allocator.h"
 #include "memory/governor.h"
 
@@ -40,6 +41,8 @@ struct StepStats {
   double compile_ms = 0;            // time spent compiling or loading kernels during the step
   std::vector<double> kernel_compile_ms;  // each kernel compiled (not loaded), in order: wall ms
   int64_t interpreted_kernels = 0;  // background compilation: fused nodes interpreted, not ready
+  int64_t host_staged_nodes = 0;    // on a GPU: nodes run on the host (no GPU kernel for the op yet)
+  int64_t staged_bytes = 0;         // ... the bytes of their operands and results copied
   ir::Bindings bindings;            // the symbol values of this step
 };
 
@@ -61,8 +64,11 @@ class Executor {
   // compiles its kernels before its first node; with `background_compile`, a thread of the
   // executor's own compiles them and the step interprets the nodes whose kernel is not ready yet
   // (jit/fused_runner.h). Compiles finished in the background count in the next step's stats.
+  // On a device whose memory the host cannot address (a GPU), `gpu_kernels` (which must outlive
+  // the executor) runs fused nodes; see run_on_device.
   Executor(const ir::Graph& g, memory::Allocator& alloc, const memory::GovernorOptions& memory = {},
-           jit::KernelCache* kernels = nullptr, bool background_compile = false);
+           jit::KernelCache* kernels = nullptr, bool background_compile = false,
+           jit::GpuKernels* gpu_kernels = nullptr);
 
   // `args` holds every graph argument by name; updates are written into those tensors.
   // Returns the graph's outputs by name.
@@ -79,9 +85,11 @@ class Executor {
   void run_node(const ir::Node& n, Run& r, const ir::Value* donor = nullptr);
   void evict(const memory::Eviction& e, Run& r);
   void regenerate(const memory::RegenRun& u, const memory::MemoryPlan& plan, Run& r);
-  void gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, const ir::TensorRef& out);
-  void attention(const ir::Node& n, const ir::KernelArgs& args);
-  void linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& args);
+  void run_on_host(const ir::Node& n, const ir::KernelArgs& args, devices::Device& dev, Run& r);
+  void run_on_device(const ir::Node& n, const ir::KernelArgs& args, Run& r);
+  void gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, const ir::TensorRef& out, devices::Device& dev);
+  void attention(const ir::Node& n, const ir::KernelArgs& args, devices::Device& dev);
+  void linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& args, devices::Device& dev);
   void compile_kernels(Run& r);
   void count_compile(const jit::KernelCache::Lookup& l, Run& r);
   void run_fused(const ir::Node& n, const ir::KernelArgs& args, Run& r);
@@ -90,7 +98,9 @@ class Executor {
   memory::Allocator& alloc_;
   memory::Governor governor_;
   StepObserver observer_;
-  std::unique_ptr<jit::FusedRunner> fused_;  // with a kernel cache on a host device
+  std::unique_ptr<jit::FusedRunner> fused_;  // with a kernel cache and no GPU kernels
+  jit::GpuKernels* gpu_;                       // on a GPU
+  std::unique_ptr<devices::Device> host_;      // runs the nodes staged from a device on the host
 };
 
 }  // namespace disc::engine

@@ -67,7 +67,7 @@ std::vector<int64_t> fixed_shape(const ir::Value& v, const std::string& what) {
 
 template <typename T>
 void fill(Tensor& t, const ir::models::ParamInit& init, NormalSource& normal) {
-  T* data = t.data<T>();
+  std::vector<T> data(static_cast<size_t>(t.numel()));  // on the host, then to the device
   for (int64_t i = 0; i < t.numel(); ++i) {
     switch (init.kind) {
       case ir::models::ParamInit::Kind::kNormal: data[i] = static_cast<T>(init.std * normal.next()); break;
@@ -75,6 +75,7 @@ void fill(Tensor& t, const ir::models::ParamInit& init, NormalSource& normal) {
       case ir::models::ParamInit::Kind::kOnes: data[i] = 1; break;
     }
   }
+  t.upload(data.data());
 }
 
 }  // namespace
@@ -107,7 +108,7 @@ std::map<std::string, Tensor> zero_state(const ir::Graph& step, memory::Allocato
   for (const ir::Value* a : step.arguments()) {
     if (a->role() != ir::Role::kState) continue;
     Tensor t = Tensor::empty(a->dtype(), fixed_shape(*a, "optimizer state"), alloc);
-    std::memset(t.raw(), 0, t.bytes());
+    t.zero();
     out[a->name()] = std::move(t);
   }
   return out;

@@ -58,7 +58,7 @@ Tensor read_entry(const std::string& path, const std::string& name, const nlohma
                 " bytes, but " + code->first + e["shape"].dump() + " needs " + std::to_string(bytes));
   }
   Tensor t = Tensor::empty(code->second, shape, alloc);
-  if (bytes > 0) std::memcpy(t.raw(), data.data() + offsets[0], bytes);
+  t.upload(data.data() + offsets[0]);
   return t;
 }
 
@@ -169,7 +169,12 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
   uint64_t len = raw.size();
   tmp.write_all(&len, 8);
   tmp.write_all(raw.data(), raw.size());
-  for (const auto& [name, t] : tensors) tmp.write_all(t.raw(), t.bytes());
+  std::vector<std::byte> host;
+  for (const auto& [name, t] : tensors) {
+    host.resize(static_cast<size_t>(t.bytes()));
+    t.download(host.data());
+    tmp.write_all(host.data(), host.size());
+  }
   tmp.commit(path);
 }
 

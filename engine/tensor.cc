@@ -24,6 +24,29 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
   return t;
 }
 
+void Tensor::upload(const void* host) const {
+  if (bytes() > 0) storage_->alloc->device().copy(raw(), host, static_cast<size_t>(bytes()), devices::CopyKind::kHostToDevice);
+}
+
+void Tensor::download(void* host) const {
+  if (bytes() == 0) return;
+  devices::Device& d = storage_->alloc->device();
+  d.copy(host, raw(), static_cast<size_t>(bytes()), devices::CopyKind::kDeviceToHost);
+  d.synchronize();
+}
+
+void Tensor::copy_from(const Tensor& other) const {
+  if (other.bytes() != bytes())
+    throw InvalidArgument("cannot copy " + other.describe() + " into " + describe() + ": the sizes differ");
+  if (bytes() > 0 && raw() != other.raw())
+    storage_->alloc->device().copy(raw(), other.raw(), static_cast<size_t>(bytes()), devices::CopyKind::kDeviceToDevice);
+}
+
+void Tensor::zero() const {
+  const std::vector<std::byte> zeros(static_cast<size_t>(bytes()));
+  upload(zeros.data());
+}
+
 int64_t Tensor::numel() const {
   int64_t n = 1;
   for (int64_t d : shape_) n *= d;

@@ -32,10 +32,23 @@ class Tensor {
   T* data() const {
     return static_cast<T*>(raw());
   }
+  // A copy of the elements in host memory (through the device: a GPU's memory is not the host's).
   template <typename T>
   std::vector<T> to_vector() const {
-    return std::vector<T>(data<T>(), data<T>() + numel());
+    if (sizeof(T) != static_cast<size_t>(ir::dtype_size(dtype_)))
+      throw InvalidArgument("to_vector: tensor " + describe() + " has elements of " +
+                            std::to_string(ir::dtype_size(dtype_)) + " bytes, not " + std::to_string(sizeof(T)));
+    std::vector<T> v(static_cast<size_t>(numel()));
+    download(v.data());
+    return v;
   }
+  // Bytes in and out of the tensor, through its device (memcpy on the CPU, copies to and from a
+  // GPU): host code reads and writes a tensor only this way, never through raw(), which is the
+  // device's address for its kernels.
+  void upload(const void* host) const;    // bytes() bytes from host memory
+  void download(void* host) const;        // bytes() bytes to host memory
+  void copy_from(const Tensor& other) const;  // the same number of bytes, device to device
+  void zero() const;
   ir::TensorRef ref() const { return {dtype_, shape_, raw()}; }
   // The same storage read as `shape`, which must hold as many elements (InvalidArgument else).
   Tensor reshaped(std::vector<int64_t> shape) const;
@@ -68,7 +81,12 @@ Tensor Tensor::from(std::vector<int64_t> shape, const std::vector<T>& values, me
     throw InvalidArgument("Tensor::from: " + std::to_string(values.size()) + " values for shape " +
                           t.describe() + " (" + std::to_string(t.numel()) + " elements)");
   }
-  std::memcpy(t.raw(), values.data(), t.bytes());
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> bytes(values.begin(), values.end());  // vector<bool> packs bits
+    t.upload(bytes.data());
+  } else {
+    t.upload(values.data());
+  }
   return t;
 }
 

@@ -107,7 +107,7 @@ std::pair<int64_t, std::map<std::string, std::string>> read_trainer_json(const s
 }  // namespace
 
 int check_device_name(const std::string& name) {
-  if (name == "cpu" || name == "sim") return -1;
+  if (name == "cpu" || name == "sim" || name == "sim-gpu") return -1;
   for (const std::string gpu : {"cuda:", "hip:"}) {
     const size_t n = gpu.size();
     if (name.rfind(gpu, 0) == 0 && name.size() > n && name.size() < n + 4 &&
@@ -115,13 +115,15 @@ int check_device_name(const std::string& name) {
       return std::stoi(name.substr(n));
   }
   throw InvalidArgument("unknown device `" + name +
-                        "`; this build has: cpu, sim, cuda:N (NVIDIA GPU N), hip:N (AMD GPU N), N = 0 for the first");
+                        "`; this build has: cpu, sim, sim-gpu, cuda:N (NVIDIA GPU N), hip:N (AMD GPU N), N = 0 for the first");
 }
 
 std::unique_ptr<devices::Device> make_device(const std::string& name, int threads) {
   const int gpu = check_device_name(name);
   if (name == "cpu") return devices::make_cpu_device(threads);
-  if (name == "sim") return devices::make_simulated_device(threads, devices::make_cpu_device(1)->memory_info().total_bytes);
+  if (name == "sim" || name == "sim-gpu")
+    return devices::make_simulated_device(threads, devices::make_cpu_device(1)->memory_info().total_bytes,
+                                          /*addressable=*/name == "sim");
   try {
     if (name.rfind("cuda:", 0) == 0) return devices::cuda::make_cuda_device(gpu, threads);
     return devices::hip::make_hip_device(gpu, threads);
@@ -132,12 +134,6 @@ std::unique_ptr<devices::Device> make_device(const std::string& name, int thread
 
 Trainer::Trainer(ir::models::Model model, const TrainerOptions& options) : model_(std::move(model)) {
   device_ = make_device(options.device, options.threads);
-  // The executor runs host kernels (the reference ones, oneDNN, the LLVM JIT's): GPU memory
-  // is not theirs to touch. The CUDA device, cuBLAS and the CUDA emitter exist; the executor's
-  // GPU path does not yet.
-  if (!device_->is_host())
-    throw DeviceError("device " + device_->name() + " is there, but training on a GPU is not built yet " +
-                      "(the executor runs host kernels only): use device.name: cpu");
   alloc_ = std::make_unique<memory::CachingAllocator>(*device_, options.memory.cap);
   // Before autodiff, so that attention's gradient is one attention_grad too.
   if (options.fuse_attention) ir::make_attention_pass()->run(*model_.graph);
@@ -158,9 +154,11 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options) : model
   if (options.jit) {
     fused_ = jit::apply_fusion(*model_.graph, jit::plan_fusion(*model_.graph));
     kernels_ = std::make_unique<jit::KernelCache>(options.kernel_cache_dir, options.buckets);
+    if (auto* gpu = dynamic_cast<devices::GpuDevice*>(device_.get()))
+      gpu_kernels_ = std::make_unique<jit::GpuKernels>(*gpu, options.kernel_cache_dir, options.buckets);
   }
   executor_ = std::make_unique<Executor>(step_graph(), *alloc_, memory, kernels_.get(),
-                                         options.background_compile);
+                                         options.background_compile, gpu_kernels_.get());
   state_ = init_params(model_, options.seed, *alloc_);
   state_.merge(zero_state(*model_.graph, *alloc_));
   if (memory.cap > 0 && options.check_cap) {
@@ -194,8 +192,8 @@ StepResult Trainer::step(const Batch& batch, double lr) {
   auto out = executor_->run(args, &r.stats);
   alloc_->trim();  // blocks no step reused for a few steps go back to the system
   r.step = ++step_;
-  r.loss = out.at("loss").data<float>()[0];
-  r.grad_norm = out.at("grad_norm").data<float>()[0];
+  r.loss = out.at("loss").to_vector<float>()[0];
+  r.grad_norm = out.at("grad_norm").to_vector<float>()[0];
   return r;
 }
 
@@ -216,7 +214,7 @@ void Trainer::set_parameter(const std::string& name, const Tensor& value) {
   if (p.dtype() != value.dtype() || p.shape() != value.shape()) {
     throw InvalidArgument("parameter `" + name + "` is " + p.describe() + ", the value " + value.describe());
   }
-  std::memcpy(p.raw(), value.raw(), p.bytes());
+  p.copy_from(value);
 }
 
 void Trainer::save(const std::string& dir, const std::map<std::string, std::string>& extra) const {
@@ -271,7 +269,7 @@ std::map<std::string, std::string> Trainer::load(const std::string& dir) {
                             t.describe() + ": it belongs to a different model");
     }
   }
-  for (const auto& [name, t] : state_) std::memcpy(t.raw(), file.tensors.at(name).raw(), t.bytes());
+  for (const auto& [name, t] : state_) t.copy_from(file.tensors.at(name));
   step_ = step;
   return extra;
 }

@@ -105,14 +105,16 @@ class Trainer {
   std::unique_ptr<devices::Device> device_;
   std::unique_ptr<memory::CachingAllocator> alloc_;
   std::unique_ptr<jit::KernelCache> kernels_;  // with options.jit
+  std::unique_ptr<jit::GpuKernels> gpu_kernels_;  // with options.jit on a GPU
   std::unique_ptr<Executor> executor_;
   std::map<std::string, Tensor> state_;  // parameters and optimizer state by name
   int64_t step_ = 0;
 };
 
 // The devices this build can create: "cpu", "sim" (the CPU with its memory counted as a
-// separate device pool, so that offload can be tried without a GPU), "cuda:N" (NVIDIA GPU N) and
-// "hip:N" (AMD GPU N), through drivers loaded at run time: DeviceError says why there is none.
+// separate device pool, so that offload can be tried without a GPU), "sim-gpu" (the same, with
+// memory the host cannot address: the engine's GPU path, without a GPU), "cuda:N" (NVIDIA GPU N)
+// and "hip:N" (AMD GPU N), through drivers loaded at run time: DeviceError says why there is none.
 std::unique_ptr<devices::Device> make_device(const std::string& name, int threads);
 // Throws InvalidArgument for a name make_device does not know; returns N for "cuda:N" and
 // "hip:N", else -1.

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ir/error.h"
+#include "jit/fused_op.h"
 
 namespace disc::jit {
 namespace {
@@ -77,6 +78,24 @@ const GpuKernels::Loaded& GpuKernels::load(const KernelIR& k, int64_t cols, bool
   for (const GpuLaunch& launch : gpu_launches(l.source, 1, 1, 1))
     l.functions[launch.function] = dev_.load_kernel(c.binary, launch.function);
   return loaded_.emplace(key, std::move(l)).first->second;
+}
+
+void GpuKernels::run(const ir::Node& n, const ir::KernelArgs& a) {
+  std::shared_ptr<const KernelIR> k;
+  {
+    std::lock_guard lock(mu_);
+    auto [it, added] = nodes_.try_emplace(&n);
+    if (added) it->second = kernel_of(n.attrs());
+    k = it->second;
+  }
+  std::vector<ir::TensorRef> refs = a.in;
+  refs.insert(refs.end(), a.out.begin(), a.out.end());
+  const Space s = space_of(*k, refs);  // shapes only: the data stay on the device
+  const auto& space = n.attrs().get_dims("shape");
+  const bool cols_static = space.empty() || space.back().constant().has_value();
+  std::vector<void*> buffers;
+  for (const ir::TensorRef& r : refs) buffers.push_back(r.data);
+  run(*k, s.rows, s.cols, cols_static, buffers.data());
 }
 
 void* GpuKernels::scratch(int slot, size_t bytes) {

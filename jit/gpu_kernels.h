@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "devices/gpu_device.h"
+#include "ir/graph.h"
+#include "ir/ops/kernels.h"
 #include "jit/cuda_emitter.h"
 #include "jit/kernel_ir.h"
 #include "jit/object_cache.h"
@@ -79,6 +81,8 @@ class GpuKernels {
   // first call for its bucket. Asynchronous on the device's compute stream, except that a kernel
   // with label checks waits for its totals. Throws InvalidArgument for labels outside the classes.
   void run(const KernelIR& k, int64_t rows, int64_t cols, bool cols_static, void* const* buffers);
+  // A `fused` node over device tensors (operands, then results, as KernelArgs hold them).
+  void run(const ir::Node& n, const ir::KernelArgs& a);
 
  private:
   struct Loaded {
@@ -92,6 +96,7 @@ class GpuKernels {
   GpuKernelCompiler compiler_;
   std::mutex mu_;
   std::map<std::tuple<uint64_t, int64_t, int64_t>, Loaded> loaded_;  // fingerprint, bucket
+  std::map<const ir::Node*, std::shared_ptr<const KernelIR>> nodes_;  // each node's kernel, parsed once
   void* scratch_[2] = {nullptr, nullptr};  // totals, sums
   size_t scratch_bytes_[2] = {0, 0};
 };

@@ -56,7 +56,7 @@ const std::vector<ConfigKey>& config_schema() {
       {"jit.cache_dir", K::kString, "", "on-disk kernel cache ('': none)"},
       {"jit.background_compile", K::kBool, "false",
        "compile new buckets in the background, interpreting meanwhile (no stall; runs not bit-identical)"},
-      {"device.name", K::kString, "cpu", "device: cpu, sim (the CPU with separate device memory, to try offload), cuda:N or hip:N (found and reported; training on a GPU is not built yet)"},
+      {"device.name", K::kString, "cpu", "device: cpu, sim (the CPU with separate device memory, to try offload), sim-gpu (the same memory unaddressable by the host, to try the GPU path), cuda:N (NVIDIA GPU N) or hip:N (AMD GPU N)"},
       {"device.threads", K::kInt, "0", "threads (0: every hardware thread)", {}, 0, 4096},
       {"logging.metrics", K::kString, "", "metrics JSONL file, one object per step ('': none)"},
       {"logging.trace", K::kString, "", "Chrome trace JSON of the steps in logging.trace_steps ('': none)"},

@@ -92,6 +92,7 @@ void MetricsFile::write(const StepReport& r) {
       {"recompute_flops", s.recompute_flops}, {"reloads", s.reloads}, {"reload_bytes", s.reload_bytes},
       {"compiles", s.kernel_compiles}, {"kernel_cache_loads", s.kernel_cache_loads}, {"compile_ms", s.compile_ms},
       {"fused_kernels", s.fused_kernels}, {"interpreted_kernels", s.interpreted_kernels},
+      {"host_staged_nodes", s.host_staged_nodes}, {"staged_bytes", s.staged_bytes},
       {"bucket", bucket_of(s.bindings)}, {"lr", r.lr}, {"grad_norm", r.result.grad_norm},
       {"batch", r.batch}, {"seq", r.seq}};
   out_ << j.dump() << "\n";

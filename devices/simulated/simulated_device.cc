@@ -1,15 +1,27 @@
 // The simulated device; see simulated_device.h. It forwards to a CPU device and keeps the books.
 #include "devices/simulated/simulated_device.h"
 
+#include <cstdint>
+
 namespace disc::devices {
 namespace {
 
+// Tagged pointers of an unaddressable device: a bit above the 48-bit address space makes them
+// non-canonical, so that a host access faults instead of reading the memory behind them.
+constexpr uintptr_t kTag = uintptr_t{1} << 62;
+void* tag(void* p) { return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) | kTag); }
+template <typename P>
+P untag(P p) {
+  return reinterpret_cast<P>(reinterpret_cast<uintptr_t>(p) & ~kTag);
+}
+
 class Simulated final : public SimulatedDevice {
  public:
-  Simulated(int threads, int64_t capacity) : cpu_(make_cpu_device(threads)), capacity_(capacity) {}
+  Simulated(int threads, int64_t capacity, bool addressable)
+      : cpu_(make_cpu_device(threads)), capacity_(capacity), addressable_(addressable) {}
 
-  std::string name() const override { return "sim"; }
-  bool is_host() const override { return true; }  // kernels may read its memory directly
+  std::string name() const override { return addressable_ ? "sim" : "sim-gpu"; }
+  bool is_host() const override { return addressable_; }  // kernels may read its memory directly
   bool separate_memory() const override { return true; }
   MemoryInfo memory_info() const override { return {capacity_, capacity_ - used_}; }
 
@@ -22,38 +34,43 @@ class Simulated final : public SimulatedDevice {
     }
     void* p = cpu_->allocate(bytes);
     used_ += size;
-    return p;
+    return addressable_ ? p : tag(p);
   }
   void deallocate(void* p, size_t bytes) override {
-    cpu_->deallocate(p, bytes);
+    cpu_->deallocate(untag(p), bytes);
     used_ -= static_cast<int64_t>(allocation_size(bytes));
   }
   void copy(void* dst, const void* src, size_t bytes, CopyKind kind) override {
-    cpu_->copy(dst, src, bytes, kind);
+    cpu_->copy(untag(dst), untag(src), bytes, kind);
     const auto n = static_cast<int64_t>(bytes);
     if (kind == CopyKind::kHostToDevice) stats_.host_to_device_bytes += n;
     if (kind == CopyKind::kDeviceToHost) stats_.device_to_host_bytes += n;
     ++stats_.copies;
   }
   void synchronize() override { cpu_->synchronize(); }
-  void gemm(const GemmArgs& g) override { cpu_->gemm(g); }
+  void gemm(const GemmArgs& g) override {
+    GemmArgs h = g;
+    h.a = untag(g.a), h.b = untag(g.b), h.c = untag(g.c);
+    cpu_->gemm(h);
+  }
   int threads() const override { return cpu_->threads(); }
   const CopyStats& copy_stats() const override { return stats_; }
 
  private:
   std::unique_ptr<Device> cpu_;
   int64_t capacity_;
+  bool addressable_;
   int64_t used_ = 0;
   CopyStats stats_;
 };
 
 }  // namespace
 
-std::unique_ptr<SimulatedDevice> make_simulated_device(int threads, int64_t capacity_bytes) {
+std::unique_ptr<SimulatedDevice> make_simulated_device(int threads, int64_t capacity_bytes, bool addressable) {
   if (capacity_bytes <= 0) {
     throw InvalidArgument("sim: capacity must be positive, got " + std::to_string(capacity_bytes));
   }
-  return std::make_unique<Simulated>(threads, capacity_bytes);
+  return std::make_unique<Simulated>(threads, capacity_bytes, addressable);
 }
 
 }  // namespace disc::devices

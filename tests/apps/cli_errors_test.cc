@@ -57,7 +57,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"batch_over_bound", "data:\n  batch_size: 500\n", "", "exceeds model.max_batch"},
         BadInput{"resume_without_checkpoint", "", "--resume", "no complete checkpoint in"},
         BadInput{"config_is_a_directory", "", "--config / train.steps=1", "config file / is a directory: pass a YAML file"},
-        BadInput{"unknown_device", "", "device.name=tpu", "device.name: unknown device `tpu`; this build has: cpu, sim, cuda:N"},
+        BadInput{"unknown_device", "", "device.name=tpu", "device.name: unknown device `tpu`; this build has: cpu, sim, sim-gpu, cuda:N"},
         BadInput{"amd_gpu_device", "", "device.name=hip:0", "use device.name: cpu"},
         // Without a GPU: why there is none; with one: that the GPU path is not built yet.
         BadInput{"gpu_device", "", "device.name=cuda:0", "use device.name: cpu"},

@@ -34,17 +34,18 @@ class ScratchDir {
   fs::path dir_;
 };
 
-Trainer small_trainer(uint64_t seed) {
+Trainer small_trainer(uint64_t seed, const std::string& device = "cpu") {
   ir::models::MlpConfig c;
   c.in = 6, c.classes = 3, c.hidden = {5}, c.max_batch = 4;
   TrainerOptions o;
-  o.threads = 1, o.seed = seed;
+  o.device = device, o.threads = 1, o.seed = seed;
   return Trainer(ir::models::build_mlp(c), o);
 }
 
 std::vector<char> bytes_of(const Tensor& t) {
-  const char* p = static_cast<const char*>(t.raw());
-  return std::vector<char>(p, p + t.bytes());
+  std::vector<char> bytes(static_cast<size_t>(t.bytes()));
+  t.download(bytes.data());
+  return bytes;
 }
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::trunc) << text; }
@@ -116,6 +117,22 @@ TEST(Checkpoint, SaveRoundTripsAndReplacesAnOlderCheckpointOfTheSameName) {
   std::vector<std::string> left;
   for (const auto& e : fs::directory_iterator(s.path("ck"))) left.push_back(e.path().filename().string());
   EXPECT_EQ(left, std::vector<std::string>{"step-1"}) << "a staging folder was left behind";
+}
+
+// A checkpoint moves between devices: saved from memory the host cannot address (sim-gpu, as a
+// GPU's), loaded on the CPU, and back.
+TEST(Checkpoint, MovesBetweenTheCpuAndADeviceTheHostCannotAddress) {
+  ScratchDir s;
+  Trainer gpu = small_trainer(1, "sim-gpu");
+  gpu.save(s.path("from-gpu"));
+  Trainer cpu = small_trainer(2);
+  cpu.load(s.path("from-gpu"));
+  for (const auto& name : gpu.parameter_names()) EXPECT_EQ(bytes_of(cpu.parameter(name)), bytes_of(gpu.parameter(name))) << name;
+  Trainer other = small_trainer(3);
+  other.save(s.path("from-cpu"));
+  gpu.load(s.path("from-cpu"));
+  for (const auto& name : gpu.parameter_names()) EXPECT_EQ(bytes_of(gpu.parameter(name)), bytes_of(other.parameter(name))) << name;
+  EXPECT_NE(bytes_of(cpu.parameter(cpu.parameter_names()[0])), bytes_of(other.parameter(other.parameter_names()[0])));
 }
 
 TEST(Checkpoint, SaveWhereNoFolderCanBeIsAnIoError) {

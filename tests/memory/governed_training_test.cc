@@ -76,7 +76,7 @@ Batch make_batch(const std::string& family, Shape sh, uint64_t seed, int64_t ste
 struct Outcome {
   std::vector<float> losses, norms;
   std::map<std::string, std::vector<float>> params;
-  int64_t live_peak = 0, reserved_peak = 0, evictions = 0, recomputes = 0, reloads = 0;
+  int64_t live_peak = 0, reserved_peak = 0, evictions = 0, recomputes = 0, reloads = 0, staged = 0;
 };
 
 Outcome train(const std::string& family, const memory::GovernorOptions& memory, const std::string& device = "cpu") {
@@ -88,6 +88,7 @@ Outcome train(const std::string& family, const memory::GovernorOptions& memory, 
     o.live_peak = std::max(o.live_peak, r.stats.live_peak_bytes);
     o.reserved_peak = std::max(o.reserved_peak, r.stats.reserved_peak_bytes);
     o.evictions += r.stats.evictions, o.recomputes += r.stats.recomputes, o.reloads += r.stats.reloads;
+    o.staged += r.stats.host_staged_nodes;
   }
   for (const auto& name : t.parameter_names()) o.params[name] = t.parameter(name).to_vector<float>();
   return o;
@@ -186,6 +187,27 @@ TEST_P(GovernedTraining, OffloadOnTheSimulatedDeviceGivesTheSameNumbers) {
   EXPECT_GT(offloaded.reloads, 0);
   EXPECT_EQ(offloaded.recomputes, 0);
   EXPECT_LE(offloaded.reserved_peak, smallest);
+}
+
+// The GPU path without a GPU: on "sim-gpu" the host cannot address the device's memory (an
+// access faults), so parameters, batches, losses and offloads move through the device's copies,
+// and the nodes without a GPU kernel run on the host over copies. The numbers are the CPU's, bit
+// for bit, with and without a cap (offload included).
+TEST_P(GovernedTraining, TheGpuPathGivesTheCpusNumbersOnMemoryTheHostCannotAddress) {
+  const std::string family = GetParam();
+  const Outcome free_run = train(family, {});
+  const Outcome gpu = train(family, {}, "sim-gpu");
+  expect_same_numbers(free_run, gpu);
+  EXPECT_GT(gpu.staged, 0);
+  EXPECT_EQ(free_run.staged, 0);
+  const memory::GovernorOptions offload = {.cap = 1 << 30, .offload = true};
+  auto [smallest, bound] = feasible_and_bound(family, offload, "sim-gpu");
+  memory::GovernorOptions capped = offload;
+  capped.cap = smallest;
+  const Outcome governed = train(family, capped, "sim-gpu");
+  expect_same_numbers(free_run, governed);
+  EXPECT_GT(governed.evictions, 0);
+  EXPECT_LE(governed.reserved_peak, smallest);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GovernedTraining, ::testing::Values("llama", "llama-primitives", "gpt2", "mlp"),
