@@ -159,8 +159,18 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options) : model
   }
   executor_ = std::make_unique<Executor>(step_graph(), *alloc_, memory, kernels_.get(),
                                          options.background_compile, gpu_kernels_.get());
-  state_ = init_params(model_, options.seed, *alloc_);
-  state_.merge(zero_state(*model_.graph, *alloc_));
+  try {
+    state_ = init_params(model_, options.seed, *alloc_);
+    state_.merge(zero_state(*model_.graph, *alloc_));
+  } catch (const OutOfMemory&) {
+    // The allocator's own message would name one tensor; say what the cap has to hold first.
+    int64_t held = 0;
+    for (const ir::Value* a : model_.graph->arguments())
+      if (a->role() == ir::Role::kParameter || a->role() == ir::Role::kState)
+        held += static_cast<int64_t>(devices::allocation_size(static_cast<size_t>(memory::concrete_bytes(*a, {}))));
+    throw OutOfMemory("memory.cap " + memory::human_bytes(memory.cap) + " cannot hold the parameters and optimizer state (" +
+                      memory::human_bytes(held) + ") before any step: raise memory.cap well above that, or train a smaller model");
+  }
   if (memory.cap > 0 && options.check_cap) {
     const ir::Bindings largest = largest_shape();
     executor_->governor().check_cap(largest, bytes_held_for(largest));

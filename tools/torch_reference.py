@@ -38,8 +38,8 @@ def rms_norm(x, w, eps):
 def rope(x, theta):  # x [B, S, H, D], positions along dim 1
     d = x.shape[-1]
     half = d // 2
-    pos = torch.arange(x.shape[1], dtype=torch.float64)
-    inv = theta ** (-2.0 * torch.arange(half, dtype=torch.float64) / d)
+    pos = torch.arange(x.shape[1], dtype=torch.float64, device=x.device)
+    inv = theta ** (-2.0 * torch.arange(half, dtype=torch.float64, device=x.device) / d)
     ang = (pos[:, None] * inv[None, :]).to(x.dtype)  # [S, D/2]
     cos, sin = ang.cos()[None, :, None, :], ang.sin()[None, :, None, :]
     a, b = x[..., :half], x[..., half:]
@@ -63,7 +63,7 @@ def attention(x, p, pre, heads, kv_heads, theta, bias):
     k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
     q, k, v = (t.transpose(1, 2) for t in (q, k, v))
     scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(hd))
-    mask = torch.ones(s, s, dtype=torch.bool).triu(1)
+    mask = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
     probs = scores.masked_fill(mask, float("-inf")).softmax(-1)
     ctx = (probs @ v).transpose(1, 2).reshape(b, s, heads * hd)
     y = ctx @ p[pre + "wo"]
@@ -92,7 +92,7 @@ def llama(p, batch, c, checkpoint=False):
 
 def gpt2(p, batch, c):
     s = batch["tokens"].shape[1]
-    x = p["wte"][batch["tokens"].long()] + p["wpe"][torch.arange(s)]
+    x = p["wte"][batch["tokens"].long()] + p["wpe"][torch.arange(s, device=p["wpe"].device)]
     ln = lambda v, n: F.layer_norm(v, (c["hidden"],), p[n + ".w"], p[n + ".b"], c["norm_eps"])
     for l in range(c["layers"]):
         pre = f"h{l}."

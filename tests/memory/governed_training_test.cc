@@ -8,10 +8,13 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <random>
 
+#include "devices/cuda/cuda_device.h"
+#include "devices/hip/hip_device.h"
 #include "devices/simulated/simulated_device.h"
 #include "engine/trainer.h"
 #include "ir/error.h"
@@ -175,6 +178,18 @@ TEST_P(GovernedTraining, ACapBelowTheLowerBoundIsRefusedBeforeTheFirstStep) {
   }
 }
 
+// A cap that the parameters and optimizer state alone pass fails while the trainer allocates
+// them, saying so (not naming the one tensor that crossed it).
+TEST_P(GovernedTraining, ACapBelowTheParametersAndStateSaysSo) {
+  const std::string family = GetParam();
+  try {
+    Trainer t(build(family), options(family, {.cap = 64 << 10}));
+    ADD_FAILURE() << "a cap of 64 KiB was accepted";
+  } catch (const OutOfMemory& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot hold the parameters and optimizer state"), std::string::npos) << e.what();
+  }
+}
+
 TEST_P(GovernedTraining, OffloadOnTheSimulatedDeviceGivesTheSameNumbers) {
   const std::string family = GetParam();
   const Outcome free_run = train(family, {});
@@ -208,6 +223,24 @@ TEST_P(GovernedTraining, TheGpuPathGivesTheCpusNumbersOnMemoryTheHostCannotAddre
   expect_same_numbers(free_run, governed);
   EXPECT_GT(governed.evictions, 0);
   EXPECT_LE(governed.reserved_peak, smallest);
+}
+
+// On a real GPU (cuda:0 or hip:0, where there is one): the losses follow the CPU's within f32
+// rounding (cuBLAS and the GPU kernels sum in other orders), with and without a cap.
+TEST_P(GovernedTraining, OnAGpuTheLossesFollowTheCpusWithinRounding) {
+  std::string device;
+  if (devices::cuda::cuda_device_count() > 0) device = "cuda:0";
+  else if (devices::hip::hip_device_count() > 0) device = "hip:0";
+  if (device.empty()) GTEST_SKIP() << "no GPU here";
+  const std::string family = GetParam();
+  const Outcome cpu = train(family, {});
+  auto [smallest, bound] = feasible_and_bound(family, {.cap = 1 << 30, .offload = true}, device);
+  for (const memory::GovernorOptions& m : {memory::GovernorOptions{}, memory::GovernorOptions{.cap = smallest, .offload = true}}) {
+    const Outcome gpu = train(family, m, device);
+    ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
+    for (size_t i = 0; i < cpu.losses.size(); ++i) EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 * std::fabs(cpu.losses[i])) << i;
+    if (m.cap > 0) EXPECT_LE(gpu.reserved_peak, m.cap);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GovernedTraining, ::testing::Values("llama", "llama-primitives", "gpt2", "mlp"),

@@ -71,20 +71,8 @@ int threads(const Options& o) {
 
 // ----- data -----
 
-// The examples as byte tokens (only their lengths matter here), or synthetic CodeAlpaca-like
-// lengths when the file is missing; `source` says which.
 std::vector<std::vector<int32_t>> load_examples(const Options& o, std::string& source) {
-  if (const std::string path = find_data_file(o.data); !path.empty()) {
-    source = path + " (byte lengths)";
-    return data::load_text_dataset({.path = path, .format = "json", .max_len = o.max_len});
-  }
-  source = "synthetic log-normal lengths (" + o.data + " not found)";
-  return data::make_synthetic({.vocab = 256,
-                               .examples = 4535,
-                               .min_len = 16,
-                               .max_len = o.max_len,
-                               .lengths = "lognormal",
-                               .seed = o.seed});
+  return codealpaca_examples(o.data, o.max_len, o.seed, source);
 }
 
 // The static-shape bucket of a length: the next power of two, at most max_len.

@@ -51,7 +51,9 @@ TorchTiming timing(const nlohmann::json& j) {
           .passes_tokens_per_s = j.at("passes_tokens_per_s").get<std::vector<double>>(),
           .step_ms_median = j.at("step_ms_median").get<double>(),
           .step_ms = j.value("step_ms", std::vector<double>{}),
-          .peak_rss_bytes = j.value("peak_rss_bytes", int64_t{0})};
+          .peak_rss_bytes = j.value("peak_rss_bytes", int64_t{0}),
+          .peak_device_bytes = j.value("peak_device_bytes", int64_t{0}),
+          .reserved_device_bytes = j.value("reserved_device_bytes", int64_t{0})};
 }
 
 TorchResult parse(const std::string& out) {
@@ -106,7 +108,8 @@ std::string torch_command(const TorchRun& run, const std::string& dir) {
   const std::string script = std::string(DISC_SOURCE_DIR) + "/tools/bench/torch_llama_step.py";
   return "LD_LIBRARY_PATH=" + std::string(kOpenBlas) + " " + quoted(run.python) + " " +
          quoted(script) + " --dir " + quoted(dir) + " --threads " + std::to_string(run.threads) +
-         " --repeats " + std::to_string(run.repeats) + (run.checkpoint ? " --checkpoint" : "");
+         " --repeats " + std::to_string(run.repeats) + (run.checkpoint ? " --checkpoint" : "") +
+         (run.device != "cpu" ? " --device " + quoted(run.device) : std::string());
 }
 
 TorchResult run_torch(const TorchRun& run, const std::string& dir) {

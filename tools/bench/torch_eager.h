@@ -37,6 +37,7 @@ struct TorchRun {
   int threads = 2;
   int repeats = 1;  // timed passes per variant in one run of the script
   bool checkpoint = true;  // also with activation checkpointing per layer
+  std::string device = "cpu";  // or "cuda" (cuda:N): PyTorch on an NVIDIA GPU
 };
 
 struct TorchTiming {
@@ -45,6 +46,8 @@ struct TorchTiming {
   double step_ms_median = 0;  // over every timed step
   std::vector<double> step_ms;  // every timed step
   int64_t peak_rss_bytes = 0;  // the script's peak resident memory over these passes
+  int64_t peak_device_bytes = 0;  // on a GPU: the most bytes PyTorch's allocator handed out
+  int64_t reserved_device_bytes = 0;  // ... and the most it reserved from the device
 };
 
 struct TorchResult {

@@ -95,8 +95,8 @@ def bucket_bound(seq, pad_to):
 
 def pad(batch, seq):
     b, s = batch["tokens"].shape
-    tokens = torch.zeros(b, seq, dtype=torch.int32)
-    targets = torch.full((b, seq), IGNORE_INDEX, dtype=torch.int32)
+    tokens = torch.zeros(b, seq, dtype=torch.int32, device=batch["tokens"].device)
+    targets = torch.full((b, seq), IGNORE_INDEX, dtype=torch.int32, device=batch["tokens"].device)
     tokens[:, :s], targets[:, :s] = batch["tokens"], batch["targets"]
     return {"tokens": tokens, "targets": targets}
 
@@ -104,8 +104,9 @@ def pad(batch, seq):
 class Stepper:
     """One training step as disc's graph does it: loss, backward, clipping (if any), AdamW."""
 
-    def __init__(self, config, params, checkpoint=False):
+    def __init__(self, config, params, checkpoint=False, device="cpu"):
         o = config["optimizer"]
+        self.device = device
         self.model, self.params, self.clip = config["model"], params, o["clip_norm"]
         self.checkpoint = checkpoint
         self.opt = torch.optim.AdamW(params.values(), lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
@@ -156,21 +157,28 @@ def reset_peak_rss():
 
 def timed(step, batches, repeats, label, tokens):
     """Tokens/s of the fastest of `repeats` passes (the machine may be shared), all passes' tokens/s,
-    the median step time over every timed step, and the peak resident memory over them."""
+    the median step time over every timed step, and the peak resident memory over them (and, on a
+    GPU, the peak of the bytes PyTorch's caching allocator handed out)."""
     passes, steps = [], []
     reset_peak_rss()
+    on_gpu = torch.cuda.is_available() and step.device.startswith("cuda")
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
     for r in range(repeats):
         seconds, _ = run_pass(step, batches, f"{label} {r + 1}")
         passes.append(tokens / sum(seconds))
         steps += seconds
     return {"tokens_per_s": max(passes), "passes_tokens_per_s": passes,
             "step_ms_median": 1e3 * statistics.median(steps), "step_ms": [1e3 * t for t in steps],
-            "peak_rss_bytes": status_bytes("VmHWM")}
+            "peak_rss_bytes": status_bytes("VmHWM"),
+            "peak_device_bytes": torch.cuda.max_memory_allocated() if on_gpu else 0,
+            "reserved_device_bytes": torch.cuda.max_memory_reserved() if on_gpu else 0}
 
 
 def variants(config, params, batches, pad_to, args, tokens, checkpoint):
     """Unpadded and (with pad_to > 0) padded timings of one way of stepping, from a copy of params."""
-    step = Stepper(config, {n: p.detach().clone().requires_grad_(True) for n, p in params.items()}, checkpoint)
+    step = Stepper(config, {n: p.detach().clone().to(args.device).requires_grad_(True) for n, p in params.items()},
+                   checkpoint, args.device)
     label = "checkpointed" if checkpoint else "timed"
     _, warm_losses = run_pass(step, batches, f"{label} warm-up")
     out = {"first_loss": warm_losses[0], "unpadded": timed(step, batches, args.repeats, label, tokens)}
@@ -192,15 +200,17 @@ def main():
     ap.add_argument("--min-len", type=int, default=32, help="standalone: shortest sequence")
     ap.add_argument("--max-len", type=int, default=512, help="standalone: longest sequence")
     ap.add_argument("--seed", type=int, default=1, help="standalone: data and weights")
+    ap.add_argument("--device", default="cpu", help="where PyTorch runs: cpu, or cuda (cuda:N)")
     ap.add_argument("--checkpoint", action="store_true",
                     help="also time activation checkpointing per layer, unpadded and padded")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     config, batches, params = load_workload(args.dir) if args.dir else make_workload(args)
+    batches = [{k: v.to(args.device) for k, v in b.items()} for b in batches]
     pad_to = args.pad_to or config["max_len"]
     tokens = sum(int((b["targets"] != IGNORE_INDEX).sum()) for b in batches)
     eager = variants(config, params, batches, pad_to, args, tokens, False)
-    out = {"torch": torch.__version__, "threads": torch.get_num_threads(), "batches": len(batches),
+    out = {"torch": torch.__version__, "device": args.device, "threads": torch.get_num_threads(), "batches": len(batches),
            "real_tokens": tokens, "first_loss": eager["first_loss"], "unpadded": eager["unpadded"]}
     if pad_to > 0:
         out["padded_to"] = pad_to
