@@ -14,12 +14,10 @@
 #include <vector>
 
 #include "ir/error.h"
-#include "ir/models/model.h"
-#include "ir/training_step.h"
-#include "jit/fusion.h"
 #include "jit/runtime_compiler.h"
 #include "tests/jit/cuda_host_runner.h"
 #include "tests/jit/kernel_check.h"
+#include "tests/jit/llama_step_kernels.h"
 #include "tests/jit/pattern_kernels.h"
 
 namespace disc::jit {
@@ -70,31 +68,6 @@ std::vector<Pattern> patterns() {
                      std::string(kop_name(op)) + " %0 %1\nstore 2 full %2",
                  kEightUlp, {Fill{.lo = -3, .hi = 3, .specials = true}, Fill{.lo = -3, .hi = 3}}});
   return p;
-}
-
-struct StepKernel {
-  KernelIR kernel;
-  std::vector<int64_t> extents;  // the column extents it meets: a static one alone
-};
-
-// The distinct kernels of a small llama's training step (forward, backward, AdamW with clipping).
-std::vector<StepKernel> llama_step_kernels() {
-  ir::models::LlamaConfig c;
-  c.vocab = 32, c.hidden = 64, c.layers = 1, c.heads = 4, c.kv_heads = 2, c.ffn = 172;
-  c.max_seq = 64;
-  ir::models::Model m = ir::models::build_llama(c);
-  ir::OptimizerConfig opt;
-  opt.clip_norm = 1.0;
-  ir::build_training_step(*m.graph, m.loss, m.params, opt);
-  std::set<std::string> seen;
-  std::vector<StepKernel> kernels;
-  for (const FusionGroup& g : plan_fusion(*m.graph).groups) {
-    if (!seen.insert(g.kernel.str()).second) continue;
-    std::vector<int64_t> extents = {1, 17, 64, 1000};
-    if (!g.space.empty() && g.space.back().constant()) extents = {*g.space.back().constant()};
-    kernels.push_back({g.kernel, extents});
-  }
-  return kernels;
 }
 
 // Every kernel in one program for `arch`: the helpers once, then each body.

@@ -1,0 +1,42 @@
+// The kernels the fusion planner makes of a small llama's training step (forward, backward,
+// AdamW with clipping), each once, with the column extents it meets: the emitters' tests run
+// every one of them.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/models/model.h"
+#include "ir/training_step.h"
+#include "jit/fusion.h"
+
+namespace disc::jit {
+
+struct StepKernel {
+  KernelIR kernel;
+  std::vector<int64_t> extents;  // a static extent alone (its constants, a vocabulary, assume it)
+};
+
+inline std::vector<StepKernel> llama_step_kernels(size_t* groups = nullptr) {
+  ir::models::LlamaConfig c;
+  c.vocab = 32, c.hidden = 64, c.layers = 1, c.heads = 4, c.kv_heads = 2, c.ffn = 172;
+  c.max_seq = 64;
+  ir::models::Model m = ir::models::build_llama(c);
+  ir::OptimizerConfig opt;
+  opt.clip_norm = 1.0;
+  ir::build_training_step(*m.graph, m.loss, m.params, opt);
+  const FusionPlan plan = plan_fusion(*m.graph);
+  if (groups) *groups = plan.groups.size();
+  std::set<std::string> seen;
+  std::vector<StepKernel> kernels;
+  for (const FusionGroup& g : plan.groups) {
+    if (!seen.insert(g.kernel.str()).second) continue;  // the same kernel in another layer
+    std::vector<int64_t> extents = {1, 17, 64, 1000};
+    if (!g.space.empty() && g.space.back().constant()) extents = {*g.space.back().constant()};
+    kernels.push_back({g.kernel, extents});
+  }
+  return kernels;
+}
+
+}  // namespace disc::jit
