@@ -2,6 +2,7 @@
 // with the same messages.
 #include "devices/device.h"
 
+#include <new>
 #include <string>
 
 namespace disc::devices {
@@ -64,5 +65,11 @@ void check_gemm_args(const GemmArgs& g) {
   check_stride(g, "b", g.batch_stride_b, extent(rows_b, cols_b, lead_b(g)), /*may_share=*/true);
   check_stride(g, "c", g.batch_stride_c, extent(g.m, g.n, lead_c(g)), /*may_share=*/false);
 }
+
+void* Device::allocate_host(size_t bytes) {
+  return ::operator new(allocation_size(bytes), std::align_val_t{kAllocAlignment});
+}
+
+void Device::deallocate_host(void* p, size_t) { ::operator delete(p, std::align_val_t{kAllocAlignment}); }
 
 }  // namespace disc::devices

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "ir/dtype.h"
 #include "ir/error.h"
@@ -97,14 +98,43 @@ class Device {
   virtual void* allocate(size_t bytes) = 0;
   // `bytes` is the size passed to allocate (devices with sized pools need it).
   virtual void deallocate(void* p, size_t bytes) = 0;
-  // dst and src must not overlap. May be asynchronous where the device has streams.
+  // dst and src must not overlap. May be asynchronous where the device has streams: host memory
+  // a copy writes is read only after synchronize(); host memory from allocate_host that a copy
+  // reads stays allocated until then (other host memory may be reused once copy() returns).
   virtual void copy(void* dst, const void* src, size_t bytes, CopyKind kind) = 0;
   // Waits until every copy and kernel issued so far has finished.
   virtual void synchronize() = 0;
+  // Host memory for copies to and from the device: page-locked on a GPU, so that such a copy runs
+  // asynchronously beside the kernels; plain (kAllocAlignment-aligned) memory elsewhere.
+  virtual void* allocate_host(size_t bytes);
+  virtual void deallocate_host(void* p, size_t bytes);
 
   virtual void gemm(const GemmArgs& g) = 0;
   // Host threads the device's kernels may use (CPU: TBB and oneDNN's OpenMP pool).
   virtual int threads() const = 0;
+};
+
+// Host memory from a device's allocate_host, given back when the buffer goes (after the copies
+// that use it have finished: see Device::copy).
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  HostBuffer(Device& dev, size_t bytes) : dev_(&dev), data_(dev.allocate_host(bytes)), bytes_(bytes) {}
+  HostBuffer(HostBuffer&& o) noexcept : dev_(o.dev_), data_(o.data_), bytes_(o.bytes_) { o.data_ = nullptr; }
+  HostBuffer& operator=(HostBuffer&& o) noexcept {
+    std::swap(dev_, o.dev_), std::swap(data_, o.data_), std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  ~HostBuffer() {
+    if (data_) dev_->deallocate_host(data_, bytes_);
+  }
+  void* data() const { return data_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  Device* dev_ = nullptr;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
 };
 
 // The CPU device. threads <= 0 means every hardware thread.

@@ -40,8 +40,18 @@ void* GpuDevice::allocate(size_t bytes) {
 
 void GpuDevice::deallocate(void* p, size_t) {
   rt_->make_current();
-  rt_->synchronize(compute_);  // kernels queued on the block may still run
+  synchronize();  // kernels and copies queued on the block may still run
   rt_->free(p);
+}
+
+void* GpuDevice::allocate_host(size_t bytes) {
+  rt_->make_current();
+  return rt_->allocate_host(allocation_size(bytes));
+}
+
+void GpuDevice::deallocate_host(void* p, size_t) {
+  rt_->make_current();
+  rt_->free_host(p);
 }
 
 void GpuDevice::copy(void* dst, const void* src, size_t bytes, CopyKind kind) {
@@ -54,8 +64,6 @@ void GpuDevice::copy(void* dst, const void* src, size_t bytes, CopyKind kind) {
   rt_->copy(dst, src, bytes, kind, copies_);
   rt_->record(copied_, copies_);
   rt_->wait(compute_, copied_);
-  // The host reads a copy to host memory as soon as copy() returns.
-  if (kind == CopyKind::kDeviceToHost) rt_->synchronize(copies_);
 }
 
 void GpuDevice::synchronize() {

@@ -2,7 +2,8 @@
 // and AMD (HIP runtime), both loaded at run time. Memory comes from the vendor's allocator (the
 // governor's caching allocator keeps the blocks); kernels and GEMMs run in order on one compute
 // stream; copies between host and device run on a second stream, ordered against the compute
-// stream by events, so that an offload copy can overlap the kernels after it. Kernels compiled by
+// stream by events, so that an offload copy into page-locked host memory (allocate_host) runs
+// beside the kernels after it. Kernels compiled by
 // jit/ (a cubin or an AMD code object for arch()) are loaded with load_kernel and launched on the
 // compute stream. GEMMs go through cuBLAS or rocBLAS (gpu_blas.h), loaded at first use.
 //
@@ -39,6 +40,8 @@ class GpuDevice final : public Device {
   void deallocate(void* p, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes, CopyKind kind) override;
   void synchronize() override;
+  void* allocate_host(size_t bytes) override;  // page-locked
+  void deallocate_host(void* p, size_t bytes) override;
   void gemm(const GemmArgs& g) override;
   int threads() const override { return host_threads_; }
 

@@ -39,6 +39,8 @@ class GpuRuntime {
   virtual MemoryInfo memory_info() const = 0;
   virtual void* allocate(size_t bytes) = 0;
   virtual void free(void* p) = 0;
+  virtual void* allocate_host(size_t bytes) = 0;  // page-locked
+  virtual void free_host(void* p) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream s) = 0;
   virtual void zero(void* p, size_t bytes, Stream s) = 0;
 

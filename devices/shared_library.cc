@@ -8,8 +8,9 @@ SharedLibrary SharedLibrary::open(std::initializer_list<const char*> names) {
   SharedLibrary lib;
   for (const char* name : names) {
     // RTLD_LOCAL: the vendor's symbols stay out of the global namespace (two CUDA versions' cuBLAS
-    // must not resolve against each other).
-    if (void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL)) {
+    // must not resolve against each other). RTLD_NODELETE: the vendors' libraries keep threads
+    // and caches to the end of the process, and a leak checker must still find them mapped then.
+    if (void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)) {
       lib.handle_ = std::shared_ptr<void>(h, [](void* p) { dlclose(p); });
       lib.name_ = name;
       lib.error_.clear();

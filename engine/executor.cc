@@ -22,7 +22,9 @@ namespace disc::engine {
 struct Executor::Run {
   ir::Bindings b;
   std::map<const ir::Value*, Tensor> env;
-  std::map<const ir::Value*, std::vector<std::byte>> offloaded;  // evicted to host memory
+  std::map<const ir::Value*, devices::HostBuffer> offloaded;  // evicted to host memory
+  // Reloaded: kept until the step ends, since the copy back may still be reading them.
+  std::vector<devices::HostBuffer> reloaded;
   StepStats stats;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   double since_start() const {
@@ -65,6 +67,7 @@ std::map<std::string, Tensor> Executor::run(std::map<std::string, Tensor>& args,
     for (const ir::Value* v : live.frees_after[i]) r.env.erase(v);
     for (int e : plan.evict_after[i]) evict(plan.evictions[e], r);
   }
+  if (!r.offloaded.empty() || !r.reloaded.empty()) alloc_.device().synchronize();  // before their memory goes
   std::map<std::string, Tensor> outputs;
   for (const auto& [name, v] : g_.outputs()) outputs[name] = r.env.at(v);
   if (stats) {
@@ -192,11 +195,12 @@ void Executor::evict(const memory::Eviction& e, Run& r) {
   const ir::Value* v = governor_.candidates()[e.candidate].value;
   const double begin = observer_ ? r.since_start() : 0;
   if (e.how == memory::Regen::kReload) {
+    // Into page-locked memory on a GPU: the copy runs beside the kernels that follow, and the
+    // device's events order the tensor's block, once freed, after it.
     const Tensor& t = r.env.at(v);
-    auto& host = r.offloaded[v];
-    host.resize(static_cast<size_t>(t.bytes()));
+    devices::HostBuffer host(alloc_.device(), static_cast<size_t>(t.bytes()));
     alloc_.device().copy(host.data(), t.raw(), host.size(), devices::CopyKind::kDeviceToHost);
-    alloc_.device().synchronize();
+    r.offloaded.emplace(v, std::move(host));
   }
   r.env.erase(v);
   ++r.stats.evictions;
@@ -217,6 +221,7 @@ void Executor::regenerate(const memory::RegenRun& u, const memory::MemoryPlan& p
     r.env[c.value] = std::move(t);
     ++r.stats.reloads;
     r.stats.reload_bytes += static_cast<int64_t>(host.mapped().size());
+    r.reloaded.push_back(std::move(host.mapped()));
   } else {
     // The chain's other results are temporaries, unless the step holds them anyway or the plan
     // keeps them for a later run.

@@ -136,6 +136,7 @@ void GpuKernels::run(const KernelIR& k, int64_t rows, int64_t cols, bool cols_st
     // The label checks, before any row stores a value computed from a bad label.
     std::vector<double> host(n);
     dev_.copy(host.data(), totals, n * sizeof(double), devices::CopyKind::kDeviceToHost);
+    dev_.synchronize();
     for (size_t i = 0; i < n; ++i)
       if (k.code[i].op == KOp::kCheckLabels && host[i] != 0) throw_bad_labels(static_cast<int64_t>(host[i]), cols);
   }

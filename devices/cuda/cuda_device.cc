@@ -47,6 +47,12 @@ class DriverRuntime final : public GpuRuntime {
     return reinterpret_cast<void*>(p);
   }
   void free(void* p) override { check(api_.cuMemFree(dptr(p)), "cuMemFree"); }
+  void* allocate_host(size_t bytes) override {
+    void* p = nullptr;
+    check(api_.cuMemAllocHost(&p, bytes), "cuMemAllocHost(" + std::to_string(bytes) + " bytes)");
+    return p;
+  }
+  void free_host(void* p) override { check(api_.cuMemFreeHost(p), "cuMemFreeHost"); }
   void copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream s) override {
     switch (kind) {
       case CopyKind::kHostToDevice:

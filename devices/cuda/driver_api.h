@@ -46,6 +46,8 @@ inline constexpr unsigned kEventDisableTiming = 2;
   X(cuMemGetInfo, "cuMemGetInfo_v2", CUresult, (size_t * free, size_t* total))                  \
   X(cuMemAlloc, "cuMemAlloc_v2", CUresult, (CUdeviceptr * p, size_t bytes))                     \
   X(cuMemFree, "cuMemFree_v2", CUresult, (CUdeviceptr p))                                       \
+  X(cuMemAllocHost, "cuMemAllocHost_v2", CUresult, (void** p, size_t bytes))                     \
+  X(cuMemFreeHost, "cuMemFreeHost", CUresult, (void* p))                                         \
   X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", CUresult,                                        \
     (CUdeviceptr dst, const void* src, size_t bytes, CUstream s))                               \
   X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", CUresult,                                        \

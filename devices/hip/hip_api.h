@@ -36,6 +36,8 @@ inline constexpr int kHipMemcpyHostToDevice = 1, kHipMemcpyDeviceToHost = 2, kHi
   X(hipMemGetInfo, "hipMemGetInfo", hipError_t, (size_t * free, size_t* total))                     \
   X(hipMalloc, "hipMalloc", hipError_t, (void** p, size_t bytes))                                   \
   X(hipFree, "hipFree", hipError_t, (void* p))                                                      \
+  X(hipHostMalloc, "hipHostMalloc", hipError_t, (void** p, size_t bytes, unsigned flags))          \
+  X(hipHostFree, "hipHostFree", hipError_t, (void* p))                                              \
   X(hipMemcpyAsync, "hipMemcpyAsync", hipError_t,                                                   \
     (void* dst, const void* src, size_t bytes, int kind, hipStream_t s))                            \
   X(hipMemsetAsync, "hipMemsetAsync", hipError_t, (void* dst, int v, size_t bytes, hipStream_t s))  \

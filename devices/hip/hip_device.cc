@@ -45,6 +45,12 @@ class HipRuntime final : public GpuRuntime {
     return p;
   }
   void free(void* p) override { check(api_.hipFree(p), "hipFree"); }
+  void* allocate_host(size_t bytes) override {
+    void* p = nullptr;
+    check(api_.hipHostMalloc(&p, bytes, 0), "hipHostMalloc(" + std::to_string(bytes) + " bytes)");
+    return p;
+  }
+  void free_host(void* p) override { check(api_.hipHostFree(p), "hipHostFree"); }
   void copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream s) override {
     const int k = kind == CopyKind::kHostToDevice   ? kHipMemcpyHostToDevice
                   : kind == CopyKind::kDeviceToHost ? kHipMemcpyDeviceToHost

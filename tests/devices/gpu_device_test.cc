@@ -26,6 +26,8 @@ struct Vendor {
   const char* absent;  // what the error says with no driver or runtime
 };
 
+void PrintTo(const Vendor& v, std::ostream* os) { *os << v.name; }  // test names, not bytes
+
 std::vector<Vendor> vendors() {
   return {{"cuda", [](std::string* w) { return cuda::cuda_device_count(w); },
            [](int i) { return cuda::make_cuda_device(i); }, "no CUDA driver"},
@@ -97,10 +99,30 @@ TEST_P(GpuDeviceTest, CopiesKeepTheirOrderAcrossStreams) {
     dev->zero(b, n * sizeof(float));
     dev->copy(b, a, n * sizeof(float), CopyKind::kDeviceToDevice);
     dev->copy(back.data(), b, n * sizeof(float), CopyKind::kDeviceToHost);
+    dev->synchronize();
     EXPECT_EQ(back, host);
     dev->deallocate(a, n * sizeof(float));
     dev->deallocate(b, n * sizeof(float));
   }
+}
+
+// Page-locked host memory: a copy out and back through it, asynchronous until synchronize().
+TEST_P(GpuDeviceTest, CopiesThroughPageLockedHostMemory) {
+  GPU_OR_SKIP(dev);
+  const size_t n = 1 << 20;
+  std::vector<float> host(n);
+  std::iota(host.begin(), host.end(), 1.0f);
+  void* a = dev->allocate(n * sizeof(float));
+  dev->copy(a, host.data(), n * sizeof(float), CopyKind::kHostToDevice);
+  HostBuffer pinned(*dev, n * sizeof(float));
+  dev->copy(pinned.data(), a, n * sizeof(float), CopyKind::kDeviceToHost);
+  dev->zero(a, n * sizeof(float));
+  dev->copy(a, pinned.data(), n * sizeof(float), CopyKind::kHostToDevice);
+  std::vector<float> back(n);
+  dev->copy(back.data(), a, n * sizeof(float), CopyKind::kDeviceToHost);
+  dev->synchronize();
+  EXPECT_EQ(back, host);
+  dev->deallocate(a, n * sizeof(float));
 }
 
 TEST_P(GpuDeviceTest, AnAllocationPastTheMemoryIsOutOfMemory) {

@@ -90,6 +90,7 @@ TEST(GpuKernels, PatternsMatchTheInterpreterOnTheGpu) {
     }
     kernels.run(k, c.rows, c.cols, c.is_static, dev.data());
     for (int b = k.inputs; b < k.buffers(); ++b) gpu->copy(host[b], dev[b], bytes[b], devices::CopyKind::kDeviceToHost);
+    gpu->synchronize();
     for (int b = 0; b < k.buffers(); ++b) gpu->deallocate(dev[b], bytes[b]);
   };
   for (const char* text : {kBroadcasts, kSoftmax, kRmsNorm, kRmsNormGrad, kCrossEntropyMean, kCrossEntropy, kCompares}) {
