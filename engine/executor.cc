@@ -121,18 +121,31 @@ void Executor::run_on_host(const ir::Node& n, const ir::KernelArgs& args, device
 // through its compiled kernels, a reshape as a copy of its bytes; every other node runs on the
 // host (run_on_host) over copies of its operands, and its results are copied back. Same kernels
 // as on the CPU, so the same numbers; the copies are the price until the op has a GPU kernel.
+bool Executor::staged(const ir::Node& n) const {
+  const std::string& op = n.op().name;
+  return op != "matmul" && op != "reshape" && !(op == "fused" && gpu_);
+}
+
+std::vector<std::string> Executor::staged_ops() const {
+  std::set<std::string> ops;
+  if (!alloc_.device().is_host())
+    for (const ir::Node* n : g_.nodes())
+      if (staged(*n)) ops.insert(n->op().name);
+  return {ops.begin(), ops.end()};
+}
+
 void Executor::run_on_device(const ir::Node& n, const ir::KernelArgs& args, Run& r) {
   const std::string& op = n.op().name;
   devices::Device& dev = alloc_.device();
-  if (op == "matmul") return gemm(n, args.in, args.out[0], dev);
-  if (op == "fused" && gpu_) {
+  if (!staged(n)) {
+    if (op == "matmul") return gemm(n, args.in, args.out[0], dev);
+    if (op == "reshape") {
+      if (args.out[0].data != args.in[0].data)
+        dev.copy(args.out[0].data, args.in[0].data, static_cast<size_t>(args.out[0].bytes()), devices::CopyKind::kDeviceToDevice);
+      return;
+    }
     ++r.stats.fused_kernels;
     return gpu_->run(n, args);
-  }
-  if (op == "reshape") {
-    if (args.out[0].data != args.in[0].data)
-      dev.copy(args.out[0].data, args.in[0].data, static_cast<size_t>(args.out[0].bytes()), devices::CopyKind::kDeviceToDevice);
-    return;
   }
   ++r.stats.host_staged_nodes;
   if (!host_) host_ = devices::make_cpu_device(dev.threads());

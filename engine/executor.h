@@ -78,6 +78,9 @@ class Executor {
   // Observe every event of the following runs (an empty function stops it).
   void set_observer(StepObserver observer) { observer_ = std::move(observer); }
   memory::Governor& governor() { return governor_; }
+  // On a device whose memory the host cannot address: the ops of the graph that have no kernel
+  // there and run on the host over copies (run_on_device), each once, sorted. Empty on the host.
+  std::vector<std::string> staged_ops() const;
 
  private:
   struct Run;
@@ -87,6 +90,7 @@ class Executor {
   void regenerate(const memory::RegenRun& u, const memory::MemoryPlan& plan, Run& r);
   void run_on_host(const ir::Node& n, const ir::KernelArgs& args, devices::Device& dev, Run& r);
   void run_on_device(const ir::Node& n, const ir::KernelArgs& args, Run& r);
+  bool staged(const ir::Node& n) const;  // run_on_device runs n on the host
   void gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, const ir::TensorRef& out, devices::Device& dev);
   void attention(const ir::Node& n, const ir::KernelArgs& args, devices::Device& dev);
   void linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& args, devices::Device& dev);

@@ -83,6 +83,8 @@ class Trainer {
   // memory for other work between phases, or another trainer in the same process.
   void release_cached_memory() { alloc_->release_cache(); }
   memory::Governor& governor() { return executor_->governor(); }
+  // On a GPU, the ops that have no GPU kernel yet and run on the host over copies.
+  std::vector<std::string> staged_ops() const { return executor_->staged_ops(); }
   // Every symbol at its upper bound: the batch that needs the most memory.
   ir::Bindings largest_shape() const;
   // Bytes held as a step at `b` starts: parameters, optimizer state and the step's inputs.

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "checkpoints.h"
@@ -115,6 +116,9 @@ int run_training(const Config& c, const RunFlags& f) {
   Progress progress(c.get_string("logging.progress"), total, c.get_int("logging.every"));
   Schedule lr = schedule_of(c);
   spdlog::info("disc-train: {}; {} steps", s.describe, total);
+  if (const std::vector<std::string> staged = trainer.staged_ops(); !staged.empty())
+    spdlog::warn("{}: these ops have no kernel on the device yet and run on the host over copies (slow): {}",
+                 trainer.device().name(), fmt::join(staged, ", "));
 
   int64_t tokens = 0, peak = 0, steps_run = 0, evictions = 0, compiles = 0;
   std::pair<ir::Bindings, int64_t> peak_step;  // the shape of the step with the highest planned peak

@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -223,6 +224,18 @@ TEST_P(GovernedTraining, TheGpuPathGivesTheCpusNumbersOnMemoryTheHostCannotAddre
   expect_same_numbers(free_run, governed);
   EXPECT_GT(governed.evictions, 0);
   EXPECT_LE(governed.reserved_peak, smallest);
+}
+
+// What runs on the host on a device without kernels for it is named (disc-train warns with it):
+// matmul and reshape never are; on the CPU nothing is.
+TEST(GpuPath, TheOpsStagedOnTheHostAreNamed) {
+  EXPECT_TRUE(Trainer(build("llama"), options("llama", {})).staged_ops().empty());
+  const std::vector<std::string> ops = Trainer(build("llama"), options("llama", {}, "sim-gpu")).staged_ops();
+  EXPECT_NE(std::find(ops.begin(), ops.end(), "attention"), ops.end());
+  EXPECT_NE(std::find(ops.begin(), ops.end(), "fused"), ops.end());  // sim-gpu compiles no GPU kernels
+  EXPECT_EQ(std::find(ops.begin(), ops.end(), "matmul"), ops.end());
+  EXPECT_EQ(std::find(ops.begin(), ops.end(), "reshape"), ops.end());
+  EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
 }
 
 // On a real GPU (cuda:0 or hip:0, where there is one): the losses follow the CPU's within f32
