@@ -91,4 +91,14 @@ void register_fused_op() {
   });
 }
 
+FusedKernel fused_kernel_of(const ir::Node& n) {
+  FusedKernel f;
+  f.kernel = kernel_of(n.attrs());
+  f.fingerprint = f.kernel->fingerprint();
+  const auto& space = n.attrs().get_dims("shape");
+  f.cols_static = space.empty() || space.back().constant().has_value();
+  if (!space.empty()) f.cols = space.back();
+  return f;
+}
+
 }  // namespace disc::jit

@@ -23,4 +23,15 @@ void register_fused_op();
 // The kernel of a fused node, parsed once per distinct text.
 std::shared_ptr<const KernelIR> kernel_of(const ir::Attributes& attrs);
 
+// What running a fused node needs from it, worked out once per node: its kernel, the kernel's
+// fingerprint (a cache key) and the last dim of its space (the column extent and whether the
+// graph fixes it).
+struct FusedKernel {
+  std::shared_ptr<const KernelIR> kernel;
+  uint64_t fingerprint = 0;
+  bool cols_static = false;      // the space's last dim is a constant in the graph
+  ir::DimExpr cols{int64_t{1}};  // the space's last dim (1 for a scalar space)
+};
+FusedKernel fused_kernel_of(const ir::Node& n);
+
 }  // namespace disc::jit

@@ -9,20 +9,12 @@ namespace disc::jit {
 
 FusedRunner::FusedRunner(const ir::Graph& g, KernelCache& cache, bool background)
     : cache_(cache), background_(background ? std::make_unique<BackgroundCompiler>(cache) : nullptr) {
-  for (const ir::Node* n : g.nodes()) {
-    if (n->op().name != "fused") continue;
-    Prepared p;
-    p.kernel = kernel_of(n->attrs());
-    p.fingerprint = p.kernel->fingerprint();
-    const auto& space = n->attrs().get_dims("shape");
-    p.cols_static = space.empty() || space.back().constant().has_value();
-    if (!space.empty()) p.cols = space.back();
-    nodes_.emplace(n, std::move(p));
-  }
+  for (const ir::Node* n : g.nodes())
+    if (n->op().name == "fused") nodes_.emplace(n, fused_kernel_of(*n));
 }
 
 KernelCache::Lookup FusedRunner::prepare(const ir::Node& n, const ir::Bindings& b) {
-  const Prepared& p = nodes_.at(&n);
+  const FusedKernel& p = nodes_.at(&n);
   const int64_t cols = p.cols.evaluate(b);
   if (!background_) return cache_.get(*p.kernel, p.fingerprint, cols, p.cols_static);
   background_->request(p.kernel, p.fingerprint, cols, p.cols_static);
@@ -38,7 +30,7 @@ void FusedRunner::wait_for_background() {
 }
 
 KernelCache::Lookup FusedRunner::run(const ir::Node& n, const ir::KernelArgs& a, bool* interpreted) {
-  const Prepared& p = nodes_.at(&n);
+  const FusedKernel& p = nodes_.at(&n);
   std::vector<ir::TensorRef> buffers = a.in;
   buffers.insert(buffers.end(), a.out.begin(), a.out.end());
   const Space s = space_of(*p.kernel, buffers);

@@ -22,6 +22,7 @@
 #include "ir/graph.h"
 #include "ir/op_def.h"
 #include "jit/background_compiler.h"
+#include "jit/fused_op.h"
 #include "jit/kernel_cache.h"
 
 namespace disc::jit {
@@ -46,14 +47,8 @@ class FusedRunner {
   void wait_for_background();
 
  private:
-  struct Prepared {
-    std::shared_ptr<const KernelIR> kernel;
-    uint64_t fingerprint = 0;
-    bool cols_static = false;  // the space's last dim is a constant in the graph
-    ir::DimExpr cols{int64_t{1}};  // the space's last dim (1 for a scalar space)
-  };
   KernelCache& cache_;
-  std::map<const ir::Node*, Prepared> nodes_;
+  std::map<const ir::Node*, FusedKernel> nodes_;
   std::unique_ptr<BackgroundCompiler> background_;  // with background compilation
 };
 

@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "ir/error.h"
-#include "jit/fused_op.h"
 
 namespace disc::jit {
 namespace {
@@ -39,12 +38,13 @@ GpuKernelCompiler::GpuKernelCompiler(GpuVendor vendor, std::string arch, std::st
                                      std::vector<int64_t> buckets)
     : vendor_(vendor), arch_(std::move(arch)), buckets_(std::move(buckets)), cache_(std::move(cache_dir)) {}
 
-GpuKernelCompiler::Compiled GpuKernelCompiler::compile(const KernelIR& k, int64_t cols, bool cols_static) {
+GpuKernelCompiler::Compiled GpuKernelCompiler::compile(const KernelIR& k, uint64_t fingerprint, int64_t cols,
+                                                       bool cols_static) {
   const Bucket b = bucket(cols, cols_static);
   Compiled c;
-  c.source = emit_cuda_kernel(k, b, "k" + std::to_string(k.fingerprint()));
+  c.source = emit_cuda_kernel(k, b, "k" + std::to_string(fingerprint));
   const RuntimeCompiler& rtc = RuntimeCompiler::get(vendor_);
-  const std::string key = "gpu|" + std::to_string(k.fingerprint()) + "|" + b.str() + "|" + arch_ + "|" + rtc.name() +
+  const std::string key = "gpu|" + std::to_string(fingerprint) + "|" + b.str() + "|" + arch_ + "|" + rtc.name() +
                           "|cuda-emitter-" + std::to_string(kCudaEmitterRevision);
   const auto start = std::chrono::steady_clock::now();
   if (std::optional<std::string> hit = cache_.get(key)) {
@@ -68,12 +68,12 @@ GpuKernels::~GpuKernels() {
     if (scratch_[i]) dev_.deallocate(scratch_[i], scratch_bytes_[i]);
 }
 
-const GpuKernels::Loaded& GpuKernels::load(const KernelIR& k, int64_t cols, bool cols_static) {
+const GpuKernels::Loaded& GpuKernels::load(const KernelIR& k, uint64_t fingerprint, int64_t cols, bool cols_static) {
   const Bucket b = compiler_.bucket(cols, cols_static);
-  const auto key = std::make_tuple(k.fingerprint(), b.lo, b.hi);
+  const auto key = std::make_tuple(fingerprint, b.lo, b.hi);
   std::lock_guard lock(mu_);
   if (auto it = loaded_.find(key); it != loaded_.end()) return it->second;
-  GpuKernelCompiler::Compiled c = compiler_.compile(k, cols, cols_static);
+  GpuKernelCompiler::Compiled c = compiler_.compile(k, fingerprint, cols, cols_static);
   Loaded l{std::move(c.source), {}};
   for (const GpuLaunch& launch : gpu_launches(l.source, 1, 1, 1))
     l.functions[launch.function] = dev_.load_kernel(c.binary, launch.function);
@@ -81,21 +81,19 @@ const GpuKernels::Loaded& GpuKernels::load(const KernelIR& k, int64_t cols, bool
 }
 
 void GpuKernels::run(const ir::Node& n, const ir::KernelArgs& a) {
-  std::shared_ptr<const KernelIR> k;
+  const FusedKernel* f = nullptr;
   {
     std::lock_guard lock(mu_);
     auto [it, added] = nodes_.try_emplace(&n);
-    if (added) it->second = kernel_of(n.attrs());
-    k = it->second;
+    if (added) it->second = fused_kernel_of(n);
+    f = &it->second;  // map nodes stay where they are
   }
   std::vector<ir::TensorRef> refs = a.in;
   refs.insert(refs.end(), a.out.begin(), a.out.end());
-  const Space s = space_of(*k, refs);  // shapes only: the data stay on the device
-  const auto& space = n.attrs().get_dims("shape");
-  const bool cols_static = space.empty() || space.back().constant().has_value();
+  const Space s = space_of(*f->kernel, refs);  // shapes only: the data stay on the device
   std::vector<void*> buffers;
   for (const ir::TensorRef& r : refs) buffers.push_back(r.data);
-  run(*k, s.rows, s.cols, cols_static, buffers.data());
+  run(*f->kernel, f->fingerprint, s.rows, s.cols, f->cols_static, buffers.data());
 }
 
 void* GpuKernels::scratch(int slot, size_t bytes) {
@@ -108,8 +106,9 @@ void* GpuKernels::scratch(int slot, size_t bytes) {
   return scratch_[slot];
 }
 
-void GpuKernels::run(const KernelIR& k, int64_t rows, int64_t cols, bool cols_static, void* const* buffers) {
-  const Loaded& l = load(k, cols, cols_static);
+void GpuKernels::run(const KernelIR& k, uint64_t fingerprint, int64_t rows, int64_t cols, bool cols_static,
+                     void* const* buffers) {
+  const Loaded& l = load(k, fingerprint, cols, cols_static);
   const CudaKernelSource& s = l.source;
   const size_t n = k.code.size();
   void* totals = s.has_totals ? scratch(0, n * sizeof(double)) : nullptr;

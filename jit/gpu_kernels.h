@@ -21,6 +21,7 @@
 #include "ir/graph.h"
 #include "ir/ops/kernels.h"
 #include "jit/cuda_emitter.h"
+#include "jit/fused_op.h"
 #include "jit/kernel_ir.h"
 #include "jit/object_cache.h"
 #include "jit/runtime_compiler.h"
@@ -59,7 +60,11 @@ class GpuKernelCompiler {
   };
   // The kernel for `k` over `cols` columns in its bucket. Throws CompileError (with the
   // compiler's log) and what emit_cuda_kernel throws.
-  Compiled compile(const KernelIR& k, int64_t cols, bool cols_static);
+  Compiled compile(const KernelIR& k, int64_t cols, bool cols_static) {
+    return compile(k, k.fingerprint(), cols, cols_static);
+  }
+  // The same, with k.fingerprint() computed once by the caller.
+  Compiled compile(const KernelIR& k, uint64_t fingerprint, int64_t cols, bool cols_static);
   Bucket bucket(int64_t cols, bool cols_static) const { return bucket_for(cols, cols_static, buckets_); }
   ObjectCacheStats cache_stats() const { return cache_.stats(); }
 
@@ -80,7 +85,12 @@ class GpuKernels {
   // Runs `k` over device buffers (inputs, then outputs), compiling and loading its kernel on the
   // first call for its bucket. Asynchronous on the device's compute stream, except that a kernel
   // with label checks waits for its totals. Throws InvalidArgument for labels outside the classes.
-  void run(const KernelIR& k, int64_t rows, int64_t cols, bool cols_static, void* const* buffers);
+  void run(const KernelIR& k, int64_t rows, int64_t cols, bool cols_static, void* const* buffers) {
+    run(k, k.fingerprint(), rows, cols, cols_static, buffers);
+  }
+  // The same, with k.fingerprint() computed once by the caller (a step runs each kernel again).
+  void run(const KernelIR& k, uint64_t fingerprint, int64_t rows, int64_t cols, bool cols_static,
+           void* const* buffers);
   // A `fused` node over device tensors (operands, then results, as KernelArgs hold them).
   void run(const ir::Node& n, const ir::KernelArgs& a);
 
@@ -89,14 +99,14 @@ class GpuKernels {
     CudaKernelSource source;
     std::map<std::string, devices::GpuDevice::Kernel> functions;
   };
-  const Loaded& load(const KernelIR& k, int64_t cols, bool cols_static);
+  const Loaded& load(const KernelIR& k, uint64_t fingerprint, int64_t cols, bool cols_static);
   void* scratch(int slot, size_t bytes);  // device memory kept across runs, grown as needed
 
   devices::GpuDevice& dev_;
   GpuKernelCompiler compiler_;
   std::mutex mu_;
   std::map<std::tuple<uint64_t, int64_t, int64_t>, Loaded> loaded_;  // fingerprint, bucket
-  std::map<const ir::Node*, std::shared_ptr<const KernelIR>> nodes_;  // each node's kernel, parsed once
+  std::map<const ir::Node*, FusedKernel> nodes_;  // each node's kernel, parsed once
   void* scratch_[2] = {nullptr, nullptr};  // totals, sums
   size_t scratch_bytes_[2] = {0, 0};
 };
