@@ -1,13 +1,17 @@
 // The GPU device over a vendor's runtime; see gpu_device.h.
 #include "devices/gpu_device.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "devices/gpu_blas.h"
 #include "ir/error.h"
 
 namespace disc::devices {
 
 GpuDevice::GpuDevice(std::unique_ptr<GpuRuntime> runtime, int host_threads)
-    : rt_(std::move(runtime)), host_threads_(host_threads > 0 ? host_threads : 1) {
+    : rt_(std::move(runtime)),
+      host_threads_(host_threads > 0 ? host_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
   rt_->make_current();
   compute_ = rt_->create_stream();
   copies_ = rt_->create_stream();
@@ -102,6 +106,17 @@ void check_ordinal(const std::string& api, int ordinal, int count) {
   throw DeviceError(api + ":" + std::to_string(ordinal) + " does not exist: this machine has " + std::to_string(count) +
                     " " + api + " device(s)" +
                     (count > 0 ? ", " + api + ":0 to " + api + ":" + std::to_string(count - 1) : std::string()));
+}
+
+int device_count_or_zero(const std::function<int()>& count, const std::string& none, std::string* why) {
+  try {
+    const int n = count();
+    if (n == 0 && why) *why = none;
+    return n;
+  } catch (const Error& e) {
+    if (why) *why = e.what();
+    return 0;
+  }
 }
 
 }  // namespace disc::devices

@@ -14,6 +14,7 @@
 //   gpu->launch(f, {.grid = rows, .block = 256}, params);
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,6 +31,7 @@ class GpuDevice final : public Device {
  public:
   using Kernel = GpuRuntime::Function;
 
+  // host_threads <= 0: every hardware thread (for the nodes staged on the host).
   GpuDevice(std::unique_ptr<GpuRuntime> runtime, int host_threads);
   ~GpuDevice() override;
 
@@ -68,5 +70,9 @@ class GpuDevice final : public Device {
 
 // Throws DeviceError when `api`:`ordinal` is not one of the `count` devices there are, naming them.
 void check_ordinal(const std::string& api, int ordinal, int count);
+
+// What a vendor's `count` returns, or 0 when it throws (no driver, no runtime); `why` gets the
+// reason when it is 0 (`none` when the call found no device).
+int device_count_or_zero(const std::function<int()>& count, const std::string& none, std::string* why);
 
 }  // namespace disc::devices

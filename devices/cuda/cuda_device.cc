@@ -1,7 +1,6 @@
 // The CUDA Driver API as a GpuRuntime; see cuda_device.h.
 #include "devices/cuda/cuda_device.h"
 
-#include <thread>
 
 #include "devices/cuda/driver_api.h"
 #include "ir/error.h"
@@ -113,28 +112,23 @@ class DriverRuntime final : public GpuRuntime {
   int sms_ = 0;
 };
 
-}  // namespace
-
-int cuda_device_count(std::string* why) {
-  try {
-    const DriverApi& api = driver();
-    int n = 0;
-    check(api, api.cuDeviceGetCount(&n), "cuDeviceGetCount");
-    if (n == 0 && why) *why = "the CUDA driver sees no GPU";
-    return n;
-  } catch (const Error& e) {
-    if (why) *why = e.what();
-    return 0;
-  }
-}
-
-std::unique_ptr<GpuDevice> make_cuda_device(int ordinal, int host_threads) {
+// The devices the CUDA driver sees; throws when it is not there.
+int count_devices() {
   const DriverApi& api = driver();
   int n = 0;
   check(api, api.cuDeviceGetCount(&n), "cuDeviceGetCount");
-  check_ordinal("cuda", ordinal, n);
-  const int threads = host_threads > 0 ? host_threads : static_cast<int>(std::thread::hardware_concurrency());
-  return std::make_unique<GpuDevice>(std::make_unique<DriverRuntime>(ordinal), threads);
+  return n;
+}
+
+}  // namespace
+
+int cuda_device_count(std::string* why) {
+  return device_count_or_zero(count_devices, "the CUDA driver sees no GPU", why);
+}
+
+std::unique_ptr<GpuDevice> make_cuda_device(int ordinal, int host_threads) {
+  check_ordinal("cuda", ordinal, count_devices());
+  return std::make_unique<GpuDevice>(std::make_unique<DriverRuntime>(ordinal), host_threads);
 }
 
 }  // namespace disc::devices::cuda

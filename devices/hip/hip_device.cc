@@ -7,7 +7,6 @@
 #include <fstream>
 #include <map>
 #include <sstream>
-#include <thread>
 
 #include "devices/hip/hip_api.h"
 #include "ir/error.h"
@@ -115,6 +114,14 @@ class HipRuntime final : public GpuRuntime {
   int cus_ = 0;
 };
 
+// The devices the HIP runtime sees; throws when it is not there.
+int count_devices() {
+  const HipApi& api = hip_api();
+  int n = 0;
+  check(api, api.hipGetDeviceCount(&n), "hipGetDeviceCount");
+  return n;
+}
+
 }  // namespace
 
 std::string kfd_arch(int gpu, const std::string& nodes) {
@@ -137,25 +144,12 @@ std::string kfd_arch(int gpu, const std::string& nodes) {
 }
 
 int hip_device_count(std::string* why) {
-  try {
-    const HipApi& api = hip_api();
-    int n = 0;
-    check(api, api.hipGetDeviceCount(&n), "hipGetDeviceCount");
-    if (n == 0 && why) *why = "the HIP runtime sees no GPU";
-    return n;
-  } catch (const Error& e) {
-    if (why) *why = e.what();
-    return 0;
-  }
+  return device_count_or_zero(count_devices, "the HIP runtime sees no GPU", why);
 }
 
 std::unique_ptr<GpuDevice> make_hip_device(int ordinal, int host_threads) {
-  const HipApi& api = hip_api();
-  int n = 0;
-  check(api, api.hipGetDeviceCount(&n), "hipGetDeviceCount");
-  check_ordinal("hip", ordinal, n);
-  const int threads = host_threads > 0 ? host_threads : static_cast<int>(std::thread::hardware_concurrency());
-  return std::make_unique<GpuDevice>(std::make_unique<HipRuntime>(ordinal), threads);
+  check_ordinal("hip", ordinal, count_devices());
+  return std::make_unique<GpuDevice>(std::make_unique<HipRuntime>(ordinal), host_threads);
 }
 
 }  // namespace disc::devices::hip
