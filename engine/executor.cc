@@ -117,10 +117,6 @@ void Executor::run_on_host(const ir::Node& n, const ir::KernelArgs& args, device
   n.op().reference(args);
 }
 
-// Memory the host cannot address (a GPU's): matmul through the device's library GEMM, fused nodes
-// through its compiled kernels, a reshape as a copy of its bytes; every other node runs on the
-// host (run_on_host) over copies of its operands, and its results are copied back. Same kernels
-// as on the CPU, so the same numbers; the copies are the price until the op has a GPU kernel.
 bool Executor::staged(const ir::Node& n) const {
   const std::string& op = n.op().name;
   return op != "matmul" && op != "reshape" && !(op == "fused" && gpu_);
@@ -134,6 +130,10 @@ std::vector<std::string> Executor::staged_ops() const {
   return {ops.begin(), ops.end()};
 }
 
+// Memory the host cannot address (a GPU's): matmul through the device's library GEMM, fused nodes
+// through its compiled kernels, a reshape as a copy of its bytes; every other node runs on the
+// host (run_on_host) over copies of its operands, and its results are copied back. Same kernels
+// as on the CPU, so the same numbers; the copies are the price until the op has a GPU kernel.
 void Executor::run_on_device(const ir::Node& n, const ir::KernelArgs& args, Run& r) {
   const std::string& op = n.op().name;
   devices::Device& dev = alloc_.device();
@@ -149,25 +149,25 @@ void Executor::run_on_device(const ir::Node& n, const ir::KernelArgs& args, Run&
   }
   ++r.stats.host_staged_nodes;
   if (!host_) host_ = devices::make_cpu_device(dev.threads());
-  std::vector<std::vector<std::byte>> staged(args.in.size() + args.out.size());
+  std::vector<std::vector<std::byte>> host(args.in.size() + args.out.size());
   ir::KernelArgs h = args;
   for (size_t i = 0; i < args.in.size(); ++i) {
-    staged[i].resize(static_cast<size_t>(args.in[i].bytes()));
-    dev.copy(staged[i].data(), args.in[i].data, staged[i].size(), devices::CopyKind::kDeviceToHost);
-    h.in[i].data = staged[i].data();
+    host[i].resize(static_cast<size_t>(args.in[i].bytes()));
+    dev.copy(host[i].data(), args.in[i].data, host[i].size(), devices::CopyKind::kDeviceToHost);
+    h.in[i].data = host[i].data();
   }
   for (size_t o = 0; o < args.out.size(); ++o) {
-    std::vector<std::byte>& b = staged[args.in.size() + o];
+    std::vector<std::byte>& b = host[args.in.size() + o];
     b.resize(static_cast<size_t>(args.out[o].bytes()));
     h.out[o].data = b.data();
   }
   dev.synchronize();
   run_on_host(n, h, *host_, r);
   for (size_t o = 0; o < args.out.size(); ++o) {
-    const std::vector<std::byte>& b = staged[args.in.size() + o];
+    const std::vector<std::byte>& b = host[args.in.size() + o];
     dev.copy(args.out[o].data, b.data(), b.size(), devices::CopyKind::kHostToDevice);
   }
-  r.stats.staged_bytes += std::accumulate(staged.begin(), staged.end(), int64_t{0},
+  r.stats.staged_bytes += std::accumulate(host.begin(), host.end(), int64_t{0},
                                           [](int64_t t, const auto& b) { return t + static_cast<int64_t>(b.size()); });
 }
 
