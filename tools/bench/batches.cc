@@ -64,4 +64,11 @@ engine::Batch to_device(const data::HostBatch& b, memory::Allocator& alloc) {
           {"targets", engine::Tensor::from<int32_t>({b.batch, b.seq}, b.targets, alloc)}};
 }
 
+ir::models::LlamaConfig bounded(ir::models::LlamaConfig c, const std::vector<data::HostBatch>& bs) {
+  c.max_batch = 0;
+  for (const auto& b : bs) c.max_batch = std::max(c.max_batch, b.batch);
+  c.max_seq = longest(bs);
+  return c;
+}
+
 }  // namespace disc::bench

@@ -32,6 +32,10 @@ std::vector<std::vector<int32_t>> codealpaca_examples(const std::string& path, i
 // The longest sequence length among the batches.
 int64_t longest(const std::vector<data::HostBatch>& bs);
 
+// `c` with its batch and sequence bounds (the symbols B and S) at the largest the batches reach:
+// a cap is checked at those bounds, so they must not exceed what runs.
+ir::models::LlamaConfig bounded(ir::models::LlamaConfig c, const std::vector<data::HostBatch>& bs);
+
 // The batch as the language models' inputs `tokens` and `targets`.
 engine::Batch to_device(const data::HostBatch& b, memory::Allocator& alloc);
 

@@ -57,13 +57,6 @@ struct Result {
   double first_loss = 0;
 };
 
-ir::models::LlamaConfig bounded(ir::models::LlamaConfig c, const std::vector<data::HostBatch>& bs) {
-  c.max_batch = 0;
-  for (const auto& b : bs) c.max_batch = std::max(c.max_batch, b.batch);
-  c.max_seq = longest(bs);
-  return c;
-}
-
 engine::TrainerOptions trainer_options(const Options& o, const memory::GovernorOptions& memory) {
   return {.device = o.device, .seed = o.seed, .memory = memory};
 }

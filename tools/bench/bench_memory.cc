@@ -140,13 +140,6 @@ struct Run {
   const std::vector<data::HostBatch>* batches;
 };
 
-ir::models::LlamaConfig bounded(ir::models::LlamaConfig c, const std::vector<data::HostBatch>& bs) {
-  c.max_batch = 0;
-  for (const auto& b : bs) c.max_batch = std::max(c.max_batch, b.batch);
-  c.max_seq = longest(bs);  // the cap check is at the symbols' bounds: keep them to what runs
-  return c;
-}
-
 // Refuses a run that would not fit in the machine's free memory: an mmap'd block would pass, then
 // the OOM killer would take the whole benchmark. A capped run reserves at most its cap; an uncapped
 // caching allocator keeps freed blocks of every size until the step ends, and reserved up to 1.9x
