@@ -147,6 +147,7 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options) : model
     model_.loss = g.outputs().front().second;
   }
   ir::build_training_step(*model_.graph, model_.loss, model_.params, options.optimizer);
+  if (options.backward_recompute) ir::make_backward_recompute_pass()->run(*model_.graph);
   // Causal attention's products skip their zero triangle; no value changes (ir/passes/tril.cc).
   ir::make_tril_pass()->run(*model_.graph);
   memory::GovernorOptions memory = options.memory;

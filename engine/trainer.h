@@ -44,6 +44,9 @@ struct TrainerOptions {
   // A linear layer and cross-entropy (the model's head) as one op run by chunks of rows, without
   // the [..., classes] logits (ir/passes/linear_cross_entropy.cc).
   bool fuse_cross_entropy = true;
+  // Memory-bound forward values that the backward reads (SwiGLU's silu) made again there from
+  // values it reads anyway, instead of held from the forward (ir/passes/backward_recompute.cc).
+  bool backward_recompute = true;
   std::vector<int64_t> buckets;    // shape-bucket boundaries ([]: powers of two; used by the JIT)
   std::string kernel_cache_dir;    // on-disk kernel cache ("": none; used by the JIT)
   // Compile new buckets' kernels on a thread of their own and interpret those nodes meanwhile: no

@@ -9,7 +9,8 @@
 
 namespace disc::ir {
 
-std::vector<std::string> pass_names() { return {"verify", "canonicalize", "cse", "dce", "tril", "attention", "linear_cross_entropy"}; }
+std::vector<std::string> pass_names() { return {"verify", "canonicalize", "cse", "dce", "tril", "attention", "linear_cross_entropy",
+                                                 "backward_recompute"}; }
 
 std::unique_ptr<Pass> make_pass(std::string_view name) {
   if (name == "verify") return make_verify_pass();
@@ -19,6 +20,7 @@ std::unique_ptr<Pass> make_pass(std::string_view name) {
   if (name == "tril") return make_tril_pass();
   if (name == "attention") return make_attention_pass();
   if (name == "linear_cross_entropy") return make_linear_cross_entropy_pass();
+  if (name == "backward_recompute") return make_backward_recompute_pass();
   std::string all;
   for (const auto& n : pass_names()) all += (all.empty() ? "" : ", ") + n;
   throw InvalidArgument("unknown pass `" + std::string(name) + "`" +

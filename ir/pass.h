@@ -26,7 +26,7 @@ class Pass {
   virtual bool run(Graph& g) = 0;
 };
 
-// A pass by name: verify, canonicalize, cse, dce, tril, attention. Throws InvalidArgument for an unknown name.
+// A pass by name (pass_names() lists them). Throws InvalidArgument for an unknown name.
 std::unique_ptr<Pass> make_pass(std::string_view name);
 std::vector<std::string> pass_names();
 

@@ -95,7 +95,11 @@ bool depends_on(const ir::Node* q, const NodeSet& members, const std::map<const 
 class Planner {
  public:
   Planner(const ir::Graph& g, const FusionOptions& o) : g_(g), o_(o) {
-    for (const ir::Node* n : g.nodes()) index_[n] = static_cast<int>(index_.size());
+    for (const ir::Node* n : g.nodes()) {
+      outside_before_.push_back(outside_before_.empty() ? 0 : outside_before_.back());
+      if (!lowerable(*n)) ++outside_before_.back();
+      index_[n] = static_cast<int>(index_.size());
+    }
   }
 
   FusionPlan run() {
@@ -127,7 +131,8 @@ class Planner {
     std::sort(candidates.rbegin(), candidates.rend());
     candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
     for (int gi : candidates) {
-      if (!KernelBuilder(drafts_[gi].space, g_.shapes()).fits(*n) || would_cycle(drafts_[gi], n)) continue;
+      if (too_far(drafts_[gi], n) || !KernelBuilder(drafts_[gi].space, g_.shapes()).fits(*n) || would_cycle(drafts_[gi], n))
+        continue;
       if (take(gi, drafts_[gi], n)) return true;
     }
     return false;
@@ -167,7 +172,7 @@ class Planner {
     for (const ir::Value* v : n->operands()) {
       if (!v->producer() || !group_of_.contains(v->producer())) continue;
       const int hi = group_of_.at(v->producer());
-      if (hi == gi) continue;
+      if (hi == gi || too_far(drafts_[hi], n)) continue;
       Draft d = drafts_[gi];
       d.nodes.insert(d.nodes.end(), drafts_[hi].nodes.begin(), drafts_[hi].nodes.end());
       std::sort(d.nodes.begin(), d.nodes.end(), [&](auto* a, auto* b) { return index_.at(a) < index_.at(b); });
@@ -176,6 +181,12 @@ class Planner {
       drafts_[gi] = std::move(d);
       drafts_[hi].nodes.clear();
     }
+  }
+
+  // True when more than max_span nodes outside every group run between d's last node and n.
+  bool too_far(const Draft& d, const ir::Node* n) const {
+    const int last = index_.at(d.nodes.back());
+    return outside_before_[index_.at(n)] - outside_before_[last] > o_.max_span;
   }
 
   // True when some path leaves `nodes` and comes back: they cannot run as one kernel.
@@ -199,6 +210,7 @@ class Planner {
   const ir::Graph& g_;
   const FusionOptions& o_;
   std::map<const ir::Node*, int> index_;
+  std::vector<int> outside_before_;  // per node index: nodes without a lowering before it, it included
   std::map<const ir::Node*, int> group_of_;
   std::vector<Draft> drafts_;
 };

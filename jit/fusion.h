@@ -31,6 +31,11 @@ struct FusionOptions {
   int max_passes = 4;              // reductions per kernel, plus the final pass
   int64_t cache_bytes = 512 << 10; // re-read bytes per row of a multi-pass kernel, at the bounds
   int max_recompute = 16;          // weighted element ops evaluated again in later passes
+  // Nodes outside every group (GEMMs, attention, ...) that may run between a group's last node and
+  // a node that joins it. Farther, the kernel would compute that node's results early and hold
+  // them across the work in between: a backward's copy of a forward value (ir/passes/
+  // backward_recompute.cc) must not join the forward kernel that made the original.
+  int max_span = 4;
 };
 
 struct FusionGroup {

@@ -49,6 +49,8 @@ const std::vector<ConfigKey>& config_schema() {
       {"memory.schedule", K::kBool, "true", "memory-aware op scheduling"},
       {"memory.remat", K::kBool, "true", "rematerialization under the cap"},
       {"memory.offload", K::kBool, "false", "offload to host memory under the cap"},
+      {"memory.backward_recompute", K::kBool, "true",
+       "make memory-bound forward values (SwiGLU's silu) again in the backward instead of holding them, cap or not"},
       {"jit.fusion", K::kBool, "true", "fuse memory-bound ops into JIT kernels"},
       {"jit.attention", K::kBool, "true", "attention as one op, by blocks of query rows (no [S, S] scores held)"},
       {"jit.cross_entropy", K::kBool, "true", "the head's matmul and cross-entropy as one op, by chunks of rows (no logits held)"},

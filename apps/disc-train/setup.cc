@@ -200,6 +200,7 @@ engine::TrainerOptions trainer_options(const Config& c) {
   t.jit = c.get_bool("jit.fusion");
   t.fuse_attention = c.get_bool("jit.attention");
   t.fuse_cross_entropy = c.get_bool("jit.cross_entropy");
+  t.backward_recompute = c.get_bool("memory.backward_recompute");
   t.buckets = c.get_ints("jit.buckets");
   t.kernel_cache_dir = c.get_string("jit.cache_dir");
   t.background_compile = c.get_bool("jit.background_compile");

@@ -14,5 +14,6 @@ std::unique_ptr<Pass> make_dce_pass();
 std::unique_ptr<Pass> make_tril_pass();
 std::unique_ptr<Pass> make_attention_pass();
 std::unique_ptr<Pass> make_linear_cross_entropy_pass();
+std::unique_ptr<Pass> make_backward_recompute_pass();
 
 }  // namespace disc::ir

@@ -47,6 +47,7 @@ struct TrainRun {
   StepObserver observer;                // given to the executor
   bool background = false;              // compile in the background, interpreting meanwhile
   bool cross_entropy = false;           // the linear_cross_entropy pass: the head as one op
+  bool backward_recompute = false;      // the backward makes SwiGLU's silu again (not held)
 };
 
 class Training : public ::testing::Test {
@@ -70,6 +71,9 @@ class Training : public ::testing::Test {
       m.loss = m.graph->outputs().front().second;
     }
     ir::build_training_step(*m.graph, m.loss, m.params, opt);
+    if (run.backward_recompute) {
+      EXPECT_TRUE(ir::make_backward_recompute_pass()->run(*m.graph));
+    }
     if (run.tril) ir::make_tril_pass()->run(*m.graph);
     std::unique_ptr<ir::Graph> fused = run.fuse ? jit::apply_fusion(*m.graph, jit::plan_fusion(*m.graph)) : nullptr;
     Executor ex(fused ? *fused : *m.graph, alloc, {}, run.kernels, run.background);
@@ -220,6 +224,18 @@ TEST_F(Training, AttentionOpGivesTheSameLossesWithinRoundingAndTheSameBitsEveryR
     EXPECT_EQ(fused, train(10, 5, one_op));
     for (size_t i = 0; i < plain.size(); ++i)
       EXPECT_NEAR(fused[i], plain[i], 2e-5 * std::abs(plain[i]) * (i + 1)) << "step " << i + 1 << (primitives.fuse ? " (JIT)" : "");
+  }
+}
+
+// The backward's silu(gate) is the same op on the same gate as the forward's: the same bits, on
+// the reference kernels and in fused kernels (where the forward's SwiGLU kernel no longer writes
+// it out and the backward's computes it again).
+TEST_F(Training, BackwardRecomputeGivesTheSameLossesBitForBit) {
+  jit::KernelCache kernels("");
+  for (const TrainRun& held : {TrainRun{}, TrainRun{.fuse = true, .kernels = &kernels}}) {
+    TrainRun again = held;
+    again.backward_recompute = true;
+    EXPECT_EQ(train(10, 5, again), train(10, 5, held)) << (held.fuse ? "JIT" : "reference kernels");
   }
 }
 

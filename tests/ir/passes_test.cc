@@ -1,4 +1,5 @@
-// The pass framework and the passes (canonicalize, cse, dce, tril, attention).
+// The pass framework and the passes (canonicalize, cse, dce, tril, attention, linear_cross_entropy,
+// backward_recompute).
 #include "ir/pass.h"
 
 #include <gtest/gtest.h>
@@ -149,7 +150,7 @@ TEST(Passes, UnknownPassNamesSuggest) {
     ADD_FAILURE();
   } catch (const InvalidArgument& e) {
     EXPECT_STREQ(e.what(), "unknown pass `canonicalise` (did you mean `canonicalize`?); passes: "
-                           "verify, canonicalize, cse, dce, tril, attention, linear_cross_entropy");
+                           "verify, canonicalize, cse, dce, tril, attention, linear_cross_entropy, backward_recompute");
   }
   PassManager pm;
   EXPECT_THROW(pm.dump_after({"csee"}, nullptr), InvalidArgument);
@@ -339,6 +340,60 @@ TEST(Passes, LinearCrossEntropyRewritesTheHead) {
 )";
   EXPECT_EQ(run("linear_cross_entropy", before), after);
   EXPECT_EQ(run("linear_cross_entropy", after), after);  // nothing left to rewrite
+}
+
+// A training step's shape (the backward follows %loss): the backward makes silu(%g) again from %g,
+// which it reads later anyway, and the broadcast constant %h with its constant. %p stays (a GEMM
+// reads it in the forward), and so does %t: its operand %z is last read (by %dtz) before %t is
+// first read (by %dz), so making %t again would hold %z longer.
+TEST(Passes, BackwardRecomputeMakesMemoryBoundValuesAgainFromWhatTheBackwardReads) {
+  const std::string forward = R"(graph @g {
+  sym N in [1, 64]
+  input %x : f32[N, 8]
+  param %wg : f32[8, 16]
+  param %wu : f32[8, 16]
+  param %wd : f32[16, 8]
+  %g = matmul(%x, %wg) : f32[N, 16]
+  %u = matmul(%x, %wu) : f32[N, 16]
+  %s = silu(%g) : f32[N, 16]
+  %p = mul(%s, %u) : f32[N, 16]
+  %c = constant() {value = 0.5} : f32[]
+  %h = broadcast(%c) {dims = [], shape = [N, 8]} : f32[N, 8]
+  %y = matmul(%p, %wd) : f32[N, 8]
+  %z = mul(%y, %h) : f32[N, 8]
+  %t = tanh(%z) : f32[N, 8]
+  %loss = reduce_sum(%t) {axes = [0, 1]} : f32[]
+  %dt = full() {shape = [N, 8], value = 1.0} : f32[N, 8]
+  %dtz = mul(%dt, %z) : f32[N, 8]
+  %dz = mul(%dtz, %t) : f32[N, 8]
+)";
+  const std::string backward_before = R"(  %dy = mul(%dz, %h) : f32[N, 8]
+  %dp = matmul(%dy, %wd) {transpose_b = true} : f32[N, 16]
+  %dwd = matmul(%p, %dy) {transpose_a = true} : f32[16, 8]
+  %du = mul(%dp, %s) : f32[N, 16]
+)";
+  const std::string backward_after = R"(  %c.re = constant() {value = 0.5} : f32[]
+  %h.re = broadcast(%c.re) {dims = [], shape = [N, 8]} : f32[N, 8]
+  %dy = mul(%dz, %h.re) : f32[N, 8]
+  %dp = matmul(%dy, %wd) {transpose_b = true} : f32[N, 16]
+  %dwd = matmul(%p, %dy) {transpose_a = true} : f32[16, 8]
+  %s.re = silu(%g) : f32[N, 16]
+  %du = mul(%dp, %s.re) : f32[N, 16]
+)";
+  const std::string rest = R"(  %ds = mul(%dp, %u) : f32[N, 16]
+  %sg = sigmoid(%g) : f32[N, 16]
+  %dg = mul(%ds, %sg) : f32[N, 16]
+  output loss = %loss
+  output dwd = %dwd
+  output du = %du
+  output dg = %dg
+}
+)";
+  EXPECT_EQ(run("backward_recompute", forward + backward_before + rest), forward + backward_after + rest);
+  // Without an output `loss` there is no backward to tell apart.
+  std::string no_loss = forward + backward_before + rest;
+  no_loss.replace(no_loss.find("output loss"), 11, "output l0ss");
+  EXPECT_EQ(run("backward_recompute", no_loss), print_graph(*parse_graph(no_loss)));
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 // ids would use 258 of the 32000 rows. Each batch is padded to its own longest sequence.
 //
 // For each batch size, over the same batches and at the same cap (half the unoptimised peak):
-//   dynamic  no governor: graph order, no cap, no remat -> the unoptimised peak
+//   dynamic  no governor: graph order, no cap, no remat, no backward recompute -> the unoptimised peak
 //   static   every batch padded to its bucket (next power of two), schedule + remat under the cap
 //   disc     dynamic shapes, schedule + remat under the cap
 // (where static or disc cannot run at that cap, both run again at the smallest cap both fit),
@@ -138,6 +138,7 @@ struct Run {
   std::string label;
   memory::GovernorOptions memory;
   const std::vector<data::HostBatch>* batches;
+  bool backward_recompute = true;  // a memory optimisation too: off for the unoptimised run
 };
 
 // Refuses a run that would not fit in the machine's free memory: an mmap'd block would pass, then
@@ -218,7 +219,8 @@ Result run(const Options& o, const Run& spec) {
     trainer = std::make_unique<engine::Trainer>(
         ir::models::build_llama(bounded(o.model, batches)),
         // Fused JIT kernels, as disc-train runs by default, for every system compared.
-        engine::TrainerOptions{.threads = o.threads, .seed = o.seed, .memory = spec.memory});
+        engine::TrainerOptions{.threads = o.threads, .seed = o.seed, .memory = spec.memory,
+                               .backward_recompute = spec.backward_recompute});
   } catch (const OutOfMemory& e) {
     r.refused = e.what();
     return r;
@@ -385,7 +387,7 @@ Comparison compare(const Options& o, const std::vector<std::vector<int32_t>>& ex
   c.padded_f = feasibility(o, c.w.padded);
   c.dynamic = run(o, {"B=" + std::to_string(batch_size) + " dynamic",
                       {.cap = 0, .schedule = false, .remat = false},
-                      &c.w.dynamic});
+                      &c.w.dynamic, /*backward_recompute=*/false});
   if (c.dynamic.ran())
     c.cap = static_cast<int64_t>(kHalf * static_cast<double>(c.dynamic.live_peak));
   run_governed(o, c);

@@ -1,0 +1,124 @@
+// Recomputes in the backward pass the memory-bound forward values it reads (elementwise ops,
+// broadcasts, reductions, norms) from values it reads anyway, instead of holding them from the
+// forward pass (AOTAutograd partitions the same way). In a Llama block the backward reads
+// silu(gate) for the gradient of SwiGLU's up projection; it now computes it again from the gate,
+// which it reads for the gate's own gradient: a [B, S, ffn] tensor per layer is no longer held
+// from the forward to the backward, and the forward's SwiGLU kernel writes its product alone.
+// Fusion folds the recompute into the backward's kernel.
+//
+//   %s = silu(%gate)                          %s = silu(%gate)
+//   %p = mul(%s, %up)                         %p = mul(%s, %up)
+//   ... backward ...                  =>      ... backward ...
+//   %d = mul(%dp, %s)                         %s.re = silu(%gate)
+//                                             %d = mul(%dp, %s.re)
+// A value is made again when its node is memory-bound, the forward reads it only in memory-bound
+// nodes, and each operand is an argument, a constant, or a value that the backward reads at or
+// after that point anyway. Values that GEMMs read in the forward stay: the memory governor
+// recomputes a GEMM's result from them (memory/remat.h). The backward is every node after the one
+// that makes output `loss`; a graph without it is left alone.
+// Needs: a training step (ir/training_step.h). Keeps: every value; the copy runs the same op on the
+// same operands (bit for bit on the reference kernels; a fused kernel may round it differently).
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "ir/passes/passes.h"
+
+namespace disc::ir {
+namespace {
+
+bool memory_bound(const Node& n) {
+  const OpCategory c = n.op().category;
+  return n.results().size() == 1 &&
+         (c == OpCategory::kElementwise || c == OpCategory::kBroadcast || c == OpCategory::kReduce ||
+          c == OpCategory::kNormalization);
+}
+
+bool constant(const Value* v) {
+  const Node* p = v->producer();
+  return p && p->op().category == OpCategory::kConstant && p->operands().empty();
+}
+
+class BackwardRecomputePass final : public Pass {
+ public:
+  std::string_view name() const override { return "backward_recompute"; }
+  std::string_view summary() const override {
+    return "recompute memory-bound forward values in the backward from values it reads anyway, instead of "
+           "holding them from the forward";
+  }
+  std::string_view needs() const override { return "a training step (the backward follows output `loss`)"; }
+  std::string_view keeps() const override { return "every value (the same ops on the same operands)"; }
+
+  bool run(Graph& g) override {
+    const std::vector<Node*> nodes = g.nodes();
+    const auto loss = std::find_if(g.outputs().begin(), g.outputs().end(), [](const auto& o) { return o.first == "loss"; });
+    if (loss == g.outputs().end() || !loss->second->producer()) return false;
+    step_.clear();
+    for (const Node* n : nodes) step_[n] = static_cast<int>(step_.size());
+    end_ = step_.at(loss->second->producer());
+    // The backward's first and last reads of each forward value it reads.
+    std::map<const Value*, int> first;
+    last_.clear();
+    for (int i = end_ + 1; i < static_cast<int>(nodes.size()); ++i) {
+      for (const Value* o : nodes[i]->operands()) {
+        if (!o->producer() || step_.at(o->producer()) > end_) continue;
+        first.try_emplace(o, i);
+        last_[o] = i;
+      }
+    }
+    again_.clear();
+    for (const auto& [v, at] : first) {
+      if (makes_again(*v, at)) again_.insert(v);
+    }
+    copies_.clear();
+    for (int i = end_ + 1; i < static_cast<int>(nodes.size()); ++i) {
+      for (int k = 0; k < static_cast<int>(nodes[i]->operands().size()); ++k) {
+        Value* o = nodes[i]->operand(k);
+        if (again_.contains(o)) g.set_operand(nodes[i], k, copy_before(g, o, nodes[i]));
+      }
+    }
+    return !again_.empty();
+  }
+
+ private:
+  bool forward(const Node* n) const { return step_.at(n) <= end_; }
+
+  // Whether v, first read by the backward at step `at`, can be made again there: no GEMM reads it
+  // in the forward, and its operands are there at `at` without being held longer for it.
+  bool makes_again(const Value& v, int at) const {
+    const Node& n = *v.producer();
+    if (!memory_bound(n)) return false;
+    for (const Node* u : v.users()) {
+      if (forward(u) && !memory_bound(*u)) return false;
+    }
+    return std::all_of(n.operands().begin(), n.operands().end(), [&](const Value* o) {
+      if (!o->producer() || constant(o)) return true;
+      auto it = last_.find(o);
+      return it != last_.end() && it->second >= at;
+    });
+  }
+
+  // The backward's copy of `v` (and of the constants and values made again that it reads), made
+  // before `user` unless made already.
+  Value* copy_before(Graph& g, Value* v, const Node* user) {
+    if (auto it = copies_.find(v); it != copies_.end()) return it->second;
+    const Node& n = *v->producer();
+    std::vector<Value*> operands;
+    for (Value* o : n.operands()) operands.push_back(constant(o) || again_.contains(o) ? copy_before(g, o, user) : o);
+    Node* copy = g.add_node(n.op().name, operands, n.attrs(), {g.unique_name(v->name() + ".re")});
+    g.move_before(copy, user);
+    return copies_[v] = copy->result();
+  }
+
+  std::map<const Node*, int> step_;
+  int end_ = 0;                          // the step of the node that makes the loss
+  std::map<const Value*, int> last_;     // the backward's last read of each forward value
+  std::set<const Value*> again_;         // the forward values the backward makes again
+  std::map<const Value*, Value*> copies_;
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_backward_recompute_pass() { return std::make_unique<BackwardRecomputePass>(); }
+
+}  // namespace disc::ir
