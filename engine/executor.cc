@@ -87,9 +87,12 @@ void Executor::run_node(const ir::Node& n, Run& r, const ir::Value* donor) {
   const double begin = observer_ ? r.since_start() : 0;
   ir::KernelArgs args{.op = n.op().name, .attrs = &n.attrs(), .bindings = &r.b};
   for (const ir::Value* v : n.operands()) args.in.push_back(r.env.at(v).ref());
+  const auto& written_into = governor_.liveness().written_into;
   for (const ir::Value* v : n.results()) {
     std::vector<int64_t> shape = concrete_shape(g_, *v, r.b);
-    Tensor t = donor ? r.env.at(donor).reshaped(std::move(shape)) : Tensor::empty(v->dtype(), std::move(shape), alloc_);
+    const auto into = written_into.find(v);  // an update's value, made in its argument's buffer
+    const ir::Value* buffer = into != written_into.end() ? into->second : donor;
+    Tensor t = buffer ? r.env.at(buffer).reshaped(std::move(shape)) : Tensor::empty(v->dtype(), std::move(shape), alloc_);
     args.out.push_back(t.ref());
     r.env[v] = std::move(t);
   }

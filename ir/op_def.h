@@ -87,18 +87,20 @@ struct OpDef {
   ReferenceKernel reference;
   // Empty for ops that are not differentiable (comparisons, integer ops, gradient ops).
   GradRule grad;
-  // Operands whose buffer the result may take when the operand dies at this node and has the
-  // result's dtype and element count: the kernel reads each element of it before writing the
+  // Operands whose buffer the (first) result may take when the operand dies at this node and has
+  // the result's dtype and element count: the kernel reads each element of it before writing the
   // element at the same index. (The executor then runs the op in place; the memory plan counts
   // one buffer.)
   std::vector<int> overwritable;
-  // For an op whose overwritable operands depend on its attributes (a fused kernel's, on what the
-  // kernel reads): computes them in place of `overwritable`.
-  std::function<std::vector<int>(const Attributes&)> overwritable_of;
+  // For an op whose overwritable operands depend on its attributes and differ per result (a fused
+  // kernel's, on what the kernel reads): computes them in place of `overwritable`.
+  std::function<std::vector<int>(const Attributes&, int result)> overwritable_of;
 
-  // `overwritable`, or what `overwritable_of` gives for these attributes.
-  std::vector<int> overwritable_for(const Attributes& attrs) const {
-    return overwritable_of ? overwritable_of(attrs) : overwritable;
+  // The operands that result `result` may overwrite: `overwritable` for result 0, or what
+  // `overwritable_of` gives.
+  std::vector<int> overwritable_for(const Attributes& attrs, int result = 0) const {
+    if (overwritable_of) return overwritable_of(attrs, result);
+    return result == 0 ? overwritable : std::vector<int>{};
   }
 
   OpCost cost_of(const std::vector<TensorType>& operands, const std::vector<TensorType>& results,

@@ -85,8 +85,9 @@ void register_fused_op() {
     d.cost = cost;
     d.reference = reference;
     // In place over an input the kernel reads only at the index it writes (a softmax's, a
-    // cross-entropy gradient's logits), as the unfused ops inside would run.
-    d.overwritable_of = [](const ir::Attributes& attrs) { return kernel_of(attrs)->in_place_inputs(); };
+    // cross-entropy gradient's logits, AdamW's parameter and moments), as the unfused ops inside
+    // would run.
+    d.overwritable_of = [](const ir::Attributes& attrs, int result) { return kernel_of(attrs)->in_place_inputs(result); };
     ir::OpRegistry::extend(std::move(d));
   });
 }

@@ -179,12 +179,11 @@ bool kop_from_name(std::string_view name, KOp& op) {
   return false;
 }
 
-std::vector<int> KernelIR::in_place_inputs() const {
-  if (outputs != 1) return {};
-  const int out = inputs;
-  for (const Instr& in : code) {
-    if (in.op == KOp::kStore && in.buffer == out && in.access != Access::kFull) return {};
-  }
+std::vector<int> KernelIR::in_place_inputs(int output) const {
+  if (output < 0 || output >= outputs) return {};
+  const int out = inputs + output;
+  const auto store = std::find_if(code.begin(), code.end(), [&](const Instr& in) { return in.op == KOp::kStore && in.buffer == out; });
+  if (store == code.end() || store->access != Access::kFull) return {};
   std::vector<int> ok;
   for (int b = 0; b < inputs; ++b) {
     if (types[b] != types[out]) continue;
@@ -192,7 +191,8 @@ std::vector<int> KernelIR::in_place_inputs() const {
     const bool own_index_only = std::all_of(code.begin(), code.end(), [&](const Instr& in) {
       return in.buffer != b || (in.op == KOp::kLoad && in.access == Access::kFull);
     });
-    if (own_index_only) ok.push_back(b);
+    const bool read_before_store = std::none_of(store, code.end(), [&](const Instr& in) { return in.buffer == b; });
+    if (own_index_only && read_before_store) ok.push_back(b);
   }
   return ok;
 }

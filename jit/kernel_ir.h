@@ -108,11 +108,12 @@ struct KernelIR {
   // output, a store of a value of a higher level than its access (an element value with row access),
   // an output stored twice or never, a bool where a number is needed.
   void check() const;
-  // The inputs the single output may be written over (the fused node then runs in place when
-  // such an operand dies there): of the output's type and read only with full access, so each
-  // element is read at its own index, before the final pass stores that index. Empty for a kernel
-  // with several outputs or an output not stored with full access.
-  std::vector<int> in_place_inputs() const;
+  // The inputs that output `output` (0 for the first) may be written over (the fused node then
+  // runs in place when such an operand dies there): of the output's type and read only with full
+  // access, so each element is read at its own index, before the final pass stores that index;
+  // and, with several outputs, read only before the output's store in the code (the interpreter
+  // runs a row instruction by instruction). Empty for an output not stored with full access.
+  std::vector<int> in_place_inputs(int output = 0) const;
   // The text form above (lines joined by "\n"); parse() reads it back.
   std::string str() const;
   static KernelIR parse(std::string_view text);

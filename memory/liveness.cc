@@ -42,7 +42,7 @@ void find_donors(const ir::Graph& g, const std::vector<const ir::Node*>& order, 
   l.donor.assign(order.size(), nullptr);
   for (size_t i = 0; i < order.size(); ++i) {
     const ir::Node& n = *order[i];
-    if (n.results().size() != 1) continue;
+    if (n.results().size() != 1 || l.written_into.contains(n.result())) continue;
     for (int k : n.op().overwritable_for(n.attrs())) {
       const ir::Value* o = n.operand(k);
       if (!o->producer() || g.is_output(o) || !same_bytes(g, *o, *n.result())) continue;
@@ -53,6 +53,19 @@ void find_donors(const ir::Graph& g, const std::vector<const ir::Node*>& order, 
       break;
     }
   }
+}
+
+// Whether update value v, made at step `def`, can be written straight into `arg`, which steps up
+// to `arg_last` read: nothing reads arg later, and v's node reads it only where v may overwrite it.
+bool writes_into(const ir::Graph& g, const ir::Value& arg, const ir::Value& v, int def, int arg_last) {
+  const bool output = std::any_of(g.outputs().begin(), g.outputs().end(), [&](const auto& o) { return o.second == &v; });
+  if (output || !same_bytes(g, arg, v) || arg_last > def) return false;
+  const ir::Node& n = *v.producer();
+  const std::vector<int> ok = n.op().overwritable_for(n.attrs(), v.result_index());
+  for (int k = 0; k < static_cast<int>(n.operands().size()); ++k) {
+    if (n.operand(k) == &arg && std::find(ok.begin(), ok.end(), k) == ok.end()) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -91,9 +104,15 @@ Liveness analyze_liveness(const ir::Graph& g, std::vector<const ir::Node*> order
                             "update may overwrite `" + v->name() + "` first)");
     }
     Life& life = l.lives.at(v);
-    const int copy_at = std::max(life.def, arg_last.contains(arg) ? arg_last.at(arg) : 0);
-    l.copies_after[copy_at].push_back({arg, v});
+    const int read_last = arg_last.contains(arg) ? arg_last.at(arg) : -1;
+    const int copy_at = std::max(life.def, read_last);
     l.overwritten_after[arg] = copy_at;
+    if (!life.in_argument && writes_into(g, *arg, *v, life.def, read_last)) {
+      life.in_argument = true;
+      l.written_into[v] = arg;
+      continue;
+    }
+    l.copies_after[copy_at].push_back({arg, v});
     if (life.last < n) life.last = std::max(life.last, copy_at);
   }
   for (const auto& [v, life] : l.lives) {
@@ -124,6 +143,7 @@ int held_until(const Life& life, int steps) {
 std::vector<ir::DimExpr> live_curve(const Liveness& l) {
   std::vector<ir::DimExpr> delta(l.steps() + 1);
   for (const auto& [v, life] : l.lives) {
+    if (life.in_argument) continue;
     ir::DimExpr bytes = v->type().bytes();
     delta[life.def] += bytes;
     delta[held_until(life, l.steps()) + 1] += -bytes;
@@ -137,6 +157,7 @@ std::vector<ir::DimExpr> live_curve(const Liveness& l) {
 std::vector<int64_t> live_curve(const Liveness& l, const ir::Bindings& b) {
   std::vector<int64_t> delta(l.steps() + 1, 0);
   for (const auto& [v, life] : l.lives) {
+    if (life.in_argument) continue;
     const int64_t bytes = concrete_bytes(*v, b);
     delta[life.def] += bytes;
     delta[held_until(life, l.steps()) + 1] -= bytes;

@@ -6,7 +6,10 @@
 // before when that step writes its result into the value's buffer (in place). An update
 // (`update %w = %w_new`) copies its value into the argument after the argument's last reader and
 // the value's producer have both run, so a scheduler may put the optimizer anywhere and never
-// overwrite a parameter that a later step still reads.
+// overwrite a parameter that a later step still reads. Where nothing reads the argument after the
+// value's producer, and the producer reads it (if at all) only at the index it writes, the
+// producer writes the value straight into the argument instead: no buffer of its own, no copy
+// (AdamW then updates the parameter and its moments in place).
 #pragma once
 
 #include <map>
@@ -23,6 +26,7 @@ struct Life {
   int last = 0;           // the last step that needs it; the order's size for graph outputs
   std::vector<int> uses;  // steps that read it, ascending, without repeats
   bool donated = false;   // its last reader writes its result into this value's buffer
+  bool in_argument = false;  // an update's value that its producer writes into the argument
 };
 
 struct Liveness {
@@ -33,6 +37,8 @@ struct Liveness {
   std::vector<std::vector<const ir::Value*>> frees_after;
   // Updated arguments: the step after which each holds its new value.
   std::map<const ir::Value*, int> overwritten_after;
+  // Update values written straight into their argument (value -> argument): no copy.
+  std::map<const ir::Value*, const ir::Value*> written_into;
   // Per step, the operand whose buffer the node's result takes (an op's `overwritable` operand
   // that dies there with the result's type), or null: the node runs in place.
   std::vector<const ir::Value*> donor;

@@ -1,6 +1,6 @@
 // Optimizer updates as ops. Each returns the new parameter and optimizer state; the training step
 // marks them as updates of the parameter and state arguments, which the executor applies in
-// place. The learning rate is a scalar operand so schedules live outside the graph.
+// place (each op writes its results over the arguments when nothing reads them later). The learning rate is a scalar operand so schedules live outside the graph.
 #include "ir/op_registry.h"
 #include "ir/ops/kernels.h"
 #include "ir/ops/ops.h"
@@ -29,6 +29,12 @@ ShapeRule update_rule(int n_like, bool has_step, int results) {
   };
 }
 
+// The kernels read each element's inputs before writing its outputs (optimizer_kernels.cc), so
+// each new value may take the buffer of the one it replaces: updates then run in place.
+std::function<std::vector<int>(const Attributes&, int)> per_result(std::vector<std::vector<int>> operands) {
+  return [operands = std::move(operands)](const Attributes&, int result) { return operands.at(result); };
+}
+
 }  // namespace
 
 void register_optimizer_ops(OpRegistry& r) {
@@ -43,6 +49,7 @@ void register_optimizer_ops(OpRegistry& r) {
                {"nesterov", AttrKind::kBool, false, {}}};
   sgd.infer = update_rule(3, false, 2);
   sgd.reference = sgd_update_kernel;
+  sgd.overwritable_of = per_result({{0}, {2}});  // param' over param, buf' over buf
   r.add(std::move(sgd));
 
   OpDef adamw{.name = "adamw_update", .category = OpCategory::kElementwise,
@@ -57,6 +64,7 @@ void register_optimizer_ops(OpRegistry& r) {
                  {"weight_decay", AttrKind::kFloat, 0.01, {}}};
   adamw.infer = update_rule(4, true, 3);
   adamw.reference = adamw_update_kernel;
+  adamw.overwritable_of = per_result({{0}, {2}, {3}});  // param', m', v' over param, m, v
   r.add(std::move(adamw));
 }
 

@@ -48,6 +48,10 @@ struct TrainRun {
   bool background = false;              // compile in the background, interpreting meanwhile
   bool cross_entropy = false;           // the linear_cross_entropy pass: the head as one op
   bool backward_recompute = false;      // the backward makes SwiGLU's silu again (not held)
+  // Each update's value is an output too, so that every update copies it into its argument
+  // instead of having its node write it there (memory/liveness.h).
+  bool update_copies = false;
+  size_t* written_into = nullptr;       // receives how many updates were written in place
 };
 
 class Training : public ::testing::Test {
@@ -75,9 +79,13 @@ class Training : public ::testing::Test {
       EXPECT_TRUE(ir::make_backward_recompute_pass()->run(*m.graph));
     }
     if (run.tril) ir::make_tril_pass()->run(*m.graph);
+    if (run.update_copies) {
+      for (const auto& [arg, v] : std::vector(m.graph->updates())) m.graph->add_output("kept." + arg->name(), v);
+    }
     std::unique_ptr<ir::Graph> fused = run.fuse ? jit::apply_fusion(*m.graph, jit::plan_fusion(*m.graph)) : nullptr;
     Executor ex(fused ? *fused : *m.graph, alloc, {}, run.kernels, run.background);
     ex.set_observer(run.observer);
+    if (run.written_into) *run.written_into = ex.governor().liveness().written_into.size();
     std::map<std::string, Tensor> args = init_params(m, seed, alloc);
     args.merge(zero_state(*m.graph, alloc));
     std::mt19937_64 data(seed);
@@ -236,6 +244,22 @@ TEST_F(Training, BackwardRecomputeGivesTheSameLossesBitForBit) {
     TrainRun again = held;
     again.backward_recompute = true;
     EXPECT_EQ(train(10, 5, again), train(10, 5, held)) << (held.fuse ? "JIT" : "reference kernels");
+  }
+}
+
+// AdamW's nodes write the parameter and its moments in place when nothing reads them later; the
+// same kernels writing new tensors that the updates then copy give the same bits.
+TEST_F(Training, UpdatesWrittenInPlaceGiveTheSameLossesBitForBit) {
+  jit::KernelCache kernels("");
+  for (TrainRun copies : {TrainRun{}, TrainRun{.fuse = true, .kernels = &kernels}}) {
+    size_t in_place = 0, copied = 0;
+    TrainRun in_place_run = copies;
+    in_place_run.written_into = &in_place;
+    copies.update_copies = true;
+    copies.written_into = &copied;
+    EXPECT_EQ(train(10, 5, in_place_run), train(10, 5, copies)) << (copies.fuse ? "JIT" : "reference kernels");
+    EXPECT_GT(in_place, 0u);
+    EXPECT_EQ(copied, 0u);
   }
 }
 

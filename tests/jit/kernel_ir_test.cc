@@ -37,10 +37,15 @@ TEST(KernelIR, InPlaceInputsAreReadOnlyAtTheirOwnIndex) {
           "%4 = load 2 full\n%5 = add %0 %1\n%6 = add %5 %3\n%7 = add %6 %4\n%8 = add %7 %2\n"
           "store 4 full %8");
   EXPECT_EQ(k.in_place_inputs(), std::vector<int>{0});  // 1: by row, 2: load_at, 3: i64
-  EXPECT_TRUE(KernelIR::parse("kernel inputs=1 outputs=2 space=0 types=f32,f32,f32\n"
-                              "%0 = load 0 full\nstore 1 full %0\nstore 2 full %0")
-                  .in_place_inputs()
-                  .empty());  // two outputs
+  // With several outputs, an input read after an output's store cannot take that output: the
+  // interpreter runs each instruction over the whole row. Here input 1 is read after output 0's
+  // store (the AdamW kernel reads the parameter and both moments before its first store).
+  const KernelIR two = KernelIR::parse("kernel inputs=2 outputs=2 space=0 types=f32,f32,f32,f32\n"
+                                       "%0 = load 0 full\nstore 2 full %0\n%2 = load 1 full\n"
+                                       "%3 = add %0 %2\nstore 3 full %3");
+  EXPECT_EQ(two.in_place_inputs(0), std::vector<int>{0});
+  EXPECT_EQ(two.in_place_inputs(1), (std::vector<int>{0, 1}));
+  EXPECT_TRUE(two.in_place_inputs(2).empty());  // no such output
   EXPECT_TRUE(KernelIR::parse("kernel inputs=1 outputs=1 space=0 types=f32,f32\n"
                               "%0 = load 0 full\nstore 1 col %0")
                   .in_place_inputs()

@@ -27,7 +27,8 @@ std::unique_ptr<ir::Graph> training_step(const std::string& family) {
 }
 
 // Checks what analyze_liveness guarantees, independently: each node runs once after its
-// operands, and each update is copied only after the last node that reads its argument.
+// operands, and each update is copied only after the last node that reads its argument, or
+// written into it by a node that no other reader of the argument follows.
 void expect_valid(const ir::Graph& g, const std::vector<const ir::Node*>& order) {
   Liveness l = analyze_liveness(g, order);
   ASSERT_EQ(order.size(), g.num_nodes());
@@ -48,7 +49,10 @@ void expect_valid(const ir::Graph& g, const std::vector<const ir::Node*>& order)
       for (const ir::Node* reader : arg->users()) EXPECT_LE(at.at(reader), i) << "%" << arg->name() << " read after its update";
     }
   }
-  EXPECT_EQ(copies, g.updates().size());
+  for (const auto& [v, arg] : l.written_into) {
+    for (const ir::Node* reader : arg->users()) EXPECT_LE(at.at(reader), at.at(v->producer())) << "%" << arg->name() << " read after its update";
+  }
+  EXPECT_EQ(copies + l.written_into.size(), g.updates().size());
 }
 
 TEST(Scheduler, EveryOrderKeepsDependenciesAndUpdates) {
