@@ -120,12 +120,90 @@ std::vector<const Node*> depth_first_schedule(const ir::Graph& g) {
   return order;
 }
 
+namespace {
+
+// n and the nodes whose results only they read (a gradient's square before its sum): what moves
+// with n.
+std::set<const Node*> private_cone(const ir::Graph& g, const Node* n) {
+  std::set<const Node*> cone = {n};
+  std::vector<const Node*> todo = {n};
+  auto read_in_cone = [&](const Value* r) {
+    return !g.is_output(r) && std::all_of(r->users().begin(), r->users().end(), [&](const Node* u) { return cone.contains(u); });
+  };
+  while (!todo.empty()) {
+    const Node* m = todo.back();
+    todo.pop_back();
+    for (const Value* o : m->operands()) {
+      const Node* p = o->producer();
+      if (!p || cone.contains(p) || !std::all_of(p->results().begin(), p->results().end(), read_in_cone)) continue;
+      cone.insert(p);
+      todo.push_back(p);
+    }
+  }
+  return cone;
+}
+
+// What the cone must follow: the producers of what it reads; for an update, the argument's
+// readers and the readers of their results, so that those results can still be recomputed from
+// the argument (remat.h) wherever they are read.
+std::set<const Node*> cone_follows(const std::set<const Node*>& cone, const Node* n,
+                                   const std::map<const Value*, const Value*>& argument_of) {
+  std::set<const Node*> after;
+  for (const Node* m : cone) {
+    for (const Value* o : m->operands()) {
+      if (o->producer()) after.insert(o->producer());
+    }
+  }
+  for (const Value* r : n->results()) {
+    auto it = argument_of.find(r);
+    if (it == argument_of.end()) continue;
+    for (const Node* reader : it->second->users()) {
+      after.insert(reader);
+      for (const Value* made : reader->results()) after.insert(made->users().begin(), made->users().end());
+    }
+  }
+  for (const Node* m : cone) after.erase(m);
+  return after;
+}
+
+}  // namespace
+
+std::vector<const Node*> updates_early_schedule(const ir::Graph& g) {
+  std::map<const Value*, const Value*> argument_of;  // update value -> the argument it updates
+  for (const auto& [arg, v] : g.updates()) argument_of[v] = arg;
+  auto small = [&](const Value* r) { return r->type().rank() == 0 || argument_of.contains(r); };
+  const auto nodes = g.nodes();
+  std::vector<const Node*> order(nodes.begin(), nodes.end());
+  for (const Node* n : nodes) {
+    if (!std::all_of(n->results().begin(), n->results().end(), small)) continue;
+    const std::set<const Node*> cone = private_cone(g, n);
+    const std::set<const Node*> after = cone_follows(cone, n, argument_of);
+    // The cone, in its order, goes right after the last node it must follow.
+    std::vector<const Node*> moved, rest;
+    size_t to = 0, was = 0;
+    for (const Node* m : order) {
+      if (m == n) was = moved.size() + rest.size();
+      if (cone.contains(m)) {
+        moved.push_back(m);
+      } else {
+        rest.push_back(m);
+        if (after.contains(m)) to = rest.size();
+      }
+    }
+    if (to + moved.size() - 1 >= was) continue;  // n would not move up
+    rest.insert(rest.begin() + static_cast<std::ptrdiff_t>(to), moved.begin(), moved.end());
+    order = std::move(rest);
+  }
+  return order;
+}
+
 ScheduleChoice choose_schedule(const ir::Graph& g) {
   const auto original = g.nodes();
   std::vector<std::pair<std::string, std::vector<const Node*>>> orders = {
       {"original", {original.begin(), original.end()}},
       {"list", list_schedule(g)},
       {"depth-first", depth_first_schedule(g)},
+      {"updates-early", updates_early_schedule(g)},
   };
   const auto samples = sample_bindings(g);
   ScheduleChoice choice;

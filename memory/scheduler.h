@@ -2,10 +2,15 @@
 // Needs: a verified graph. Keeps: every dependency (an update is applied after its argument's
 // last reader whatever the order, see liveness.h), so every order computes the same numbers.
 //
-// Three orders are tried and the one with the lowest simulated peak over sample shapes is kept
+// Four orders are tried and the one with the lowest simulated peak over sample shapes is kept
 // (XLA does the same): the graph's own order, a list schedule driven by bytes freed minus bytes
 // allocated (compared symbolically, estimated from hints only when the comparison is unknown),
-// and a depth-first order from the outputs. The sample shapes are memory::sample_bindings.
+// a depth-first order from the outputs, and the graph's order with the optimizer's work moved up
+// (updates-early: each node whose results are scalars or update values runs as soon as its
+// operands are made and, for an update, the argument's other readers have run; a parameter's
+// AdamW step then follows its gradient, which dies there, and writes the parameter in place
+// instead of the gradient being held to the end of the backward). The sample shapes are
+// memory::sample_bindings.
 #pragma once
 
 #include <string>
@@ -17,13 +22,14 @@ namespace disc::memory {
 
 struct ScheduleChoice {
   std::vector<const ir::Node*> order;
-  std::string method;  // "original", "list" or "depth-first"
+  std::string method;  // "original", "list", "depth-first" or "updates-early"
   // Each order tried, with its simulated peak (largest over the samples) of produced values.
   std::vector<std::pair<std::string, int64_t>> tried;
 };
 
 std::vector<const ir::Node*> list_schedule(const ir::Graph& g);
 std::vector<const ir::Node*> depth_first_schedule(const ir::Graph& g);
+std::vector<const ir::Node*> updates_early_schedule(const ir::Graph& g);
 
 ScheduleChoice choose_schedule(const ir::Graph& g);
 

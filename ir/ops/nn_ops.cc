@@ -140,6 +140,7 @@ void register_nn_ops(OpRegistry& r) {
     return std::vector<Value*>{c.add("rope", {c.dy[0]}, a)};
   };
   rope.reference = rope_kernel;
+  rope.overwritable = {0};  // each pair is read whole before either of its elements is written
   r.add(std::move(rope));
 
   OpDef mask{.name = "causal_mask", .category = OpCategory::kElementwise,

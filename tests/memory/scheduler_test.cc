@@ -61,9 +61,10 @@ TEST(Scheduler, EveryOrderKeepsDependenciesAndUpdates) {
     auto g = training_step(family);
     expect_valid(*g, list_schedule(*g));
     expect_valid(*g, depth_first_schedule(*g));
+    expect_valid(*g, updates_early_schedule(*g));
     ScheduleChoice c = choose_schedule(*g);
     expect_valid(*g, c.order);
-    ASSERT_EQ(c.tried.size(), 3u);
+    ASSERT_EQ(c.tried.size(), 4u);
     for (const auto& [method, peak] : c.tried) {
       if (method == c.method) {
         for (const auto& [other, other_peak] : c.tried) EXPECT_GT(other_peak, 0) << other;
@@ -95,6 +96,31 @@ TEST(Scheduler, ListOrderReducesEachValueBeforeMakingTheNext) {
   EXPECT_EQ(peaks.at("original"), 3 * 16384 + 64);  // at %r1: a1 a2 a3 r1
   EXPECT_LE(peaks.at("list"), 16384 + 3 * 64);
   expect_valid(*g, c.order);
+}
+
+// Without clipping, a parameter's AdamW step needs only its own gradient: in the updates-early
+// order it runs once the gradient is made (and the parameter's products are read for the last
+// time), so the gradient dies there and the step writes the parameter in place. In the graph's
+// order every gradient waits for the optimizer at the end of the backward.
+TEST(Scheduler, UpdatesEarlyRunsEachOptimizerStepOnceItsGradientIsReady) {
+  auto g = training_step("llama");
+  auto most_gradients_held = [&](const std::vector<const ir::Node*>& order) {
+    const Liveness l = analyze_liveness(*g, order);
+    EXPECT_EQ(l.written_into.size(), g->updates().size());  // every update in place
+    size_t most = 0;
+    for (int i = 0; i < l.steps(); ++i) {
+      size_t held = 0;
+      for (const ir::Node* n : g->nodes()) {
+        if (n->op().name == "adamw_update" && l.live_at(n->operand(1), i)) ++held;
+      }
+      most = std::max(most, held);
+    }
+    return most;
+  };
+  const auto nodes = g->nodes();
+  const size_t params = g->updates().size() / 3;  // a parameter and its two moments
+  EXPECT_EQ(most_gradients_held({nodes.begin(), nodes.end()}), params);
+  EXPECT_LE(most_gradients_held(updates_early_schedule(*g)), 3u);
 }
 
 TEST(Liveness, RefusesOrdersThatBreakADependencyOrMissANode) {
