@@ -59,7 +59,7 @@ std::map<std::string, Tensor> Executor::run(std::map<std::string, Tensor>& args,
   for (const ir::Value* a : g_.arguments()) r.env[a] = args.at(a->name());
   for (int i = 0; i < live.steps(); ++i) {
     for (const memory::RegenRun& u : plan.regen_runs[i]) regenerate(u, plan, r);
-    run_node(*live.order[i], r, live.donor[i]);
+    run_node(*live.order[i], r, /*in_place=*/true);
     for (const auto& [arg, v] : live.copies_after[i]) {
       const Tensor &target = r.env.at(arg), &value = r.env.at(v);
       target.copy_from(value);
@@ -83,15 +83,22 @@ std::map<std::string, Tensor> Executor::run(std::map<std::string, Tensor>& args,
   return outputs;
 }
 
-void Executor::run_node(const ir::Node& n, Run& r, const ir::Value* donor) {
+// The value whose buffer result v is written into, by the schedule: an update's argument, or an
+// operand that dies at v's node; null for a buffer of its own.
+const ir::Value* Executor::buffer_for(const ir::Value* v) const {
+  const memory::Liveness& live = governor_.liveness();
+  if (auto it = live.written_into.find(v); it != live.written_into.end()) return it->second;
+  if (auto it = live.donor.find(v); it != live.donor.end()) return it->second;
+  return nullptr;
+}
+
+void Executor::run_node(const ir::Node& n, Run& r, bool in_place) {
   const double begin = observer_ ? r.since_start() : 0;
   ir::KernelArgs args{.op = n.op().name, .attrs = &n.attrs(), .bindings = &r.b};
   for (const ir::Value* v : n.operands()) args.in.push_back(r.env.at(v).ref());
-  const auto& written_into = governor_.liveness().written_into;
   for (const ir::Value* v : n.results()) {
     std::vector<int64_t> shape = concrete_shape(g_, *v, r.b);
-    const auto into = written_into.find(v);  // an update's value, made in its argument's buffer
-    const ir::Value* buffer = into != written_into.end() ? into->second : donor;
+    const ir::Value* buffer = in_place ? buffer_for(v) : nullptr;
     Tensor t = buffer ? r.env.at(buffer).reshaped(std::move(shape)) : Tensor::empty(v->dtype(), std::move(shape), alloc_);
     args.out.push_back(t.ref());
     r.env[v] = std::move(t);

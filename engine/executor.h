@@ -84,8 +84,10 @@ class Executor {
 
  private:
   struct Run;
-  // With a donor, the node writes its result into the donor's buffer (see Liveness::donor).
-  void run_node(const ir::Node& n, Run& r, const ir::Value* donor = nullptr);
+  // In the step's schedule (in_place), results go where the liveness says (Liveness::donor,
+  // written_into); a regeneration's reruns allocate their own.
+  void run_node(const ir::Node& n, Run& r, bool in_place = false);
+  const ir::Value* buffer_for(const ir::Value* v) const;
   void evict(const memory::Eviction& e, Run& r);
   void regenerate(const memory::RegenRun& u, const memory::MemoryPlan& plan, Run& r);
   void run_on_host(const ir::Node& n, const ir::KernelArgs& args, devices::Device& dev, Run& r);

@@ -35,22 +35,23 @@ bool same_bytes(const ir::Graph& g, const ir::Value& a, const ir::Value& b) {
          g.shapes().compare(a.type().numel(), b.type().numel()) == ir::Ordering::kEQ;
 }
 
-// A node runs in place over an overwritable operand that dies there with the result's dtype and
-// element count (reshape's shape differs) and is no graph output. Each value gives its buffer at
-// most once.
+// A result is written in place over an operand it may overwrite that dies at its node with the
+// result's dtype and element count (reshape's shape differs) and is no graph output. Each value
+// gives its buffer at most once.
 void find_donors(const ir::Graph& g, const std::vector<const ir::Node*>& order, Liveness& l) {
-  l.donor.assign(order.size(), nullptr);
   for (size_t i = 0; i < order.size(); ++i) {
     const ir::Node& n = *order[i];
-    if (n.results().size() != 1 || l.written_into.contains(n.result())) continue;
-    for (int k : n.op().overwritable_for(n.attrs())) {
-      const ir::Value* o = n.operand(k);
-      if (!o->producer() || g.is_output(o) || !same_bytes(g, *o, *n.result())) continue;
-      Life& life = l.lives.at(o);
-      if (life.last != static_cast<int>(i) || life.donated) continue;
-      life.donated = true;
-      l.donor[i] = o;
-      break;
+    for (const ir::Value* r : n.results()) {
+      if (l.written_into.contains(r)) continue;
+      for (int k : n.op().overwritable_for(n.attrs(), r->result_index())) {
+        const ir::Value* o = n.operand(k);
+        if (!o->producer() || g.is_output(o) || !same_bytes(g, *o, *r)) continue;
+        Life& life = l.lives.at(o);
+        if (life.last != static_cast<int>(i) || life.donated) continue;
+        life.donated = true;
+        l.donor[r] = o;
+        break;
+      }
     }
   }
 }

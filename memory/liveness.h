@@ -39,9 +39,9 @@ struct Liveness {
   std::map<const ir::Value*, int> overwritten_after;
   // Update values written straight into their argument (value -> argument): no copy.
   std::map<const ir::Value*, const ir::Value*> written_into;
-  // Per step, the operand whose buffer the node's result takes (an op's `overwritable` operand
-  // that dies there with the result's type), or null: the node runs in place.
-  std::vector<const ir::Value*> donor;
+  // Results written in place: each -> the operand whose buffer it takes (one that its op may
+  // overwrite, which dies there, with the result's dtype and element count).
+  std::map<const ir::Value*, const ir::Value*> donor;
 
   int steps() const { return static_cast<int>(order.size()); }
   // True when `v` is held during step i (produced values only; arguments are always held).

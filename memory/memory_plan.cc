@@ -164,9 +164,8 @@ Planner::Planner(const ir::Graph& g, const Liveness& l, const std::vector<Candid
   set_lower_bound(p, cs, sizes_, usable_);
   results_.assign(p.curve.size(), 0);
   for (size_t i = 0; i < results_.size(); ++i) {
-    if (l.donor[i]) continue;  // in place: the result allocates nothing
-    for (const ir::Value* r : l.order[i]->results())
-      if (!l.lives.at(r).in_argument) results_[i] += concrete_bytes(*r, b);
+    for (const ir::Value* r : l.order[i]->results())  // in place, a result allocates nothing
+      if (!l.donor.contains(r) && !l.lives.at(r).in_argument) results_[i] += concrete_bytes(*r, b);
   }
   c_.is.assign(cs.size(), false);
   c_.first.resize(cs.size());

@@ -238,7 +238,9 @@ TEST_F(FusedGraphs, FusedNodesRunInPlaceOverOperandsThatDieThere) {
   const memory::Liveness live = memory::analyze_liveness(*fused, {nodes.begin(), nodes.end()});
   std::vector<std::string> donors;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i]->op().name == "fused") donors.push_back(live.donor[i] ? live.donor[i]->name() : "-");
+    if (nodes[i]->op().name != "fused") continue;
+    const auto d = live.donor.find(nodes[i]->results().front());
+    donors.push_back(d != live.donor.end() ? d->second->name() : "-");
   }
   EXPECT_EQ(donors, (std::vector<std::string>{"s", "l"}));
   jit::KernelCache kernels("");

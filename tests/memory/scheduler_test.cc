@@ -26,6 +26,16 @@ std::unique_ptr<ir::Graph> training_step(const std::string& family) {
   return std::move(m.graph);
 }
 
+// Per step, the operand whose buffer the node's (first) result takes, or "-".
+std::vector<std::string> donor_names(const Liveness& l) {
+  std::vector<std::string> names;
+  for (const ir::Node* n : l.order) {
+    const auto d = l.donor.find(n->results().front());
+    names.push_back(d != l.donor.end() ? d->second->name() : "-");
+  }
+  return names;
+}
+
 // Checks what analyze_liveness guarantees, independently: each node runs once after its
 // operands, and each update is copied only after the last node that reads its argument, or
 // written into it by a node that no other reader of the argument follows.
@@ -170,8 +180,7 @@ TEST(Liveness, NodesRunInPlaceOnlyOverOperandsThatDieThereWithTheResultsType) {
 )");
   auto nodes = g->nodes();
   Liveness l = analyze_liveness(*g, {nodes.begin(), nodes.end()});
-  std::vector<std::string> donors;
-  for (const ir::Value* d : l.donor) donors.push_back(d ? d->name() : "-");
+  const std::vector<std::string> donors = donor_names(l);
   // %a over the argument: never; %b: %a is read again by %c; %c: %b is an output, so %a (its
   // second operand) gives its buffer; %d over %c, which dies there; %e: bool is not f32; %f: its
   // condition is bool, %d dies there.
@@ -199,8 +208,7 @@ TEST(Liveness, ReshapeRunsInPlaceOverAnOperandThatDiesThere) {
 )");
   auto nodes = g->nodes();
   Liveness l = analyze_liveness(*g, {nodes.begin(), nodes.end()});
-  std::vector<std::string> donors;
-  for (const ir::Value* d : l.donor) donors.push_back(d ? d->name() : "-");
+  const std::vector<std::string> donors = donor_names(l);
   EXPECT_EQ(donors, (std::vector<std::string>{"-", "-", "b", "c", "d", "e"}));
 }
 
