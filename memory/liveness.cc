@@ -108,8 +108,7 @@ Liveness analyze_liveness(const ir::Graph& g, std::vector<const ir::Node*> order
     const int read_last = arg_last.contains(arg) ? arg_last.at(arg) : -1;
     const int copy_at = std::max(life.def, read_last);
     l.overwritten_after[arg] = copy_at;
-    if (!life.in_argument && writes_into(g, *arg, *v, life.def, read_last)) {
-      life.in_argument = true;
+    if (!l.written_into.contains(v) && writes_into(g, *arg, *v, life.def, read_last)) {
       l.written_into[v] = arg;
       continue;
     }
@@ -144,7 +143,7 @@ int held_until(const Life& life, int steps) {
 std::vector<ir::DimExpr> live_curve(const Liveness& l) {
   std::vector<ir::DimExpr> delta(l.steps() + 1);
   for (const auto& [v, life] : l.lives) {
-    if (life.in_argument) continue;
+    if (l.written_into.contains(v)) continue;  // its bytes are the argument's
     ir::DimExpr bytes = v->type().bytes();
     delta[life.def] += bytes;
     delta[held_until(life, l.steps()) + 1] += -bytes;
@@ -158,7 +157,7 @@ std::vector<ir::DimExpr> live_curve(const Liveness& l) {
 std::vector<int64_t> live_curve(const Liveness& l, const ir::Bindings& b) {
   std::vector<int64_t> delta(l.steps() + 1, 0);
   for (const auto& [v, life] : l.lives) {
-    if (life.in_argument) continue;
+    if (l.written_into.contains(v)) continue;  // its bytes are the argument's
     const int64_t bytes = concrete_bytes(*v, b);
     delta[life.def] += bytes;
     delta[held_until(life, l.steps()) + 1] -= bytes;

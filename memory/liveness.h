@@ -26,7 +26,6 @@ struct Life {
   int last = 0;           // the last step that needs it; the order's size for graph outputs
   std::vector<int> uses;  // steps that read it, ascending, without repeats
   bool donated = false;   // its last reader writes its result into this value's buffer
-  bool in_argument = false;  // an update's value that its producer writes into the argument
 };
 
 struct Liveness {

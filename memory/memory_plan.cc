@@ -167,7 +167,7 @@ Planner::Planner(const ir::Graph& g, const Liveness& l, const std::vector<Candid
   results_.assign(p.curve.size(), 0);
   for (size_t i = 0; i < results_.size(); ++i) {
     for (const ir::Value* r : l.order[i]->results())  // in place, a result allocates nothing
-      if (!l.donor.contains(r) && !l.lives.at(r).in_argument) results_[i] += concrete_bytes(*r, b);
+      if (!l.donor.contains(r) && !l.written_into.contains(r)) results_[i] += concrete_bytes(*r, b);
   }
   c_.is.assign(cs.size(), false);
   c_.first.resize(cs.size());
