@@ -1,6 +1,7 @@
 // Optimizer updates as ops. Each returns the new parameter and optimizer state; the training step
 // marks them as updates of the parameter and state arguments, which the executor applies in
-// place (each op writes its results over the arguments when nothing reads them later). The learning rate is a scalar operand so schedules live outside the graph.
+// place (each op writes its results over the arguments when nothing reads them later). The
+// learning rate is a scalar operand so schedules live outside the graph.
 #include "ir/op_registry.h"
 #include "ir/ops/kernels.h"
 #include "ir/ops/ops.h"
