@@ -34,11 +34,6 @@ bool memory_bound(const Node& n) {
           c == OpCategory::kNormalization);
 }
 
-bool constant(const Value* v) {
-  const Node* p = v->producer();
-  return p && p->op().category == OpCategory::kConstant && p->operands().empty();
-}
-
 class BackwardRecomputePass final : public Pass {
  public:
   std::string_view name() const override { return "backward_recompute"; }
@@ -92,7 +87,7 @@ class BackwardRecomputePass final : public Pass {
       if (forward(u) && !memory_bound(*u)) return false;
     }
     return std::all_of(n.operands().begin(), n.operands().end(), [&](const Value* o) {
-      if (!o->producer() || constant(o)) return true;
+      if (!o->producer() || o->role() == Role::kConstant) return true;
       auto it = last_.find(o);
       return it != last_.end() && it->second >= at;
     });
@@ -104,7 +99,10 @@ class BackwardRecomputePass final : public Pass {
     if (auto it = copies_.find(v); it != copies_.end()) return it->second;
     const Node& n = *v->producer();
     std::vector<Value*> operands;
-    for (Value* o : n.operands()) operands.push_back(constant(o) || again_.contains(o) ? copy_before(g, o, user) : o);
+    for (Value* o : n.operands()) {
+      const bool copied = o->role() == Role::kConstant || again_.contains(o);
+      operands.push_back(copied ? copy_before(g, o, user) : o);
+    }
     Node* copy = g.add_node(n.op().name, operands, n.attrs(), {g.unique_name(v->name() + ".re")});
     g.move_before(copy, user);
     return copies_[v] = copy->result();
