@@ -72,4 +72,9 @@ void* Device::allocate_host(size_t bytes) {
 
 void Device::deallocate_host(void* p, size_t) { ::operator delete(p, std::align_val_t{kAllocAlignment}); }
 
+void Device::decommit(void* /*p*/, size_t from, size_t to) {
+  throw InvalidArgument(name() + ": cannot give back bytes [" + std::to_string(from) + ", " + std::to_string(to) +
+                        ") of a block: check can_decommit first");
+}
+
 }  // namespace disc::devices

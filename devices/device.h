@@ -98,6 +98,12 @@ class Device {
   virtual void* allocate(size_t bytes) = 0;
   // `bytes` is the size passed to allocate (devices with sized pools need it).
   virtual void deallocate(void* p, size_t bytes) = 0;
+  // True when the device can give back the pages of part of a block of allocation_size(bytes)
+  // and keep the rest: then decommit(p, from, to) gives back bytes [from, to) of block p
+  // (multiples of kPageSize); touched again, they are new zero pages. A capped allocator uses it to
+  // serve a request from a larger block without counting the slack (CPU: mapped blocks).
+  virtual bool can_decommit(size_t /*bytes*/) const { return false; }
+  virtual void decommit(void* p, size_t from, size_t to);
   // dst and src must not overlap. May be asynchronous where the device has streams: host memory
   // a copy writes is read only after synchronize(); host memory from allocate_host that a copy
   // reads stays allocated until then (other host memory may be reused once copy() returns).

@@ -14,30 +14,61 @@ CachingAllocator::CachingAllocator(devices::Device& device, int64_t cap_bytes)
 
 CachingAllocator::~CachingAllocator() { release_cache(); }
 
+// The smallest cached block of at least `size` bytes that may serve it (see the header), or end.
+CachingAllocator::CacheIt CachingAllocator::find_cached(size_t size) {
+  const bool slack = cap_ == 0 || device_.can_decommit(size);
+  const auto it = cache_.lower_bound(size);
+  return it != cache_.end() && it->first <= (slack ? 2 * size : size) ? it : cache_.end();
+}
+
+// Under a cap, makes the block hold exactly `size` bytes: gives back its pages past them, or
+// counts the pages it takes again (making room first). Throws OutOfMemory, changing nothing.
+void CachingAllocator::fit(void* p, Block& b, size_t size) {
+  if (cap_ == 0 || b.committed == size) return;
+  if (b.committed > size) {
+    device_.decommit(p, size, b.committed);
+    stats_.reserved_bytes -= static_cast<int64_t>(b.committed - size);
+  } else {
+    make_room(size - b.committed);
+    stats_.reserved_bytes += static_cast<int64_t>(size - b.committed);
+  }
+  b.committed = size;
+}
+
+// Gives back cached blocks, largest first (the fewest system calls), until `bytes` more fit under
+// the cap; throws OutOfMemory (live bytes, the request and the cap) when they cannot.
+void CachingAllocator::make_room(size_t bytes) {
+  const auto need = static_cast<int64_t>(bytes);
+  while (cap_ > 0 && stats_.reserved_bytes + need > cap_ && !cache_.empty()) release(std::prev(cache_.end()));
+  if (cap_ > 0 && stats_.reserved_bytes + need > cap_) {
+    throw OutOfMemory("memory cap: " + std::to_string(stats_.live_bytes) + " bytes are live and " +
+                      std::to_string(need) + " more were asked for, past the cap of " + std::to_string(cap_) +
+                      " bytes: raise memory.cap or lower the batch size");
+  }
+}
+
 void* CachingAllocator::allocate(size_t bytes) {
   const size_t size = devices::allocation_size(bytes);
   if (size == 0) throw OutOfMemory("cannot allocate " + std::to_string(bytes) + " bytes: the size overflows");
   ++stats_.allocations;
   void* p = nullptr;
-  size_t block = size;
-  const size_t largest_fit = cap_ > 0 ? size : 2 * size;  // see the header
-  if (auto it = cache_.lower_bound(size); it != cache_.end() && it->first <= largest_fit) {
+  Block b{size, size};
+  if (auto it = find_cached(size); it != cache_.end()) {
     p = it->second.p;
-    block = it->first;
+    b = {it->first, it->second.committed};
     cache_.erase(it);
-  } else {
-    const auto need = static_cast<int64_t>(size);
-    // Largest cached blocks go first: the fewest system calls to make room.
-    while (cap_ > 0 && stats_.reserved_bytes + need > cap_ && !cache_.empty()) release(std::prev(cache_.end()));
-    if (cap_ > 0 && stats_.reserved_bytes + need > cap_) {
-      throw OutOfMemory("memory cap: " + std::to_string(stats_.live_bytes) + " bytes are live and " +
-                        std::to_string(need) + " more were asked for, past the cap of " +
-                        std::to_string(cap_) + " bytes: raise memory.cap or lower the batch size");
+    try {
+      fit(p, b, size);
+    } catch (const OutOfMemory&) {
+      cache_.insert({b.size, {p, b.committed, 0}});
+      throw;
     }
+  } else {
+    make_room(size);
     p = device_.allocate(bytes);
-    stats_.reserved_bytes += need;
+    stats_.reserved_bytes += static_cast<int64_t>(size);
   }
-  blocks_.emplace(p, block);
+  blocks_.emplace(p, b);
   stats_.live_bytes += static_cast<int64_t>(size);
   stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.live_bytes);
   stats_.reserved_peak_bytes = std::max(stats_.reserved_peak_bytes, stats_.reserved_bytes);
@@ -47,10 +78,10 @@ void* CachingAllocator::allocate(size_t bytes) {
 void CachingAllocator::deallocate(void* p, size_t bytes) {
   const size_t size = devices::allocation_size(bytes);
   auto it = blocks_.find(p);
-  const size_t block = it == blocks_.end() ? size : it->second;  // a caller's bug: not ours to abort on
+  const Block b = it == blocks_.end() ? Block{size, size} : it->second;  // a caller's bug: not ours to abort on
   if (it != blocks_.end()) blocks_.erase(it);
   stats_.live_bytes -= static_cast<int64_t>(size);
-  cache_.insert({block, {p, 0}});
+  cache_.insert({b.size, {p, b.committed, 0}});
 }
 
 void CachingAllocator::reset_peak() {
@@ -70,9 +101,9 @@ void CachingAllocator::release_cache() {
   while (!cache_.empty()) release(cache_.begin());
 }
 
-void CachingAllocator::release(std::multimap<size_t, Cached>::iterator it) {
+void CachingAllocator::release(CacheIt it) {
   device_.deallocate(it->second.p, it->first);
-  stats_.reserved_bytes -= static_cast<int64_t>(it->first);
+  stats_.reserved_bytes -= static_cast<int64_t>(it->second.committed);
   cache_.erase(it);
 }
 

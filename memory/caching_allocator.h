@@ -7,12 +7,18 @@
 //   void* p = alloc.allocate(n);   // reuses a cached block that fits, or asks the device
 //   alloc.deallocate(p, n);        // back to the cache, still reserved
 //
-// Which cached block fits: without a cap, the smallest of at least n bytes and at most twice that.
-// Batch shapes change every step, so exact sizes rarely repeat, and mapping fresh pages (and
-// faulting them in) for every tensor of every step cost a third of a llama step's time. With a
-// cap, only a block of exactly n bytes: the governor plans for the cap with exact sizes, and the
-// slack of larger blocks could make a plan that fits fail. live_bytes counts the bytes asked for;
-// reserved_bytes counts whole blocks, slack included.
+// Which cached block fits: the smallest of at least n bytes and at most twice that. Batch shapes
+// change every step, so exact sizes rarely repeat, and mapping fresh pages (and faulting them in)
+// for every tensor of every step cost a third of a llama step's time. live_bytes counts the bytes
+// asked for; reserved_bytes counts the bytes each block holds from the system.
+// Without a cap a block holds all its pages, slack included. With a cap the governor plans with
+// exact sizes, so the slack must not count: a larger block serves n bytes only where the device
+// can give back the pages past n (Device::decommit; the CPU's mapped blocks), and gives them back.
+// Reused at a larger size, the block counts the pages it takes again. Then every live block holds
+// exactly its size, and giving back the cache always brings reserved_bytes down to live_bytes:
+// a plan that keeps live bytes under the cap never fails here. Elsewhere, only a block of exactly
+// n bytes. (Mapping fresh blocks under a cap cost a llama step 3-4%: the pages of every block of
+// the previous shape went back, and new ones faulted in.)
 //   alloc.trim();                  // once per step: gives back blocks idle for kIdleTrims steps
 #pragma once
 
@@ -49,16 +55,25 @@ class CachingAllocator final : public Allocator {
   void release_cache();
 
  private:
+  struct Block {
+    size_t size;       // allocation_size of the request that mapped it
+    size_t committed;  // the bytes of it that count as reserved (all of it without a cap)
+  };
   struct Cached {
     void* p;
+    size_t committed;
     int idle_trims;  // trims since it was last given back by a deallocate
   };
-  void release(std::multimap<size_t, Cached>::iterator it);
+  using CacheIt = std::multimap<size_t, Cached>::iterator;
+  CacheIt find_cached(size_t size);
+  void fit(void* p, Block& b, size_t size);
+  void make_room(size_t bytes);
+  void release(CacheIt it);
 
   devices::Device& device_;
   int64_t cap_;
-  std::multimap<size_t, Cached> cache_;  // free blocks by allocation_size
-  std::unordered_map<void*, size_t> blocks_;  // the block size of every live allocation
+  std::multimap<size_t, Cached> cache_;  // free blocks by size
+  std::unordered_map<void*, Block> blocks_;  // every live allocation's block
   AllocatorStats stats_;
 };
 

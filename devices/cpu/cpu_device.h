@@ -23,6 +23,8 @@ class CpuDevice final : public Device {
 
   void* allocate(size_t bytes) override;
   void deallocate(void* p, size_t bytes) override;
+  bool can_decommit(size_t bytes) const override { return allocation_size(bytes) >= kPageBlockMin; }
+  void decommit(void* p, size_t from, size_t to) override;
   void copy(void* dst, const void* src, size_t bytes, CopyKind kind) override;
   void synchronize() override {}  // every call finishes before it returns
 

@@ -1,9 +1,17 @@
-// The caching allocator: blocks are reused by size (up to twice the request without a cap), the cap holds on reserved bytes (cached
-// blocks included), and trim() gives back what no step reused for kIdleTrims steps.
+// The caching allocator: blocks are reused by size (up to twice the request; with a cap, only where
+// the device gives back the pages past it), the cap holds on reserved bytes (cached blocks
+// included), and trim() gives back what no step reused for kIdleTrims steps.
 #include "memory/caching_allocator.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "devices/simulated/simulated_device.h"
 #include "ir/error.h"
 
 namespace disc::memory {
@@ -42,14 +50,62 @@ TEST_F(CachingAllocatorTest, WithoutACapASmallerRequestReusesABlockUpToTwiceItsS
   a.deallocate(small, 1 << 20);
 }
 
-TEST_F(CachingAllocatorTest, WithACapOnlyAnExactSizeIsReused) {
+// How many pages of [p, p + bytes) are resident.
+size_t resident_pages(const char* p, size_t bytes) {
+  std::vector<unsigned char> pages(bytes / devices::kPageSize);
+  EXPECT_EQ(mincore(const_cast<char*>(p), bytes, pages.data()), 0);
+  return static_cast<size_t>(std::count_if(pages.begin(), pages.end(), [](unsigned char x) { return x & 1; }));
+}
+
+TEST_F(CachingAllocatorTest, WithACapALargerBlockServesARequestAndGivesBackThePagesPastIt) {
   CachingAllocator a(*dev, 16 << 20);
+  auto* p = static_cast<char*>(a.allocate(3 << 20));
+  std::memset(p, 1, 3 << 20);
+  a.deallocate(p, 3 << 20);
+  EXPECT_EQ(a.allocate(2 << 20), p);  // 3 MiB is at most twice 2 MiB
+  EXPECT_EQ(a.stats().reserved_bytes, 2 << 20);  // the slack does not count...
+  EXPECT_EQ(resident_pages(p + (2 << 20), 1 << 20), 0u);  // ...and its pages went back
+  EXPECT_EQ(p[(2 << 20) - 1], 1);  // the rest is left as it was
+  a.deallocate(p, 2 << 20);
+  EXPECT_EQ(a.stats().reserved_bytes, 2 << 20);
+  EXPECT_EQ(a.allocate(3 << 20), p);  // the whole block again: its last MiB counts again
+  EXPECT_EQ(a.stats().reserved_bytes, 3 << 20);
+  EXPECT_EQ(a.stats().reserved_peak_bytes, 3 << 20);
+  a.deallocate(p, 3 << 20);
+  a.deallocate(a.allocate(2 << 20), 2 << 20);
+  a.release_cache();  // the block goes back holding 2 MiB
+  EXPECT_EQ(a.stats().reserved_bytes, 0);
+}
+
+TEST_F(CachingAllocatorTest, WithACapABlockTakingItsPagesAgainMakesRoomOrRefusesChangingNothing) {
+  CachingAllocator a(*dev, 3 << 20);
+  void* p = a.allocate(3 << 20);
+  a.deallocate(p, 3 << 20);
+  EXPECT_EQ(a.allocate(2 << 20), p);
+  void* q = a.allocate(1 << 20);  // 3 MiB reserved: the cap
+  a.deallocate(p, 2 << 20);
+  // p's block would take back its last MiB, past the cap, and nothing else is cached.
+  EXPECT_THROW(a.allocate(3 << 20), OutOfMemory);
+  EXPECT_EQ(a.stats().live_bytes, 1 << 20);
+  EXPECT_EQ(a.stats().reserved_bytes, 3 << 20);
+  a.deallocate(q, 1 << 20);
+  EXPECT_EQ(a.allocate(3 << 20), p);  // q's cached block goes back to make room
+  EXPECT_EQ(a.stats().reserved_bytes, 3 << 20);
+  a.deallocate(p, 3 << 20);
+}
+
+TEST_F(CachingAllocatorTest, WithACapOnADeviceThatCannotGiveBackPagesOnlyAnExactSizeIsReused) {
+  auto sim = devices::make_simulated_device(1, 64 << 20);
+  ASSERT_FALSE(sim->can_decommit(3 << 20));
+  CachingAllocator a(*sim, 16 << 20);
   void* p = a.allocate(3 << 20);
   a.deallocate(p, 3 << 20);
   void* q = a.allocate(2 << 20);
   EXPECT_NE(q, p);
   EXPECT_EQ(a.stats().reserved_bytes, 5 << 20);
   a.deallocate(q, 2 << 20);
+  EXPECT_EQ(a.allocate(3 << 20), p);
+  a.deallocate(p, 3 << 20);
 }
 
 TEST_F(CachingAllocatorTest, SizesRoundAsTheDeviceRounds) {
@@ -62,12 +118,12 @@ TEST_F(CachingAllocatorTest, SizesRoundAsTheDeviceRounds) {
 }
 
 TEST_F(CachingAllocatorTest, CachedBlocksCountAgainstTheCapAndGoBackWhenNeeded) {
-  CachingAllocator a(*dev, 3 * 65536);
-  void* p = a.allocate(2 * 65536);
-  a.deallocate(p, 2 * 65536);  // cached: 128 KiB reserved, nothing live
-  void* q = a.allocate(65536 + 4096);  // 68 KiB more would make 196 KiB > 192 KiB: the cache goes
+  CachingAllocator a(*dev, 4 * 65536);
+  void* p = a.allocate(3 * 65536);
+  a.deallocate(p, 3 * 65536);  // cached: 192 KiB reserved, nothing live, more than twice 68 KiB
+  void* q = a.allocate(65536 + 4096);  // 68 KiB more would make 260 KiB > 256 KiB: the cache goes
   EXPECT_EQ(a.stats().reserved_bytes, 65536 + 4096);
-  EXPECT_LE(a.stats().reserved_peak_bytes, 3 * 65536);
+  EXPECT_LE(a.stats().reserved_peak_bytes, 4 * 65536);
   a.deallocate(q, 65536 + 4096);
 }
 
