@@ -12,13 +12,14 @@
 // for every tensor of every step cost a third of a llama step's time. live_bytes counts the bytes
 // asked for; reserved_bytes counts the bytes each block holds from the system.
 // Without a cap a block holds all its pages, slack included. With a cap the governor plans with
-// exact sizes, so the slack must not count: a larger block serves n bytes only where the device
-// can give back the pages past n (Device::decommit; the CPU's mapped blocks), and gives them back.
-// Reused at a larger size, the block counts the pages it takes again. Then every live block holds
-// exactly its size, and giving back the cache always brings reserved_bytes down to live_bytes:
-// a plan that keeps live bytes under the cap never fails here. Elsewhere, only a block of exactly
-// n bytes. (Mapping fresh blocks under a cap cost a llama step 3-4%: the pages of every block of
-// the previous shape went back, and new ones faulted in.)
+// exact sizes, so the slack must be possible to give back: a larger block serves n bytes only
+// where the device can give back the pages past n (Device::decommit; the CPU's mapped blocks).
+// There, when no block of at most 2n is cached, a larger one whose pages are there serves too:
+// fresh pages cost time (the system zeroes each page when it is first touched). The block keeps
+// its pages, counted, while the cap leaves room; when it does not, the slack of live blocks goes
+// back first, then cached blocks. Reused at a larger size, a block counts the pages it takes
+// again. Giving back slack and cache brings reserved_bytes down to live_bytes, so a plan that
+// keeps live bytes under the cap never fails here. Elsewhere, only a block of exactly n bytes.
 //   alloc.trim();                  // once per step: gives back blocks idle for kIdleTrims steps
 #pragma once
 
@@ -58,6 +59,7 @@ class CachingAllocator final : public Allocator {
   struct Block {
     size_t size;       // allocation_size of the request that mapped it
     size_t committed;  // the bytes of it that count as reserved (all of it without a cap)
+    size_t used;       // allocation_size of the request it serves now
   };
   struct Cached {
     void* p;
@@ -66,7 +68,7 @@ class CachingAllocator final : public Allocator {
   };
   using CacheIt = std::multimap<size_t, Cached>::iterator;
   CacheIt find_cached(size_t size);
-  void fit(void* p, Block& b, size_t size);
+  void fit(Block& b, size_t size);
   void make_room(size_t bytes);
   void release(CacheIt it);
 

@@ -57,24 +57,36 @@ size_t resident_pages(const char* p, size_t bytes) {
   return static_cast<size_t>(std::count_if(pages.begin(), pages.end(), [](unsigned char x) { return x & 1; }));
 }
 
-TEST_F(CachingAllocatorTest, WithACapALargerBlockServesARequestAndGivesBackThePagesPastIt) {
-  CachingAllocator a(*dev, 16 << 20);
+TEST_F(CachingAllocatorTest, WithACapALargerBlockServesARequestAndGivesBackItsSlackWhenTheCapNeedsRoom) {
+  CachingAllocator a(*dev, 4 << 20);
   auto* p = static_cast<char*>(a.allocate(3 << 20));
   std::memset(p, 1, 3 << 20);
   a.deallocate(p, 3 << 20);
   EXPECT_EQ(a.allocate(2 << 20), p);  // 3 MiB is at most twice 2 MiB
-  EXPECT_EQ(a.stats().reserved_bytes, 2 << 20);  // the slack does not count...
-  EXPECT_EQ(resident_pages(p + (2 << 20), 1 << 20), 0u);  // ...and its pages went back
-  EXPECT_EQ(p[(2 << 20) - 1], 1);  // the rest is left as it was
+  EXPECT_EQ(a.stats().reserved_bytes, 3 << 20);  // the slack stays, counted, while there is room
+  EXPECT_EQ(resident_pages(p + (2 << 20), 1 << 20), 256u);
+  void* q = a.allocate(2 << 20);  // 5 MiB would pass the cap: p's slack goes back
+  EXPECT_EQ(a.stats().reserved_bytes, 4 << 20);
+  EXPECT_EQ(resident_pages(p + (2 << 20), 1 << 20), 0u);
+  EXPECT_EQ(p[(2 << 20) - 1], 1);  // what p's tensor holds is left as it was
   a.deallocate(p, 2 << 20);
-  EXPECT_EQ(a.stats().reserved_bytes, 2 << 20);
-  EXPECT_EQ(a.allocate(3 << 20), p);  // the whole block again: its last MiB counts again
-  EXPECT_EQ(a.stats().reserved_bytes, 3 << 20);
-  EXPECT_EQ(a.stats().reserved_peak_bytes, 3 << 20);
+  a.deallocate(q, 2 << 20);
+  EXPECT_EQ(a.allocate(3 << 20), p);  // the whole block again: its last MiB counts again,
+  EXPECT_EQ(a.stats().reserved_bytes, 3 << 20);  // and q's cached block went back to make room
+  EXPECT_LE(a.stats().reserved_peak_bytes, 4 << 20);
   a.deallocate(p, 3 << 20);
-  a.deallocate(a.allocate(2 << 20), 2 << 20);
-  a.release_cache();  // the block goes back holding 2 MiB
+  a.release_cache();
   EXPECT_EQ(a.stats().reserved_bytes, 0);
+}
+
+TEST_F(CachingAllocatorTest, WithACapALargerBlockWhosePagesAreThereServesPastTwiceTheRequest) {
+  CachingAllocator a(*dev, 16 << 20);
+  void* p = a.allocate(8 << 20);
+  a.deallocate(p, 8 << 20);
+  EXPECT_EQ(a.allocate(1 << 20), p);  // rather than a fresh block whose pages the system must zero
+  EXPECT_EQ(a.stats().reserved_bytes, 8 << 20);
+  EXPECT_EQ(a.stats().live_bytes, 1 << 20);
+  a.deallocate(p, 1 << 20);
 }
 
 TEST_F(CachingAllocatorTest, WithACapABlockTakingItsPagesAgainMakesRoomOrRefusesChangingNothing) {
@@ -119,12 +131,12 @@ TEST_F(CachingAllocatorTest, SizesRoundAsTheDeviceRounds) {
 
 TEST_F(CachingAllocatorTest, CachedBlocksCountAgainstTheCapAndGoBackWhenNeeded) {
   CachingAllocator a(*dev, 4 * 65536);
-  void* p = a.allocate(3 * 65536);
-  a.deallocate(p, 3 * 65536);  // cached: 192 KiB reserved, nothing live, more than twice 68 KiB
-  void* q = a.allocate(65536 + 4096);  // 68 KiB more would make 260 KiB > 256 KiB: the cache goes
-  EXPECT_EQ(a.stats().reserved_bytes, 65536 + 4096);
+  void* p = a.allocate(2 * 65536);
+  a.deallocate(p, 2 * 65536);  // cached: 128 KiB reserved, nothing live, smaller than 136 KiB
+  void* q = a.allocate(2 * 65536 + 8192);  // 136 KiB more would make 264 KiB > 256 KiB: the cache goes
+  EXPECT_EQ(a.stats().reserved_bytes, 2 * 65536 + 8192);
   EXPECT_LE(a.stats().reserved_peak_bytes, 4 * 65536);
-  a.deallocate(q, 65536 + 4096);
+  a.deallocate(q, 2 * 65536 + 8192);
 }
 
 TEST_F(CachingAllocatorTest, RefusesPastTheCapWithLiveBytesAndTheCap) {
