@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <cmath>
 #include <limits>
+#include <exception>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <sstream>
 
@@ -108,10 +110,11 @@ struct Chosen {
 // Regenerations run before their step's node allocates its results, one after another: the step
 // holds its curve, or everything but the node's results plus what the regenerations hold at
 // most, whichever is more.
+
 class Planner {
  public:
   Planner(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs, const ir::Bindings& b,
-          int64_t held_before_step, const PlanOptions& options);
+          int64_t held_before_step, const PlanOptions& options, Sweep sweep);
   MemoryPlan run();
 
  private:
@@ -140,6 +143,7 @@ class Planner {
   const std::vector<Candidate>& cs_;
   const ir::Bindings& b_;
   const PlanOptions& options_;
+  const Sweep sweep_;
   std::vector<int64_t> sizes_, temps_, results_;  // per candidate, per candidate, per step
   std::vector<Option> ways_;
   std::vector<bool> usable_;
@@ -147,8 +151,8 @@ class Planner {
 };
 
 Planner::Planner(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs, const ir::Bindings& b,
-                 int64_t held_before_step, const PlanOptions& options)
-    : g_(g), l_(l), cs_(cs), b_(b), options_(options) {
+                 int64_t held_before_step, const PlanOptions& options, Sweep sweep)
+    : g_(g), l_(l), cs_(cs), b_(b), options_(options), sweep_(sweep) {
   MemoryPlan& p = c_.p;
   p.held_before_step = held_before_step;
   p.curve = live_curve(l, b);
@@ -318,12 +322,17 @@ Planner::Rank Planner::rank(int j) const {
   return Rank(!fits, seconds / static_cast<double>(std::max<int64_t>(sizes_[j], 1)), -(r - cs_[j].evict_after));
 }
 
-// Greedy: at the first step over the cap, evict the best candidate whose gap spans it.
+// Greedy: at the first step over the cap (or the one most over), evict the best candidate whose
+// gap spans it.
 void Planner::evict_until_fits() {
   for (;;) {  // an eviction may raise an earlier step's regenerations: look from the start again
     int over = 0;
     while (over < steps() && held(over) <= options_.cap) ++over;
     if (over == steps()) return;
+    if (sweep_ == Sweep::kMostOver) {
+      for (int i = over + 1; i < steps(); ++i)
+        if (held(i) > held(over)) over = i;
+    }
     std::vector<std::pair<Rank, int>> ranked;
     for (size_t i = 0; i < cs_.size(); ++i) {
       const Candidate& c = cs_[i];
@@ -410,6 +419,7 @@ MemoryPlan Planner::run() {
       if (u.eviction < 0 || p.evictions[u.eviction].how == Regen::kRecompute) {
         p.recompute_flops += static_cast<double>(cs_[u.candidate].recompute_flops.evaluate(b_));
       }
+      p.regen_seconds += ways_[u.candidate].seconds;
     }
   }
   for (int i = 0; i < steps(); ++i) p.peak = std::max(p.peak, held(i));
@@ -420,7 +430,20 @@ MemoryPlan Planner::run() {
 
 MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs,
                        const ir::Bindings& b, int64_t held_before_step, const PlanOptions& options) {
-  return Planner(g, l, cs, b, held_before_step, options).run();
+  std::optional<MemoryPlan> best;
+  std::exception_ptr refused;
+  if (options.sweeps.empty()) throw InvalidArgument("memory plan: PlanOptions::sweeps is empty: name at least one");
+  for (Sweep sweep : options.sweeps) {
+    try {
+      MemoryPlan p = Planner(g, l, cs, b, held_before_step, options, sweep).run();
+      if (p.evictions.empty()) return p;
+      if (!best || p.regen_seconds < best->regen_seconds) best = std::move(p);
+    } catch (const OutOfMemory&) {
+      if (!refused) refused = std::current_exception();
+    }
+  }
+  if (!best) std::rethrow_exception(refused);
+  return std::move(*best);
 }
 
 std::string human_bytes(int64_t bytes) {
@@ -440,7 +463,7 @@ std::string print_plan(const ir::Graph& g, const Liveness& l, const std::vector<
   os << "peak " << human_bytes(p.unplanned_peak) << " -> " << human_bytes(p.peak) << " (cap "
      << (cap > 0 ? human_bytes(cap) : "none") << ", lower bound " << human_bytes(p.lower_bound) << " at step "
      << p.lower_bound_step << ": " << g.describe(*l.order.at(p.lower_bound_step)) << "); "
-     << p.evictions.size() << " evictions\n";
+     << p.evictions.size() << " evictions, " << std::lround(p.regen_seconds * 1e3) << " ms to regenerate (estimated)\n";
   for (const Eviction& e : p.evictions) {
     const Candidate& c = cs[e.candidate];
     os << "  evict %" << c.value->name() << " (" << human_bytes(e.bytes) << ") after step " << c.evict_after

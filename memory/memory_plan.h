@@ -2,7 +2,8 @@
 // the cap (the run-time half of rematerialization). It simulates the step with the concrete
 // sizes, finds the first step over the cap, and evicts there the candidate that costs the least
 // time per byte freed (recompute time from the op's FLOPs and bytes, or the copy out and back),
-// until every step fits. It counts the regenerations before each node in the order they run,
+// until every step fits; a second plan relieves the step most over the cap first, and the plan
+// that regenerates in less time wins. It counts the regenerations before each node in the order they run,
 // with what they rerun and drop; then, where the cap leaves room, it brings back earlier a value
 // that a regeneration reruns or makes on the way, so that it is computed once. The executor then
 // follows the plan: no search on the hot path.
@@ -19,8 +20,14 @@ namespace disc::memory {
 
 enum class Regen : uint8_t { kRecompute, kReload };
 
+// Which step over the cap the greedy relieves next: the first, or the one most over. Neither
+// wins everywhere (llama 4x512 at B=8, S=703 and 725 MiB: the first makes 1.35 s of
+// regeneration, the most over 1.14 s), so a plan tries both and keeps the cheaper one.
+enum class Sweep : uint8_t { kFirstOver, kMostOver };
+
 struct PlanOptions {
   int64_t cap = 0;  // 0: no cap, no evictions
+  std::vector<Sweep> sweeps = {Sweep::kFirstOver, Sweep::kMostOver};
   bool remat = true;
   bool offload = false;  // only on devices with separate memory
   // Rates that turn work into time, so that recompute and reload can be compared.
@@ -65,6 +72,7 @@ struct MemoryPlan {
   int64_t lower_bound = 0;         // no plan over these candidates can go below this
   int lower_bound_step = 0;        // the step that sets it
   double recompute_flops = 0;
+  double regen_seconds = 0;        // the regenerations' time at the options' rates: what plans compare by
   int64_t reload_bytes = 0;        // copied each way
 };
 
