@@ -114,7 +114,7 @@ struct Chosen {
 class Planner {
  public:
   Planner(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs, const ir::Bindings& b,
-          int64_t held_before_step, const PlanOptions& options, Sweep sweep);
+          int64_t held_before_step, const PlanOptions& options, Greedy greedy);
   MemoryPlan run();
 
  private:
@@ -143,7 +143,7 @@ class Planner {
   const std::vector<Candidate>& cs_;
   const ir::Bindings& b_;
   const PlanOptions& options_;
-  const Sweep sweep_;
+  const Greedy greedy_;
   std::vector<int64_t> sizes_, temps_, results_;  // per candidate, per candidate, per step
   std::vector<Option> ways_;
   std::vector<bool> usable_;
@@ -151,8 +151,8 @@ class Planner {
 };
 
 Planner::Planner(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs, const ir::Bindings& b,
-                 int64_t held_before_step, const PlanOptions& options, Sweep sweep)
-    : g_(g), l_(l), cs_(cs), b_(b), options_(options), sweep_(sweep) {
+                 int64_t held_before_step, const PlanOptions& options, Greedy greedy)
+    : g_(g), l_(l), cs_(cs), b_(b), options_(options), greedy_(greedy) {
   MemoryPlan& p = c_.p;
   p.held_before_step = held_before_step;
   p.curve = live_curve(l, b);
@@ -311,7 +311,8 @@ bool Planner::choose(int i) {
 }
 
 // Best: a candidate whose own regeneration fits under the cap, then the least time per byte
-// freed (its recompute's reruns included), then the longest gap.
+// freed (its recompute's reruns included; with kPerByteAndStep, over the square root of the
+// steps it frees), then the longest gap.
 Planner::Rank Planner::rank(int j) const {
   const int r = cs_[j].regen_before;
   const bool fits = ways_[j].how == Regen::kReload || held_with(r, std::max(c_.regen_bytes[r], temps_[j])) <= options_.cap;
@@ -319,17 +320,20 @@ Planner::Rank Planner::rank(int j) const {
   std::vector<int> reruns;
   if (ways_[j].how == Regen::kRecompute && !rerun_first(cs_[j], r, reruns)) seconds = std::numeric_limits<double>::infinity();
   for (int x : reruns) seconds += ways_[x].seconds;
-  return Rank(!fits, seconds / static_cast<double>(std::max<int64_t>(sizes_[j], 1)), -(r - cs_[j].evict_after));
+  const int gap = r - cs_[j].evict_after;
+  double per_byte = seconds / static_cast<double>(std::max<int64_t>(sizes_[j], 1));
+  if (greedy_.ranking == Ranking::kPerByteAndStep) per_byte /= std::sqrt(static_cast<double>(gap - 1));
+  return Rank(!fits, per_byte, -gap);
 }
 
-// Greedy: at the first step over the cap (or the one most over), evict the best candidate whose
-// gap spans it.
+// Greedy: at the first step over the cap (or the one most over), evict the best-ranked candidate
+// whose gap spans it.
 void Planner::evict_until_fits() {
   for (;;) {  // an eviction may raise an earlier step's regenerations: look from the start again
     int over = 0;
     while (over < steps() && held(over) <= options_.cap) ++over;
     if (over == steps()) return;
-    if (sweep_ == Sweep::kMostOver) {
+    if (greedy_.sweep == Sweep::kMostOver) {
       for (int i = over + 1; i < steps(); ++i)
         if (held(i) > held(over)) over = i;
     }
@@ -432,10 +436,10 @@ MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<
                        const ir::Bindings& b, int64_t held_before_step, const PlanOptions& options) {
   std::optional<MemoryPlan> best;
   std::exception_ptr refused;
-  if (options.sweeps.empty()) throw InvalidArgument("memory plan: PlanOptions::sweeps is empty: name at least one");
-  for (Sweep sweep : options.sweeps) {
+  if (options.greedy.empty()) throw InvalidArgument("memory plan: PlanOptions::greedy is empty: name at least one");
+  for (Greedy greedy : options.greedy) {
     try {
-      MemoryPlan p = Planner(g, l, cs, b, held_before_step, options, sweep).run();
+      MemoryPlan p = Planner(g, l, cs, b, held_before_step, options, greedy).run();
       if (p.evictions.empty()) return p;
       if (!best || p.regen_seconds < best->regen_seconds) best = std::move(p);
     } catch (const OutOfMemory&) {
