@@ -101,7 +101,8 @@ class Device {
   // True when the device can give back the pages of part of a block of allocation_size(bytes)
   // and keep the rest: then decommit(p, from, to) gives back bytes [from, to) of block p
   // (multiples of kPageSize); touched again, they are new zero pages. A capped allocator uses it to
-  // serve a request from a larger block without counting the slack (CPU: mapped blocks).
+  // serve a request from a larger block and give the slack back when the cap needs room (CPU:
+  // mapped blocks).
   virtual bool can_decommit(size_t /*bytes*/) const { return false; }
   virtual void decommit(void* p, size_t from, size_t to);
   // dst and src must not overlap. May be asynchronous where the device has streams: host memory
