@@ -25,8 +25,17 @@ Governor::Governor(const ir::Graph& g, const GovernorOptions& options) : g_(g), 
   if (options.cap > 0 && (options.remat || options.offload)) candidates_ = find_candidates(g, live_);
 }
 
-PlanOptions Governor::plan_options(int64_t cap) const {
-  return {.cap = cap, .remat = options_.remat, .offload = options_.offload};
+PlanOptions Governor::plan_options(int64_t cap, bool cheapest) const {
+  return {.cap = cap, .cheapest = cheapest, .remat = options_.remat, .offload = options_.offload};
+}
+
+bool Governor::feasible(const ir::Bindings& b, int64_t held_before_step, int64_t cap) const {
+  try {
+    plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(cap, /*cheapest=*/false));
+    return true;
+  } catch (const OutOfMemory&) {
+    return false;
+  }
 }
 
 const MemoryPlan& Governor::plan(const ir::Bindings& b, int64_t held_before_step) {
@@ -38,14 +47,7 @@ const MemoryPlan& Governor::plan(const ir::Bindings& b, int64_t held_before_step
 
 int64_t Governor::smallest_feasible_cap(const ir::Bindings& b, int64_t held_before_step) const {
   const MemoryPlan free_run = plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(0));
-  auto fits = [&](int64_t cap) {
-    try {
-      plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(cap));
-      return true;
-    } catch (const OutOfMemory&) {
-      return false;
-    }
-  };
+  auto fits = [&](int64_t cap) { return feasible(b, held_before_step, cap); };
   if (fits(free_run.lower_bound)) return free_run.lower_bound;
   int64_t lo = free_run.lower_bound, hi = free_run.unplanned_peak;  // lo fails, hi fits
   while (hi - lo > std::max<int64_t>(hi / 1000, 64)) {  // to 0.1%: the plan is a heuristic anyway
@@ -57,21 +59,17 @@ int64_t Governor::smallest_feasible_cap(const ir::Bindings& b, int64_t held_befo
 
 void Governor::check_cap(const ir::Bindings& largest, int64_t held_before_step) const {
   const int64_t cap = options_.cap;
-  if (cap <= 0) return;
-  try {
-    plan_memory(g_, live_, candidates_, largest, held_before_step, plan_options(options_.cap));
-  } catch (const OutOfMemory&) {
-    const MemoryPlan p = plan_memory(g_, live_, candidates_, largest, held_before_step, plan_options(0));
-    const bool below_bound = cap < p.lower_bound;
-    throw OutOfMemory(
-        "memory.cap " + human_bytes(cap) + " is too small for the largest batch (" + describe_bindings(g_, largest) +
-        "): " + (below_bound ? "it is below the lower bound " : "the lower bound is ") + human_bytes(p.lower_bound) +
-        " (" + human_bytes(held_before_step) + " of parameters, optimizer state and inputs, plus what step " +
-        std::to_string(p.lower_bound_step) + ", " + g_.describe(*live_.order.at(p.lower_bound_step)) +
-        ", must hold), and the smallest cap the planner reaches is " +
-        human_bytes(smallest_feasible_cap(largest, held_before_step)) +
-        ": raise memory.cap, or lower the batch size or the maximum length");
-  }
+  if (cap <= 0 || feasible(largest, held_before_step, cap)) return;
+  const MemoryPlan p = plan_memory(g_, live_, candidates_, largest, held_before_step, plan_options(0));
+  const bool below_bound = cap < p.lower_bound;
+  throw OutOfMemory(
+      "memory.cap " + human_bytes(cap) + " is too small for the largest batch (" + describe_bindings(g_, largest) +
+      "): " + (below_bound ? "it is below the lower bound " : "the lower bound is ") + human_bytes(p.lower_bound) +
+      " (" + human_bytes(held_before_step) + " of parameters, optimizer state and inputs, plus what step " +
+      std::to_string(p.lower_bound_step) + ", " + g_.describe(*live_.order.at(p.lower_bound_step)) +
+      ", must hold), and the smallest cap the planner reaches is " +
+      human_bytes(smallest_feasible_cap(largest, held_before_step)) +
+      ": raise memory.cap, or lower the batch size or the maximum length");
 }
 
 std::string Governor::report(const ir::Bindings& b, int64_t held_before_step) const {

@@ -51,7 +51,9 @@ class Governor {
   std::string report(const ir::Bindings& b, int64_t held_before_step) const;
 
  private:
-  PlanOptions plan_options(int64_t cap) const;
+  PlanOptions plan_options(int64_t cap, bool cheapest = true) const;
+  // True when some plan keeps `cap` at these bindings (the first variant that fits will do).
+  bool feasible(const ir::Bindings& b, int64_t held_before_step, int64_t cap) const;
 
   const ir::Graph& g_;
   GovernorOptions options_;

@@ -110,7 +110,6 @@ struct Chosen {
 // Regenerations run before their step's node allocates its results, one after another: the step
 // holds its curve, or everything but the node's results plus what the regenerations hold at
 // most, whichever is more.
-
 class Planner {
  public:
   Planner(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs, const ir::Bindings& b,
@@ -434,13 +433,13 @@ MemoryPlan Planner::run() {
 
 MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs,
                        const ir::Bindings& b, int64_t held_before_step, const PlanOptions& options) {
+  if (options.greedy.empty()) throw InvalidArgument("memory plan: PlanOptions::greedy is empty: name at least one");
   std::optional<MemoryPlan> best;
   std::exception_ptr refused;
-  if (options.greedy.empty()) throw InvalidArgument("memory plan: PlanOptions::greedy is empty: name at least one");
   for (Greedy greedy : options.greedy) {
     try {
       MemoryPlan p = Planner(g, l, cs, b, held_before_step, options, greedy).run();
-      if (p.evictions.empty()) return p;
+      if (p.evictions.empty() || !options.cheapest) return p;
       if (!best || p.regen_seconds < best->regen_seconds) best = std::move(p);
     } catch (const OutOfMemory&) {
       if (!refused) refused = std::current_exception();

@@ -3,10 +3,11 @@
 // sizes, finds the first step over the cap, and evicts there the candidate that costs the least
 // time per byte freed (recompute time from the op's FLOPs and bytes, or the copy out and back),
 // until every step fits; other plans relieve the step most over the cap first, or rank by the
-// steps an eviction frees too, and the plan that regenerates in the least time wins. It counts the regenerations before each node in the order they run,
-// with what they rerun and drop; then, where the cap leaves room, it brings back earlier a value
-// that a regeneration reruns or makes on the way, so that it is computed once. The executor then
-// follows the plan: no search on the hot path.
+// steps an eviction frees too, and the plan that regenerates in the least time wins. It counts
+// the regenerations before each node in the order they run, with what they rerun and drop; then,
+// where the cap leaves room, it brings back earlier a value that a regeneration reruns or makes
+// on the way, so that it is computed once. The executor then follows the plan: no search on the
+// hot path.
 //
 //   MemoryPlan p = plan_memory(g, live, candidates, bindings, held_before_step, {.cap = 1 << 30});
 #pragma once
@@ -40,6 +41,8 @@ struct PlanOptions {
                                 {Sweep::kMostOver, Ranking::kPerByte},
                                 {Sweep::kFirstOver, Ranking::kPerByteAndStep},
                                 {Sweep::kMostOver, Ranking::kPerByteAndStep}};
+  // false: the first variant that fits, not the cheapest (enough to learn whether a cap is feasible)
+  bool cheapest = true;
   bool remat = true;
   bool offload = false;  // only on devices with separate memory
   // Rates that turn work into time, so that recompute and reload can be compared.
