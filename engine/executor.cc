@@ -129,7 +129,7 @@ void Executor::run_on_host(const ir::Node& n, const ir::KernelArgs& args, device
 
 bool Executor::staged(const ir::Node& n) const {
   const std::string& op = n.op().name;
-  return op != "matmul" && op != "reshape" && !(op == "fused" && gpu_);
+  return op != "matmul" && op != "reshape" && !(gpu_ && jit::GpuKernels::handles(n));
 }
 
 std::vector<std::string> Executor::staged_ops() const {
@@ -141,9 +141,10 @@ std::vector<std::string> Executor::staged_ops() const {
 }
 
 // Memory the host cannot address (a GPU's): matmul through the device's library GEMM, fused nodes
-// through its compiled kernels, a reshape as a copy of its bytes; every other node runs on the
-// host (run_on_host) over copies of its operands, and its results are copied back. Same kernels
-// as on the CPU, so the same numbers; the copies are the price until the op has a GPU kernel.
+// and the ops of jit/gpu_ops.h through kernels compiled for it, a reshape as a copy of its bytes;
+// every other node runs on the host (run_on_host) over copies of its operands, and its results
+// are copied back. Same kernels as on the CPU, so the same numbers; the copies are the price until
+// the op has a GPU kernel.
 void Executor::run_on_device(const ir::Node& n, const ir::KernelArgs& args, Run& r) {
   const std::string& op = n.op().name;
   devices::Device& dev = alloc_.device();
@@ -154,7 +155,7 @@ void Executor::run_on_device(const ir::Node& n, const ir::KernelArgs& args, Run&
         dev.copy(args.out[0].data, args.in[0].data, static_cast<size_t>(args.out[0].bytes()), devices::CopyKind::kDeviceToDevice);
       return;
     }
-    ++r.stats.fused_kernels;
+    if (op == "fused") ++r.stats.fused_kernels;
     return gpu_->run(n, args);
   }
   ++r.stats.host_staged_nodes;

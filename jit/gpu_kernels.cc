@@ -5,6 +5,8 @@
 #include <cmath>
 
 #include "ir/error.h"
+#include "jit/gpu_ops.h"
+#include "jit/hash.h"
 
 namespace disc::jit {
 namespace {
@@ -41,18 +43,26 @@ GpuKernelCompiler::GpuKernelCompiler(GpuVendor vendor, std::string arch, std::st
 GpuKernelCompiler::Compiled GpuKernelCompiler::compile(const KernelIR& k, uint64_t fingerprint, int64_t cols,
                                                        bool cols_static) {
   const Bucket b = bucket(cols, cols_static);
-  Compiled c;
-  c.source = emit_cuda_kernel(k, b, "k" + std::to_string(fingerprint));
+  CudaKernelSource source = emit_cuda_kernel(k, b, "k" + std::to_string(fingerprint));
+  Compiled c = compile_source(std::to_string(fingerprint) + "|" + b.str() + "|cuda-emitter-" +
+                                  std::to_string(kCudaEmitterRevision),
+                              source.source(), source.name + ".cu");
+  c.source = std::move(source);
+  return c;
+}
+
+GpuKernelCompiler::Compiled GpuKernelCompiler::compile_source(const std::string& key, const std::string& source,
+                                                              const std::string& file_name) {
   const RuntimeCompiler& rtc = RuntimeCompiler::get(vendor_);
-  const std::string key = "gpu|" + std::to_string(fingerprint) + "|" + b.str() + "|" + arch_ + "|" + rtc.name() +
-                          "|cuda-emitter-" + std::to_string(kCudaEmitterRevision);
+  const std::string full_key = "gpu|" + key + "|" + arch_ + "|" + rtc.name();
   const auto start = std::chrono::steady_clock::now();
-  if (std::optional<std::string> hit = cache_.get(key)) {
+  Compiled c;
+  if (std::optional<std::string> hit = cache_.get(full_key)) {
     c.binary = std::move(*hit);
     c.from_cache = true;
   } else {
-    c.binary = rtc.compile(c.source.source(), c.source.name + ".cu", arch_).binary;
-    cache_.put(key, c.binary);
+    c.binary = rtc.compile(source, file_name, arch_).binary;
+    cache_.put(full_key, c.binary);
   }
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return c;
@@ -61,12 +71,12 @@ GpuKernelCompiler::Compiled GpuKernelCompiler::compile(const KernelIR& k, uint64
 GpuKernels::GpuKernels(devices::GpuDevice& dev, std::string cache_dir, std::vector<int64_t> buckets)
     : dev_(dev),
       compiler_(dev.arch().rfind("sm_", 0) == 0 ? GpuVendor::kNvidia : GpuVendor::kAmd, dev.arch(),
-                std::move(cache_dir), std::move(buckets)) {}
+                std::move(cache_dir), std::move(buckets)),
+      ops_(std::make_unique<GpuOps>(dev_, [this](const std::string& source) {
+        return compiler_.compile_source("ops|" + std::to_string(fnv1a(source)), source, "disc_ops.cu").binary;
+      })) {}
 
-GpuKernels::~GpuKernels() {
-  for (int i = 0; i < 2; ++i)
-    if (scratch_[i]) dev_.deallocate(scratch_[i], scratch_bytes_[i]);
-}
+GpuKernels::~GpuKernels() = default;  // here, where GpuOps is complete
 
 const GpuKernels::Loaded& GpuKernels::load(const KernelIR& k, uint64_t fingerprint, int64_t cols, bool cols_static) {
   const Bucket b = compiler_.bucket(cols, cols_static);
@@ -80,7 +90,10 @@ const GpuKernels::Loaded& GpuKernels::load(const KernelIR& k, uint64_t fingerpri
   return loaded_.emplace(key, std::move(l)).first->second;
 }
 
+bool GpuKernels::handles(const ir::Node& n) { return n.op().name == "fused" || GpuOps::handles(n); }
+
 void GpuKernels::run(const ir::Node& n, const ir::KernelArgs& a) {
+  if (n.op().name != "fused") return ops_->run(n.op().name, a);
   const FusedKernel* f = nullptr;
   {
     std::lock_guard lock(mu_);
@@ -96,23 +109,13 @@ void GpuKernels::run(const ir::Node& n, const ir::KernelArgs& a) {
   run(*f->kernel, f->fingerprint, s.rows, s.cols, f->cols_static, buffers.data());
 }
 
-void* GpuKernels::scratch(int slot, size_t bytes) {
-  if (bytes > scratch_bytes_[slot]) {
-    if (scratch_[slot]) dev_.deallocate(scratch_[slot], scratch_bytes_[slot]);
-    scratch_[slot] = nullptr;
-    scratch_[slot] = dev_.allocate(bytes);
-    scratch_bytes_[slot] = bytes;
-  }
-  return scratch_[slot];
-}
-
 void GpuKernels::run(const KernelIR& k, uint64_t fingerprint, int64_t rows, int64_t cols, bool cols_static,
                      void* const* buffers) {
   const Loaded& l = load(k, fingerprint, cols, cols_static);
   const CudaKernelSource& s = l.source;
   const size_t n = k.code.size();
-  void* totals = s.has_totals ? scratch(0, n * sizeof(double)) : nullptr;
-  void* sums = s.summed.empty() ? nullptr : scratch(1, static_cast<size_t>(gpu_sums_floats(s, rows, cols)) * sizeof(float));
+  void* totals = s.has_totals ? totals_.get(n * sizeof(double)) : nullptr;
+  void* sums = s.summed.empty() ? nullptr : sums_.get(static_cast<size_t>(gpu_sums_floats(s, rows, cols)) * sizeof(float));
   long long rows_arg = rows, cols_arg = cols;
   long long groups = (rows + s.rows_per_group - 1) / s.rows_per_group;
   std::vector<void*> values(buffers, buffers + k.buffers());

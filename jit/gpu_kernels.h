@@ -22,6 +22,7 @@
 #include "ir/ops/kernels.h"
 #include "jit/cuda_emitter.h"
 #include "jit/fused_op.h"
+#include "jit/gpu_scratch.h"
 #include "jit/kernel_ir.h"
 #include "jit/object_cache.h"
 #include "jit/runtime_compiler.h"
@@ -65,6 +66,9 @@ class GpuKernelCompiler {
   }
   // The same, with k.fingerprint() computed once by the caller.
   Compiled compile(const KernelIR& k, uint64_t fingerprint, int64_t cols, bool cols_static);
+  // Hand-written `source` (gpu_ops.h) compiled for this architecture, cached under `key`, which
+  // must change whenever the source does; `compiled.source` stays empty.
+  Compiled compile_source(const std::string& key, const std::string& source, const std::string& file_name);
   Bucket bucket(int64_t cols, bool cols_static) const { return bucket_for(cols, cols_static, buckets_); }
   ObjectCacheStats cache_stats() const { return cache_.stats(); }
 
@@ -74,6 +78,8 @@ class GpuKernelCompiler {
   std::vector<int64_t> buckets_;
   ObjectCache cache_;
 };
+
+class GpuOps;
 
 class GpuKernels {
  public:
@@ -91,7 +97,9 @@ class GpuKernels {
   // The same, with k.fingerprint() computed once by the caller (a step runs each kernel again).
   void run(const KernelIR& k, uint64_t fingerprint, int64_t rows, int64_t cols, bool cols_static,
            void* const* buffers);
-  // A `fused` node over device tensors (operands, then results, as KernelArgs hold them).
+  // Whether run(n, a) has a kernel for `n`: a `fused` node, or an op GpuOps handles.
+  static bool handles(const ir::Node& n);
+  // `n` over device tensors (operands, then results, as KernelArgs hold them).
   void run(const ir::Node& n, const ir::KernelArgs& a);
 
  private:
@@ -100,15 +108,14 @@ class GpuKernels {
     std::map<std::string, devices::GpuDevice::Kernel> functions;
   };
   const Loaded& load(const KernelIR& k, uint64_t fingerprint, int64_t cols, bool cols_static);
-  void* scratch(int slot, size_t bytes);  // device memory kept across runs, grown as needed
 
   devices::GpuDevice& dev_;
   GpuKernelCompiler compiler_;
   std::mutex mu_;
   std::map<std::tuple<uint64_t, int64_t, int64_t>, Loaded> loaded_;  // fingerprint, bucket
   std::map<const ir::Node*, FusedKernel> nodes_;  // each node's kernel, parsed once
-  void* scratch_[2] = {nullptr, nullptr};  // totals, sums
-  size_t scratch_bytes_[2] = {0, 0};
+  GpuScratch totals_{dev_}, sums_{dev_};
+  std::unique_ptr<GpuOps> ops_;  // the unfused ops' kernels
 };
 
 }  // namespace disc::jit

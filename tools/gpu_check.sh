@@ -9,26 +9,52 @@
 #   tools/gpu_check.sh                      # cuda:0, python3 from PATH
 #   tools/gpu_check.sh --device hip:0 --no-torch
 #   tools/gpu_check.sh --batches 8,16,24 --steps 4   # any bench_gpu option
+#   tools/gpu_check.sh --bundle disc-gpu.tar.xz      # no build: what tools/gpu_bundle.sh packed
 set -euo pipefail
 cd "$(dirname "$0")/.."
 device=cuda:0
+bundle=
+out=out/gpu
 args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device="$2"; shift 2 ;;
+    --bundle) bundle="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
     *) args+=("$1"); shift ;;
   esac
 done
+# NVRTC and cuBLAS: the toolkit's folder, else the ones pip's nvidia-* wheels hold.
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+for d in $(python3 -c 'import nvidia, os; [print(os.path.join(p, q, "lib")) for p in nvidia.__path__ for q in os.listdir(p)]' 2>/dev/null); do
+  [ -d "$d" ] && LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
+done
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-build=build-gpu
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j "$(nproc)"
-mkdir -p out/gpu
+mkdir -p "$out"
 # The tests that do something different with a GPU present (they skip without one).
-ctest --test-dir "$build" --output-on-failure -j 4 \
-  -R 'GpuDeviceTest|GemmConformance|GpuKernels|OnAGpu|CudaEmitter|RuntimeCompiler|GpuLaunches|GpuKernelCompiler' \
-  | tee out/gpu/ctest.txt
+filter='GpuDeviceTest|GemmConformance|GpuKernels|GpuOps|OnAGpu|CudaEmitter|RuntimeCompiler|GpuLaunches|GpuKernelCompiler'
 python="$(command -v python3)"
-"$build/tools/bench/bench_gpu" --device "$device" --python "$python" --json out/gpu/bench_gpu.json "${args[@]}" \
-  | tee out/gpu/bench_gpu.txt
+if [ -z "$bundle" ]; then
+  build=build-gpu
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$build" -j "$(nproc)"
+  ctest --test-dir "$build" --output-on-failure -j 4 -R "$filter" | tee "$out/ctest.txt"
+  bench="$build/tools/bench/bench_gpu"
+else
+  # The test binaries name tests/ by this checkout's path where they were built: link it there.
+  dir="$(mktemp -d)"
+  tar -C "$dir" -xJf "$bundle"
+  dir="$dir/disc-gpu"
+  export LD_LIBRARY_PATH="$dir/lib:$LD_LIBRARY_PATH"
+  src="$(cat "$dir/source_dir")"
+  [ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; }
+  status=0
+  for t in disc_devices_tests disc_jit_tests disc_memory_tests; do
+    "$dir/bin/$t" --gtest_filter="$(echo "$filter" | sed 's/\([^|]*\)/*\1*/g; s/|/:/g')" 2>&1 | tee -a "$out/ctest.txt" || status=1
+  done
+  [ "$status" = 0 ] || echo "gpu_check.sh: GPU tests FAILED (see $out/ctest.txt)" >&2
+  bench="$dir/bin/bench_gpu"
+  args=(--data "$dir/data/codealpaca.json" "${args[@]}")
+fi
+"$bench" --device "$device" --python "$python" --json "$out/bench_gpu.json" "${args[@]}" | tee "$out/bench_gpu.txt"
+[ -z "$bundle" ] || exit "$status"

@@ -1,0 +1,389 @@
+// The GPU op kernels (jit/gpu_ops.h) against the reference kernels, on random inputs and awkward
+// sizes (1, primes, a head size of 64). Without a GPU the same GpuOps code runs through a host
+// build of the kernels' source (host_gpu_runtime.h: one thread strides over every item, which is
+// what each GPU thread computes for its own); NVRTC, where present, compiles the source for
+// Hopper; on a GPU (cuda:0 or hip:0) the kernels run there. Transpose, gather and scatter_add
+// must match bit for bit, rope and attention within f32 rounding.
+#include "jit/gpu_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "devices/cuda/cuda_device.h"
+#include "devices/hip/hip_device.h"
+#include "ir/op_registry.h"
+#include "jit/gpu_kernels.h"
+#include "jit/gpu_op_source.h"
+#include "jit/hash.h"
+#include "jit/runtime_compiler.h"
+#include "tests/jit/cuda_host_runner.h"
+#include "tests/jit/host_gpu_runtime.h"
+#include "tests/jit/scratch_dir.h"
+
+namespace disc::jit {
+namespace {
+
+// What the host build adds: CUDA's atomicCAS for one thread, and for each kernel an entry that
+// takes cuLaunchKernel's parameter array.
+constexpr const char* kHostAtomics = R"(
+static unsigned long long atomicCAS(unsigned long long* p, unsigned long long expected, unsigned long long v) {
+  const unsigned long long old = *p;
+  if (old == expected) *p = v;
+  return old;
+}
+)";
+constexpr const char* kHostEntries = R"(
+#define P(T, i) (*(T*)p[i])
+extern "C" void disc_transpose_4_params(void** p) {
+  disc_transpose_4(P(const unsigned*, 0), P(unsigned*, 1), P(disc_i64, 2), P(disc_perm, 3));
+}
+extern "C" void disc_transpose_8_params(void** p) {
+  disc_transpose_8(P(const unsigned long long*, 0), P(unsigned long long*, 1), P(disc_i64, 2), P(disc_perm, 3));
+}
+extern "C" void disc_rope_params(void** p) {
+  disc_rope(P(const float*, 0), P(float*, 1), P(disc_i64, 2), P(disc_i64, 3), P(disc_i64, 4), P(disc_i64, 5),
+            P(double, 6), P(double, 7));
+}
+#define DISC_HOST_INDEXED(I, S)                                                                              \
+  extern "C" void disc_gather_##S##_params(void** p) {                                                       \
+    disc_gather_##S(P(const float*, 0), P(const I*, 1), P(float*, 2), P(disc_i64, 3), P(disc_i64, 4),         \
+                    P(disc_i64, 5), P(unsigned long long*, 6));                                              \
+  }                                                                                                          \
+  extern "C" void disc_scatter_add_##S##_params(void** p) {                                                  \
+    disc_scatter_add_##S(P(float*, 0), P(const I*, 1), P(const float*, 2), P(disc_i64, 3), P(disc_i64, 4),    \
+                         P(disc_i64, 5), P(unsigned long long*, 6));                                         \
+  }
+DISC_HOST_INDEXED(int, i32)
+DISC_HOST_INDEXED(long long, i64)
+extern "C" void disc_lce_rows_i64_params(void** p) {
+  disc_lce_rows_i64(P(float*, 0), P(const long long*, 1), P(disc_i64, 2), P(disc_i64, 3), P(disc_i64, 4), P(int, 5),
+                    P(float, 6), P(double*, 7));
+}
+extern "C" void disc_lce_loss_params(void** p) {
+  disc_lce_loss(P(const double*, 0), P(disc_i64, 1), P(disc_i64, 2), P(float*, 3));
+}
+#define DISC_HOST_ATTENTION(D, DV)                                                                           \
+  extern "C" void disc_attention_fwd_##D##_##DV##_params(void** p) {                                         \
+    disc_attention_fwd_##D##_##DV(P(const float*, 0), P(const float*, 1), P(const float*, 2), P(float*, 3),   \
+                                  P(disc_i64, 4), P(disc_i64, 5), P(disc_i64, 6), P(int, 7), P(float, 8));    \
+  }                                                                                                          \
+  extern "C" void disc_attention_bwd_q_##D##_##DV##_params(void** p) {                                       \
+    disc_attention_bwd_q_##D##_##DV(P(const float*, 0), P(const float*, 1), P(const float*, 2),               \
+                                    P(const float*, 3), P(float*, 4), P(float*, 5), P(disc_i64, 6),           \
+                                    P(disc_i64, 7), P(disc_i64, 8), P(int, 9), P(float, 10));                 \
+  }                                                                                                          \
+  extern "C" void disc_attention_bwd_kv_##D##_##DV##_params(void** p) {                                      \
+    disc_attention_bwd_kv_##D##_##DV(P(const float*, 0), P(const float*, 1), P(const float*, 2),              \
+                                     P(const float*, 3), P(const float*, 4), P(float*, 5), P(float*, 6),      \
+                                     P(disc_i64, 7), P(disc_i64, 8), P(disc_i64, 9), P(int, 10), P(float, 11)); \
+  }
+)";
+
+// GpuOps::Compile for the host: the source (and its DISC_ATTENTION lines' entries) as a shared
+// object, built once per source; the image is its path.
+class HostOpCompiler {
+ public:
+  std::string operator()(const std::string& source) {
+    const std::string so = dir_.path() + "/ops" + std::to_string(fnv1a(source)) + ".so";
+    if (built_.contains(so)) return so;
+    std::string entries = kHostEntries;
+    std::istringstream lines(source);
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("DISC_ATTENTION(", 0) == 0) entries += "DISC_HOST_" + line.substr(5) + "\n";  // DISC_HOST_ATTENTION(D, DV)
+    const std::string cc = so + ".cc";
+    std::ofstream(cc) << kHostPrelude << kHostAtomics << source << entries;
+    const std::string cmd = std::string(DISC_TEST_CXX) + " -std=c++17 -O1 -w -shared -fPIC -o " + so + " " + cc;
+    if (std::system(cmd.c_str()) != 0) throw CompileError("the host build of the GPU op kernels failed: " + cmd);
+    built_.insert(so);
+    return so;
+  }
+
+ private:
+  ScratchDir dir_;
+  std::set<std::string> built_;
+};
+
+struct Tensor {
+  ir::DType dtype = ir::DType::kF32;
+  std::vector<int64_t> shape;
+  std::vector<std::byte> bytes;
+  ir::TensorRef ref() { return {.dtype = dtype, .shape = shape, .data = bytes.data()}; }
+};
+
+Tensor make(ir::DType t, std::vector<int64_t> shape) {
+  Tensor x{t, std::move(shape), {}};
+  x.bytes.resize(static_cast<size_t>(x.ref().bytes()));
+  return x;
+}
+
+// Floats uniform in [-1, 1]; integers uniform in [0, bound).
+Tensor random(ir::DType t, std::vector<int64_t> shape, std::mt19937& rng, int64_t bound = 0) {
+  Tensor x = make(t, std::move(shape));
+  const int64_t n = x.ref().numel();
+  std::uniform_real_distribution<float> real(-1, 1);
+  std::uniform_int_distribution<int64_t> index(0, std::max<int64_t>(bound - 1, 0));
+  for (int64_t i = 0; i < n; ++i) {
+    if (t == ir::DType::kF32) reinterpret_cast<float*>(x.bytes.data())[i] = real(rng);
+    if (t == ir::DType::kI32) reinterpret_cast<int32_t*>(x.bytes.data())[i] = static_cast<int32_t>(index(rng));
+    if (t == ir::DType::kI64) reinterpret_cast<int64_t*>(x.bytes.data())[i] = index(rng);
+  }
+  return x;
+}
+
+struct OpCase {
+  std::string op;
+  ir::Attributes attrs;
+  std::vector<Tensor> in;
+  std::vector<Tensor> out;  // shapes and types; filled by the runs
+  double tol = 0;           // relative to 1 + |reference|; 0: the same bits
+  bool in_place = false;    // out[0] is in[0]'s buffer (rope, scatter_add)
+  std::string name;
+};
+
+// with_gemms: also the ops that run the device's GEMMs (the host runtime has none).
+std::vector<OpCase> cases(bool with_gemms) {
+  std::mt19937 rng(7);
+  using ir::DType;
+  std::vector<OpCase> c;
+  auto transpose = [&](DType t, std::vector<int64_t> shape, std::vector<int64_t> perm) {
+    std::vector<int64_t> out;
+    for (int64_t p : perm) out.push_back(shape[p]);
+    c.push_back({"transpose", {{"perm", perm}}, {random(t, shape, rng, 1000)}, {make(t, out)}});
+  };
+  transpose(DType::kF32, {1}, {0});
+  transpose(DType::kF32, {13, 17}, {1, 0});
+  transpose(DType::kF32, {2, 7, 3, 64}, {0, 2, 1, 3});
+  transpose(DType::kF32, {3, 5, 1, 11}, {3, 1, 0, 2});
+  transpose(DType::kI64, {5, 2, 3}, {2, 0, 1});
+  for (bool inverse : {false, true})
+    for (bool in_place : {false, true})
+      for (const std::vector<int64_t>& s : {std::vector<int64_t>{1, 1, 1, 2}, {2, 7, 3, 8}, {3, 13, 2, 64}})
+        c.push_back({"rope", {{"seq_axis", int64_t{1}}, {"theta", inverse ? 500.0 : 10000.0}, {"inverse", inverse}},
+                     {random(DType::kF32, s, rng)}, {make(DType::kF32, s)}, 1e-6, in_place});
+  for (DType it : {DType::kI32, DType::kI64})
+    for (auto [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {11, 5, 6}, {101, 64, 91}}) {
+      c.push_back({"gather", {}, {random(DType::kF32, {rows, cols}, rng), random(it, {n}, rng, rows)},
+                   {make(DType::kF32, {n, cols})}});
+      for (bool in_place : {false, true})
+        c.push_back({"scatter_add", {},
+                     {random(DType::kF32, {rows, cols}, rng), random(it, {n}, rng, rows),
+                      random(DType::kF32, {n, cols}, rng)},
+                     {make(DType::kF32, {rows, cols})}, 0, in_place});
+    }
+  struct Attn {
+    std::vector<int64_t> lead;
+    int64_t sq, sk, d, dv;
+    bool causal;
+    double scale;
+  };
+  for (const Attn& a : {Attn{{1}, 1, 1, 4, 4, true, 0.5}, Attn{{2, 3}, 17, 17, 8, 8, true, 0.125},
+                        Attn{{1, 2}, 5, 7, 16, 3, false, 0.3}, Attn{{1, 2}, 131, 131, 64, 64, true, 0.125}}) {
+    auto shape = [&](int64_t s, int64_t d) {
+      std::vector<int64_t> v = a.lead;
+      v.push_back(s), v.push_back(d);
+      return v;
+    };
+    const ir::Attributes attrs{{"causal", a.causal}, {"scale", a.scale}};
+    Tensor q = random(DType::kF32, shape(a.sq, a.d), rng), k = random(DType::kF32, shape(a.sk, a.d), rng);
+    Tensor v = random(DType::kF32, shape(a.sk, a.dv), rng), dout = random(DType::kF32, shape(a.sq, a.dv), rng);
+    c.push_back({"attention", attrs, {q, k, v}, {make(DType::kF32, shape(a.sq, a.dv))}, 2e-5});
+    c.push_back({"attention_grad", attrs, {q, k, v, dout},
+                 {make(DType::kF32, shape(a.sq, a.d)), make(DType::kF32, shape(a.sk, a.d)),
+                  make(DType::kF32, shape(a.sk, a.dv))},
+                 2e-5});
+  }
+  for (auto [rows, d, classes, tw] : {std::tuple<int64_t, int64_t, int64_t, bool>{1, 1, 1, false}, {13, 7, 29, true},
+                                     {300, 64, 1031, false}, {67, 32, 9001, true}}) {
+    if (!with_gemms) break;
+    Tensor labels = random(DType::kI64, {rows}, rng, classes);
+    if (rows > 2) reinterpret_cast<int64_t*>(labels.bytes.data())[2] = -100;  // ignored
+    c.push_back({"linear_cross_entropy", {{"ignore_index", int64_t{-100}}, {"transpose_w", tw}},
+                 {random(DType::kF32, {rows, d}, rng),
+                  random(DType::kF32, tw ? std::vector<int64_t>{classes, d} : std::vector<int64_t>{d, classes}, rng),
+                  labels},
+                 {make(DType::kF32, {}), make(DType::kF32, {rows, d}),
+                  make(DType::kF32, tw ? std::vector<int64_t>{classes, d} : std::vector<int64_t>{d, classes})},
+                 1e-4});
+  }
+  for (size_t i = 0; i < c.size(); ++i) {
+    std::string shape;
+    for (int64_t d : c[i].in[0].shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+    c[i].name = "case " + std::to_string(i) + " " + c[i].op + " " + shape + (c[i].in_place ? " in place" : "");
+  }
+  return c;
+}
+
+ir::KernelArgs args_of(OpCase& c, std::vector<ir::TensorRef> in, std::vector<ir::TensorRef> out) {
+  return {.op = c.op, .in = std::move(in), .out = std::move(out), .attrs = &c.attrs};
+}
+
+// The case on `dev` through GpuOps: operands copied over, results copied back into c.out.
+void run_on(devices::GpuDevice& dev, GpuOps& ops, OpCase& c) {
+  std::vector<ir::TensorRef> in, out;
+  std::vector<std::pair<void*, size_t>> held;
+  auto on_device = [&](Tensor& t, bool copy) {
+    ir::TensorRef r = t.ref();
+    r.data = dev.allocate(std::max<size_t>(t.bytes.size(), 1));
+    held.emplace_back(r.data, std::max<size_t>(t.bytes.size(), 1));
+    if (copy) dev.copy(r.data, t.bytes.data(), t.bytes.size(), devices::CopyKind::kHostToDevice);
+    return r;
+  };
+  for (Tensor& t : c.in) in.push_back(on_device(t, true));
+  for (Tensor& t : c.out) out.push_back(on_device(t, false));
+  if (c.in_place) out[0].data = in[0].data;
+  ops.run(c.op, args_of(c, in, out));
+  for (size_t o = 0; o < c.out.size(); ++o)
+    dev.copy(c.out[o].bytes.data(), out[o].data, c.out[o].bytes.size(), devices::CopyKind::kDeviceToHost);
+  dev.synchronize();
+  for (auto [p, bytes] : held) dev.deallocate(p, bytes);
+}
+
+void expect_matches_reference(OpCase& c) {
+  std::vector<Tensor> want = c.out;
+  std::vector<ir::TensorRef> in, out;
+  for (Tensor& t : c.in) in.push_back(t.ref());
+  for (Tensor& t : want) out.push_back(t.ref());
+  ir::OpRegistry::instance().get(c.op).reference(args_of(c, in, out));
+  for (size_t o = 0; o < want.size(); ++o) {
+    if (c.tol == 0) {
+      EXPECT_EQ(std::memcmp(c.out[o].bytes.data(), want[o].bytes.data(), want[o].bytes.size()), 0) << c.name << " result " << o;
+      continue;
+    }
+    const auto* got = reinterpret_cast<const float*>(c.out[o].bytes.data());
+    const auto* ref = reinterpret_cast<const float*>(want[o].bytes.data());
+    for (int64_t i = 0, n = want[o].ref().numel(); i < n; ++i)
+      ASSERT_NEAR(got[i], ref[i], c.tol * (1 + std::abs(ref[i]))) << c.name << " result " << o << " [" << i << "]";
+  }
+}
+
+void check_every_case(devices::GpuDevice& dev, GpuOps& ops, bool with_gemms) {
+  for (OpCase& c : cases(with_gemms)) {
+    run_on(dev, ops, c);
+    expect_matches_reference(c);
+  }
+}
+
+// A bad index is reported as the reference kernel reports it, naming the index and where it is.
+void check_bad_index(devices::GpuDevice& dev, GpuOps& ops) {
+  std::mt19937 rng(3);
+  for (const char* op : {"gather", "scatter_add"}) {
+    OpCase c{op, {}, {random(ir::DType::kF32, {11, 5}, rng), random(ir::DType::kI64, {6}, rng, 11)},
+             {make(ir::DType::kF32, {op == std::string("gather") ? 6 : 11, 5})}};
+    if (c.op == "scatter_add") c.in.push_back(random(ir::DType::kF32, {6, 5}, rng));
+    reinterpret_cast<int64_t*>(c.in[1].bytes.data())[4] = 11;
+    try {
+      run_on(dev, ops, c);
+      ADD_FAILURE() << op << ": no error for index 11 of 11 rows";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("index 11 at position 4 is outside [0, 11)"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(GpuOps, HandlesF32AndFourOrEightByteTransposes) {
+  // Shapes of a node do not matter here, its op and operand types do.
+  ir::Graph g;
+  ir::Value* x = g.add_argument("x", {ir::DType::kF32, {2, 4, 6}}, ir::Role::kInput);
+  ir::Value* h = g.add_argument("h", {ir::DType::kF64, {2, 4, 6}}, ir::Role::kInput);
+  ir::Value* b = g.add_argument("b", {ir::DType::kBool, {2, 4, 6}}, ir::Role::kInput);
+  auto node = [&](const std::string& op, std::vector<ir::Value*> in, ir::Attributes a = {}) {
+    return g.add_node(op, in, std::move(a));
+  };
+  EXPECT_TRUE(GpuOps::handles(*node("transpose", {x}, {{"perm", std::vector<int64_t>{1, 0, 2}}})));
+  EXPECT_TRUE(GpuOps::handles(*node("transpose", {h}, {{"perm", std::vector<int64_t>{1, 0, 2}}})));
+  EXPECT_FALSE(GpuOps::handles(*node("transpose", {b}, {{"perm", std::vector<int64_t>{1, 0, 2}}})));
+  EXPECT_TRUE(GpuOps::handles(*node("rope", {x})));
+  EXPECT_FALSE(GpuOps::handles(*node("rope", {h})));
+  EXPECT_FALSE(GpuOps::handles(*node("exp", {x})));
+}
+
+TEST(GpuOps, HostBuildMatchesTheReferenceKernels) {
+  devices::GpuDevice dev(std::make_unique<HostGpuRuntime>(), 1);
+  HostOpCompiler compile;
+  GpuOps ops(dev, [&](const std::string& source) { return compile(source); });
+  check_every_case(dev, ops, false);
+  check_bad_index(dev, ops);
+}
+
+// linear_cross_entropy's row and loss kernels, between GEMMs done here: the loss and dh = G w^T
+// against the reference op's (the GEMMs themselves run on a GPU only, in the test below).
+TEST(GpuOps, HostBuildOfTheCrossEntropyRowsMatchesTheReference) {
+  std::mt19937 rng(5);
+  const int64_t rows = 37, d = 9, classes = 1013;
+  Tensor h = random(ir::DType::kF32, {rows, d}, rng), w = random(ir::DType::kF32, {d, classes}, rng);
+  Tensor labels = random(ir::DType::kI64, {rows}, rng, classes);
+  reinterpret_cast<int64_t*>(labels.bytes.data())[5] = -100;
+  OpCase c{"linear_cross_entropy", {{"ignore_index", int64_t{-100}}, {"transpose_w", false}}, {h, w, labels},
+           {make(ir::DType::kF32, {}), make(ir::DType::kF32, {rows, d}), make(ir::DType::kF32, {d, classes})}};
+  std::vector<ir::TensorRef> in = {c.in[0].ref(), c.in[1].ref(), c.in[2].ref()}, out;
+  for (Tensor& t : c.out) out.push_back(t.ref());
+  ir::OpRegistry::instance().get(c.op).reference(args_of(c, in, out));
+
+  const auto* hp = reinterpret_cast<const float*>(c.in[0].bytes.data());
+  const auto* wp = reinterpret_cast<const float*>(c.in[1].bytes.data());
+  std::vector<float> panel(rows * classes);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < classes; ++j)
+      for (int64_t k = 0; k < d; ++k) panel[r * classes + j] += hp[r * d + k] * wp[k * classes + j];
+  std::vector<double> terms(rows);
+  float loss = 0;
+  devices::GpuDevice dev(std::make_unique<HostGpuRuntime>(), 1);
+  HostOpCompiler compile;
+  const std::string so = compile(gpu_op_source());
+  void* g = panel.data();
+  void* ids = c.in[2].bytes.data();
+  void* t = terms.data();
+  void* l = &loss;
+  long long n = rows, cls = classes, ignore = -100, count = rows - 1;
+  int counted = 1;
+  float scale = 1.0f / static_cast<float>(count);
+  void* row_params[] = {&g, &ids, &n, &cls, &ignore, &counted, &scale, &t};
+  dev.launch(dev.load_kernel(so, "disc_lce_rows_i64"), {1, 1, 0}, row_params);
+  void* loss_params[] = {&t, &n, &count, &l};
+  dev.launch(dev.load_kernel(so, "disc_lce_loss"), {1, 1, 0}, loss_params);
+  const float want_loss = *reinterpret_cast<const float*>(c.out[0].bytes.data());
+  EXPECT_NEAR(loss, want_loss, 1e-5 * want_loss);
+  const auto* want_dh = reinterpret_cast<const float*>(c.out[1].bytes.data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < d; ++k) {
+      double dh = 0;
+      for (int64_t j = 0; j < classes; ++j) dh += panel[r * classes + j] * wp[k * classes + j];
+      ASSERT_NEAR(dh, want_dh[r * d + k], 1e-6) << r << ", " << k;
+    }
+}
+
+TEST(GpuOps, SourceCompilesWithNvrtcForHopper) {
+  std::string why;
+  if (!RuntimeCompiler::available(GpuVendor::kNvidia, &why)) GTEST_SKIP() << "cannot: " << why;
+  for (const char* sizes : {"", "DISC_ATTENTION(64, 64)\n", "DISC_ATTENTION(16, 3)\n"}) {
+    const GpuCode c = RuntimeCompiler::get(GpuVendor::kNvidia).compile(std::string(gpu_op_source()) + sizes, "ops.cu", "sm_90");
+    EXPECT_EQ(c.binary.compare(0, 4, "\x7f" "ELF"), 0) << sizes;
+    EXPECT_NE(c.text.find(".entry disc_rope"), std::string::npos);
+    EXPECT_NE(c.text.find(".entry disc_lce_rows_i64"), std::string::npos);
+  }
+}
+
+TEST(GpuOps, MatchTheReferenceKernelsOnAGpu) {
+  std::unique_ptr<devices::GpuDevice> gpu;
+  if (devices::cuda::cuda_device_count() > 0) gpu = devices::cuda::make_cuda_device(0);
+  else if (devices::hip::hip_device_count() > 0) gpu = devices::hip::make_hip_device(0);
+  if (!gpu) GTEST_SKIP() << "no GPU here";
+  GpuKernelCompiler compiler(gpu->arch().rfind("sm_", 0) == 0 ? GpuVendor::kNvidia : GpuVendor::kAmd, gpu->arch(), "");
+  GpuOps ops(*gpu, [&](const std::string& source) {
+    return compiler.compile_source(std::to_string(fnv1a(source)), source, "ops.cu").binary;
+  });
+  check_every_case(*gpu, ops, true);
+  check_bad_index(*gpu, ops);
+}
+
+}  // namespace
+}  // namespace disc::jit
