@@ -71,19 +71,21 @@ __device__ void disc_gather(const float* table, const I* idx, float* out, disc_i
     out[t] = table[r * cols + t % cols];
   }
 }
-// out (holding the base) += each update row at its index: a thread per column, the rows in
-// index order, as the reference adds them, so the same bits.
+// out (holding the base) += each update row at its index: a thread per column and range of
+// `span` table rows, going over every index in order and adding the rows that fall in its range,
+// as the reference adds them, so the same bits.
 template <typename I>
 __device__ void disc_scatter_add(float* out, const I* idx, const float* u, disc_i64 n, disc_i64 rows, disc_i64 cols,
-                                 unsigned long long* bad) {
-  DISC_FOR_ITEMS(c, cols) {
+                                 disc_i64 span, unsigned long long* bad) {
+  DISC_FOR_ITEMS(t, (rows + span - 1) / span * cols) {
+    const disc_i64 c = t % cols, lo = t / cols * span, hi = lo + span;
     for (disc_i64 i = 0; i < n; ++i) {
       const disc_i64 r = (disc_i64)idx[i];
       if (r < 0 || r >= rows) {
-        atomicCAS(bad, 0ull, (unsigned long long)i + 1);
+        if (lo == 0) atomicCAS(bad, 0ull, (unsigned long long)i + 1);
         continue;
       }
-      out[r * cols + c] += u[i * cols + c];
+      if (r >= lo && r < hi) out[r * cols + c] += u[i * cols + c];
     }
   }
 }
@@ -93,8 +95,9 @@ __device__ void disc_scatter_add(float* out, const I* idx, const float* u, disc_
     disc_gather(table, idx, out, n, rows, cols, bad);                                                         \
   }                                                                                                           \
   extern "C" __global__ void disc_scatter_add_##SUFFIX(float* out, const I* idx, const float* u, disc_i64 n,  \
-                                                       disc_i64 rows, disc_i64 cols, unsigned long long* bad) { \
-    disc_scatter_add(out, idx, u, n, rows, cols, bad);                                                        \
+                                                       disc_i64 rows, disc_i64 cols, disc_i64 span,           \
+                                                       unsigned long long* bad) {                             \
+    disc_scatter_add(out, idx, u, n, rows, cols, span, bad);                                                  \
   }
 DISC_INDEXED(int, i32)
 DISC_INDEXED(long long, i64)
@@ -177,12 +180,29 @@ DISC_LCE(int, i32)
 DISC_LCE(long long, i64)
 
 // Attention over q [heads, sq, D], k [heads, sk, D], v [heads, sk, DV]; causal: query i sees keys
-// 0..i. The forward pass: a thread per query row, an online softmax over its keys.
+// 0..i. Every loop over a head dim is unrolled, so that a row's operands and sums stay in
+// registers, and a dot product keeps eight partial sums, so that its multiply-adds overlap instead
+// of each waiting for the last. The forward pass: a thread per query row, an online softmax over
+// its keys.
+#define DISC_UNROLL _Pragma("unroll")
+#define DISC_UNROLL_2 _Pragma("unroll 2")  // two keys' loads in flight together, where registers allow
 template <int D>
 __device__ __forceinline__ float disc_dot(const float* a, const float* b) {
-  float s = 0.f;
-  for (int e = 0; e < D; ++e) s += a[e] * b[e];
-  return s;
+  float s[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  DISC_UNROLL for (int e = 0; e < D; ++e) s[e % 8] += a[e] * b[e];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+template <int N>
+__device__ __forceinline__ void disc_load(float* r, const float* x) {
+  DISC_UNROLL for (int e = 0; e < N; ++e) r[e] = x[e];
+}
+template <int N>
+__device__ __forceinline__ void disc_store(float* x, const float* r, float scale) {
+  DISC_UNROLL for (int e = 0; e < N; ++e) x[e] = scale * r[e];
+}
+template <int N>
+__device__ __forceinline__ void disc_axpy(float* r, float a, const float* x) {  // r += a x
+  DISC_UNROLL for (int e = 0; e < N; ++e) r[e] += a * x[e];
 }
 template <int D, int DV>
 __device__ void disc_attention_fwd(const float* q, const float* k, const float* v, float* o, disc_i64 heads,
@@ -190,23 +210,23 @@ __device__ void disc_attention_fwd(const float* q, const float* k, const float* 
   DISC_FOR_ITEMS(t, heads * sq) {
     const disc_i64 h = t / sq, i = t % sq, end = causal ? i + 1 : sk;
     float qr[D], acc[DV];
-    for (int e = 0; e < D; ++e) qr[e] = q[t * D + e];
-    for (int e = 0; e < DV; ++e) acc[e] = 0.f;
+    disc_load<D>(qr, q + t * D);
+    DISC_UNROLL for (int e = 0; e < DV; ++e) acc[e] = 0.f;
     float m = DISC_NEG_INF, l = 0.f;
-    for (disc_i64 j = 0; j < end; ++j) {
+    DISC_UNROLL_2 for (disc_i64 j = 0; j < end; ++j) {
       const float s = disc_dot<D>(qr, k + (h * sk + j) * D) * scale;
       const float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
       const float* vj = v + (h * sk + j) * DV;
       l = l * corr + p;
-      for (int e = 0; e < DV; ++e) acc[e] = acc[e] * corr + p * vj[e];
+      DISC_UNROLL for (int e = 0; e < DV; ++e) acc[e] = acc[e] * corr + p * vj[e];
       m = mn;
     }
-    for (int e = 0; e < DV; ++e) o[t * DV + e] = l > 0.f ? acc[e] / l : 0.f;
+    disc_store<DV>(o + t * DV, acc, l > 0.f ? 1.f / l : 0.f);
   }
 }
 // The backward pass, first per query row: the row's log-sum-exp, then dsum = sum_j p_j dp_j
 // (dp_j = dout . v_j), then dq = scale sum_j p_j (dp_j - dsum) k_j; lse and dsum go to stats for
-// the second kernel.
+// the kernels per key row.
 template <int D, int DV>
 __device__ void disc_attention_bwd_q(const float* q, const float* k, const float* v, const float* dout, float* dq,
                                      float* stats, disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal,
@@ -214,8 +234,9 @@ __device__ void disc_attention_bwd_q(const float* q, const float* k, const float
   DISC_FOR_ITEMS(t, heads * sq) {
     const disc_i64 h = t / sq, i = t % sq, end = causal ? i + 1 : sk;
     float qr[D], dr[DV], acc[D];
-    for (int e = 0; e < D; ++e) qr[e] = q[t * D + e], acc[e] = 0.f;
-    for (int e = 0; e < DV; ++e) dr[e] = dout[t * DV + e];
+    disc_load<D>(qr, q + t * D);
+    disc_load<DV>(dr, dout + t * DV);
+    DISC_UNROLL for (int e = 0; e < D; ++e) acc[e] = 0.f;
     float m = DISC_NEG_INF, l = 0.f;
     for (disc_i64 j = 0; j < end; ++j) {
       const float s = disc_dot<D>(qr, k + (h * sk + j) * D) * scale, mn = fmaxf(m, s);
@@ -231,38 +252,51 @@ __device__ void disc_attention_bwd_q(const float* q, const float* k, const float
     for (disc_i64 j = 0; j < end; ++j) {
       const float* kj = k + (h * sk + j) * D;
       const float p = expf(disc_dot<D>(qr, kj) * scale - lse);
-      const float ds = p * (disc_dot<DV>(dr, v + (h * sk + j) * DV) - dsum);
-      for (int e = 0; e < D; ++e) acc[e] += ds * kj[e];
+      disc_axpy<D>(acc, p * (disc_dot<DV>(dr, v + (h * sk + j) * DV) - dsum), kj);
     }
-    for (int e = 0; e < D; ++e) dq[t * D + e] = scale * acc[e];
+    disc_store<D>(dq + t * D, acc, scale);
     stats[2 * t] = lse;
     stats[2 * t + 1] = dsum;
   }
 }
-// Then per key row: dv_j = sum_i p_ij dout_i, dk_j = scale sum_i p_ij (dp_ij - dsum_i) q_i. For
-// causal attention the rows before j see no key j; a thread starts at its group of 32's first key,
-// so that a warp's threads read the same q and dout rows together.
+// Then per key row j, over the query rows that see it: dv_j = sum_i p_ij dout_i in one kernel,
+// dk_j = scale sum_i p_ij (dp_ij - dsum_i) q_i in another (together they would hold four rows and
+// spill registers). For causal attention a thread starts at its group of 32's first key, so that
+// a warp's threads read the same q and dout rows together.
 template <int D, int DV>
-__device__ void disc_attention_bwd_kv(const float* q, const float* k, const float* v, const float* dout,
-                                      const float* stats, float* dk, float* dv, disc_i64 heads, disc_i64 sq,
-                                      disc_i64 sk, int causal, float scale) {
+__device__ void disc_attention_bwd_v(const float* q, const float* k, const float* dout, const float* stats, float* dv,
+                                     disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
   DISC_FOR_ITEMS(t, heads * sk) {
     const disc_i64 h = t / sk, j = t % sk;
-    float kr[D], vr[DV], dka[D], dva[DV];
-    for (int e = 0; e < D; ++e) kr[e] = k[t * D + e], dka[e] = 0.f;
-    for (int e = 0; e < DV; ++e) vr[e] = v[t * DV + e], dva[e] = 0.f;
+    float kr[D], acc[DV];
+    disc_load<D>(kr, k + t * D);
+    DISC_UNROLL for (int e = 0; e < DV; ++e) acc[e] = 0.f;
+    DISC_UNROLL_2 for (disc_i64 i = causal ? j - j % 32 : 0; i < sq; ++i) {
+      if (causal && i < j) continue;
+      const disc_i64 row = h * sq + i;
+      disc_axpy<DV>(acc, expf(disc_dot<D>(q + row * D, kr) * scale - stats[2 * row]), dout + row * DV);
+    }
+    disc_store<DV>(dv + t * DV, acc, 1.f);
+  }
+}
+template <int D, int DV>
+__device__ void disc_attention_bwd_k(const float* q, const float* k, const float* v, const float* dout,
+                                     const float* stats, float* dk, disc_i64 heads, disc_i64 sq, disc_i64 sk,
+                                     int causal, float scale) {
+  DISC_FOR_ITEMS(t, heads * sk) {
+    const disc_i64 h = t / sk, j = t % sk;
+    float kr[D], vr[DV], acc[D];
+    disc_load<D>(kr, k + t * D);
+    disc_load<DV>(vr, v + t * DV);
+    DISC_UNROLL for (int e = 0; e < D; ++e) acc[e] = 0.f;
     for (disc_i64 i = causal ? j - j % 32 : 0; i < sq; ++i) {
       if (causal && i < j) continue;
       const disc_i64 row = h * sq + i;
       const float* qi = q + row * D;
-      const float* di = dout + row * DV;
       const float p = expf(disc_dot<D>(qi, kr) * scale - stats[2 * row]);
-      const float ds = p * (disc_dot<DV>(di, vr) - stats[2 * row + 1]);
-      for (int e = 0; e < DV; ++e) dva[e] += p * di[e];
-      for (int e = 0; e < D; ++e) dka[e] += ds * qi[e];
+      disc_axpy<D>(acc, p * (disc_dot<DV>(dout + row * DV, vr) - stats[2 * row + 1]), qi);
     }
-    for (int e = 0; e < D; ++e) dk[t * D + e] = scale * dka[e];
-    for (int e = 0; e < DV; ++e) dv[t * DV + e] = dva[e];
+    disc_store<D>(dk + t * D, acc, scale);
   }
 }
 #define DISC_ATTENTION(D, DV)                                                                                   \
@@ -277,10 +311,17 @@ __device__ void disc_attention_bwd_kv(const float* q, const float* k, const floa
                                                              int causal, float scale) {                         \
     disc_attention_bwd_q<D, DV>(q, k, v, dout, dq, stats, heads, sq, sk, causal, scale);                        \
   }                                                                                                             \
-  extern "C" __global__ void disc_attention_bwd_kv_##D##_##DV(                                                  \
-      const float* q, const float* k, const float* v, const float* dout, const float* stats, float* dk,         \
-      float* dv, disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {                           \
-    disc_attention_bwd_kv<D, DV>(q, k, v, dout, stats, dk, dv, heads, sq, sk, causal, scale);                   \
+  extern "C" __global__ void disc_attention_bwd_v_##D##_##DV(const float* q, const float* k, const float* dout,  \
+                                                             const float* stats, float* dv, disc_i64 heads,     \
+                                                             disc_i64 sq, disc_i64 sk, int causal,              \
+                                                             float scale) {                                     \
+    disc_attention_bwd_v<D, DV>(q, k, dout, stats, dv, heads, sq, sk, causal, scale);                           \
+  }                                                                                                             \
+  extern "C" __global__ void disc_attention_bwd_k_##D##_##DV(const float* q, const float* k, const float* v,    \
+                                                             const float* dout, const float* stats, float* dk,  \
+                                                             disc_i64 heads, disc_i64 sq, disc_i64 sk,          \
+                                                             int causal, float scale) {                         \
+    disc_attention_bwd_k<D, DV>(q, k, v, dout, stats, dk, heads, sq, sk, causal, scale);                        \
   }
 )";
 }

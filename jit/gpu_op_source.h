@@ -5,7 +5,7 @@
 //   disc_gather_i32, disc_gather_i64, disc_scatter_add_i32, disc_scatter_add_i64   (f32 rows)
 //   disc_lce_rows_i32, disc_lce_rows_i64, disc_lce_loss  (linear_cross_entropy between its GEMMs;
 //                                                         DISC_ROW_BLOCK threads per block)
-//   disc_attention_{fwd,bwd_q,bwd_kv}_D_DV        after a line `DISC_ATTENTION(D, DV)`
+//   disc_attention_{fwd,bwd_q,bwd_v,bwd_k}_D_DV        after a line `DISC_ATTENTION(D, DV)`
 #pragma once
 
 namespace disc::jit {

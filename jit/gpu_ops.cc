@@ -121,9 +121,12 @@ void GpuOps::indexed(const ir::KernelArgs& a, bool scatter) {
   if (scatter) {
     if (out != table.data)
       dev_.copy(out, table.data, static_cast<size_t>(table.bytes()), devices::CopyKind::kDeviceToDevice);
+    // Some 256 table rows per thread and column: enough threads to fill the GPU, each reading
+    // every index once.
     void* updates = a.in[2].data;
-    void* params[] = {&out, &indices, &updates, &n, &rows, &cols, &bad};
-    launch("disc_scatter_add" + suffix, cols, params);
+    long long span = std::max<long long>(rows / 128, 256);
+    void* params[] = {&out, &indices, &updates, &n, &rows, &cols, &span, &bad};
+    launch("disc_scatter_add" + suffix, (rows + span - 1) / span * cols, params);
   } else {
     void* src = table.data;
     void* params[] = {&src, &indices, &out, &n, &rows, &cols, &bad};
@@ -163,8 +166,10 @@ void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
   void* stats = stats_.get(static_cast<size_t>(std::max<long long>(heads * sq, 1)) * 2 * sizeof(float));
   void* rows[] = {&pq, &pk, &pv, &dout, &dq, &stats, &heads, &sq, &sk, &causal, &scale};
   launch("disc_attention_bwd_q" + sizes, heads * sq, rows, d, dv);
-  void* keys[] = {&pq, &pk, &pv, &dout, &stats, &dk, &ddv, &heads, &sq, &sk, &causal, &scale};
-  launch("disc_attention_bwd_kv" + sizes, heads * sk, keys, d, dv);
+  void* values[] = {&pq, &pk, &dout, &stats, &ddv, &heads, &sq, &sk, &causal, &scale};
+  launch("disc_attention_bwd_v" + sizes, heads * sk, values, d, dv);
+  void* keys[] = {&pq, &pk, &pv, &dout, &stats, &dk, &heads, &sq, &sk, &causal, &scale};
+  launch("disc_attention_bwd_k" + sizes, heads * sk, keys, d, dv);
 }
 
 // linear_cross_entropy(h, w, labels) -> loss, dh, dw as devices/linear_cross_entropy.cc runs it

@@ -10,16 +10,20 @@
 #   tools/gpu_check.sh --device hip:0 --no-torch
 #   tools/gpu_check.sh --batches 8,16,24 --steps 4   # any bench_gpu option
 #   tools/gpu_check.sh --bundle disc-gpu.tar.xz      # no build: what tools/gpu_bundle.sh packed
+#   tools/gpu_check.sh --profile                     # then Nsight Compute's GPU time per kernel
+#                                                    # over two steps at B=8 (ncu.csv, ncu_summary.txt)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 device=cuda:0
 bundle=
+profile=
 out=out/gpu
 args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device="$2"; shift 2 ;;
     --bundle) bundle="$2"; shift 2 ;;
+    --profile) profile=1; shift ;;
     --out) out="$2"; shift 2 ;;
     *) args+=("$1"); shift ;;
   esac
@@ -57,4 +61,10 @@ else
   args=(--data "$dir/data/codealpaca.json" "${args[@]}")
 fi
 "$bench" --device "$device" --python "$python" --json "$out/bench_gpu.json" "${args[@]}" | tee "$out/bench_gpu.txt"
+if [ -n "$profile" ]; then
+  data=(); [ -z "$bundle" ] || data=(--data "$dir/data/codealpaca.json")
+  ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$out/ncu.csv" \
+    "$bench" --device "$device" --no-torch --batches 8 --steps 2 --repeats 0 "${data[@]}" >/dev/null
+  python3 tools/bench/ncu_summary.py "$out/ncu.csv" | tee "$out/ncu_summary.txt"
+fi
 [ -z "$bundle" ] || exit "$status"

@@ -60,7 +60,7 @@ extern "C" void disc_rope_params(void** p) {
   }                                                                                                          \
   extern "C" void disc_scatter_add_##S##_params(void** p) {                                                  \
     disc_scatter_add_##S(P(float*, 0), P(const I*, 1), P(const float*, 2), P(disc_i64, 3), P(disc_i64, 4),    \
-                         P(disc_i64, 5), P(unsigned long long*, 6));                                         \
+                         P(disc_i64, 5), P(disc_i64, 6), P(unsigned long long*, 7));                         \
   }
 DISC_HOST_INDEXED(int, i32)
 DISC_HOST_INDEXED(long long, i64)
@@ -81,10 +81,15 @@ extern "C" void disc_lce_loss_params(void** p) {
                                     P(const float*, 3), P(float*, 4), P(float*, 5), P(disc_i64, 6),           \
                                     P(disc_i64, 7), P(disc_i64, 8), P(int, 9), P(float, 10));                 \
   }                                                                                                          \
-  extern "C" void disc_attention_bwd_kv_##D##_##DV##_params(void** p) {                                      \
-    disc_attention_bwd_kv_##D##_##DV(P(const float*, 0), P(const float*, 1), P(const float*, 2),              \
-                                     P(const float*, 3), P(const float*, 4), P(float*, 5), P(float*, 6),      \
-                                     P(disc_i64, 7), P(disc_i64, 8), P(disc_i64, 9), P(int, 10), P(float, 11)); \
+  extern "C" void disc_attention_bwd_v_##D##_##DV##_params(void** p) {                                       \
+    disc_attention_bwd_v_##D##_##DV(P(const float*, 0), P(const float*, 1), P(const float*, 2),               \
+                                    P(const float*, 3), P(float*, 4), P(disc_i64, 5), P(disc_i64, 6),         \
+                                    P(disc_i64, 7), P(int, 8), P(float, 9));                                  \
+  }                                                                                                          \
+  extern "C" void disc_attention_bwd_k_##D##_##DV##_params(void** p) {                                       \
+    disc_attention_bwd_k_##D##_##DV(P(const float*, 0), P(const float*, 1), P(const float*, 2),               \
+                                    P(const float*, 3), P(const float*, 4), P(float*, 5), P(disc_i64, 6),     \
+                                    P(disc_i64, 7), P(disc_i64, 8), P(int, 9), P(float, 10));                 \
   }
 )";
 
@@ -170,7 +175,7 @@ std::vector<OpCase> cases(bool with_gemms) {
         c.push_back({"rope", {{"seq_axis", int64_t{1}}, {"theta", inverse ? 500.0 : 10000.0}, {"inverse", inverse}},
                      {random(DType::kF32, s, rng)}, {make(DType::kF32, s)}, 1e-6, in_place});
   for (DType it : {DType::kI32, DType::kI64})
-    for (auto [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {11, 5, 6}, {101, 64, 91}}) {
+    for (auto [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {11, 5, 6}, {101, 64, 91}, {1031, 3, 500}}) {
       c.push_back({"gather", {}, {random(DType::kF32, {rows, cols}, rng), random(it, {n}, rng, rows)},
                    {make(DType::kF32, {n, cols})}});
       for (bool in_place : {false, true})
