@@ -1,8 +1,8 @@
 // The GPU op kernels (jit/gpu_ops.h) against the reference kernels, on random inputs and awkward
 // sizes (1, primes, a head size of 64). Without a GPU the same GpuOps code runs through a host
 // build of the kernels' source (host_gpu_runtime.h: one thread strides over every item, which is
-// what each GPU thread computes for its own); NVRTC, where present, compiles the source for
-// Hopper; on a GPU (cuda:0 or hip:0) the kernels run there. Transpose, gather and scatter_add
+// what each GPU thread computes for its own); NVRTC and hiprtc, where present, compile the source
+// for Hopper and AMD's CDNA 2 and RDNA 2; on a GPU (cuda:0 or hip:0) the kernels run there. Transpose, gather and scatter_add
 // must match bit for bit, rope and attention within f32 rounding.
 #include "jit/gpu_ops.h"
 
@@ -374,6 +374,16 @@ TEST(GpuOps, SourceCompilesWithNvrtcForHopper) {
     EXPECT_EQ(c.binary.compare(0, 4, "\x7f" "ELF"), 0) << sizes;
     EXPECT_NE(c.text.find(".entry disc_rope"), std::string::npos);
     EXPECT_NE(c.text.find(".entry disc_lce_rows_i64"), std::string::npos);
+  }
+}
+
+TEST(GpuOps, SourceCompilesWithHiprtcForAmd) {
+  std::string why;
+  if (!RuntimeCompiler::available(GpuVendor::kAmd, &why)) GTEST_SKIP() << "cannot: " << why;
+  for (const char* arch : {"gfx90a", "gfx1030"}) {
+    const GpuCode c = RuntimeCompiler::get(GpuVendor::kAmd)
+                          .compile(std::string(gpu_op_source()) + "DISC_ATTENTION(64, 64)\n", "ops.cu", arch);
+    EXPECT_FALSE(c.binary.empty()) << arch;
   }
 }
 
