@@ -1,6 +1,7 @@
 // Fused kernels on a GPU: the kernel IR through the CUDA emitter (cuda_emitter.h) and the vendor's
 // run-time compiler (runtime_compiler.h), cached by (kernel, bucket, architecture, compiler) in
-// memory and on disk, loaded into the device and launched as the emitter's protocol says.
+// memory and on disk, loaded into the device and launched as the emitter's protocol says. A node
+// of another op that GpuOps handles (gpu_ops.h) goes to its kernels, compiled by the same cache.
 //
 //   jit::GpuKernels kernels(gpu, "/var/cache/disc");
 //   kernels.run(k, rows, cols, /*cols_static=*/false, device_buffers);   // inputs, then outputs

@@ -1,14 +1,15 @@
 // GPU kernels for the ops that fusion leaves alone and cuBLAS does not do: transpose, rope,
 // gather, scatter_add, attention, attention_grad and linear_cross_entropy (its GEMMs through the
-// device's, its rows by a kernel), on f32 (transpose on any 4- or 8-byte element). Without them the executor stages such a node on the host: its operands copied over,
-// the CPU kernel, its results copied back. The kernels (gpu_op_source.h) are compiled on first use
-// by GpuKernelCompiler (NVRTC or hiprtc, cached on disk) and give the reference kernels' results
-// within f32 rounding; gather's and scatter_add's, and transpose's, bit for bit.
+// device's, its rows by a kernel), on f32 (transpose on any 4- or 8-byte element). Without them
+// the executor stages such a node on the host: its operands copied over, the CPU kernel, its
+// results copied back. The kernels (gpu_op_source.h) are compiled on first use by
+// GpuKernelCompiler (NVRTC or hiprtc, cached on disk) and give the reference kernels' results
+// within f32 rounding; gather's, scatter_add's and transpose's bit for bit.
 //
 //   jit::GpuOps ops(gpu, [&](const std::string& src) { return compile(src); });  // GpuKernels's
 //   if (jit::GpuOps::handles(node)) ops.run(node.op().name, args);                // device tensors
 //
-// Memory: attention_grad keeps two floats per query row between its two kernels, gather and
+// Memory: attention_grad keeps two floats per query row between its kernels, gather and
 // scatter_add a flag for a bad index, linear_cross_entropy a panel of logits (as on the CPU, at
 // most devices::kCrossEntropyPanel bytes) and a double per row, in device memory of their own
 // (outside the governor's cap, as the fused kernels' scratch is).

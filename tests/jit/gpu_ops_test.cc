@@ -231,14 +231,23 @@ ir::KernelArgs args_of(OpCase& c, std::vector<ir::TensorRef> in, std::vector<ir:
   return {.op = c.op, .in = std::move(in), .out = std::move(out), .attrs = &c.attrs};
 }
 
+// Device buffers freed however the case ends (a bad index throws).
+struct Held {
+  devices::GpuDevice& dev;
+  std::vector<std::pair<void*, size_t>> blocks;
+  ~Held() {
+    for (auto [p, bytes] : blocks) dev.deallocate(p, bytes);
+  }
+};
+
 // The case on `dev` through GpuOps: operands copied over, results copied back into c.out.
 void run_on(devices::GpuDevice& dev, GpuOps& ops, OpCase& c) {
   std::vector<ir::TensorRef> in, out;
-  std::vector<std::pair<void*, size_t>> held;
+  Held held{dev, {}};
   auto on_device = [&](Tensor& t, bool copy) {
     ir::TensorRef r = t.ref();
     r.data = dev.allocate(std::max<size_t>(t.bytes.size(), 1));
-    held.emplace_back(r.data, std::max<size_t>(t.bytes.size(), 1));
+    held.blocks.emplace_back(r.data, std::max<size_t>(t.bytes.size(), 1));
     if (copy) dev.copy(r.data, t.bytes.data(), t.bytes.size(), devices::CopyKind::kHostToDevice);
     return r;
   };
@@ -249,7 +258,6 @@ void run_on(devices::GpuDevice& dev, GpuOps& ops, OpCase& c) {
   for (size_t o = 0; o < c.out.size(); ++o)
     dev.copy(c.out[o].bytes.data(), out[o].data, c.out[o].bytes.size(), devices::CopyKind::kDeviceToHost);
   dev.synchronize();
-  for (auto [p, bytes] : held) dev.deallocate(p, bytes);
 }
 
 void expect_matches_reference(OpCase& c) {
