@@ -11,7 +11,16 @@ namespace disc::devices {
 
 GpuDevice::GpuDevice(std::unique_ptr<GpuRuntime> runtime, int host_threads)
     : rt_(std::move(runtime)),
-      host_threads_(host_threads > 0 ? host_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
+      host_threads_(host_threads > 0 ? host_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+      host_blocks_(
+          [this](size_t bytes) {
+            rt_->make_current();
+            return rt_->allocate_host(bytes);
+          },
+          [this](void* p) {
+            rt_->make_current();
+            rt_->free_host(p);
+          }) {
   rt_->make_current();
   compute_ = rt_->create_stream();
   copies_ = rt_->create_stream();
@@ -48,15 +57,9 @@ void GpuDevice::deallocate(void* p, size_t) {
   rt_->free(p);
 }
 
-void* GpuDevice::allocate_host(size_t bytes) {
-  rt_->make_current();
-  return rt_->allocate_host(allocation_size(bytes));
-}
+void* GpuDevice::allocate_host(size_t bytes) { return host_blocks_.get(allocation_size(bytes)); }
 
-void GpuDevice::deallocate_host(void* p, size_t) {
-  rt_->make_current();
-  rt_->free_host(p);
-}
+void GpuDevice::deallocate_host(void* p, size_t bytes) { host_blocks_.put(p, allocation_size(bytes)); }
 
 void GpuDevice::copy(void* dst, const void* src, size_t bytes, CopyKind kind) {
   if (bytes == 0) return;

@@ -22,6 +22,7 @@
 
 #include "devices/device.h"
 #include "devices/gpu_runtime.h"
+#include "devices/host_block_cache.h"
 
 namespace disc::devices {
 
@@ -42,7 +43,9 @@ class GpuDevice final : public Device {
   void deallocate(void* p, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes, CopyKind kind) override;
   void synchronize() override;
-  void* allocate_host(size_t bytes) override;  // page-locked
+  // Page-locked, kept for reuse (host_block_cache.h): every copy of such memory runs on the copy
+  // stream, in order.
+  void* allocate_host(size_t bytes) override;
   void deallocate_host(void* p, size_t bytes) override;
   void gemm(const GemmArgs& g) override;
   int threads() const override { return host_threads_; }
@@ -66,6 +69,7 @@ class GpuDevice final : public Device {
   std::vector<GpuRuntime::Module> modules_;
   std::once_flag blas_once_;
   std::unique_ptr<GpuBlas> blas_;
+  HostBlockCache host_blocks_;  // last: freed before the runtime goes
 };
 
 // Throws DeviceError when `api`:`ordinal` is not one of the `count` devices there are, naming them.
