@@ -5,6 +5,7 @@
 #include "devices/linear_cross_entropy.h"
 #include "ir/error.h"
 #include "ir/ops/attention_dims.h"
+#include "ir/ops/index_math.h"
 #include "ir/ops/kernels.h"
 #include "jit/gpu_op_source.h"
 
@@ -15,12 +16,6 @@ constexpr unsigned kBlock = 128;
 constexpr unsigned kRowBlock = 256;  // DISC_ROW_BLOCK in gpu_op_source.cc
 
 bool is_index(ir::DType t) { return t == ir::DType::kI32 || t == ir::DType::kI64; }
-
-int64_t product(const std::vector<int64_t>& dims, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= dims[i];
-  return p;
-}
 
 // disc_perm in gpu_op_source.cc, field for field.
 struct Perm {
@@ -83,9 +78,7 @@ void GpuOps::transpose(const ir::KernelArgs& a) {
   const ir::TensorRef &in = a.in[0], &out = a.out[0];
   Perm p{};
   p.rank = in.rank();
-  int64_t stride = 1;
-  std::vector<int64_t> in_strides(in.shape.size());
-  for (int d = in.rank() - 1; d >= 0; --d) in_strides[d] = stride, stride *= in.shape[d];
+  const std::vector<int64_t> in_strides = ir::row_major_strides(in.shape);
   for (int d = 0; d < p.rank; ++d) p.out_dims[d] = out.shape[d], p.in_strides[d] = in_strides[perm[d]];
   long long n = out.numel();
   void* src = in.data;
@@ -98,8 +91,8 @@ void GpuOps::rope(const ir::KernelArgs& a) {
   const ir::TensorRef& in = a.in[0];
   int64_t axis = a.a().get_int("seq_axis");
   if (axis < 0) axis += in.rank();
-  long long d = in.shape.back(), rows = in.numel() / std::max<int64_t>(d, 1), seq = in.shape.at(axis);
-  long long inner = product(in.shape, axis + 1, in.shape.size());
+  const ir::AxisSplit split = ir::split_at(in.shape, static_cast<int>(axis));
+  long long d = in.shape.back(), rows = in.numel() / std::max<int64_t>(d, 1), seq = split.extent, inner = split.inner;
   double theta = a.a().get_float("theta"), sign = a.a().get_bool("inverse") ? -1.0 : 1.0;
   void* x = in.data;
   void* y = a.out[0].data;
@@ -137,14 +130,12 @@ void GpuOps::indexed(const ir::KernelArgs& a, bool scatter) {
   dev_.synchronize();
   if (flag == 0) return;
   const int64_t at = static_cast<int64_t>(flag - 1);
-  int64_t index = 0;
-  dev_.copy(&index, static_cast<const char*>(idx.data) + at * ir::dtype_size(idx.dtype),
+  int64_t bytes = 0;  // the bad index itself, read back
+  const ir::TensorRef one{.dtype = idx.dtype, .shape = {1}, .data = &bytes};
+  dev_.copy(&bytes, static_cast<const char*>(idx.data) + at * ir::dtype_size(idx.dtype),
             static_cast<size_t>(ir::dtype_size(idx.dtype)), devices::CopyKind::kDeviceToHost);
   dev_.synchronize();
-  if (idx.dtype == ir::DType::kI32) index = static_cast<int32_t>(index);
-  throw InvalidArgument(a.op + ": index " + std::to_string(index) + " at position " + std::to_string(at) +
-                        " is outside [0, " + std::to_string(rows) +
-                        "); check the token ids against the vocabulary size");
+  ir::throw_bad_index(a.op, ir::index_at(one, 0), at, rows);
 }
 
 // attention(q, k, v) -> out; attention_grad(q, k, v, dout) -> dq, dk, dv: q [..., sq, d],

@@ -4,6 +4,7 @@
 
 #include "ir/autodiff.h"
 #include "ir/op_registry.h"
+#include "ir/ops/kernels.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
 
@@ -39,11 +40,7 @@ std::vector<TensorType> infer_scatter_add(InferContext& ctx) {
 
 int64_t checked_row(const KernelArgs& a, const TensorRef& indices, int64_t i, int64_t rows) {
   int64_t r = index_at(indices, i);
-  if (r < 0 || r >= rows) {
-    throw InvalidArgument(a.op + ": index " + std::to_string(r) + " at position " +
-                          std::to_string(i) + " is outside [0, " + std::to_string(rows) +
-                          "); check the token ids against the vocabulary size");
-  }
+  if (r < 0 || r >= rows) throw_bad_index(a.op, r, i, rows);
   return r;
 }
 
@@ -74,6 +71,11 @@ void scatter_add_kernel(const KernelArgs& a) {
 }
 
 }  // namespace
+
+void throw_bad_index(const std::string& op, int64_t index, int64_t position, int64_t rows) {
+  throw InvalidArgument(op + ": index " + std::to_string(index) + " at position " + std::to_string(position) +
+                        " is outside [0, " + std::to_string(rows) + "); check the token ids against the vocabulary size");
+}
 
 void register_gather_ops(OpRegistry& r) {
   OpDef gather{.name = "gather", .category = OpCategory::kGatherScatter,

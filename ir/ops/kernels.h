@@ -137,6 +137,10 @@ double row_rms_inv(const T* x, int64_t d, double eps) {
   return 1.0 / std::sqrt(sum_sq / d + eps);
 }
 
+// The error for an index (a token id) at `position` of an op's indices outside [0, rows): the
+// reference kernels' and the GPU's, the same words.
+[[noreturn]] void throw_bad_index(const std::string& op, int64_t index, int64_t position, int64_t rows);
+
 // How many labels count toward a cross-entropy mean (those != ignore_index). Throws
 // InvalidArgument for a counted label outside [0, classes).
 int64_t count_labels(const std::string& op, const TensorRef& labels, int64_t classes,
