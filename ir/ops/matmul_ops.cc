@@ -123,8 +123,10 @@ std::vector<Value*> plain_grad(GradContext& c, Value* a) {
   bool ta = c.node.attrs().get_bool("transpose_a"), tb = c.node.attrs().get_bool("transpose_b");
   Value *b = c.x(1), *dc = c.dy[0];
   if (b->rank() == 2 && a->rank() > 2 && !ta) {
-    return {tb ? mm(c, dc, b, false, false) : mm(c, dc, b, false, true),
-            tb ? mm_sum_batch(c, dc, a) : mm_sum_batch(c, a, dc)};
+    // The weight's gradient first: it reads the layer's saved input, which can then die before
+    // dA's buffer is allocated (llama 4x512 under a 725 MiB cap: 6% less to regenerate).
+    Value* db = tb ? mm_sum_batch(c, dc, a) : mm_sum_batch(c, a, dc);
+    return {tb ? mm(c, dc, b, false, false) : mm(c, dc, b, false, true), db};
   }
   Value* b_for_da = b;
   if (ta && b->rank() == 2 && a->rank() > 2) {
