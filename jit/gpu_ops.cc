@@ -130,9 +130,9 @@ void GpuOps::indexed(const ir::KernelArgs& a, bool scatter) {
   dev_.synchronize();
   if (flag == 0) return;
   const int64_t at = static_cast<int64_t>(flag - 1);
-  int64_t bytes = 0;  // the bad index itself, read back
-  const ir::TensorRef one{.dtype = idx.dtype, .shape = {1}, .data = &bytes};
-  dev_.copy(&bytes, static_cast<const char*>(idx.data) + at * ir::dtype_size(idx.dtype),
+  int64_t raw = 0;  // room for the bad index, read back in the indices' own dtype
+  const ir::TensorRef one{.dtype = idx.dtype, .shape = {1}, .data = &raw};
+  dev_.copy(&raw, static_cast<const char*>(idx.data) + at * ir::dtype_size(idx.dtype),
             static_cast<size_t>(ir::dtype_size(idx.dtype)), devices::CopyKind::kDeviceToHost);
   dev_.synchronize();
   ir::throw_bad_index(a.op, ir::index_at(one, 0), at, rows);
