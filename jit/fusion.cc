@@ -77,6 +77,16 @@ bool cost_ok(const ir::Graph& g, const FusionGroup& fg, const FusionOptions& o) 
   return recompute <= o.max_recompute;
 }
 
+// A normalization whose input other nodes read too (the residual stream: x + attn(x) feeds the
+// next norm and the next residual add) starts its own kernel. Fused with the add, the kernel would
+// write both, and under a memory cap a recompute of the norm's result would rerun the add and the
+// GEMM feeding it (the GEMM's result is long gone); apart, the norm reruns from the residual,
+// which is alive, at a few flops per element. Apart, the norm reads the residual once more.
+bool keeps_apart(const ir::Node& n) {
+  const std::string& op = n.op().name;
+  return (op == "rms_norm" || op == "layer_norm") && n.operand(0)->users().size() > 1;
+}
+
 // True when q (outside the group) depends on a member: then q's result cannot feed the group.
 bool depends_on(const ir::Node* q, const NodeSet& members, const std::map<const ir::Node*, int>& index, int first) {
   std::set<const ir::Node*> seen;
@@ -125,6 +135,7 @@ class Planner {
 
   // Tries the groups of n's producers, the latest first.
   bool join_a_producer(const ir::Node* n) {
+    if (keeps_apart(*n)) return false;
     std::vector<int> candidates;
     for (const ir::Value* v : n->operands())
       if (v->producer() && group_of_.contains(v->producer())) candidates.push_back(group_of_.at(v->producer()));
@@ -168,6 +179,7 @@ class Planner {
   // The groups of n's other producers, whole, into n's group (sigmoid(x) and 1 - sigmoid(x)
   // each start a group; the node that reads both makes them one).
   void absorb_producer_groups(const ir::Node* n) {
+    if (keeps_apart(*n)) return;
     const int gi = group_of_.at(n);
     for (const ir::Value* v : n->operands()) {
       if (!v->producer() || !group_of_.contains(v->producer())) continue;

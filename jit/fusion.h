@@ -3,6 +3,8 @@
 //   input fusion   a row reduction as the root, with the elementwise work that feeds it;
 //   stitch fusion  a reduction's row result feeding elementwise work in the same kernel
 //                  (softmax, RMSNorm with the residual add, SwiGLU, AdamW with clipping).
+// A norm joins the residual add only where nothing else reads the sum: in a transformer the sum
+// is the residual stream, and a norm kept apart can be recomputed from it under a memory cap.
 // Every node that has a lowering (jit/lowering.h) lands in exactly one group; matmul and the
 // ops without a lowering stay as they are.
 //

@@ -24,10 +24,10 @@ enum class Regen : uint8_t { kRecompute, kReload };
 // The greedy planner, two ways. Which step over the cap it relieves next: the first, or the one
 // most over. How it ranks the candidates that can relieve it: by time per byte freed, or by that
 // over the square root of the steps the eviction frees (favouring evictions that relieve many
-// steps at once). Which variant wins depends on the graph and the shapes (llama 4x512 at 725 MiB,
-// B=8, S=703: the most-over sweep made the cheapest plan until the backward took the weights'
-// gradients first; now ranking by the steps freed too does, 1.07 s against 1.10 for the first
-// variant, and at S=527 0.47 s against 0.52), so a plan tries each and keeps the cheapest.
+// steps at once). Which variant wins depends on the graph, the shapes and the cap (llama 4x512,
+// B=8 at 720 MiB: ranking by the steps freed too, 0.84 s against 0.94 for the first variant at
+// S=703 and 0.43 against 0.49 at S=527; at 725 MiB and S=703 all four tie), so a plan tries
+// each and keeps the cheapest.
 enum class Sweep : uint8_t { kFirstOver, kMostOver };
 enum class Ranking : uint8_t { kPerByte, kPerByteAndStep };
 struct Greedy {

@@ -1,8 +1,8 @@
 // The memory plan tries four greedy variants (relieve the first step over the cap or the one most
 // over; rank by time per byte, or by steps freed too) and keeps the plan that regenerates in the
 // least time. On the memory benchmark's Llama (4 layers, hidden 512, vocab 32000) at B=8 and a
-// cap of 725 MiB (half the unoptimised peak), the first variant alone regenerates for longer: at
-// S=703 1.10 s against 1.07, at S=527 0.52 s against 0.47.
+// cap of 720 MiB (half the unoptimised peak), the first variant alone regenerates for longer: at
+// S=703 0.94 s against 0.84, at S=527 0.49 s against 0.43.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,7 +17,7 @@ namespace {
 
 class MemoryPlanVariants : public ::testing::Test {
  protected:
-  static constexpr int64_t kCap = int64_t{725} << 20;
+  static constexpr int64_t kCap = int64_t{720} << 20;
   // The graph admits S up to 703 only, so that the trainer accepts the cap (at S=1024 it is below
   // what the planner reaches).
   engine::Trainer trainer{ir::models::build_llama({.vocab = 32000, .hidden = 512, .layers = 4, .heads = 8,
@@ -48,7 +48,7 @@ TEST_F(MemoryPlanVariants, KeepThePlanThatRegeneratesInTheLeastTime) {
     const MemoryPlan all = plan(seq, PlanOptions{}.greedy);
     EXPECT_EQ(all.regen_seconds, *std::min_element(seconds.begin(), seconds.end())) << "S=" << seq;
     // The first variant alone (the planner before there were four) regenerates for longer.
-    EXPECT_LT(all.regen_seconds, (seq == 527 ? 0.95 : 0.99) * seconds[0]) << "S=" << seq;
+    EXPECT_LT(all.regen_seconds, 0.95 * seconds[0]) << "S=" << seq;
   }
 }
 

@@ -1,0 +1,59 @@
+// Which nodes the fusion planner puts in one kernel, where that choice is made for memory: a
+// normalization joins the residual add that feeds it only when nothing else reads the sum.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "ir/text_format.h"
+#include "jit/fusion.h"
+
+namespace disc::jit {
+namespace {
+
+// x + h, normalized; `tail` may read the sum again (the next residual add of a transformer).
+std::unique_ptr<ir::Graph> residual_norm(const std::string& norm, const std::string& tail) {
+  return ir::parse_graph(R"(graph @g {
+  sym R in [1, 300]
+  input %x : f32[R, 64]
+  input %h : f32[R, 64]
+  input %w : f32[64]
+  input %b : f32[64]
+  %sum = add(%x, %h) : f32[R, 64]
+  %n = )" + norm + R"( : f32[R, 64]
+  output n = %n
+)" + tail + "}\n");
+}
+
+const char* const kRms = "rms_norm(%sum, %w) {eps = 1e-05}";
+const char* const kLayer = "layer_norm(%sum, %w, %b) {eps = 1e-05}";
+const char* const kNextAdd = "  %next = add(%sum, %x) : f32[R, 64]\n  output next = %next\n";
+
+TEST(FusionPlan, ANormFusesWithTheAddWhoseSumOnlyItReads) {
+  for (const char* norm : {kRms, kLayer}) {
+    const FusionPlan plan = plan_fusion(*residual_norm(norm, ""));
+    ASSERT_EQ(plan.groups.size(), 1u) << norm << "\n" << plan.str();
+    EXPECT_EQ(plan.groups[0].nodes.size(), 2u) << plan.str();
+  }
+}
+
+// Under a memory cap the norm's result is evicted and recomputed; in one kernel with the add, the
+// recompute would rerun the add, whose operands (a GEMM's result in a transformer) are gone.
+TEST(FusionPlan, ANormWhoseInputOthersReadTooGetsAKernelOfItsOwn) {
+  for (const char* norm : {kRms, kLayer}) {
+    auto g = residual_norm(norm, kNextAdd);
+    const FusionPlan plan = plan_fusion(*g);
+    ASSERT_EQ(plan.groups.size(), 2u) << norm << "\n" << plan.str();  // the adds, and the norm
+    const FusionGroup& adds = plan.groups[0];
+    const FusionGroup& alone = plan.groups[1];
+    EXPECT_EQ(adds.nodes.size(), 2u) << plan.str();
+    ASSERT_EQ(alone.nodes.size(), 1u) << plan.str();
+    EXPECT_TRUE(alone.nodes[0]->op().name.ends_with("norm")) << plan.str();
+    EXPECT_TRUE(std::any_of(alone.inputs.begin(), alone.inputs.end(), [](const ir::Value* v) { return v->name() == "sum"; }))
+        << plan.str();
+  }
+}
+
+}  // namespace
+}  // namespace disc::jit
