@@ -81,7 +81,7 @@ bool cost_ok(const ir::Graph& g, const FusionGroup& fg, const FusionOptions& o) 
 // next norm and the next residual add) starts its own kernel. Fused with the add, the kernel would
 // write both, and under a memory cap a recompute of the norm's result would rerun the add and the
 // GEMM feeding it (the GEMM's result is long gone); apart, the norm reruns from the residual,
-// which is alive, at a few flops per element. Apart, the norm reads the residual once more.
+// which is alive, at a few flops per element. The cost: the norm reads the residual once more.
 bool keeps_apart(const ir::Node& n) {
   const std::string& op = n.op().name;
   return (op == "rms_norm" || op == "layer_norm") && n.operand(0)->users().size() > 1;
