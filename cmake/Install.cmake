@@ -7,10 +7,10 @@ add_library(disc INTERFACE)
 target_link_libraries(disc INTERFACE disc_engine)
 add_library(disc::disc ALIAS disc)
 
-install(TARGETS disc disc_engine disc_memory disc_jit disc_devices disc_ir EXPORT discTargets
+install(TARGETS disc disc_engine disc_memory disc_jit disc_devices disc_ir disc_base EXPORT discTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(EXPORT discTargets NAMESPACE disc:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/disc)
-foreach(dir ir devices jit memory engine)
+foreach(dir base ir devices jit memory engine)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/disc
           FILES_MATCHING PATTERN "*.h")
 endforeach()

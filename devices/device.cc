@@ -44,8 +44,8 @@ int64_t extent(int64_t rows, int64_t cols, int64_t lead) { return (rows - 1) * l
 }  // namespace
 
 void check_gemm_args(const GemmArgs& g) {
-  if (g.dtype != ir::DType::kF32 && g.dtype != ir::DType::kF64) {
-    throw InvalidArgument("gemm: dtype " + std::string(ir::dtype_name(g.dtype)) +
+  if (g.dtype != DType::kF32 && g.dtype != DType::kF64) {
+    throw InvalidArgument("gemm: dtype " + std::string(dtype_name(g.dtype)) +
                           " is not supported: cast the operands to f32 (or f64)");
   }
   if (g.batch < 0 || g.m < 0 || g.n < 0 || g.k < 0) {

@@ -5,7 +5,7 @@
 //   auto dev = devices::make_cpu_device(/*threads=*/0);      // 0: every hardware thread
 //   float* a = static_cast<float*>(dev->allocate(m * k * sizeof(float)));
 //   ...
-//   devices::GemmArgs g{.dtype = ir::DType::kF32, .batch = 1, .m = m, .n = n, .k = k,
+//   devices::GemmArgs g{.dtype = DType::kF32, .batch = 1, .m = m, .n = n, .k = k,
 //                       .a = a, .b = b, .c = c};
 //   dev->gemm(g);                                           // C = A * B
 //   dev->synchronize();
@@ -18,8 +18,8 @@
 #include <string>
 #include <utility>
 
-#include "ir/dtype.h"
-#include "ir/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 
 namespace disc::devices {
 
@@ -54,7 +54,7 @@ enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 // (lda, ldb, ldc: elements from one stored row to the next) says otherwise, which addresses a
 // block of a larger matrix (devices/tril_gemm.h multiplies triangles that way).
 struct GemmArgs {
-  ir::DType dtype = ir::DType::kF32;  // f32 or f64
+  DType dtype = DType::kF32;  // f32 or f64
   int64_t batch = 1;
   int64_t m = 0;
   int64_t n = 0;

@@ -1,8 +1,8 @@
 // Runs a training step on concrete tensors, following the memory governor: binds the symbols from
 // the argument shapes (refusing bad inputs), takes the memory plan for these shapes, then walks
 // the governor's schedule. Each node's results are allocated through the allocator and its kernel
-// runs (the device's library GEMM for matmul, a compiled JIT kernel for a `fused` node when the
-// executor has a kernel cache, the op's reference kernel otherwise). Values are
+// runs: the one the kernel registry (engine/kernels/kernel_registry.h) gives for its op, device
+// kind and dtype, resolved once when the executor is made, or the op's reference kernel. Values are
 // freed after their last use, updates are copied into their arguments as soon as nothing reads
 // the old value, and the plan's evictions and regenerations (recompute or reload) happen between
 // the nodes.
@@ -12,12 +12,14 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "engine/kernels/kernel_registry.h"
 #include "engine/tensor.h"
 #include "ir/graph.h"
-#include "jit/fused_runner.h"
-#include "jit/gpu_kernels.h"
+#include "jit/cpu/fused_runner.h"
+#include "jit/gpu/gpu_kernels.h"
 #include "memory/allocator.h"
 #include "memory/governor.h"
 
@@ -69,6 +71,11 @@ class Executor {
   Executor(const ir::Graph& g, memory::Allocator& alloc, const memory::GovernorOptions& memory = {},
            jit::KernelCache* kernels = nullptr, bool background_compile = false,
            jit::GpuKernels* gpu_kernels = nullptr);
+  // The same with the graph's schedule and eviction candidates computed already (the compile
+  // pipeline's, engine/pipeline.h).
+  Executor(const ir::Graph& g, memory::Allocator& alloc, const memory::GovernorOptions& memory,
+           memory::StepSchedule schedule, jit::KernelCache* kernels = nullptr, bool background_compile = false,
+           jit::GpuKernels* gpu_kernels = nullptr);
 
   // `args` holds every graph argument by name; updates are written into those tensors.
   // Returns the graph's outputs by name.
@@ -79,34 +86,43 @@ class Executor {
   void set_observer(StepObserver observer) { observer_ = std::move(observer); }
   memory::Governor& governor() { return governor_; }
   // On a device whose memory the host cannot address: the ops of the graph that have no kernel
-  // there and run on the host over copies (run_on_device), each once, sorted. Empty on the host.
+  // there and run on the host over copies (run_staged), each once, sorted. Empty on the host.
   std::vector<std::string> staged_ops() const;
 
  private:
   struct Run;
+  // Where a node runs, resolved once: its kernel on the device (null: none), or, when its tensors
+  // are on a GPU that has none, staged to the host and run there by host_kernel (null: the
+  // reference kernel).
+  struct Placement {
+    const KernelEntry* kernel = nullptr;
+    bool staged = false;
+    const KernelEntry* host_kernel = nullptr;
+  };
+  void place_nodes();
   // In the step's schedule (in_place), results go where the liveness says (Liveness::donor,
   // written_into); a regeneration's reruns allocate their own.
   void run_node(const ir::Node& n, Run& r, bool in_place = false);
   const ir::Value* buffer_for(const ir::Value* v) const;
   void evict(const memory::Eviction& e, Run& r);
   void regenerate(const memory::RegenRun& u, const memory::MemoryPlan& plan, Run& r);
-  void run_on_host(const ir::Node& n, const ir::KernelArgs& args, devices::Device& dev, Run& r);
-  void run_on_device(const ir::Node& n, const ir::KernelArgs& args, Run& r);
-  bool staged(const ir::Node& n) const;  // run_on_device runs n on the host
-  void gemm(const ir::Node& n, const std::vector<ir::TensorRef>& in, const ir::TensorRef& out, devices::Device& dev);
-  void attention(const ir::Node& n, const ir::KernelArgs& args, devices::Device& dev);
-  void linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& args, devices::Device& dev);
+  // n's kernel (or its reference) on `ctx`'s device, counted in r's stats.
+  void run_kernel(const ir::Node& n, const KernelEntry* k, const ir::KernelArgs& args, KernelContext& ctx, Run& r);
+  // n on the host over copies of its operands, its results copied back to the device.
+  void run_staged(const ir::Node& n, const KernelEntry* k, const ir::KernelArgs& args, Run& r);
   void compile_kernels(Run& r);
-  void count_compile(const jit::KernelCache::Lookup& l, Run& r);
-  void run_fused(const ir::Node& n, const ir::KernelArgs& args, Run& r);
+  std::vector<jit::FusedKernels*> runners() const;
+  void count(const jit::KernelRun& k, Run& r);
 
   const ir::Graph& g_;
   memory::Allocator& alloc_;
   memory::Governor governor_;
   StepObserver observer_;
   std::unique_ptr<jit::FusedRunner> fused_;  // with a kernel cache and no GPU kernels
-  jit::GpuKernels* gpu_;                       // on a GPU
+  KernelContext ctx_;                          // the device's kernels run with it
   std::unique_ptr<devices::Device> host_;      // runs the nodes staged from a device on the host
+  KernelContext host_ctx_;                     // ... with this
+  std::unordered_map<const ir::Node*, Placement> placement_;
 };
 
 }  // namespace disc::engine

@@ -5,7 +5,7 @@
 #include <numbers>
 #include <random>
 
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::engine {
 namespace {
@@ -84,7 +84,7 @@ std::map<std::string, Tensor> init_params(const ir::models::Model& m, uint64_t s
                                           memory::Allocator& alloc) {
   std::map<std::string, Tensor> out;
   for (const ir::Value* p : m.params) {
-    if (p->dtype() != ir::DType::kF32 && p->dtype() != ir::DType::kF64) {
+    if (p->dtype() != DType::kF32 && p->dtype() != DType::kF64) {
       throw InvalidArgument("parameter `" + p->name() + "` is " + p->type().str() +
                             ": parameters are initialised as f32 or f64; declare it as one of those");
     }
@@ -93,7 +93,7 @@ std::map<std::string, Tensor> init_params(const ir::models::Model& m, uint64_t s
     Tensor t = Tensor::empty(p->dtype(), fixed_shape(*p, "parameter"), alloc);
     // The same draws in either precision: an f32 parameter holds its f64 twin's values, rounded.
     NormalSource normal(splitmix64(seed ^ fnv1a(p->name())));
-    if (p->dtype() == ir::DType::kF64) {
+    if (p->dtype() == DType::kF64) {
       fill<double>(t, it->second, normal);
     } else {
       fill<float>(t, it->second, normal);

@@ -11,19 +11,19 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::engine {
 namespace {
 
-const std::map<std::string, ir::DType>& dtype_codes() {
-  static const std::map<std::string, ir::DType> codes = {
-      {"F32", ir::DType::kF32}, {"F64", ir::DType::kF64}, {"BF16", ir::DType::kBF16}, {"F16", ir::DType::kF16},
-      {"I32", ir::DType::kI32}, {"I64", ir::DType::kI64}, {"BOOL", ir::DType::kBool}};
+const std::map<std::string, DType>& dtype_codes() {
+  static const std::map<std::string, DType> codes = {
+      {"F32", DType::kF32}, {"F64", DType::kF64}, {"BF16", DType::kBF16}, {"F16", DType::kF16},
+      {"I32", DType::kI32}, {"I64", DType::kI64}, {"BOOL", DType::kBool}};
   return codes;
 }
 
-std::string code_of(ir::DType t) {
+std::string code_of(DType t) {
   for (const auto& [code, dt] : dtype_codes()) {
     if (dt == t) return code;
   }
@@ -42,7 +42,7 @@ Tensor read_entry(const std::string& path, const std::string& name, const nlohma
   if (code == dtype_codes().end()) return fail("unsupported dtype " + e["dtype"].dump());
   std::vector<int64_t> shape = e["shape"].get<std::vector<int64_t>>();
   auto offsets = e["data_offsets"].get<std::vector<uint64_t>>();
-  uint64_t bytes = ir::dtype_size(code->second);
+  uint64_t bytes = dtype_size(code->second);
   for (int64_t d : shape) {
     if (d < 0) return fail("shape " + e["shape"].dump() + " has a negative dim");
     if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > static_cast<uint64_t>(INT64_MAX)) {

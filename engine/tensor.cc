@@ -2,7 +2,7 @@
 
 namespace disc::engine {
 
-Tensor Tensor::empty(ir::DType dtype, std::vector<int64_t> shape, memory::Allocator& alloc) {
+Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape, memory::Allocator& alloc) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
@@ -54,7 +54,7 @@ int64_t Tensor::numel() const {
 }
 
 std::string Tensor::describe() const {
-  std::string s(ir::dtype_name(dtype_));
+  std::string s(dtype_name(dtype_));
   s += '[';
   for (size_t i = 0; i < shape_.size(); ++i) s += (i ? ", " : "") + std::to_string(shape_[i]);
   return s + ']';

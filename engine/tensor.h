@@ -18,15 +18,15 @@ namespace disc::engine {
 class Tensor {
  public:
   Tensor() = default;
-  static Tensor empty(ir::DType dtype, std::vector<int64_t> shape, memory::Allocator& alloc);
+  static Tensor empty(DType dtype, std::vector<int64_t> shape, memory::Allocator& alloc);
   template <typename T>
   static Tensor from(std::vector<int64_t> shape, const std::vector<T>& values, memory::Allocator& alloc);
 
   bool defined() const { return storage_ != nullptr; }
-  ir::DType dtype() const { return dtype_; }
+  DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t numel() const;
-  int64_t bytes() const { return numel() * ir::dtype_size(dtype_); }
+  int64_t bytes() const { return numel() * dtype_size(dtype_); }
   void* raw() const { return storage_ ? storage_->data : nullptr; }
   template <typename T>
   T* data() const {
@@ -35,9 +35,9 @@ class Tensor {
   // A copy of the elements in host memory (through the device: a GPU's memory is not the host's).
   template <typename T>
   std::vector<T> to_vector() const {
-    if (sizeof(T) != static_cast<size_t>(ir::dtype_size(dtype_)))
+    if (sizeof(T) != static_cast<size_t>(dtype_size(dtype_)))
       throw InvalidArgument("to_vector: tensor " + describe() + " has elements of " +
-                            std::to_string(ir::dtype_size(dtype_)) + " bytes, not " + std::to_string(sizeof(T)));
+                            std::to_string(dtype_size(dtype_)) + " bytes, not " + std::to_string(sizeof(T)));
     std::vector<T> v(static_cast<size_t>(numel()));
     download(v.data());
     return v;
@@ -64,18 +64,18 @@ class Tensor {
     void* data;
     size_t bytes;
   };
-  ir::DType dtype_ = ir::DType::kF32;
+  DType dtype_ = DType::kF32;
   std::vector<int64_t> shape_;
   std::shared_ptr<Storage> storage_;
 };
 
 template <typename T>
 Tensor Tensor::from(std::vector<int64_t> shape, const std::vector<T>& values, memory::Allocator& alloc) {
-  ir::DType dt = std::is_same_v<T, float>     ? ir::DType::kF32
-                 : std::is_same_v<T, double>  ? ir::DType::kF64
-                 : std::is_same_v<T, int32_t> ? ir::DType::kI32
-                 : std::is_same_v<T, int64_t> ? ir::DType::kI64
-                                              : ir::DType::kBool;
+  DType dt = std::is_same_v<T, float>     ? DType::kF32
+                 : std::is_same_v<T, double>  ? DType::kF64
+                 : std::is_same_v<T, int32_t> ? DType::kI32
+                 : std::is_same_v<T, int64_t> ? DType::kI64
+                                              : DType::kBool;
   Tensor t = empty(dt, std::move(shape), alloc);
   if (static_cast<int64_t>(values.size()) != t.numel()) {
     throw InvalidArgument("Tensor::from: " + std::to_string(values.size()) + " values for shape " +

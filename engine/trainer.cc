@@ -14,10 +14,8 @@
 #include "devices/simulated/simulated_device.h"
 #include "engine/init.h"
 #include "engine/safetensors.h"
-#include "ir/error.h"
-#include "ir/passes/passes.h"
-#include "jit/fusion.h"
-#include "memory/shapes.h"
+#include "base/error.h"
+#include "ir/binding.h"
 
 namespace disc::engine {
 namespace {
@@ -132,45 +130,34 @@ std::unique_ptr<devices::Device> make_device(const std::string& name, int thread
   }
 }
 
-Trainer::Trainer(ir::models::Model model, const TrainerOptions& options) : model_(std::move(model)) {
+Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
+                 const std::function<void(Pipeline&)>& configure) {
   device_ = make_device(options.device, options.threads);
   alloc_ = std::make_unique<memory::CachingAllocator>(*device_, options.memory.cap);
-  // Before autodiff, so that attention's gradient is one attention_grad too.
-  if (options.fuse_attention) ir::make_attention_pass()->run(*model_.graph);
-  if (options.fuse_cross_entropy) {
-    // The step returns the loss alone: the forward graph's other outputs (the logits) go first,
-    // or they would keep what the op does without. The loss, an output, follows the rewrite.
-    ir::Graph& g = *model_.graph;
-    g.keep_outputs([](const std::string&) { return false; });
-    g.add_output("loss", model_.loss);
-    ir::make_linear_cross_entropy_pass()->run(g);
-    model_.loss = g.outputs().front().second;
-  }
-  ir::build_training_step(*model_.graph, model_.loss, model_.params, options.optimizer);
-  if (options.backward_recompute) ir::make_backward_recompute_pass()->run(*model_.graph);
-  // Causal attention's products skip their zero triangle; no value changes (ir/passes/tril.cc).
-  ir::make_tril_pass()->run(*model_.graph);
-  memory::GovernorOptions memory = options.memory;
-  memory.offload = memory.offload && device_->separate_memory();
+  TrainerOptions compile = options;
+  compile.memory.offload = options.memory.offload && device_->separate_memory();
+  Pipeline pipeline(compile);
+  if (configure) configure(pipeline);
+  compiled_ = pipeline.run(std::move(model));
+  const memory::GovernorOptions& memory = compile.memory;
   if (options.jit) {
-    fused_ = jit::apply_fusion(*model_.graph, jit::plan_fusion(*model_.graph));
     kernels_ = std::make_unique<jit::KernelCache>(options.kernel_cache_dir, options.buckets);
     if (auto* gpu = dynamic_cast<devices::GpuDevice*>(device_.get()))
       gpu_kernels_ = std::make_unique<jit::GpuKernels>(*gpu, options.kernel_cache_dir, options.buckets);
   }
-  executor_ = std::make_unique<Executor>(step_graph(), *alloc_, memory, kernels_.get(),
+  executor_ = std::make_unique<Executor>(step_graph(), *alloc_, memory, std::move(*compiled_.schedule), kernels_.get(),
                                          options.background_compile, gpu_kernels_.get());
   try {
-    state_ = init_params(model_, options.seed, *alloc_);
-    state_.merge(zero_state(*model_.graph, *alloc_));
+    state_ = init_params(compiled_.model, options.seed, *alloc_);
+    state_.merge(zero_state(*compiled_.model.graph, *alloc_));
   } catch (const OutOfMemory&) {
     // The allocator's own message would name one tensor; say what the cap has to hold first.
     int64_t held = 0;
-    for (const ir::Value* a : model_.graph->arguments())
+    for (const ir::Value* a : compiled_.model.graph->arguments())
       if (a->role() == ir::Role::kParameter || a->role() == ir::Role::kState)
         held += static_cast<int64_t>(devices::allocation_size(static_cast<size_t>(memory::concrete_bytes(*a, {}))));
-    throw OutOfMemory("memory.cap " + memory::human_bytes(memory.cap) + " cannot hold the parameters and optimizer state (" +
-                      memory::human_bytes(held) + ") before any step: raise memory.cap well above that, or train a smaller model");
+    throw OutOfMemory("the memory cap " + memory::human_bytes(memory.cap) + " cannot hold the parameters and optimizer state (" +
+                      memory::human_bytes(held) + ") before any step: raise the cap (memory.cap) well above that, or train a smaller model");
   }
   if (memory.cap > 0 && options.check_cap) {
     const ir::Bindings largest = largest_shape();
@@ -178,12 +165,12 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options) : model
   }
 }
 
-ir::Bindings Trainer::largest_shape() const { return memory::largest_bindings(*model_.graph); }
+ir::Bindings Trainer::largest_shape() const { return ir::largest_bindings(*compiled_.model.graph); }
 
 int64_t Trainer::bytes_held_for(const ir::Bindings& b) const {
   int64_t total = 0;
   for (const auto& [name, t] : state_) total += static_cast<int64_t>(devices::allocation_size(t.bytes()));
-  for (const ir::Value* a : model_.graph->arguments()) {
+  for (const ir::Value* a : compiled_.model.graph->arguments()) {
     if (a->role() == ir::Role::kInput) total += memory::concrete_bytes(*a, b);
   }
   return total;
@@ -195,10 +182,10 @@ StepResult Trainer::step(const Batch& batch, double lr) {
     if (state_.contains(name)) throw InvalidArgument("batch entry `" + name + "` names a parameter, not an input");
     args[name] = t;
   }
-  ir::DType t = model_.loss->dtype();
-  args["lr"] = t == ir::DType::kF64 ? Tensor::from<double>({}, {lr}, *alloc_)
+  DType t = compiled_.model.loss->dtype();
+  args["lr"] = t == DType::kF64 ? Tensor::from<double>({}, {lr}, *alloc_)
                                     : Tensor::from<float>({}, {static_cast<float>(lr)}, *alloc_);
-  if (model_.graph->find_value("step")) args["step"] = Tensor::from<int64_t>({}, {step_ + 1}, *alloc_);
+  if (compiled_.model.graph->find_value("step")) args["step"] = Tensor::from<int64_t>({}, {step_ + 1}, *alloc_);
   StepResult r;
   auto out = executor_->run(args, &r.stats);
   alloc_->trim();  // blocks no step reused for a few steps go back to the system
@@ -210,7 +197,7 @@ StepResult Trainer::step(const Batch& batch, double lr) {
 
 std::vector<std::string> Trainer::parameter_names() const {
   std::vector<std::string> names;
-  for (const ir::Value* p : model_.params) names.push_back(p->name());
+  for (const ir::Value* p : compiled_.model.params) names.push_back(p->name());
   return names;
 }
 
@@ -239,7 +226,7 @@ void Trainer::save(const std::string& dir, const std::map<std::string, std::stri
   check_replaceable(final);
   std::string meta;
   try {
-    meta = nlohmann::json{{"step", step_}, {"graph", model_.graph->name()}, {"extra", extra}}.dump(2) + "\n";
+    meta = nlohmann::json{{"step", step_}, {"graph", compiled_.model.graph->name()}, {"extra", extra}}.dump(2) + "\n";
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument("checkpoint extra data must be UTF-8 text: " + std::string(e.what()));
   }
@@ -249,7 +236,7 @@ void Trainer::save(const std::string& dir, const std::map<std::string, std::stri
   if (!ec) fs::create_directory(staging, ec);
   if (ec) throw IoError("cannot create checkpoint folder " + staging.string() + ": " + ec.message());
   try {
-    write_safetensors((staging / "state.safetensors").string(), state_, {{"graph", model_.graph->name()}});
+    write_safetensors((staging / "state.safetensors").string(), state_, {{"graph", compiled_.model.graph->name()}});
     write_text_durably((staging / "trainer.json").string(), meta);
     sync_folder(staging.string());
     // Only a complete checkpoint gets the final name; an older one of the same step goes first.

@@ -17,6 +17,7 @@
 // the graph's symbolic shapes), OutOfMemory, IoError. Nothing aborts the host process.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,6 +25,8 @@
 
 #include "devices/device.h"
 #include "engine/executor.h"
+#include "engine/options.h"
+#include "engine/pipeline.h"
 #include "engine/tensor.h"
 #include "memory/caching_allocator.h"
 #include "ir/models/model.h"
@@ -32,31 +35,6 @@
 namespace disc::engine {
 
 using Batch = std::map<std::string, Tensor>;
-
-struct TrainerOptions {
-  std::string device = "cpu";
-  int threads = 0;                 // 0: every hardware thread
-  uint64_t seed = 0;               // parameter initialisation
-  ir::OptimizerConfig optimizer;   // AdamW with weight decay 0.01 by default
-  memory::GovernorOptions memory;  // the cap on device bytes (0: none), scheduling, remat, offload
-  bool jit = true;                 // fused JIT kernels for memory-bound ops (false: reference kernels only)
-  bool fuse_attention = true;      // attention as one op run by blocks of query rows (ir/passes/attention.cc)
-  // A linear layer and cross-entropy (the model's head) as one op run by chunks of rows, without
-  // the [..., classes] logits (ir/passes/linear_cross_entropy.cc).
-  bool fuse_cross_entropy = true;
-  // Memory-bound forward values that the backward reads (SwiGLU's silu) made again there from
-  // values it reads anyway, instead of held from the forward (ir/passes/backward_recompute.cc).
-  bool backward_recompute = true;
-  std::vector<int64_t> buckets;    // shape-bucket boundaries ([]: powers of two; used by the JIT)
-  std::string kernel_cache_dir;    // on-disk kernel cache ("": none; used by the JIT)
-  // Compile new buckets' kernels on a thread of their own and interpret those nodes meanwhile: no
-  // step waits for a compile, but which nodes ran interpreted (other rounding) depends on timing,
-  // so runs are no longer bit-identical (engine/executor.h).
-  bool background_compile = false;
-  // Refuse a memory cap that the largest shape cannot keep, before the first step. `disc-train
-  // plan` turns it off to show where such a cap fails.
-  bool check_cap = true;
-};
 
 struct StepResult {
   int64_t step = 0;  // 1 for the first step
@@ -67,16 +45,21 @@ struct StepResult {
 
 class Trainer {
  public:
-  // Builds the training step from a model and initialises its parameters from options.seed.
-  Trainer(ir::models::Model model, const TrainerOptions& options);
+  // Builds the training step from a model through the compile pipeline (engine/pipeline.h) and
+  // initialises its parameters from options.seed. `configure`, when given, sees the pipeline
+  // before it runs (to print a stage's result, as `disc-train plan --dump-after` does).
+  Trainer(ir::models::Model model, const TrainerOptions& options,
+          const std::function<void(Pipeline&)>& configure = nullptr);
 
   // One training step on `batch` (the model's inputs by name) at learning rate `lr`.
   StepResult step(const Batch& batch, double lr);
 
   int64_t steps_done() const { return step_; }
-  const ir::Graph& graph() const { return *model_.graph; }
+  const ir::Graph& graph() const { return *compiled_.model.graph; }
   // The graph the executor runs: graph() with its fused groups as `fused` nodes when options.jit.
-  const ir::Graph& step_graph() const { return fused_ ? *fused_ : *model_.graph; }
+  const ir::Graph& step_graph() const { return compiled_.graph(); }
+  // What the compile pipeline made (engine/pipeline.h): the graph, the fusion plan.
+  const CompiledStep& compiled() const { return compiled_; }
   std::vector<std::string> parameter_names() const;
   const Tensor& parameter(const std::string& name) const;
   // Copies `value` into the parameter (same dtype and shape, else InvalidArgument).
@@ -105,8 +88,7 @@ class Trainer {
   std::map<std::string, std::string> load(const std::string& dir);
 
  private:
-  ir::models::Model model_;
-  std::unique_ptr<ir::Graph> fused_;  // with options.jit
+  CompiledStep compiled_;  // the schedule went to the executor's governor
   std::unique_ptr<devices::Device> device_;
   std::unique_ptr<memory::CachingAllocator> alloc_;
   std::unique_ptr<jit::KernelCache> kernels_;  // with options.jit

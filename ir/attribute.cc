@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/suggest.h"
 
 namespace disc::ir {

@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::ir {
 

@@ -1,6 +1,6 @@
 #include "ir/dim_expr.h"
 
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::ir {
 

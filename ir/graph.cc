@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/op_registry.h"
 
 namespace disc::ir {

@@ -3,7 +3,7 @@
 #include <cctype>
 #include <charconv>
 
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::ir {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::ir::nn {
 namespace {

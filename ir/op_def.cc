@@ -1,6 +1,6 @@
 #include "ir/op_def.h"
 
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::ir {
 

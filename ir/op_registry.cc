@@ -1,6 +1,6 @@
 #include "ir/op_registry.h"
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/ops/ops.h"
 #include "ir/suggest.h"
 

@@ -5,7 +5,7 @@
 #include <limits>
 #include <sstream>
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/lexer.h"
 #include "ir/suggest.h"
 #include "ir/text_format.h"

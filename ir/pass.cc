@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/passes/passes.h"
 #include "ir/suggest.h"
 #include "ir/verifier.h"

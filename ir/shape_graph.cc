@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::ir {
 namespace {

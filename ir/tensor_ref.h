@@ -10,8 +10,8 @@
 
 #include "ir/attribute.h"
 #include "ir/dim_expr.h"
-#include "ir/dtype.h"
-#include "ir/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 
 namespace disc::ir {
 

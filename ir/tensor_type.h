@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "ir/dim_expr.h"
-#include "ir/dtype.h"
+#include "base/dtype.h"
 
 namespace disc::ir {
 

@@ -1,7 +1,7 @@
 #include "ir/training_step.h"
 
 #include "ir/autodiff.h"
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::ir {
 namespace {

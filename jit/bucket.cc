@@ -4,7 +4,7 @@
 #include <bit>
 #include <limits>
 
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::jit {
 namespace {

@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <system_error>
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "jit/hash.h"
 
 namespace disc::jit {

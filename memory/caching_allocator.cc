@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::memory {
 
@@ -61,7 +61,7 @@ void CachingAllocator::make_room(size_t bytes) {
   if (over()) {
     throw OutOfMemory("memory cap: " + std::to_string(stats_.live_bytes) + " bytes are live and " +
                       std::to_string(need) + " more were asked for, past the cap of " + std::to_string(cap_) +
-                      " bytes: raise memory.cap or lower the batch size");
+                      " bytes: raise the memory cap (memory.cap) or lower the batch size");
   }
 }
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "ir/error.h"
-#include "memory/shapes.h"
+#include "base/error.h"
+#include "ir/binding.h"
 
 namespace disc::memory {
 namespace {
@@ -14,16 +14,36 @@ constexpr size_t kMaxCachedPlans = 512;
 
 }  // namespace
 
-Governor::Governor(const ir::Graph& g, const GovernorOptions& options) : g_(g), options_(options) {
+StepSchedule schedule_ops(const ir::Graph& g, const GovernorOptions& options) {
+  StepSchedule s;
   if (options.schedule) {
-    schedule_ = choose_schedule(g);
+    s.schedule = choose_schedule(g);
   } else {
     auto nodes = g.nodes();
-    schedule_ = {{nodes.begin(), nodes.end()}, "original", {}};
+    s.schedule = {{nodes.begin(), nodes.end()}, "original", {}};
   }
-  live_ = analyze_liveness(g, schedule_.order);
-  if (options.cap > 0 && (options.remat || options.offload)) candidates_ = find_candidates(g, live_);
+  s.live = analyze_liveness(g, s.schedule.order);
+  return s;
 }
+
+std::vector<Candidate> remat_candidates(const ir::Graph& g, const StepSchedule& s, const GovernorOptions& options) {
+  if (options.cap <= 0 || !(options.remat || options.offload)) return {};
+  return find_candidates(g, s.live);
+}
+
+Governor::Governor(const ir::Graph& g, const GovernorOptions& options)
+    : Governor(g, options, [&] {
+        StepSchedule s = schedule_ops(g, options);
+        s.candidates = remat_candidates(g, s, options);
+        return s;
+      }()) {}
+
+Governor::Governor(const ir::Graph& g, const GovernorOptions& options, StepSchedule s)
+    : g_(g),
+      options_(options),
+      schedule_(std::move(s.schedule)),
+      live_(std::move(s.live)),
+      candidates_(std::move(s.candidates)) {}
 
 PlanOptions Governor::plan_options(int64_t cap, bool cheapest) const {
   return {.cap = cap, .cheapest = cheapest, .remat = options_.remat, .offload = options_.offload};
@@ -63,13 +83,13 @@ void Governor::check_cap(const ir::Bindings& largest, int64_t held_before_step) 
   const MemoryPlan p = plan_memory(g_, live_, candidates_, largest, held_before_step, plan_options(0));
   const bool below_bound = cap < p.lower_bound;
   throw OutOfMemory(
-      "memory.cap " + human_bytes(cap) + " is too small for the largest batch (" + describe_bindings(g_, largest) +
+      "the memory cap (memory.cap) " + human_bytes(cap) + " is too small for the largest batch (" + ir::describe_bindings(g_, largest) +
       "): " + (below_bound ? "it is below the lower bound " : "the lower bound is ") + human_bytes(p.lower_bound) +
       " (" + human_bytes(held_before_step) + " of parameters, optimizer state and inputs, plus what step " +
       std::to_string(p.lower_bound_step) + ", " + g_.describe(*live_.order.at(p.lower_bound_step)) +
       ", must hold), and the smallest cap the planner reaches is " +
       human_bytes(smallest_feasible_cap(largest, held_before_step)) +
-      ": raise memory.cap, or lower the batch size or the maximum length");
+      ": raise the cap, or lower the batch size or the maximum length");
 }
 
 std::string Governor::report(const ir::Bindings& b, int64_t held_before_step) const {
@@ -77,7 +97,7 @@ std::string Governor::report(const ir::Bindings& b, int64_t held_before_step) co
   for (const auto& [method, peak] : schedule_.tried) s += "; " + method + " peaks at " + human_bytes(peak);
   s += "\n" + std::to_string(candidates_.size()) + " eviction candidates" +
        (candidates_.empty() ? " (none without a cap, or with remat and offload off)\n" : ":\n") +
-       print_candidates(candidates_) + "memory plan for " + describe_bindings(g_, b) + ": ";
+       print_candidates(candidates_) + "memory plan for " + ir::describe_bindings(g_, b) + ": ";
   try {
     s += print_plan(g_, live_, candidates_, plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(options_.cap)),
                     options_.cap);

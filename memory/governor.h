@@ -25,10 +25,25 @@ struct GovernorOptions {
   bool offload = false;   // copy evicted values to the host (devices with separate memory)
 };
 
+// The compile-time half of the governor, computed once per graph: the op order and its liveness
+// (the pipeline's `schedule` stage) and the eviction candidates (its `remat` stage).
+struct StepSchedule {
+  ScheduleChoice schedule;
+  Liveness live;
+  std::vector<Candidate> candidates;  // none without a cap, or with remat and offload off
+};
+
+// The op order `options` asks for (memory-aware, or the graph's own) and its liveness.
+StepSchedule schedule_ops(const ir::Graph& g, const GovernorOptions& options);
+// The eviction candidates of `s`'s order, where `options` has a cap and a way to regenerate.
+std::vector<Candidate> remat_candidates(const ir::Graph& g, const StepSchedule& s, const GovernorOptions& options);
+
 class Governor {
  public:
   // The graph must outlive the governor.
   Governor(const ir::Graph& g, const GovernorOptions& options);
+  // With the schedule and candidates computed already (engine/pipeline.h).
+  Governor(const ir::Graph& g, const GovernorOptions& options, StepSchedule s);
 
   const Liveness& liveness() const { return live_; }
   const ScheduleChoice& schedule() const { return schedule_; }

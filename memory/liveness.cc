@@ -4,7 +4,7 @@
 #include <set>
 
 #include "devices/device.h"
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::memory {
 namespace {

@@ -10,7 +10,7 @@
 #include <tuple>
 #include <sstream>
 
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::memory {
 namespace {
@@ -400,7 +400,7 @@ void Planner::refuse(int step) const {
                     g_.describe(*l_.order[step]) + ") needs " + human_bytes(held(step)) +
                     (regen > 0 ? " (" + human_bytes(regen) + " of it to regenerate its inputs)" : "") +
                     " with every possible eviction made (lower bound for these shapes " + human_bytes(p.lower_bound) +
-                    " at step " + std::to_string(p.lower_bound_step) + "): raise memory.cap or lower the batch size" +
+                    " at step " + std::to_string(p.lower_bound_step) + "): raise the memory cap (memory.cap) or lower the batch size" +
                     (options_.remat ? "" : ", or turn memory.remat on"));
 }
 

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "memory/liveness.h"
-#include "memory/shapes.h"
+#include "ir/binding.h"
 
 namespace disc::memory {
 namespace {
@@ -205,7 +205,7 @@ ScheduleChoice choose_schedule(const ir::Graph& g) {
       {"depth-first", depth_first_schedule(g)},
       {"updates-early", updates_early_schedule(g)},
   };
-  const auto samples = sample_bindings(g);
+  const auto samples = ir::sample_bindings(g);
   ScheduleChoice choice;
   int64_t best_total = -1;
   for (auto& [method, order] : orders) {

@@ -10,7 +10,7 @@
 // operands are made and, for an update, the argument's other readers have run; a parameter's
 // AdamW step then follows its gradient, which dies there, and writes the parameter in place
 // instead of the gradient being held to the end of the backward). The sample shapes are
-// memory::sample_bindings.
+// ir::sample_bindings.
 #pragma once
 
 #include <string>

@@ -1,7 +1,7 @@
 // Byte-level encoding and decoding (see byte_tokenizer.h).
 #include "apps/data/byte_tokenizer.h"
 
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::data {
 

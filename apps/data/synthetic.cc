@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "apps/data/random.h"
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::data {
 namespace {

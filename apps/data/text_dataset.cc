@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "apps/data/byte_tokenizer.h"
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::data {
 namespace {

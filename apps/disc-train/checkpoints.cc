@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::apps {
 namespace {

@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "config_schema.h"
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/suggest.h"
 
 namespace disc::apps {

@@ -11,8 +11,9 @@
 #include <iostream>
 
 #include "config.h"
+#include "engine/pipeline.h"
 #include "devices/cpu/openmp_spin.h"
-#include "ir/error.h"
+#include "base/error.h"
 #include "run.h"
 
 int main(int argc, char** argv) {
@@ -35,8 +36,11 @@ int main(int argc, char** argv) {
   add_common(check);
   CLI::App* show = app.add_subcommand("plan", "Print symbols, the op schedule, eviction candidates and the memory plan (for a memory.cap too small, where it fails)");
   add_common(show);
-  std::string shape;
+  std::string shape, dump;
   show->add_option("--shape", shape, "symbol values for the memory plan, e.g. B=8,S=64 (default: upper bounds)");
+  std::string stages = "also print what these compile pipeline stages made (comma-separated, or 'all'):";
+  for (const std::string& d : disc::engine::Pipeline::stage_descriptions()) stages += "\n  " + d;
+  show->add_option("--dump-after", dump, stages);
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -46,7 +50,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*check) return disc::apps::validate(c);
-    if (*show) return disc::apps::plan(c, shape);
+    if (*show) return disc::apps::plan(c, shape, dump);
     return disc::apps::run_training(c, flags);
   } catch (const disc::Error& e) {
     std::cerr << "disc-train: " << e.what() << "\n";

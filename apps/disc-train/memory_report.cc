@@ -4,8 +4,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "ir/error.h"
-#include "memory/shapes.h"
+#include "base/error.h"
+#include "ir/binding.h"
 
 namespace disc::apps {
 namespace {
@@ -49,7 +49,7 @@ void write_memory_report(const std::string& path, const ir::Graph& g, memory::Go
   std::ostringstream os;
   os << "<svg xmlns='http://www.w3.org/2000/svg' width='" << kWidth << "' height='" << kHeight
      << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n"
-     << "<text x='" << kLeft << "' y='20' font-size='15'>Bytes held during one step of " << g.name() << " (" << memory::describe_bindings(g, b)
+     << "<text x='" << kLeft << "' y='20' font-size='15'>Bytes held during one step of " << g.name() << " (" << ir::describe_bindings(g, b)
      << "): " << plan.evictions.size() << " evictions, peak " << memory::human_bytes(plan.unplanned_peak) << " &#8594; "
      << memory::human_bytes(plan.peak) << "</text>\n"
      << "<text x='" << kLeft << "' y='38' fill='#888'>grey: without evictions; blue: as planned (regeneration "

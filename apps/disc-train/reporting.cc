@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "memory/memory_plan.h"
 
 namespace disc::apps {

@@ -10,9 +10,9 @@
 
 #include "checkpoints.h"
 #include "memory_report.h"
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/text_format.h"
-#include "memory/shapes.h"
+#include "ir/binding.h"
 #include "reporting.h"
 #include "schedule.h"
 #include "setup.h"
@@ -161,18 +161,28 @@ int validate(const Config& c) {
   return 0;
 }
 
-int plan(const Config& c, const std::string& shape) {
+int plan(const Config& c, const std::string& shape, const std::string& dump_after) {
   RunSetup s = make_setup(c);
   s.trainer.check_cap = false;  // the report says where a cap too small fails
-  engine::Trainer trainer(std::move(s.model), s.trainer);
-  const ir::Graph& g = trainer.graph();
-  const ir::Bindings b = memory::parse_bindings(shape, g, trainer.largest_shape());
+  engine::Trainer trainer(std::move(s.model), s.trainer, [&](engine::Pipeline& p) {
+    if (dump_after.empty()) return;
+    p.after(engine::split_names(dump_after), [](const std::string& stage, engine::CompiledStep& step) {
+      std::cout << "// ----- after " << stage << " -----\n" << engine::Pipeline::print_stage(stage, step);
+    });
+  });
+  const ir::Graph& g = trainer.step_graph();
+  const ir::Bindings b = ir::parse_bindings(shape, g, trainer.largest_shape());
   std::cout << "// " << s.describe << "\n// symbols and bounds:\n";
   for (const ir::Symbol* sym : g.shapes().symbols()) {
     std::cout << "//   " << sym->name << " in [" << sym->lo << ", " << sym->hi << "]\n";
   }
   std::istringstream report(trainer.governor().report(b, trainer.bytes_held_for(b)));
   for (std::string line; std::getline(report, line);) std::cout << "// " << line << "\n";
+  if (const auto& fusion = trainer.compiled().fusion) {
+    std::istringstream lines(fusion->str());
+    std::cout << "// fusion plan:\n";
+    for (std::string line; std::getline(lines, line);) std::cout << "//   " << line << "\n";
+  }
   std::cout << "// execution order:\n";
   const auto& order = trainer.governor().liveness().order;
   for (size_t i = 0; i < order.size(); ++i) std::cout << "//   " << i << ": " << g.describe(*order[i]) << "\n";

@@ -12,7 +12,8 @@ struct RunFlags {
 int run_training(const Config& c, const RunFlags& f);
 int validate(const Config& c);
 // Prints the symbols, the governor's schedule, candidates and memory plan at `shape` ("B=8,S=64";
-// "": every symbol at its upper bound), and the step's graph.
-int plan(const Config& c, const std::string& shape);
+// "": every symbol at its upper bound), the fusion plan and the step's graph; before them, what
+// the compile pipeline's stages named in `dump_after` ("fusion,schedule", "all") made.
+int plan(const Config& c, const std::string& shape, const std::string& dump_after = "");
 
 }  // namespace disc::apps

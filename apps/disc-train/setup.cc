@@ -11,8 +11,8 @@
 #include "apps/data/byte_tokenizer.h"
 #include "apps/data/synthetic.h"
 #include "apps/data/text_dataset.h"
-#include "engine/binding.h"
-#include "ir/error.h"
+#include "ir/binding.h"
+#include "base/error.h"
 #include "ir/text_format.h"
 
 namespace disc::apps {
@@ -89,15 +89,15 @@ void check_graph_fits_data(const std::string& file, const ir::Graph& g, const Co
   const std::string fed = "disc-train feeds `tokens` and `targets` i32[B, S] (and `seed` i64[] when declared)";
   for (const char* input : {"tokens", "targets"}) {
     const ir::Value* v = g.find_value(input);
-    if (!v || v->role() != ir::Role::kInput || v->dtype() != ir::DType::kI32 || v->rank() != 2) {
+    if (!v || v->role() != ir::Role::kInput || v->dtype() != DType::kI32 || v->rank() != 2) {
       throw InvalidArgument(file + ": disc-train feeds `" + input + "` i32[B, S]; declare `input %" + input + " : i32[B, S]`");
     }
   }
-  engine::ShapeOf largest, smallest;
+  ir::ShapeOf largest, smallest;
   const DataShapes d = data_shapes(c, s);
   for (const ir::Value* a : g.arguments()) {
     if (a->role() == ir::Role::kInput) {
-      if (a->name() == "seed" && a->dtype() == ir::DType::kI64 && a->rank() == 0) {
+      if (a->name() == "seed" && a->dtype() == DType::kI64 && a->rank() == 0) {
         largest[a->name()] = smallest[a->name()] = {a->dtype(), {}};
       } else if (a->name() != "tokens" && a->name() != "targets") {
         throw InvalidArgument(file + ": input %" + a->name() + " (" + a->type().str() + ") is not something the data gives; " +
@@ -119,9 +119,9 @@ void check_graph_fits_data(const std::string& file, const ir::Graph& g, const Co
     }
     largest[a->name()] = smallest[a->name()] = {a->dtype(), shape};
   }
-  auto check = [&](const engine::ShapeOf& shapes, const std::vector<int64_t>& bs, const std::string& which, const std::string& fix) {
+  auto check = [&](const ir::ShapeOf& shapes, const std::vector<int64_t>& bs, const std::string& which, const std::string& fix) {
     try {
-      engine::bind_symbols(g, shapes);
+      ir::bind_symbols(g, shapes);
     } catch (const Error& e) {
       throw InvalidArgument(file + ": the data gives batches as " + which + " as [" + std::to_string(bs[0]) + ", " +
                             std::to_string(bs[1]) + "], which the graph refuses: " + e.what() + " (or " + fix + ")");

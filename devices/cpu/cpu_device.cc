@@ -144,7 +144,7 @@ void CpuDevice::gemm(const GemmArgs& g) {
   if (g.batch == 0 || g.m == 0 || g.n == 0) return;
   if (g.k == 0 && g.accumulate) return;  // adds nothing
   // oneDNN has no f64, and an empty K is just zeroing C, which oneDNN need not see.
-  if (g.dtype == ir::DType::kF64 || g.k == 0) {
+  if (g.dtype == DType::kF64 || g.k == 0) {
     loop_gemm(g);
     return;
   }

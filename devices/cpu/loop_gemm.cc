@@ -66,7 +66,7 @@ void gemm_typed(const GemmArgs& g) {
 }  // namespace
 
 void loop_gemm(const GemmArgs& g) {
-  if (g.dtype == ir::DType::kF64) {
+  if (g.dtype == DType::kF64) {
     gemm_typed<double>(g);
   } else {
     gemm_typed<float>(g);

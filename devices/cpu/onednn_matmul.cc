@@ -21,9 +21,9 @@ memory::desc matrix_desc(bool batched, int64_t batch, int64_t batch_stride, int6
                       {batch_stride, row_stride, col_stride});
 }
 
-std::string describe(ir::DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k, bool ta,
+std::string describe(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k, bool ta,
                      bool tb) {
-  return std::string(ir::dtype_name(dtype)) + " batch=" + std::to_string(batch) +
+  return std::string(dtype_name(dtype)) + " batch=" + std::to_string(batch) +
          " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
          (ta ? " transpose_a" : "") + (tb ? " transpose_b" : "");
 }
@@ -104,9 +104,9 @@ void OnednnMatmul::evict_oldest() {
 }
 
 void OnednnMatmul::run(const GemmArgs& g) {
-  if (g.dtype != ir::DType::kF32) {
+  if (g.dtype != DType::kF32) {
     throw InvalidArgument("gemm: oneDNN matmul takes f32, got " +
-                          std::string(ir::dtype_name(g.dtype)) + ": use Device::gemm, which "
+                          std::string(dtype_name(g.dtype)) + ": use Device::gemm, which "
                           "routes other dtypes to the loop fallback");
   }
   std::lock_guard<std::mutex> lock(mu_);

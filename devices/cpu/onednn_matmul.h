@@ -35,7 +35,7 @@ class OnednnMatmul {
  private:
   // Everything that shapes a primitive, after folding (see make_key in the .cc).
   struct Key {
-    ir::DType dtype;
+    DType dtype;
     int64_t batch, m, n, k;
     bool transpose_a, transpose_b, accumulate;
     int64_t stride_a, stride_b, stride_c;

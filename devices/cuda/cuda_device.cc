@@ -3,7 +3,7 @@
 
 
 #include "devices/cuda/driver_api.h"
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::devices::cuda {
 namespace {

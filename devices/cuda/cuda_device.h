@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "devices/gpu_device.h"
+#include "devices/gpu/gpu_device.h"
 
 namespace disc::devices::cuda {
 

@@ -1,7 +1,7 @@
 #include "devices/cuda/driver_api.h"
 
 #include "devices/shared_library.h"
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::devices::cuda {
 namespace {

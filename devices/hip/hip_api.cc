@@ -1,7 +1,7 @@
 #include "devices/hip/hip_api.h"
 
 #include "devices/shared_library.h"
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::devices::hip {
 namespace {

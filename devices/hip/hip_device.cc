@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "devices/hip/hip_api.h"
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::devices::hip {
 namespace {

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "devices/gpu_device.h"
+#include "devices/gpu/gpu_device.h"
 
 namespace disc::devices::hip {
 

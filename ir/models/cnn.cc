@@ -1,6 +1,6 @@
 // Small CNN classifier over NCHW images: per stage a 3x3 convolution (padding 1), ReLU and 2x2
 // max pooling; then flatten, a linear head and cross-entropy.
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/models/model.h"
 #include "ir/nn.h"
 

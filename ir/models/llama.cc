@@ -1,6 +1,6 @@
 // Llama: token embedding, per layer RMSNorm -> attention (RoPE, grouped-query heads) -> residual,
 // RMSNorm -> SwiGLU -> residual; final RMSNorm, LM head (or the embedding, tied), cross-entropy.
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/models/model.h"
 #include "ir/nn.h"
 

@@ -1,6 +1,6 @@
 #include "ir/models/model.h"
 
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::ir::models {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <set>
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "test_util.h"
 
 namespace disc::data {

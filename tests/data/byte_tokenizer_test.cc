@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::data {
 namespace {

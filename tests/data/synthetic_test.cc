@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "apps/data/text_dataset.h"
-#include "ir/error.h"
+#include "base/error.h"
 #include "test_util.h"
 
 namespace disc::data {

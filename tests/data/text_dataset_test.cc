@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "apps/data/byte_tokenizer.h"
-#include "ir/error.h"
+#include "base/error.h"
 #include "test_util.h"
 
 namespace disc::data {

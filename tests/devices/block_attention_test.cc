@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "devices/block_attention.h"
+#include "devices/cpu/block_attention.h"
 #include "ir/attribute.h"
 #include "ir/ops/kernels.h"
 #include "tests/devices/host_tensors.h"
@@ -20,7 +20,6 @@
 namespace disc::devices {
 namespace {
 
-using ir::DType;
 using testing::expect_close;
 using testing::ref;
 

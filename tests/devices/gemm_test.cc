@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "devices/blas_gemm.h"
+#include "devices/gpu/blas_gemm.h"
 #include "devices/cuda/cuda_device.h"
 #include "devices/hip/hip_device.h"
 #include "devices/device.h"
@@ -22,7 +22,6 @@
 namespace disc::devices {
 namespace {
 
-using ir::DType;
 
 enum class Layout { kSingle, kBatched, kPaddedBatch, kSharedB, kSharedBPadded, kPaddedRows };
 
@@ -283,7 +282,7 @@ const char* layout_name(Layout l) {
 
 std::string case_name(const ::testing::TestParamInfo<GemmCase>& info) {
   const GemmCase& t = info.param;
-  return std::string(ir::dtype_name(t.dtype)) + "_" + layout_name(t.layout) + "_" +
+  return std::string(dtype_name(t.dtype)) + "_" + layout_name(t.layout) + "_" +
          std::to_string(t.m) + "x" + std::to_string(t.n) + "x" + std::to_string(t.k) + "_" +
          (t.ta ? "T" : "N") + (t.tb ? "T" : "N") + (t.accumulate ? "_accumulate" : "");
 }

@@ -14,7 +14,7 @@
 
 #include "devices/cuda/cuda_device.h"
 #include "devices/hip/hip_device.h"
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::devices {
 namespace {

@@ -1,6 +1,6 @@
 // The page-locked block cache of GPU devices (devices/host_block_cache.h), over plain memory: which
 // requests the driver sees, and how much stays cached.
-#include "devices/host_block_cache.h"
+#include "devices/gpu/host_block_cache.h"
 
 #include <gtest/gtest.h>
 

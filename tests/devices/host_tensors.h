@@ -16,7 +16,7 @@ namespace disc::devices::testing {
 // `v` (f32 or f64) as a tensor of `shape`.
 template <typename T>
 ir::TensorRef ref(std::vector<T>& v, std::vector<int64_t> shape) {
-  return {.dtype = std::is_same_v<T, double> ? ir::DType::kF64 : ir::DType::kF32, .shape = std::move(shape),
+  return {.dtype = std::is_same_v<T, double> ? DType::kF64 : DType::kF32, .shape = std::move(shape),
           .data = v.data()};
 }
 

@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "devices/linear_cross_entropy.h"
+#include "devices/cpu/linear_cross_entropy.h"
 #include "ir/attribute.h"
 #include "ir/op_registry.h"
 #include "ir/tensor_ref.h"
@@ -19,7 +19,6 @@
 namespace disc::devices {
 namespace {
 
-using ir::DType;
 using testing::expect_close;
 using testing::ref;
 

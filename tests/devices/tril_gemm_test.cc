@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "devices/tril_gemm.h"
+#include "devices/cpu/tril_gemm.h"
 
 namespace disc::devices {
 namespace {
@@ -141,7 +141,7 @@ TEST(TrilGemmArgs, F64) {
     for (int64_t q = 0; q <= r; ++q) a[r * s + q] = 1.0 / (1 + r + q);
   }
   for (int64_t i = 0; i < s * n; ++i) b[i] = (i % 7) - 3;
-  gemm_tril_a(*dev, {.dtype = ir::DType::kF64, .m = s, .n = n, .k = s, .a = a.data(),
+  gemm_tril_a(*dev, {.dtype = DType::kF64, .m = s, .n = n, .k = s, .a = a.data(),
                      .b = b.data(), .c = c.data()});
   for (int64_t i = 0; i < s; ++i) {
     for (int64_t j = 0; j < n; ++j) {

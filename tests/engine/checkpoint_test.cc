@@ -11,7 +11,7 @@
 #include "engine/init.h"
 #include "engine/safetensors.h"
 #include "engine/trainer.h"
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/models/model.h"
 #include "memory/allocator.h"
 
@@ -199,7 +199,7 @@ TEST(Safetensors, NamesThatAreNotUtf8AreAnInvalidArgument) {
 }
 
 // A model whose only parameter is `w`, of `dtype`, initialised normal(0, 0.5).
-ir::models::Model one_param(ir::DType dtype) {
+ir::models::Model one_param(DType dtype) {
   ir::models::Model m;
   m.graph = std::make_unique<ir::Graph>("p");
   m.params.push_back(m.graph->add_argument("w", {dtype, {4, 8}}, ir::Role::kParameter));
@@ -210,9 +210,9 @@ ir::models::Model one_param(ir::DType dtype) {
 TEST(Init, F64ParametersGetF64ValuesFromTheSameDraws) {
   auto dev = devices::make_cpu_device(1);
   memory::DeviceAllocator alloc(*dev);
-  Tensor d = init_params(one_param(ir::DType::kF64), 9, alloc).at("w");
-  Tensor f = init_params(one_param(ir::DType::kF32), 9, alloc).at("w");
-  ASSERT_EQ(d.dtype(), ir::DType::kF64);
+  Tensor d = init_params(one_param(DType::kF64), 9, alloc).at("w");
+  Tensor f = init_params(one_param(DType::kF32), 9, alloc).at("w");
+  ASSERT_EQ(d.dtype(), DType::kF64);
   ASSERT_EQ(d.shape(), (std::vector<int64_t>{4, 8}));
   int beyond_float = 0;
   for (int64_t i = 0; i < d.numel(); ++i) {
@@ -227,14 +227,14 @@ TEST(Init, SymbolicShapesAreAClearError) {
   memory::DeviceAllocator alloc(*dev);
   ir::Graph g("step");
   g.shapes().add_symbol({"B", 1, 8});
-  g.add_argument("m.w", {ir::DType::kF32, {ir::DimExpr::symbol("B"), 4}}, ir::Role::kState);
+  g.add_argument("m.w", {DType::kF32, {ir::DimExpr::symbol("B"), 4}}, ir::Role::kState);
   try {
     zero_state(g, alloc);
     FAIL() << "zero_state accepted a symbolic shape";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("`m.w` has the symbolic shape f32[B, 4]"), std::string::npos) << e.what();
   }
-  ir::models::Model m = one_param(ir::DType::kBF16);
+  ir::models::Model m = one_param(DType::kBF16);
   EXPECT_THROW(init_params(m, 1, alloc), InvalidArgument);
 }
 

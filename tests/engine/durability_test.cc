@@ -15,7 +15,7 @@
 #include "devices/device.h"
 #include "engine/safetensors.h"
 #include "engine/trainer.h"
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/models/model.h"
 #include "memory/allocator.h"
 

@@ -1,7 +1,7 @@
 // The executor: symbol binding and its errors, library GEMM against the reference kernel,
 // memory freed after last use, updates applied to arguments.
 #include "engine/executor.h"
-#include "engine/binding.h"
+#include "ir/binding.h"
 
 #include <gtest/gtest.h>
 
@@ -20,12 +20,12 @@ class ExecutorTest : public ::testing::Test {
   std::unique_ptr<devices::Device> dev = devices::make_cpu_device(2);
   memory::DeviceAllocator alloc{*dev};
 
-  Tensor random(ir::DType t, std::vector<int64_t> shape, uint64_t seed = 1) {
+  Tensor random(DType t, std::vector<int64_t> shape, uint64_t seed = 1) {
     Tensor x = Tensor::empty(t, std::move(shape), alloc);
     std::mt19937_64 rng(seed);
     std::normal_distribution<double> n;
     for (int64_t i = 0; i < x.numel(); ++i) {
-      if (t == ir::DType::kF32) x.data<float>()[i] = static_cast<float>(n(rng));
+      if (t == DType::kF32) x.data<float>()[i] = static_cast<float>(n(rng));
       else x.data<double>()[i] = n(rng);
     }
     return x;
@@ -58,7 +58,7 @@ void expect_reference_results(const ir::Graph& g, std::map<std::string, Tensor> 
   std::map<const ir::Value*, Tensor> env;
   for (const auto& [name, t] : args) env.emplace(g.find_value(name), t);
   for (const ir::Node* n : g.nodes()) {
-    Tensor r = Tensor::empty(ir::DType::kF32, concrete_shape(g, *n->result(0), bind), alloc);
+    Tensor r = Tensor::empty(DType::kF32, ir::concrete_shape(g, *n->result(0), bind), alloc);
     std::vector<ir::TensorRef> in;
     for (const ir::Value* o : n->operands()) in.push_back(env.at(o).ref());
     n->op().reference({n->op().name, in, {r.ref()}, &n->attrs(), nullptr});
@@ -77,8 +77,8 @@ void expect_reference_results(const ir::Graph& g, std::map<std::string, Tensor> 
 TEST_F(ExecutorTest, LibraryGemmMatchesTheReferenceKernel) {
   auto g = ir::parse_graph(kMatmul);
   for (auto [b, s] : {std::pair{1, 1}, {2, 7}, {3, 31}}) {
-    expect_reference_results(*g, {{"x", random(ir::DType::kF32, {b, s, 24})},
-                                  {"w", random(ir::DType::kF32, {24, 13}, 2)}},
+    expect_reference_results(*g, {{"x", random(DType::kF32, {b, s, 24})},
+                                  {"w", random(DType::kF32, {24, 13}, 2)}},
                              {{"B", b}, {"S", s}}, alloc);
   }
 }
@@ -104,9 +104,9 @@ TEST_F(ExecutorTest, TriangularProductsMatchTheReferenceKernel) {
 }
 )");
   for (auto [b, s] : {std::pair{1, 1}, {2, 7}, {3, 64}, {2, 150}}) {
-    expect_reference_results(*g, {{"p", random(ir::DType::kF32, {b, s, s})},
-                                  {"y", random(ir::DType::kF32, {b, s, 13}, 2)},
-                                  {"w", random(ir::DType::kF32, {s, 5}, 3)}},
+    expect_reference_results(*g, {{"p", random(DType::kF32, {b, s, s})},
+                                  {"y", random(DType::kF32, {b, s, 13}, 2)},
+                                  {"w", random(DType::kF32, {s, 5}, 3)}},
                              {{"B", b}, {"S", s}}, alloc);
   }
 }
@@ -122,14 +122,14 @@ TEST_F(ExecutorTest, BadInputsAreRefusedNamingInputSymbolAndBound) {
       EXPECT_EQ(std::string(e.what()), msg);
     }
   };
-  Tensor w = random(ir::DType::kF32, {24, 13});
-  expect_error({{"x", random(ir::DType::kF32, {2, 200, 24})}, {"w", w}},
+  Tensor w = random(DType::kF32, {24, 13});
+  expect_error({{"x", random(DType::kF32, {2, 200, 24})}, {"w", w}},
                "input `x` dim 1 is 200, so S = 200, outside S's range [1, 128]: raise the bound in the graph or cut the batch");
-  expect_error({{"x", random(ir::DType::kF32, {2, 5, 23})}, {"w", w}},
+  expect_error({{"x", random(DType::kF32, {2, 5, 23})}, {"w", w}},
                "input `x` has shape [2, 5, 23], but f32[B, S, 24] is [2, 5, 24] for these symbol values");
-  expect_error({{"x", random(ir::DType::kF64, {2, 5, 24})}, {"w", w}}, "input `x` is f64, the graph wants f32");
+  expect_error({{"x", random(DType::kF64, {2, 5, 24})}, {"w", w}}, "input `x` is f64, the graph wants f32");
   expect_error({{"w", w}}, "no tensor given for input `x` (f32[B, S, 24])");
-  expect_error({{"x", random(ir::DType::kF32, {2, 5})}, {"w", w}},
+  expect_error({{"x", random(DType::kF32, {2, 5})}, {"w", w}},
                "input `x` has shape [2, 5], the graph wants f32[B, S, 24]");
 }
 
@@ -145,11 +145,11 @@ TEST_F(ExecutorTest, EqualitiesAndMultiplesAreChecked) {
 }
 )");
   Executor ex(*g, alloc);
-  std::map<std::string, Tensor> ok = {{"a", random(ir::DType::kF32, {2, 8})}, {"b", random(ir::DType::kF32, {2, 8})}};
+  std::map<std::string, Tensor> ok = {{"a", random(DType::kF32, {2, 8})}, {"b", random(DType::kF32, {2, 8})}};
   EXPECT_NO_THROW(ex.run(ok));
-  std::map<std::string, Tensor> unequal = {{"a", random(ir::DType::kF32, {2, 8})}, {"b", random(ir::DType::kF32, {2, 12})}};
+  std::map<std::string, Tensor> unequal = {{"a", random(DType::kF32, {2, 8})}, {"b", random(DType::kF32, {2, 12})}};
   EXPECT_THROW(ex.run(unequal), ShapeError);
-  std::map<std::string, Tensor> odd = {{"a", random(ir::DType::kF32, {2, 6})}, {"b", random(ir::DType::kF32, {2, 6})}};
+  std::map<std::string, Tensor> odd = {{"a", random(DType::kF32, {2, 6})}, {"b", random(DType::kF32, {2, 6})}};
   try {
     ex.run(odd);
     ADD_FAILURE();
@@ -171,7 +171,7 @@ TEST_F(ExecutorTest, ValuesAreFreedAfterTheirLastUse) {
   // the weight, one live value and the one being written are held at once, not all 9.
   auto g = chain_graph("input %x0 : f32[N, 4]\n  param %w : f32[4, 4]", [](const std::string& x) { return "matmul(" + x + ", %w) : f32[N, 4]"; });
   Executor ex(*g, alloc);
-  std::map<std::string, Tensor> args = {{"x0", random(ir::DType::kF32, {1024, 4})}, {"w", random(ir::DType::kF32, {4, 4}, 2)}};
+  std::map<std::string, Tensor> args = {{"x0", random(DType::kF32, {1024, 4})}, {"w", random(DType::kF32, {4, 4}, 2)}};
   StepStats stats;
   ex.run(args, &stats);
   EXPECT_EQ(stats.live_peak_bytes, 3 * 16384 + 64);
@@ -184,7 +184,7 @@ TEST_F(ExecutorTest, ElementwiseChainsRunInPlace) {
   // operand, so one allocation holds the chain (the argument is never overwritten).
   auto g = chain_graph("input %x0 : f32[N]", [](const std::string& x) { return "tanh(" + x + ") : f32[N]"; });
   Executor ex(*g, alloc);
-  std::map<std::string, Tensor> args = {{"x0", random(ir::DType::kF32, {1024})}};
+  std::map<std::string, Tensor> args = {{"x0", random(DType::kF32, {1024})}};
   const std::vector<float> x0 = args["x0"].to_vector<float>();
   StepStats stats;
   auto out = ex.run(args, &stats);
@@ -222,7 +222,7 @@ TEST_F(ExecutorTest, KernelErrorsNameTheNode) {
 }
 )");
   Executor ex(*g, alloc);
-  std::map<std::string, Tensor> args = {{"table", random(ir::DType::kF32, {4, 2})},
+  std::map<std::string, Tensor> args = {{"table", random(DType::kF32, {4, 2})},
                                         {"ids", Tensor::from<int32_t>({2}, {1, 7}, alloc)}};
   try {
     ex.run(args);

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "devices/device.h"
-#include "engine/binding.h"
+#include "ir/binding.h"
 #include "engine/executor.h"
 #include "ir/text_format.h"
-#include "jit/fusion.h"
-#include "jit/kernel_cache.h"
+#include "jit/fusion/fusion.h"
+#include "jit/cpu/kernel_cache.h"
 #include "memory/liveness.h"
 
 namespace disc::engine {
@@ -158,10 +158,10 @@ class FusedGraphs : public ::testing::Test {
     std::normal_distribution<float> n;
     std::map<std::string, Tensor> args;
     for (const ir::Value* v : g.arguments()) {
-      Tensor t = Tensor::empty(v->dtype(), concrete_shape(g, *v, b), alloc);
+      Tensor t = Tensor::empty(v->dtype(), ir::concrete_shape(g, *v, b), alloc);
       for (int64_t i = 0; i < t.numel(); ++i) {
         if (v->name() == "labels") t.data<int64_t>()[i] = static_cast<int64_t>(rng() % (classes + 1)) - 1;
-        else if (v->dtype() == ir::DType::kI64) t.data<int64_t>()[i] = 3;
+        else if (v->dtype() == DType::kI64) t.data<int64_t>()[i] = 3;
         else t.data<float>()[i] = n(rng);
       }
       args.emplace(v->name(), t);

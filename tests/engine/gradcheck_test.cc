@@ -8,7 +8,7 @@
 #include <set>
 
 #include "devices/device.h"
-#include "engine/binding.h"
+#include "ir/binding.h"
 #include "engine/executor.h"
 #include "ir/autodiff.h"
 #include "ir/op_registry.h"
@@ -39,15 +39,15 @@ class GradCheck : public ::testing::Test {
   std::mt19937_64 rng{42};
 
   Tensor make_input(const ir::Graph& g, const ir::Value& v, const std::string& op) {
-    Tensor t = Tensor::empty(v.dtype(), concrete_shape(g, v, kBindings), alloc);
+    Tensor t = Tensor::empty(v.dtype(), ir::concrete_shape(g, v, kBindings), alloc);
     std::normal_distribution<double> normal;
     std::uniform_real_distribution<double> pos(0.5, 2.0);
     for (int64_t i = 0; i < t.numel(); ++i) {
       switch (v.dtype()) {
-        case ir::DType::kF64: t.data<double>()[i] = positive_inputs(op) ? pos(rng) : normal(rng); break;
-        case ir::DType::kI32: t.data<int32_t>()[i] = static_cast<int32_t>(rng() % 8); break;  // < every class/row count
-        case ir::DType::kI64: t.data<int64_t>()[i] = static_cast<int64_t>(rng() % 1000); break;
-        case ir::DType::kBool: t.data<bool>()[i] = rng() % 2; break;
+        case DType::kF64: t.data<double>()[i] = positive_inputs(op) ? pos(rng) : normal(rng); break;
+        case DType::kI32: t.data<int32_t>()[i] = static_cast<int32_t>(rng() % 8); break;  // < every class/row count
+        case DType::kI64: t.data<int64_t>()[i] = static_cast<int64_t>(rng() % 1000); break;
+        case DType::kBool: t.data<bool>()[i] = rng() % 2; break;
         default: ADD_FAILURE() << "unexpected input dtype";
       }
     }
@@ -71,11 +71,11 @@ TEST_F(GradCheck, EveryDifferentiableOpMatchesFiniteDifferences) {
     auto g = ir::parse_graph(replace_all(ir::testing::case_graph(c.node, c.type), "f32", "f64"));
     const ir::Node& n = *g->find_value("r")->producer();
     bool float_results = true;
-    for (const ir::Value* r : n.results()) float_results &= r->dtype() == ir::DType::kF64;
+    for (const ir::Value* r : n.results()) float_results &= r->dtype() == DType::kF64;
     if (!float_results) continue;  // integer uses (neg of i32) have nothing to differentiate
     // loss = sum over results of sum(result * W_k); linear_cross_entropy's later results are its
     // own gradients, which nothing differentiates (no second derivatives).
-    ir::Value* loss = g->add("constant", {}, {{"value", 0.0}, {"dtype", ir::DType::kF64}});
+    ir::Value* loss = g->add("constant", {}, {{"value", 0.0}, {"dtype", DType::kF64}});
     const size_t differentiated = c.op == "linear_cross_entropy" ? 1 : n.results().size();
     for (size_t k = 0; k < differentiated; ++k) {
       ir::Value* r = n.result(static_cast<int>(k));
@@ -88,7 +88,7 @@ TEST_F(GradCheck, EveryDifferentiableOpMatchesFiniteDifferences) {
     g->add_output("loss", loss);
     std::vector<ir::Value*> wrt;
     for (ir::Value* o : n.operands()) {
-      if (ir::is_float(o->dtype()) && std::find(wrt.begin(), wrt.end(), o) == wrt.end()) wrt.push_back(o);
+      if (is_float(o->dtype()) && std::find(wrt.begin(), wrt.end(), o) == wrt.end()) wrt.push_back(o);
     }
     auto grads = ir::build_gradients(*g, loss, wrt);
     for (size_t i = 0; i < grads.size(); ++i) g->add_output("grad" + std::to_string(i), grads[i]);

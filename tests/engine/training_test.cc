@@ -10,10 +10,9 @@
 #include "devices/device.h"
 #include "engine/executor.h"
 #include "engine/init.h"
+#include "engine/pipeline.h"
 #include "ir/models/model.h"
-#include "ir/passes/passes.h"
 #include "ir/training_step.h"
-#include "jit/fusion.h"
 
 namespace disc::engine {
 namespace {
@@ -38,7 +37,7 @@ std::map<std::string, Tensor> counting_batch(std::mt19937_64& rng, int64_t batch
 
 // How Training::train runs.
 struct TrainRun {
-  bool fuse = false;                    // memory-bound ops as fused kernels (jit/fusion.h)
+  bool fuse = false;                    // memory-bound ops as fused kernels (jit/fusion/fusion.h)
   jit::KernelCache* kernels = nullptr;  // with fuse: compiled from here, else interpreted
   StepStats* stats = nullptr;           // when given: the JIT counters of every step, summed
   bool tril = false;                    // the tril pass: attention skips its zero triangle
@@ -65,29 +64,31 @@ class Training : public ::testing::Test {
     c.vocab = 32, c.hidden = 64, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.ffn = 172;
     c.max_seq = std::max<int64_t>(64, run.max_len);
     ir::models::Model m = ir::models::build_llama(c);
-    ir::OptimizerConfig opt;
-    opt.weight_decay = 0.0, opt.clip_norm = 1.0;
-    if (run.attention) EXPECT_TRUE(ir::make_attention_pass()->run(*m.graph));
-    if (run.cross_entropy) {  // as the Trainer does: the loss alone is an output, and follows
-      m.graph->keep_outputs([](const std::string&) { return false; });
-      m.graph->add_output("loss", m.loss);
-      EXPECT_TRUE(ir::make_linear_cross_entropy_pass()->run(*m.graph));
-      m.loss = m.graph->outputs().front().second;
-    }
-    ir::build_training_step(*m.graph, m.loss, m.params, opt);
-    if (run.backward_recompute) {
-      EXPECT_TRUE(ir::make_backward_recompute_pass()->run(*m.graph));
-    }
-    if (run.tril) ir::make_tril_pass()->run(*m.graph);
+    // The Trainer's pipeline, with the stages the run asks for.
+    TrainerOptions options;
+    options.optimizer.weight_decay = 0.0, options.optimizer.clip_norm = 1.0;
+    options.jit = run.fuse;
+    options.fuse_attention = run.attention;
+    options.fuse_cross_entropy = run.cross_entropy;
+    options.backward_recompute = run.backward_recompute;
+    Pipeline pipeline(options);
+    if (!run.tril) pipeline.disable("tril");
     if (run.update_copies) {
-      for (const auto& [arg, v] : std::vector(m.graph->updates())) m.graph->add_output("kept." + arg->name(), v);
+      pipeline.after({"training_step"}, [](const std::string&, CompiledStep& s) {
+        ir::Graph& g = *s.model.graph;
+        for (const auto& [arg, v] : std::vector(g.updates())) g.add_output("kept." + arg->name(), v);
+      });
     }
-    std::unique_ptr<ir::Graph> fused = run.fuse ? jit::apply_fusion(*m.graph, jit::plan_fusion(*m.graph)) : nullptr;
-    Executor ex(fused ? *fused : *m.graph, alloc, {}, run.kernels, run.background);
+    CompiledStep compiled = pipeline.run(std::move(m));
+    for (const StageRun& r : pipeline.runs()) {
+      if (r.stage == "attention" || r.stage == "linear_cross_entropy" || r.stage == "backward_recompute")
+        EXPECT_EQ(r.changed, !r.skipped) << r.stage << " found nothing to rewrite";
+    }
+    Executor ex(compiled.graph(), alloc, {}, std::move(*compiled.schedule), run.kernels, run.background);
     ex.set_observer(run.observer);
     if (run.written_into) *run.written_into = ex.governor().liveness().written_into.size();
-    std::map<std::string, Tensor> args = init_params(m, seed, alloc);
-    args.merge(zero_state(*m.graph, alloc));
+    std::map<std::string, Tensor> args = init_params(compiled.model, seed, alloc);
+    args.merge(zero_state(*compiled.model.graph, alloc));
     std::mt19937_64 data(seed);
     std::vector<float> losses;
     for (int step = 1; step <= steps; ++step) {

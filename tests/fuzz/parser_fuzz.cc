@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/pass.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"

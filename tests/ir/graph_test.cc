@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/op_registry.h"
 #include "ir/ops/kernels.h"
 

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/op_registry.h"
 #include "ir/ops/kernels.h"
 #include "kernel_test_util.h"

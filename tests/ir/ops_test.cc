@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <set>
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/op_registry.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/text_format.h"
 
 namespace disc::ir {

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/pass.h"
 #include "ir/text_format.h"
 #include "op_cases.h"

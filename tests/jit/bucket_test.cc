@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::jit {
 namespace {

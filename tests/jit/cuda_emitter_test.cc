@@ -4,7 +4,7 @@
 // interpreter. The host build runs one thread per block, so each reduction sums its row in
 // order in f32: the tolerances are looser than the LLVM emitter's (a sequential f32 sum of 32000
 // terms errs by ~1e-5 relative, against 64 partial sums there).
-#include "jit/cuda_emitter.h"
+#include "jit/gpu/cuda_emitter.h"
 
 #include <gtest/gtest.h>
 
@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
-#include "jit/runtime_compiler.h"
+#include "base/error.h"
+#include "jit/gpu/runtime_compiler.h"
 #include "tests/jit/cuda_host_runner.h"
 #include "tests/jit/kernel_check.h"
 #include "tests/jit/llama_step_kernels.h"

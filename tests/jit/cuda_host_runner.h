@@ -18,9 +18,9 @@
 #include <utility>
 #include <vector>
 
-#include "ir/error.h"
-#include "jit/cuda_emitter.h"
-#include "jit/gpu_kernels.h"
+#include "base/error.h"
+#include "jit/gpu/cuda_emitter.h"
+#include "jit/gpu/gpu_kernels.h"
 #include "tests/jit/scratch_dir.h"
 
 namespace disc::jit {
@@ -91,10 +91,10 @@ class CudaHostRunner {
   // extern "C" entries of one signature, casting the buffers to the kernel's parameter types.
   static std::string wrapper(const KernelIR& k, const CudaKernelSource& s) {
     auto cast = [&](int b) {
-      const char* t = k.types[b] == ir::DType::kF64   ? "double"
-                      : k.types[b] == ir::DType::kI32 ? "int"
-                      : k.types[b] == ir::DType::kI64 ? "long long"
-                      : k.types[b] == ir::DType::kBool ? "unsigned char"
+      const char* t = k.types[b] == DType::kF64   ? "double"
+                      : k.types[b] == DType::kI32 ? "int"
+                      : k.types[b] == DType::kI64 ? "long long"
+                      : k.types[b] == DType::kBool ? "unsigned char"
                                                        : "float";
       return std::string("(") + (b < k.inputs ? "const " : "") + t + "*)b[" + std::to_string(b) + "]";
     };

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "jit/kernel_cache.h"
+#include "jit/cpu/kernel_cache.h"
 #include "tests/jit/kernel_check.h"
 #include "tests/jit/llama_step_kernels.h"
 

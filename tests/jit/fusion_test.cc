@@ -7,7 +7,7 @@
 #include <string>
 
 #include "ir/text_format.h"
-#include "jit/fusion.h"
+#include "jit/fusion/fusion.h"
 
 namespace disc::jit {
 namespace {

@@ -1,6 +1,6 @@
 // The GPU kernels' launches and their compiler's cache, which need no GPU; with one (cuda:0 or
 // hip:0), every pattern runs on it against the interpreter.
-#include "jit/gpu_kernels.h"
+#include "jit/gpu/gpu_kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -84,7 +84,7 @@ TEST(GpuKernels, PatternsMatchTheInterpreterOnTheGpu) {
     for (int b = 0; b < k.buffers(); ++b) {
       int64_t numel = 1;
       for (int64_t d : detail::shape_of(detail::access_of(k, b), c)) numel *= d;
-      bytes[b] = static_cast<size_t>(std::max<int64_t>(numel, 1)) * ir::dtype_size(k.types[b]);
+      bytes[b] = static_cast<size_t>(std::max<int64_t>(numel, 1)) * dtype_size(k.types[b]);
       dev[b] = gpu->allocate(bytes[b]);
       gpu->copy(dev[b], host[b], bytes[b], devices::CopyKind::kHostToDevice);
     }

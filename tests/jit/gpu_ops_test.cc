@@ -4,7 +4,7 @@
 // what each GPU thread computes for its own); NVRTC and hiprtc, where present, compile the source
 // for Hopper and AMD's CDNA 2 and RDNA 2; on a GPU (cuda:0 or hip:0) the kernels run there. Transpose, gather and scatter_add
 // must match bit for bit, rope and attention within f32 rounding.
-#include "jit/gpu_ops.h"
+#include "jit/gpu/gpu_ops.h"
 
 #include <gtest/gtest.h>
 
@@ -21,125 +21,39 @@
 #include "devices/cuda/cuda_device.h"
 #include "devices/hip/hip_device.h"
 #include "ir/op_registry.h"
-#include "jit/gpu_kernels.h"
-#include "jit/gpu_op_source.h"
+#include "jit/gpu/gpu_kernels.h"
+#include "jit/gpu/gpu_op_source.h"
 #include "jit/hash.h"
-#include "jit/runtime_compiler.h"
-#include "tests/jit/cuda_host_runner.h"
+#include "jit/gpu/runtime_compiler.h"
 #include "tests/jit/host_gpu_runtime.h"
-#include "tests/jit/scratch_dir.h"
+#include "tests/jit/host_op_compiler.h"
 
 namespace disc::jit {
 namespace {
 
-// What the host build adds: CUDA's atomicCAS for one thread, and for each kernel an entry that
-// takes cuLaunchKernel's parameter array.
-constexpr const char* kHostAtomics = R"(
-static unsigned long long atomicCAS(unsigned long long* p, unsigned long long expected, unsigned long long v) {
-  const unsigned long long old = *p;
-  if (old == expected) *p = v;
-  return old;
-}
-)";
-constexpr const char* kHostEntries = R"(
-#define P(T, i) (*(T*)p[i])
-extern "C" void disc_transpose_4_params(void** p) {
-  disc_transpose_4(P(const unsigned*, 0), P(unsigned*, 1), P(disc_i64, 2), P(disc_perm, 3));
-}
-extern "C" void disc_transpose_8_params(void** p) {
-  disc_transpose_8(P(const unsigned long long*, 0), P(unsigned long long*, 1), P(disc_i64, 2), P(disc_perm, 3));
-}
-extern "C" void disc_rope_params(void** p) {
-  disc_rope(P(const float*, 0), P(float*, 1), P(disc_i64, 2), P(disc_i64, 3), P(disc_i64, 4), P(disc_i64, 5),
-            P(double, 6), P(double, 7));
-}
-#define DISC_HOST_INDEXED(I, S)                                                                              \
-  extern "C" void disc_gather_##S##_params(void** p) {                                                       \
-    disc_gather_##S(P(const float*, 0), P(const I*, 1), P(float*, 2), P(disc_i64, 3), P(disc_i64, 4),         \
-                    P(disc_i64, 5), P(unsigned long long*, 6));                                              \
-  }                                                                                                          \
-  extern "C" void disc_scatter_add_##S##_params(void** p) {                                                  \
-    disc_scatter_add_##S(P(float*, 0), P(const I*, 1), P(const float*, 2), P(disc_i64, 3), P(disc_i64, 4),    \
-                         P(disc_i64, 5), P(disc_i64, 6), P(unsigned long long*, 7));                         \
-  }
-DISC_HOST_INDEXED(int, i32)
-DISC_HOST_INDEXED(long long, i64)
-extern "C" void disc_lce_rows_i64_params(void** p) {
-  disc_lce_rows_i64(P(float*, 0), P(const long long*, 1), P(disc_i64, 2), P(disc_i64, 3), P(disc_i64, 4), P(int, 5),
-                    P(float, 6), P(double*, 7));
-}
-extern "C" void disc_lce_loss_params(void** p) {
-  disc_lce_loss(P(const double*, 0), P(disc_i64, 1), P(disc_i64, 2), P(float*, 3));
-}
-#define DISC_HOST_ATTENTION(D, DV)                                                                           \
-  extern "C" void disc_attention_fwd_##D##_##DV##_params(void** p) {                                         \
-    disc_attention_fwd_##D##_##DV(P(const float*, 0), P(const float*, 1), P(const float*, 2), P(float*, 3),   \
-                                  P(disc_i64, 4), P(disc_i64, 5), P(disc_i64, 6), P(int, 7), P(float, 8));    \
-  }                                                                                                          \
-  extern "C" void disc_attention_bwd_q_##D##_##DV##_params(void** p) {                                       \
-    disc_attention_bwd_q_##D##_##DV(P(const float*, 0), P(const float*, 1), P(const float*, 2),               \
-                                    P(const float*, 3), P(float*, 4), P(float*, 5), P(disc_i64, 6),           \
-                                    P(disc_i64, 7), P(disc_i64, 8), P(int, 9), P(float, 10));                 \
-  }                                                                                                          \
-  extern "C" void disc_attention_bwd_v_##D##_##DV##_params(void** p) {                                       \
-    disc_attention_bwd_v_##D##_##DV(P(const float*, 0), P(const float*, 1), P(const float*, 2),               \
-                                    P(const float*, 3), P(float*, 4), P(disc_i64, 5), P(disc_i64, 6),         \
-                                    P(disc_i64, 7), P(int, 8), P(float, 9));                                  \
-  }                                                                                                          \
-  extern "C" void disc_attention_bwd_k_##D##_##DV##_params(void** p) {                                       \
-    disc_attention_bwd_k_##D##_##DV(P(const float*, 0), P(const float*, 1), P(const float*, 2),               \
-                                    P(const float*, 3), P(const float*, 4), P(float*, 5), P(disc_i64, 6),     \
-                                    P(disc_i64, 7), P(disc_i64, 8), P(int, 9), P(float, 10));                 \
-  }
-)";
-
-// GpuOps::Compile for the host: the source (and its DISC_ATTENTION lines' entries) as a shared
-// object, built once per source; the image is its path.
-class HostOpCompiler {
- public:
-  std::string operator()(const std::string& source) {
-    const std::string so = dir_.path() + "/ops" + std::to_string(fnv1a(source)) + ".so";
-    if (built_.contains(so)) return so;
-    std::string entries = kHostEntries;
-    std::istringstream lines(source);
-    for (std::string line; std::getline(lines, line);)
-      if (line.rfind("DISC_ATTENTION(", 0) == 0) entries += "DISC_HOST_" + line.substr(5) + "\n";  // DISC_HOST_ATTENTION(D, DV)
-    const std::string cc = so + ".cc";
-    std::ofstream(cc) << kHostPrelude << kHostAtomics << source << entries;
-    const std::string cmd = std::string(DISC_TEST_CXX) + " -std=c++17 -O1 -w -shared -fPIC -o " + so + " " + cc;
-    if (std::system(cmd.c_str()) != 0) throw CompileError("the host build of the GPU op kernels failed: " + cmd);
-    built_.insert(so);
-    return so;
-  }
-
- private:
-  ScratchDir dir_;
-  std::set<std::string> built_;
-};
-
 struct Tensor {
-  ir::DType dtype = ir::DType::kF32;
+  DType dtype = DType::kF32;
   std::vector<int64_t> shape;
   std::vector<std::byte> bytes;
   ir::TensorRef ref() { return {.dtype = dtype, .shape = shape, .data = bytes.data()}; }
 };
 
-Tensor make(ir::DType t, std::vector<int64_t> shape) {
+Tensor make(DType t, std::vector<int64_t> shape) {
   Tensor x{t, std::move(shape), {}};
   x.bytes.resize(static_cast<size_t>(x.ref().bytes()));
   return x;
 }
 
 // Floats uniform in [-1, 1]; integers uniform in [0, bound).
-Tensor random(ir::DType t, std::vector<int64_t> shape, std::mt19937& rng, int64_t bound = 0) {
+Tensor random(DType t, std::vector<int64_t> shape, std::mt19937& rng, int64_t bound = 0) {
   Tensor x = make(t, std::move(shape));
   const int64_t n = x.ref().numel();
   std::uniform_real_distribution<float> real(-1, 1);
   std::uniform_int_distribution<int64_t> index(0, std::max<int64_t>(bound - 1, 0));
   for (int64_t i = 0; i < n; ++i) {
-    if (t == ir::DType::kF32) reinterpret_cast<float*>(x.bytes.data())[i] = real(rng);
-    if (t == ir::DType::kI32) reinterpret_cast<int32_t*>(x.bytes.data())[i] = static_cast<int32_t>(index(rng));
-    if (t == ir::DType::kI64) reinterpret_cast<int64_t*>(x.bytes.data())[i] = index(rng);
+    if (t == DType::kF32) reinterpret_cast<float*>(x.bytes.data())[i] = real(rng);
+    if (t == DType::kI32) reinterpret_cast<int32_t*>(x.bytes.data())[i] = static_cast<int32_t>(index(rng));
+    if (t == DType::kI64) reinterpret_cast<int64_t*>(x.bytes.data())[i] = index(rng);
   }
   return x;
 }
@@ -157,7 +71,6 @@ struct OpCase {
 // with_gemms: also the ops that run the device's GEMMs (the host runtime has none).
 std::vector<OpCase> cases(bool with_gemms) {
   std::mt19937 rng(7);
-  using ir::DType;
   std::vector<OpCase> c;
   auto transpose = [&](DType t, std::vector<int64_t> shape, std::vector<int64_t> perm) {
     std::vector<int64_t> out;
@@ -289,9 +202,9 @@ void check_every_case(devices::GpuDevice& dev, GpuOps& ops, bool with_gemms) {
 void check_bad_index(devices::GpuDevice& dev, GpuOps& ops) {
   std::mt19937 rng(3);
   for (const char* op : {"gather", "scatter_add"}) {
-    OpCase c{op, {}, {random(ir::DType::kF32, {11, 5}, rng), random(ir::DType::kI64, {6}, rng, 11)},
-             {make(ir::DType::kF32, {op == std::string("gather") ? 6 : 11, 5})}};
-    if (c.op == "scatter_add") c.in.push_back(random(ir::DType::kF32, {6, 5}, rng));
+    OpCase c{op, {}, {random(DType::kF32, {11, 5}, rng), random(DType::kI64, {6}, rng, 11)},
+             {make(DType::kF32, {op == std::string("gather") ? 6 : 11, 5})}};
+    if (c.op == "scatter_add") c.in.push_back(random(DType::kF32, {6, 5}, rng));
     reinterpret_cast<int64_t*>(c.in[1].bytes.data())[4] = 11;
     try {
       run_on(dev, ops, c);
@@ -305,9 +218,9 @@ void check_bad_index(devices::GpuDevice& dev, GpuOps& ops) {
 TEST(GpuOps, HandlesF32AndFourOrEightByteTransposes) {
   // Shapes of a node do not matter here, its op and operand types do.
   ir::Graph g;
-  ir::Value* x = g.add_argument("x", {ir::DType::kF32, {2, 4, 6}}, ir::Role::kInput);
-  ir::Value* h = g.add_argument("h", {ir::DType::kF64, {2, 4, 6}}, ir::Role::kInput);
-  ir::Value* b = g.add_argument("b", {ir::DType::kBool, {2, 4, 6}}, ir::Role::kInput);
+  ir::Value* x = g.add_argument("x", {DType::kF32, {2, 4, 6}}, ir::Role::kInput);
+  ir::Value* h = g.add_argument("h", {DType::kF64, {2, 4, 6}}, ir::Role::kInput);
+  ir::Value* b = g.add_argument("b", {DType::kBool, {2, 4, 6}}, ir::Role::kInput);
   auto node = [&](const std::string& op, std::vector<ir::Value*> in, ir::Attributes a = {}) {
     return g.add_node(op, in, std::move(a));
   };
@@ -322,7 +235,7 @@ TEST(GpuOps, HandlesF32AndFourOrEightByteTransposes) {
 TEST(GpuOps, HostBuildMatchesTheReferenceKernels) {
   devices::GpuDevice dev(std::make_unique<HostGpuRuntime>(), 1);
   HostOpCompiler compile;
-  GpuOps ops(dev, [&](const std::string& source) { return compile(source); });
+  GpuOps ops(dev, [&](const std::string& source, KernelRun&) { return compile(source); });
   check_every_case(dev, ops, false);
   check_bad_index(dev, ops);
 }
@@ -332,11 +245,11 @@ TEST(GpuOps, HostBuildMatchesTheReferenceKernels) {
 TEST(GpuOps, HostBuildOfTheCrossEntropyRowsMatchesTheReference) {
   std::mt19937 rng(5);
   const int64_t rows = 37, d = 9, classes = 1013;
-  Tensor h = random(ir::DType::kF32, {rows, d}, rng), w = random(ir::DType::kF32, {d, classes}, rng);
-  Tensor labels = random(ir::DType::kI64, {rows}, rng, classes);
+  Tensor h = random(DType::kF32, {rows, d}, rng), w = random(DType::kF32, {d, classes}, rng);
+  Tensor labels = random(DType::kI64, {rows}, rng, classes);
   reinterpret_cast<int64_t*>(labels.bytes.data())[5] = -100;
   OpCase c{"linear_cross_entropy", {{"ignore_index", int64_t{-100}}, {"transpose_w", false}}, {h, w, labels},
-           {make(ir::DType::kF32, {}), make(ir::DType::kF32, {rows, d}), make(ir::DType::kF32, {d, classes})}};
+           {make(DType::kF32, {}), make(DType::kF32, {rows, d}), make(DType::kF32, {d, classes})}};
   std::vector<ir::TensorRef> in = {c.in[0].ref(), c.in[1].ref(), c.in[2].ref()}, out;
   for (Tensor& t : c.out) out.push_back(t.ref());
   ir::OpRegistry::instance().get(c.op).reference(args_of(c, in, out));
@@ -401,7 +314,7 @@ TEST(GpuOps, MatchTheReferenceKernelsOnAGpu) {
   else if (devices::hip::hip_device_count() > 0) gpu = devices::hip::make_hip_device(0);
   if (!gpu) GTEST_SKIP() << "no GPU here";
   GpuKernelCompiler compiler(gpu->arch().rfind("sm_", 0) == 0 ? GpuVendor::kNvidia : GpuVendor::kAmd, gpu->arch(), "");
-  GpuOps ops(*gpu, [&](const std::string& source) {
+  GpuOps ops(*gpu, [&](const std::string& source, KernelRun&) {
     return compiler.compile_source(std::to_string(fnv1a(source)), source, "ops.cu").binary;
   });
   check_every_case(*gpu, ops, true);

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "devices/gpu_runtime.h"
-#include "ir/error.h"
+#include "devices/gpu/gpu_runtime.h"
+#include "base/error.h"
 
 namespace disc::jit {
 

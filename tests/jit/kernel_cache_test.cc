@@ -1,7 +1,7 @@
 // The kernel cache: a second get() is a map lookup, a second process (a fresh cache on the same
 // folder) loads objects instead of generating code, concurrent misses compile once; the code is
 // vectorised for the host; and how long a kernel takes to compile.
-#include "jit/kernel_cache.h"
+#include "jit/cpu/kernel_cache.h"
 
 #include <gtest/gtest.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "ir/error.h"
-#include "jit/llvm_emitter.h"
-#include "jit/target.h"
+#include "base/error.h"
+#include "jit/cpu/llvm_emitter.h"
+#include "jit/cpu/target.h"
 #include "tests/jit/kernel_check.h"
 #include "tests/jit/pattern_kernels.h"
 #include "tests/jit/scratch_dir.h"

@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "ir/tensor_ref.h"
-#include "jit/kernel_cache.h"
-#include "jit/kernel_interpreter.h"
-#include "jit/kernel_ir.h"
+#include "jit/cpu/kernel_cache.h"
+#include "jit/kernel_ir/kernel_interpreter.h"
+#include "jit/kernel_ir/kernel_ir.h"
 
 namespace disc::jit {
 
@@ -82,7 +82,7 @@ inline double special(int64_t i) {
 
 // One buffer's memory; 8-byte aligned for every element type.
 struct HostBuffer {
-  ir::DType type = ir::DType::kF32;
+  DType type = DType::kF32;
   std::vector<int64_t> shape;
   std::vector<int64_t> storage;
 
@@ -95,19 +95,19 @@ struct HostBuffer {
   void set(int64_t i, double v) {
     void* p = storage.data();
     switch (type) {
-      case ir::DType::kF32:
+      case DType::kF32:
         static_cast<float*>(p)[i] = static_cast<float>(v);
         break;
-      case ir::DType::kF64:
+      case DType::kF64:
         static_cast<double*>(p)[i] = v;
         break;
-      case ir::DType::kI32:
+      case DType::kI32:
         static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
         break;
-      case ir::DType::kI64:
+      case DType::kI64:
         static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v);
         break;
-      case ir::DType::kBool:
+      case DType::kBool:
         static_cast<bool*>(p)[i] = v != 0;
         break;
       default:
@@ -117,18 +117,18 @@ struct HostBuffer {
   float f32(int64_t i) const { return reinterpret_cast<const float*>(storage.data())[i]; }
 };
 
-inline HostBuffer make_buffer(ir::DType t, std::vector<int64_t> shape, const Fill& fill,
+inline HostBuffer make_buffer(DType t, std::vector<int64_t> shape, const Fill& fill,
                               int64_t cols, std::mt19937& rng) {
   HostBuffer b{t, std::move(shape), {}};
   b.storage.assign(static_cast<size_t>(b.numel() + 1), 0);  // 8 bytes per element at most
-  const bool integer = t == ir::DType::kI32 || t == ir::DType::kI64;
+  const bool integer = t == DType::kI32 || t == DType::kI64;
   std::uniform_real_distribution<double> u(fill.lo, fill.hi);
   std::uniform_int_distribution<int64_t> ints(
       fill.labels ? 0 : static_cast<int64_t>(fill.lo),
       fill.labels ? std::max<int64_t>(cols - 1, 0) : static_cast<int64_t>(fill.hi));
   for (int64_t i = 0; i < b.numel(); ++i) {
     double v = integer                 ? static_cast<double>(ints(rng))
-               : t == ir::DType::kBool ? rng() % 2
+               : t == DType::kBool ? rng() % 2
                                        : u(rng);
     if (fill.specials && !integer && i % 5 == 2) v = special(i / 5);
     b.set(i, v);

@@ -1,12 +1,12 @@
-#include "jit/kernel_ir.h"
+#include "jit/kernel_ir/kernel_ir.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/op_registry.h"
-#include "jit/kernel_interpreter.h"
+#include "jit/kernel_ir/kernel_interpreter.h"
 #include "tests/jit/pattern_kernels.h"
 
 namespace disc::jit {
@@ -94,13 +94,13 @@ TEST(KernelInterpreter, SoftmaxMatchesTheReferenceKernel) {
   const KernelIR k = KernelIR::parse(kSoftmax);
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {3, 7}, {5, 31}, {2, 1000}}) {
     std::vector<float> x = random_floats(rows * cols, 7), y(x.size()), want(x.size());
-    ir::TensorRef xr{ir::DType::kF32, {rows, cols}, x.data()}, yr{ir::DType::kF32, {rows, cols}, y.data()};
+    ir::TensorRef xr{DType::kF32, {rows, cols}, x.data()}, yr{DType::kF32, {rows, cols}, y.data()};
     interpret(k, {xr, yr});
     ir::Attributes attrs;
     attrs.set("axis", int64_t{-1});
     ir::KernelArgs a{.op = "softmax", .attrs = &attrs};
     a.in = {xr};
-    a.out = {ir::TensorRef{ir::DType::kF32, {rows, cols}, want.data()}};
+    a.out = {ir::TensorRef{DType::kF32, {rows, cols}, want.data()}};
     ir::OpRegistry::instance().get("softmax").reference(a);
     for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-6f) << rows << "x" << cols << " at " << i;
   }
@@ -122,8 +122,8 @@ store 4 full %7)");
   std::vector<float> x = random_floats(rows * cols, 1), w = random_floats(cols, 2), y(rows * cols);
   std::vector<int32_t> label = {0, 4, 2};
   float s = -9;
-  interpret(k, {{ir::DType::kF32, {rows, cols}, x.data()}, {ir::DType::kI32, {rows}, label.data()},
-                {ir::DType::kF32, {cols}, w.data()}, {ir::DType::kF32, {}, &s}, {ir::DType::kF32, {rows, cols}, y.data()}});
+  interpret(k, {{DType::kF32, {rows, cols}, x.data()}, {DType::kI32, {rows}, label.data()},
+                {DType::kF32, {cols}, w.data()}, {DType::kF32, {}, &s}, {DType::kF32, {rows, cols}, y.data()}});
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) EXPECT_EQ(y[r * cols + c], c == label[r] ? x[r * cols + c] * w[c] : s);
 }
@@ -132,7 +132,7 @@ TEST(KernelInterpreter, RefusesBuffersThatDoNotFitTheirAccess) {
   const KernelIR k = KernelIR::parse(kSoftmax);
   std::vector<float> x(6), y(5);
   try {
-    interpret(k, {{ir::DType::kF32, {2, 3}, x.data()}, {ir::DType::kF32, {5}, y.data()}});
+    interpret(k, {{DType::kF32, {2, 3}, x.data()}, {DType::kF32, {5}, y.data()}});
     ADD_FAILURE() << "accepted a 5-element output over a 2 x 3 space";
   } catch (const ShapeError& e) {
     EXPECT_NE(std::string(e.what()).find("buffer 1 is f32 with 5 elements; its full access over 2 x 3 needs f32 with 6"), std::string::npos) << e.what();

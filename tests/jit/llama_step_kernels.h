@@ -1,15 +1,14 @@
-// The kernels the fusion planner makes of a small llama's training step (forward, backward,
-// AdamW with clipping), each once, with the column extents it meets: the emitters' tests run
-// every one of them.
+// The kernels the fusion planner makes of a small llama's training step as the Trainer compiles it
+// (engine/pipeline.h: attention and the head as ops, backward recompute, tril, AdamW with
+// clipping), each once, with the column extents it meets: the emitters' tests run every one.
 #pragma once
 
 #include <set>
 #include <string>
 #include <vector>
 
+#include "engine/pipeline.h"
 #include "ir/models/model.h"
-#include "ir/training_step.h"
-#include "jit/fusion.h"
 
 namespace disc::jit {
 
@@ -22,11 +21,10 @@ inline std::vector<StepKernel> llama_step_kernels(size_t* groups = nullptr) {
   ir::models::LlamaConfig c;
   c.vocab = 32, c.hidden = 64, c.layers = 1, c.heads = 4, c.kv_heads = 2, c.ffn = 172;
   c.max_seq = 64;
-  ir::models::Model m = ir::models::build_llama(c);
-  ir::OptimizerConfig opt;
-  opt.clip_norm = 1.0;
-  ir::build_training_step(*m.graph, m.loss, m.params, opt);
-  const FusionPlan plan = plan_fusion(*m.graph);
+  engine::TrainerOptions options;
+  options.optimizer.clip_norm = 1.0;
+  const engine::CompiledStep step = engine::Pipeline(options).run(ir::models::build_llama(c));
+  const FusionPlan& plan = *step.fusion;
   if (groups) *groups = plan.groups.size();
   std::set<std::string> seen;
   std::vector<StepKernel> kernels;

@@ -1,7 +1,7 @@
 // The ORC compiler core end to end: IR built with IRBuilder is optimised, vectorised, compiled,
 // run on real data and compared with plain C++; LLVM's failures arrive as CompileError; the
 // on-disk object cache lets a second compiler (as a second process would) skip compilation.
-#include "jit/llvm_compiler.h"
+#include "jit/cpu/llvm_compiler.h"
 
 #include <gtest/gtest.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "ir/error.h"
-#include "jit/target.h"
+#include "base/error.h"
+#include "jit/cpu/target.h"
 #include "tests/jit/scratch_dir.h"
 
 namespace disc::jit {

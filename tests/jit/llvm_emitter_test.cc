@@ -4,7 +4,7 @@
 // outputs agree within a stated tolerance: relative 1e-5 for arithmetic and reductions (a sum of
 // 32000 positive f32 terms in 64 partial sums errs by ~1e-6 typically), 4 ulp (4.8e-7) for single
 // transcendental ops. Scalar-level code runs in double, as the interpreter's.
-#include "jit/llvm_emitter.h"
+#include "jit/cpu/llvm_emitter.h"
 
 #include <gtest/gtest.h>
 #include <llvm/IR/LLVMContext.h>
@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
-#include "jit/kernel_cache.h"
-#include "jit/target.h"
+#include "base/error.h"
+#include "jit/cpu/kernel_cache.h"
+#include "jit/cpu/target.h"
 #include "tests/jit/kernel_check.h"
 #include "tests/jit/pattern_kernels.h"
 
@@ -314,7 +314,7 @@ TEST(LlvmEmitter, LoopShapeFollowsTheBucket) {
 
 TEST(LlvmEmitter, RefusesBuffersItCannotLoad) {
   KernelIR k = parse(kSoftmax);
-  k.types[0] = ir::DType::kBF16;
+  k.types[0] = DType::kBF16;
   llvm::LLVMContext ctx;
   try {
     emit_kernel(k, {16, 16}, host_target(), ctx, "k");

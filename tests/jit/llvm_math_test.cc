@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "jit/kernel_cache.h"
-#include "jit/kernel_ir.h"
+#include "jit/cpu/kernel_cache.h"
+#include "jit/kernel_ir/kernel_ir.h"
 
 namespace disc::jit {
 namespace {

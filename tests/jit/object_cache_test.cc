@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "tests/jit/scratch_dir.h"
 
 namespace disc::jit {

@@ -1,6 +1,6 @@
 // The host target as LLVM sees it must agree with what the CPU itself says (CPUID through the
 // compiler's builtins), since kernels are sized by its vector width.
-#include "jit/target.h"
+#include "jit/cpu/target.h"
 
 #include <gtest/gtest.h>
 #include <llvm/Config/llvm-config.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "jit/llvm_compiler.h"
+#include "jit/cpu/llvm_compiler.h"
 
 namespace disc::jit {
 namespace {

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "devices/simulated/simulated_device.h"
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::memory {
 namespace {

@@ -18,7 +18,7 @@
 #include "devices/hip/hip_device.h"
 #include "devices/simulated/simulated_device.h"
 #include "engine/trainer.h"
-#include "ir/error.h"
+#include "base/error.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define DISC_TEST_ASAN 1
@@ -253,6 +253,29 @@ TEST_P(GovernedTraining, OnAGpuTheLossesFollowTheCpusWithinRounding) {
     ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
     for (size_t i = 0; i < cpu.losses.size(); ++i) EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 * std::fabs(cpu.losses[i])) << i;
     if (m.cap > 0) EXPECT_LE(gpu.reserved_peak, m.cap);
+  }
+}
+
+// On a device whose memory the host cannot address, the step's kernel compiles reach StepStats
+// as on the CPU: the first step of a shape compiles them (NVRTC or hiprtc on a GPU; the host's
+// LLVM for nodes staged from sim-gpu), the next step of that shape compiles nothing.
+TEST(GpuSteps, CompilesAreCounted) {
+  std::vector<std::string> names = {"sim-gpu"};
+  if (devices::cuda::cuda_device_count() > 0) names.push_back("cuda:0");
+  else if (devices::hip::hip_device_count() > 0) names.push_back("hip:0");
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    Trainer t(ir::models::build_llama({.vocab = 64, .hidden = 32, .layers = 1, .heads = 2, .kv_heads = 1, .ffn = 64,
+                                       .max_batch = 4, .max_seq = 64}),
+              {.device = name, .threads = 2});
+    std::vector<int32_t> tokens(2 * 17, 3);
+    Batch batch{{"tokens", Tensor::from<int32_t>({2, 17}, tokens, t.allocator())},
+                {"targets", Tensor::from<int32_t>({2, 17}, tokens, t.allocator())}};
+    const StepResult first = t.step(batch, 1e-3), second = t.step(batch, 1e-3);
+    EXPECT_GT(first.stats.kernel_compiles + first.stats.kernel_cache_loads, 0);
+    EXPECT_GT(first.stats.compile_ms, 0);
+    EXPECT_EQ(second.stats.kernel_compiles, 0);
+    EXPECT_EQ(second.stats.fused_kernels, first.stats.fused_kernels);
   }
 }
 

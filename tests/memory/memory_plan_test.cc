@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "engine/trainer.h"
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/models/model.h"
 #include "memory/memory_plan.h"
 

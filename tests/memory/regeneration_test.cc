@@ -9,7 +9,7 @@
 #include <random>
 
 #include "devices/device.h"
-#include "engine/binding.h"
+#include "ir/binding.h"
 #include "engine/executor.h"
 #include "ir/text_format.h"
 
@@ -31,7 +31,7 @@ std::map<std::string, Tensor> random_args(const ir::Graph& g, const ir::Bindings
   std::uniform_real_distribution<float> u(-0.5f, 0.5f);
   std::map<std::string, Tensor> args;
   for (const ir::Value* a : g.arguments()) {
-    Tensor t = Tensor::empty(a->dtype(), concrete_shape(g, *a, b), alloc);
+    Tensor t = Tensor::empty(a->dtype(), ir::concrete_shape(g, *a, b), alloc);
     for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
     args[a->name()] = t;
   }

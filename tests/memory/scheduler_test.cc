@@ -7,7 +7,7 @@
 
 #include <set>
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/models/model.h"
 #include "ir/passes/passes.h"
 #include "ir/text_format.h"

@@ -21,7 +21,7 @@
 
 #include "batches.h"
 #include "engine/trainer.h"
-#include "ir/error.h"
+#include "base/error.h"
 #include "json_file.h"
 #include "memory/memory_plan.h"
 #include "timing.h"

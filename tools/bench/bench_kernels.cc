@@ -24,12 +24,12 @@
 
 #include "engine/executor.h"
 #include "engine/trainer.h"
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/text_format.h"
-#include "jit/fused_op.h"
-#include "jit/fusion.h"
-#include "jit/kernel_cache.h"
-#include "jit/target.h"
+#include "jit/fusion/fused_op.h"
+#include "jit/fusion/fusion.h"
+#include "jit/cpu/kernel_cache.h"
+#include "jit/cpu/target.h"
 #include "json_file.h"
 #include "memory/caching_allocator.h"
 #include "timing.h"
@@ -162,15 +162,15 @@ engine::Tensor random_tensor(const ir::Value& v, const ir::Bindings& b, std::mt1
   for (const ir::DimExpr& d : v.shape()) shape.push_back(d.evaluate(b));
   engine::Tensor t = engine::Tensor::empty(v.dtype(), shape, alloc);
   std::uniform_real_distribution<float> u(-2, 2);
-  if (v.dtype() == ir::DType::kF32) {
+  if (v.dtype() == DType::kF32) {
     for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  } else if (v.dtype() == ir::DType::kI32) {  // labels: columns of the logits
+  } else if (v.dtype() == DType::kI32) {  // labels: columns of the logits
     const int64_t classes = v.shape().empty() ? 1 : 32000;
     for (int64_t i = 0; i < t.numel(); ++i) t.data<int32_t>()[i] = static_cast<int32_t>(rng() % classes);
-  } else if (v.dtype() == ir::DType::kI64) {  // the optimizer's step
+  } else if (v.dtype() == DType::kI64) {  // the optimizer's step
     for (int64_t i = 0; i < t.numel(); ++i) t.data<int64_t>()[i] = 3;
   } else {
-    throw Error("bench_kernels: no random values for " + std::string(ir::dtype_name(v.dtype())));
+    throw Error("bench_kernels: no random values for " + std::string(dtype_name(v.dtype())));
   }
   return t;
 }

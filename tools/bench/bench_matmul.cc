@@ -15,7 +15,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "devices/tril_gemm.h"
+#include "devices/cpu/tril_gemm.h"
 #include "devices/cpu/cpu_device.h"
 #include "json_file.h"
 #include "peak_flops.h"
@@ -60,7 +60,7 @@ class Operands {
     for (int i = 0; i < 3; ++i) dev_.deallocate(ptr_[i], bytes(i));
   }
   devices::GemmArgs args(const Shape& s) const {
-    return {.dtype = ir::DType::kF32, .batch = s.batch, .m = s.m, .n = s.n, .k = s.k,
+    return {.dtype = DType::kF32, .batch = s.batch, .m = s.m, .n = s.n, .k = s.k,
             .transpose_a = s.transpose_a, .transpose_b = s.transpose_b,
             .a = ptr_[0], .b = ptr_[1], .c = ptr_[2],
             .batch_stride_a = s.m * s.k, .batch_stride_b = s.k * s.n, .batch_stride_c = s.m * s.n};

@@ -34,7 +34,7 @@
 #include "batches.h"
 #include "devices/cpu/openmp_spin.h"
 #include "engine/trainer.h"
-#include "ir/error.h"
+#include "base/error.h"
 #include "json_file.h"
 #include "memory/memory_plan.h"
 #include "process_memory.h"

@@ -50,7 +50,7 @@
 #include "batches.h"
 #include "devices/cpu/openmp_spin.h"
 #include "engine/trainer.h"
-#include "ir/error.h"
+#include "base/error.h"
 #include "json_file.h"
 #include "op_profile.h"
 #include "process_memory.h"

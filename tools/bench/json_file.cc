@@ -2,7 +2,7 @@
 
 #include <fstream>
 
-#include "ir/error.h"
+#include "base/error.h"
 
 namespace disc::bench {
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/safetensors.h"
-#include "ir/error.h"
+#include "base/error.h"
 #include "timing.h"
 
 namespace disc::bench {

@@ -3,21 +3,22 @@
 //
 //   disc-opt model.disc --passes=verify,canonicalize,cse,dce --facts
 //   disc-opt model.disc --passes=canonicalize,dce --dump-after=canonicalize
-//   disc-opt --model llama --train adamw            (a model family's training-step graph)
+//   disc-opt --model llama --train adamw            (the Trainer's compile pipeline on a model family)
+//   disc-opt --model llama --train adamw --dump-after=fusion,schedule
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <sstream>
 
-#include "ir/error.h"
+#include "base/error.h"
 #include "ir/models/model.h"
 #include "ir/op_registry.h"
-#include "ir/training_step.h"
+#include "engine/pipeline.h"
 #include "ir/pass.h"
 #include "ir/text_format.h"
-#include "jit/fused_op.h"
-#include "jit/fusion.h"
+#include "jit/fusion/fused_op.h"
+#include "jit/fusion/fusion.h"
 #include "memory/governor.h"
-#include "memory/shapes.h"
+#include "ir/binding.h"
 
 namespace {
 
@@ -44,32 +45,45 @@ void print_ops() {
   }
 }
 
-// A model family at its default (small) size; with `train`, its whole training step.
-std::unique_ptr<disc::ir::Graph> model_graph(const std::string& family, const std::string& train) {
+// A model family at its default (small) size.
+disc::ir::models::Model build_model(const std::string& family) {
   namespace m = disc::ir::models;
-  m::Model model = family == "llama" ? m::build_llama({})
-                   : family == "gpt2" ? m::build_gpt2({})
-                   : family == "mlp"  ? m::build_mlp({})
-                   : family == "cnn"  ? m::build_cnn({})
-                                      : throw disc::InvalidArgument("unknown model `" + family +
-                                                                    "`; models: llama, gpt2, mlp, cnn");
-  if (!train.empty()) {
-    disc::ir::OptimizerConfig opt;
-    if (train == "sgd") opt.kind = disc::ir::OptimizerConfig::Kind::kSgd;
-    else if (train != "adamw") throw disc::InvalidArgument("unknown optimizer `" + train + "`; use adamw or sgd");
-    opt.clip_norm = 1.0;
-    disc::ir::build_training_step(*model.graph, model.loss, model.params, opt);
-  } else {
-    model.graph->add_output("loss", model.loss);
+  return family == "llama" ? m::build_llama({})
+         : family == "gpt2" ? m::build_gpt2({})
+         : family == "mlp"  ? m::build_mlp({})
+         : family == "cnn"  ? m::build_cnn({})
+                            : throw disc::InvalidArgument("unknown model `" + family + "`; models: llama, gpt2, mlp, cnn");
+}
+
+// The Trainer's compile pipeline (engine/pipeline.h) on a model family's training step: the
+// step graph the executor would run, and with `dump` each named stage's result as it ends.
+std::unique_ptr<disc::ir::Graph> compile_step(disc::ir::models::Model model, const std::string& train,
+                                              const std::string& dump, const std::string& disable, bool stats) {
+  disc::engine::TrainerOptions options;
+  if (train == "sgd") options.optimizer.kind = disc::ir::OptimizerConfig::Kind::kSgd;
+  else if (train != "adamw") throw disc::InvalidArgument("unknown optimizer `" + train + "`; use adamw or sgd");
+  options.optimizer.clip_norm = 1.0;
+  disc::engine::Pipeline pipeline(options);
+  for (const auto& name : disc::engine::split_names(disable)) pipeline.disable(name);
+  if (!dump.empty()) {
+    pipeline.after(disc::engine::split_names(dump), [](const std::string& stage, disc::engine::CompiledStep& s) {
+      std::cout << "// ----- after " << stage << " -----\n" << disc::engine::Pipeline::print_stage(stage, s);
+    });
   }
-  return std::move(model.graph);
+  disc::engine::CompiledStep step = pipeline.run(std::move(model));
+  if (stats) {
+    for (const auto& r : pipeline.runs())
+      std::cerr << "stage " << r.stage << ": " << (r.skipped ? "skipped" : r.changed ? "changed" : "unchanged") << ", "
+                << r.ms << " ms\n";
+  }
+  return step.fused ? std::move(step.fused) : std::move(step.model.graph);
 }
 
 // The governor's view of the graph: schedule with symbolic bytes, candidates, plan at `shape`
 // (nothing is held before the step: the plan counts produced values only).
 void print_memory(const disc::ir::Graph& g, const disc::memory::GovernorOptions& options, const std::string& shape) {
   disc::memory::Governor gov(g, options);
-  const disc::ir::Bindings b = disc::memory::parse_bindings(shape, g, disc::memory::largest_bindings(g));
+  const disc::ir::Bindings b = disc::ir::parse_bindings(shape, g, disc::ir::largest_bindings(g));
   std::cout << "// ----- memory -----\n" << disc::memory::print_schedule(g, gov.liveness()) << gov.report(b, 0);
 }
 
@@ -82,13 +96,17 @@ int main(int argc, char** argv) {
   std::string model, train;
   app.add_option("file", file, "Graph file in the disc text format ('-' reads standard input)");
   app.add_option("--passes", passes, passes_help())->capture_default_str();
-  app.add_option("--dump-after", dump, "Print the graph after these passes (comma-separated, or 'all')");
-  app.add_option("--disable", disable, "Skip these passes (comma-separated)");
+  app.add_option("--dump-after", dump, "Print the graph after these passes (comma-separated, or 'all'); with --train, "
+                                       "after these pipeline stages");
+  app.add_option("--disable", disable, "Skip these passes (comma-separated); with --train, these pipeline stages");
   app.add_flag("--facts", facts, "Print the symbolic shape facts after the graph");
   app.add_flag("--stats", stats, "Print per-pass timing and whether each changed the graph");
   app.add_flag("--list-ops", list_ops, "List every op in the registry and exit");
   app.add_option("--model", model, "Instead of a file, build a model family: llama, gpt2, mlp, cnn");
-  app.add_option("--train", train, "With --model: the training step (forward, backward, update) with this optimizer: adamw or sgd");
+  std::string stages = "With --model: the training step as the Trainer compiles it, with this optimizer: adamw or sgd. "
+                       "The pipeline's stages:";
+  for (const std::string& d : disc::engine::Pipeline::stage_descriptions()) stages += "\n  " + d;
+  app.add_option("--train", train, stages);
   bool memory = false, offload = false;
   int64_t cap = 0;
   std::string shape;
@@ -111,8 +129,18 @@ int main(int argc, char** argv) {
   try {
     disc::jit::register_fused_op();  // files may hold fused nodes
     std::unique_ptr<disc::ir::Graph> g;
+    if (!train.empty()) {
+      if (model.empty()) throw disc::InvalidArgument("--train needs --model");
+      g = compile_step(build_model(model), train, dump, disable, stats);
+      if (dump.empty()) std::cout << disc::ir::print_graph(*g);
+      if (facts) print_facts(*g);
+      if (memory) print_memory(*g, {.cap = cap, .offload = offload}, shape);
+      return 0;
+    }
     if (!model.empty()) {
-      g = model_graph(model, train);
+      disc::ir::models::Model m = build_model(model);
+      m.graph->add_output("loss", m.loss);
+      g = std::move(m.graph);
     } else if (file == "-") {
       std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
       g = disc::ir::parse_graph(text, "<stdin>");
@@ -121,21 +149,12 @@ int main(int argc, char** argv) {
     }
     disc::ir::PassManager pm;
     pm.add_list(passes);
-    auto split = [](const std::string& s) {
-      std::set<std::string> out;
-      for (size_t start = 0; start <= s.size();) {
-        size_t comma = std::min(s.find(',', start), s.size());
-        if (comma > start) out.insert(s.substr(start, comma - start));
-        start = comma + 1;
-      }
-      return out;
-    };
-    for (const auto& name : split(disable)) {
+    for (const auto& name : disc::engine::split_names(disable)) {
       disc::ir::make_pass(name);  // rejects a misspelt name
       pm.disable(name);
     }
     if (!dump.empty()) {
-      pm.dump_after(split(dump), [](const std::string& pass, const disc::ir::Graph& graph) {
+      pm.dump_after(disc::engine::split_names(dump), [](const std::string& pass, const disc::ir::Graph& graph) {
         std::cout << "// ----- after " << pass << " -----\n" << disc::ir::print_graph(graph);
       });
     }

@@ -7,7 +7,7 @@
 
 #include "devices/cpu/openmp_spin.h"
 #include "engine/trainer.h"
-#include "ir/error.h"
+#include "base/error.h"
 
 using namespace disc;
 

@@ -1,0 +1,204 @@
+// Attention by blocks of query rows through the device's GEMM; see block_attention.h.
+#include "devices/cpu/block_attention.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include <tbb/parallel_for.h>
+
+#include "devices/cpu/row_math.h"
+
+namespace disc::devices {
+namespace {
+
+using namespace row_math;
+
+// row[0, visible) = softmax(scale * row[0, visible)); row[visible, width) = 0.
+template <typename T>
+[[gnu::always_inline]] inline void softmax_row_of(T* row, int64_t visible, int64_t width, T scale) {
+  for (int64_t j = 0; j < visible; ++j) row[j] *= scale;
+  exp_minus_max(row, visible);
+  const T inv = T(1) / lane_sum<T>(row, visible);
+  for (int64_t j = 0; j < visible; ++j) row[j] *= inv;
+  std::fill(row + visible, row + width, T(0));
+}
+
+// g = scale * p * (g - sum(p * g)) over the row: dS from dP for probabilities p.
+template <typename T>
+[[gnu::always_inline]] inline void softmax_grad_row_of(const T* p, T* g, int64_t width, T scale) {
+  T lane[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= width; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lane[l] += p[j + l] * g[j + l];
+  }
+  for (int l = 0; j < width; ++j, ++l) lane[l] += p[j] * g[j];
+  T dot = 0;
+  for (T x : lane) dot += x;
+  for (j = 0; j < width; ++j) g[j] = scale * p[j] * (g[j] - dot);
+}
+
+// The row functions per dtype, each cloned per vector width (Clang clones no templates).
+DISC_VECTOR_CLONES void softmax_row(float* row, int64_t visible, int64_t width, float scale) {
+  softmax_row_of(row, visible, width, scale);
+}
+DISC_VECTOR_CLONES void softmax_row(double* row, int64_t visible, int64_t width, double scale) {
+  softmax_row_of(row, visible, width, scale);
+}
+DISC_VECTOR_CLONES void softmax_grad_row(const float* p, float* g, int64_t width, float scale) {
+  softmax_grad_row_of(p, g, width, scale);
+}
+DISC_VECTOR_CLONES void softmax_grad_row(const double* p, double* g, int64_t width, double scale) {
+  softmax_grad_row_of(p, g, width, scale);
+}
+
+// One block of query rows [r0, r1) for the heads [h0, h0 + hc): where its operands start and how
+// wide its panels are.
+struct Block {
+  int64_t h0, hc, r0, rows, keys;
+};
+
+// A batch of hc products C = op(A) op(B), each operand given by its first element, its leading
+// dim and its batch stride (all in elements).
+struct Operand {
+  const void* data;
+  int64_t lead, stride;
+};
+template <typename T>
+void gemm(Device& dev, int64_t hc, int64_t m, int64_t n, int64_t k, Operand a, bool ta, Operand b, bool tb, T* c,
+          int64_t ldc, int64_t stride_c, bool accumulate = false) {
+  GemmArgs g{.dtype = std::is_same_v<T, double> ? DType::kF64 : DType::kF32,
+             .batch = hc, .m = m, .n = n, .k = k, .transpose_a = ta, .transpose_b = tb,
+             .accumulate = accumulate, .a = a.data, .b = b.data, .c = c,
+             .batch_stride_a = a.stride, .batch_stride_b = b.stride, .batch_stride_c = stride_c,
+             .lda = a.lead, .ldb = b.lead, .ldc = ldc};
+  dev.gemm(g);
+}
+
+// The block's heads of a [heads, rows, width] tensor as GEMM operands: every row (keys, values),
+// or only the block's query rows (q, dO).
+template <typename T>
+Operand all_rows(const void* base, const Block& bl, int64_t rows, int64_t width) {
+  return {static_cast<const T*>(base) + bl.h0 * rows * width, width, rows * width};
+}
+template <typename T>
+Operand block_rows(const void* base, const Block& bl, int64_t rows, int64_t width) {
+  return {static_cast<const T*>(base) + (bl.h0 * rows + bl.r0) * width, width, rows * width};
+}
+
+// The block's probabilities into `p` ([hc, rows, keys]): scores by one GEMM, then softmax over
+// each row's visible keys.
+template <typename T>
+void probabilities(Device& dev, const AttentionArgs& a, const Block& bl, T* p) {
+  const int64_t panel = bl.rows * bl.keys;
+  gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.d, block_rows<T>(a.q, bl, a.sq, a.d), false, all_rows<T>(a.k, bl, a.sk, a.d),
+          true, p, bl.keys, panel);
+  tbb::parallel_for(int64_t{0}, bl.hc * bl.rows, [&](int64_t i) {
+    const int64_t visible = a.causal ? bl.r0 + i % bl.rows + 1 : bl.keys;
+    softmax_row(p + i * bl.keys, visible, bl.keys, static_cast<T>(a.scale));
+  });
+}
+
+// Calls f(block) for every block of query rows of every chunk of heads, in order.
+template <typename F>
+void for_each_block(const AttentionArgs& a, F&& f) {
+  const int64_t chunk = attention_chunk(a);
+  for (int64_t h0 = 0; h0 < a.heads; h0 += chunk) {
+    for (int64_t r0 = 0; r0 < a.sq; r0 += kAttentionRows) {
+      const int64_t r1 = std::min(a.sq, r0 + kAttentionRows);
+      f(Block{.h0 = h0, .hc = std::min(chunk, a.heads - h0), .r0 = r0, .rows = r1 - r0,
+              .keys = a.causal ? r1 : a.sk});
+    }
+  }
+}
+
+template <typename T>
+void forward(Device& dev, const AttentionArgs& a, T* out) {
+  T* p = thread_panel<T>(attention_chunk(a) * kAttentionRows * a.sk);  // one panel: P
+  for_each_block(a, [&](const Block& bl) {
+    probabilities(dev, a, bl, p);
+    gemm<T>(dev, bl.hc, bl.rows, a.dv, bl.keys, {p, bl.keys, bl.rows * bl.keys}, false, all_rows<T>(a.v, bl, a.sk, a.dv),
+            false, out + (bl.h0 * a.sq + bl.r0) * a.dv, a.dv, a.sq * a.dv);
+  });
+}
+
+// Per block: P again, dP = dO V^T, dS (scaled) in dP's panel, dQ = dS K, then dK += dS^T Q and
+// dV += P^T dO over the block's keys.
+template <typename T>
+void backward(Device& dev, const AttentionArgs& a, const T* dout, T* dq, T* dk, T* dv) {
+  const int64_t chunk = attention_chunk(a);
+  T* p = thread_panel<T>(2 * chunk * kAttentionRows * a.sk);  // two panels: P, then dP and dS
+  T* g = p + chunk * kAttentionRows * a.sk;
+  std::fill(dk, dk + a.heads * a.sk * a.d, T(0));
+  std::fill(dv, dv + a.heads * a.sk * a.dv, T(0));
+  for_each_block(a, [&](const Block& bl) {
+    const int64_t panel = bl.rows * bl.keys, q_at = bl.h0 * a.sq + bl.r0;
+    const Operand dout_rows = block_rows<T>(dout, bl, a.sq, a.dv);
+    probabilities(dev, a, bl, p);
+    gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.dv, dout_rows, false, all_rows<T>(a.v, bl, a.sk, a.dv), true, g, bl.keys,
+            panel);
+    tbb::parallel_for(int64_t{0}, bl.hc * bl.rows, [&](int64_t i) {
+      softmax_grad_row(p + i * bl.keys, g + i * bl.keys, bl.keys, static_cast<T>(a.scale));
+    });
+    const Operand ds{g, bl.keys, panel}, probs{p, bl.keys, panel};
+    gemm<T>(dev, bl.hc, bl.rows, a.d, bl.keys, ds, false, all_rows<T>(a.k, bl, a.sk, a.d), false, dq + q_at * a.d, a.d,
+            a.sq * a.d);
+    gemm<T>(dev, bl.hc, bl.keys, a.d, bl.rows, ds, true, block_rows<T>(a.q, bl, a.sq, a.d), false,
+            dk + bl.h0 * a.sk * a.d, a.d, a.sk * a.d, true);
+    gemm<T>(dev, bl.hc, bl.keys, a.dv, bl.rows, probs, true, dout_rows, false, dv + bl.h0 * a.sk * a.dv, a.dv,
+            a.sk * a.dv, true);
+  });
+}
+
+void check(const Device& dev, const AttentionArgs& a) {
+  if (!dev.is_host()) {
+    throw InvalidArgument("attention on " + dev.name() + ": block attention runs on host memory");
+  }
+  if (a.dtype != DType::kF32 && a.dtype != DType::kF64) {
+    throw InvalidArgument("attention: dtype " + std::string(dtype_name(a.dtype)) +
+                          " is not supported: cast q, k and v to f32 (or f64)");
+  }
+  if (a.heads < 0 || a.sq < 0 || a.sk < 0 || a.d < 0 || a.dv < 0) {
+    throw InvalidArgument("attention: negative size (heads=" + std::to_string(a.heads) + " sq=" +
+                          std::to_string(a.sq) + " sk=" + std::to_string(a.sk) + " d=" + std::to_string(a.d) +
+                          " dv=" + std::to_string(a.dv) + ")");
+  }
+  if (a.causal && a.sq != a.sk) {
+    throw InvalidArgument("causal attention needs as many queries as keys, got sq=" + std::to_string(a.sq) +
+                          " sk=" + std::to_string(a.sk));
+  }
+}
+
+}  // namespace
+
+int64_t attention_chunk(const AttentionArgs& a) {
+  const int64_t per_head = std::max<int64_t>(1, 2 * kAttentionRows * a.sk * dtype_size(a.dtype));
+  return std::clamp<int64_t>(kAttentionWorkspace / per_head, 1, std::max<int64_t>(1, a.heads));
+}
+
+void attention_forward(Device& dev, const AttentionArgs& a, void* out) {
+  check(dev, a);
+  if (a.sk == 0) {  // no key to attend to: the output is 0
+    std::memset(out, 0, static_cast<size_t>(a.heads * a.sq * a.dv * dtype_size(a.dtype)));
+    return;
+  }
+  if (a.dtype == DType::kF64) return forward(dev, a, static_cast<double*>(out));
+  forward(dev, a, static_cast<float*>(out));
+}
+
+void attention_backward(Device& dev, const AttentionArgs& a, const void* dout, void* dq, void* dk, void* dv) {
+  check(dev, a);
+  if (a.sk == 0) {  // the output is 0 whatever q is
+    std::memset(dq, 0, static_cast<size_t>(a.heads * a.sq * a.d * dtype_size(a.dtype)));
+    return;
+  }
+  if (a.dtype == DType::kF64) {
+    return backward(dev, a, static_cast<const double*>(dout), static_cast<double*>(dq), static_cast<double*>(dk),
+                    static_cast<double*>(dv));
+  }
+  backward(dev, a, static_cast<const float*>(dout), static_cast<float*>(dq), static_cast<float*>(dk),
+           static_cast<float*>(dv));
+}
+
+}  // namespace disc::devices

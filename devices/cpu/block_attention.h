@@ -1,0 +1,56 @@
+// Scaled dot-product attention by blocks of query rows, without the [S, S] score matrices: for
+// each block of kAttentionRows query rows, the scores against every key (for causal attention,
+// every key up to the block's last row) are one batched GEMM into a panel that stays in cache,
+// softmax runs over the panel's rows, and a second GEMM multiplies the panel into the output.
+// The backward pass recomputes each panel the same way (so its probabilities equal the forward
+// pass's bit for bit), then forms dS in the panel and adds its share of dK and dV.
+//
+//   AttentionArgs a{.dtype = DType::kF32, .heads = B * H, .sq = S, .sk = S, .d = 64,
+//                   .dv = 64, .causal = true, .scale = 0.125, .q = q, .k = k, .v = v};
+//   attention_forward(dev, a, out);               // out = softmax(scale q k^T, masked) v
+//   attention_backward(dev, a, dout, dq, dk, dv);
+//
+// Memory: besides the operands, two panels of [heads in a chunk, kAttentionRows, sk] elements,
+// with the chunk of heads sized so that they take at most kAttentionWorkspace bytes (one head per
+// chunk when a single head needs more). The panels are reused between calls on one thread.
+#pragma once
+
+#include <cstdint>
+
+#include "devices/device.h"
+
+namespace disc::devices {
+
+// Query rows per panel: enough for the library GEMMs to run near their peak, few enough that a
+// causal panel skips most keys above the diagonal.
+inline constexpr int64_t kAttentionRows = 64;
+// Bytes of both panels together for one chunk of heads.
+inline constexpr int64_t kAttentionWorkspace = int64_t{4} << 20;
+
+// Row-major tensors with the heads (batch and heads flattened) leading:
+// q [heads, sq, d], k [heads, sk, d], v [heads, sk, dv]; outputs and gradients alike.
+struct AttentionArgs {
+  DType dtype = DType::kF32;  // f32 or f64
+  int64_t heads = 0;
+  int64_t sq = 0, sk = 0, d = 0, dv = 0;
+  bool causal = true;  // query row i sees keys 0..i (needs sq == sk)
+  double scale = 1.0;  // multiplies q k^T before the softmax
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+};
+
+// out [heads, sq, dv] = softmax(scale q k^T) v, rows of the softmax over the visible keys.
+// Throws InvalidArgument for sizes that do not fit (causal with sq != sk, negative sizes) and
+// for a device whose memory is not host memory.
+void attention_forward(Device& dev, const AttentionArgs& a, void* out);
+
+// The gradients of attention_forward's output towards q, k and v, given dout [heads, sq, dv].
+void attention_backward(Device& dev, const AttentionArgs& a, const void* dout, void* dq, void* dk,
+                        void* dv);
+
+// Heads per chunk for these sizes: the most whose two panels fit in kAttentionWorkspace, at
+// least one, at most `a.heads`.
+int64_t attention_chunk(const AttentionArgs& a);
+
+}  // namespace disc::devices

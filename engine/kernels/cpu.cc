@@ -1,0 +1,80 @@
+// The host's kernels (memory the host addresses: cpu, sim), each registered beside the code that
+// marshals a node's attributes and tensors into its arguments. An op without one here runs its
+// reference kernel.
+#include <vector>
+
+#include "devices/cpu/block_attention.h"
+#include "devices/cpu/linear_cross_entropy.h"
+#include "engine/kernels/gemm.h"
+#include "engine/kernels/kernel_registry.h"
+#include "ir/ops/attention_dims.h"
+#include "ir/ops/kernels.h"
+
+namespace disc::engine {
+namespace {
+
+constexpr DeviceKind kHost = DeviceKind::kHost;
+
+jit::KernelRun matmul(const ir::Node& n, const ir::KernelArgs& a, KernelContext& ctx) {
+  run_gemm(n, a, *ctx.dev);
+  return {};
+}
+
+// attention and attention_grad by blocks of query rows (devices/cpu/block_attention.h): the
+// [..., S, S] scores exist only a block at a time.
+devices::AttentionArgs attention_args(const ir::KernelArgs& args) {
+  const ir::TensorRef &q = args.in[0], &v = args.in[2];
+  const ir::AttentionDims s = ir::attention_dims(q, v, args.a());
+  return {.dtype = q.dtype, .heads = s.heads, .sq = s.sq, .sk = s.sk, .d = s.d, .dv = s.dv,
+          .causal = s.causal, .scale = s.scale, .q = q.data, .k = args.in[1].data, .v = v.data};
+}
+
+jit::KernelRun attention(const ir::Node&, const ir::KernelArgs& a, KernelContext& ctx) {
+  devices::attention_forward(*ctx.dev, attention_args(a), a.out[0].data);
+  return {};
+}
+
+jit::KernelRun attention_grad(const ir::Node&, const ir::KernelArgs& a, KernelContext& ctx) {
+  devices::attention_backward(*ctx.dev, attention_args(a), a.in[3].data, a.out[0].data, a.out[1].data,
+                              a.out[2].data);
+  return {};
+}
+
+// The head's loss and gradients by panels of rows (devices/cpu/linear_cross_entropy.h): the
+// [rows, classes] logits exist only a panel at a time. Labels are checked and counted here.
+jit::KernelRun linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& args, KernelContext& ctx) {
+  const ir::TensorRef &h = args.in[0], &w = args.in[1], &labels = args.in[2];
+  const bool tw = n.attrs().get_bool("transpose_w");
+  const int64_t classes = w.shape[tw ? 0 : 1], ignore = n.attrs().get_int("ignore_index");
+  std::vector<int64_t> ids(static_cast<size_t>(labels.numel()));
+  for (int64_t i = 0; i < labels.numel(); ++i) ids[i] = ir::index_at(labels, i);
+  const devices::LinearCrossEntropyArgs a{
+      .dtype = h.dtype, .rows = labels.numel(), .d = h.shape.back(), .classes = classes, .transpose_w = tw,
+      .h = h.data, .w = w.data, .labels = ids.data(), .ignore_index = ignore,
+      .count = ir::count_labels(n.op().name, labels, classes, ignore)};
+  devices::linear_cross_entropy(*ctx.dev, a, args.out[0].data, args.out[1].data, args.out[2].data);
+  return {};
+}
+
+// Fused nodes as kernels compiled by LLVM (jit/cpu/fused_runner.h), where the executor has them.
+bool has_fused_kernel(const ir::Node& n, const KernelContext& ctx) { return ctx.fused && ctx.fused->handles(n); }
+jit::KernelRun fused(const ir::Node& n, const ir::KernelArgs& a, KernelContext& ctx) { return ctx.fused->run(n, a); }
+jit::KernelRun prepare_fused(const ir::Node& n, const ir::Bindings& b, KernelContext& ctx) {
+  return ctx.fused->prepare(n, b);
+}
+
+}  // namespace
+
+void register_cpu_kernels(KernelRegistry& r) {
+  for (DType t : {DType::kF32, DType::kF64}) {
+    r.add({.op = "matmul", .device = kHost, .dtype = t, .name = "cpu/device_gemm", .run = matmul});
+    r.add({.op = "attention", .device = kHost, .dtype = t, .name = "cpu/block_attention", .run = attention});
+    r.add({.op = "attention_grad", .device = kHost, .dtype = t, .name = "cpu/block_attention", .run = attention_grad});
+    r.add({.op = "linear_cross_entropy", .device = kHost, .dtype = t, .name = "cpu/linear_cross_entropy",
+           .run = linear_cross_entropy});
+  }
+  r.add({.op = "fused", .device = kHost, .name = "cpu/llvm_fused", .run = fused, .supports = has_fused_kernel,
+         .prepare = prepare_fused});
+}
+
+}  // namespace disc::engine

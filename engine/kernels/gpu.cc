@@ -1,0 +1,78 @@
+// A GPU's kernels (cuda:N, hip:N, sim-gpu), each registered beside the code that marshals a
+// node's tensors: the device's library GEMM, a reshape as a copy, fused nodes and the ops fusion
+// leaves through kernels compiled for the device (jit/gpu/). An op without one here runs on the
+// host over copies of its tensors (the executor stages it).
+#include "engine/kernels/gemm.h"
+#include "engine/kernels/kernel_registry.h"
+#include "jit/gpu/gpu_ops.h"
+
+namespace disc::engine {
+namespace {
+
+constexpr DeviceKind kGpu = DeviceKind::kGpu;
+
+jit::KernelRun matmul(const ir::Node& n, const ir::KernelArgs& a, KernelContext& ctx) {
+  run_gemm(n, a, *ctx.dev);
+  return {};
+}
+
+// The same bytes under another shape: a copy, unless the memory plan gave it its operand's buffer.
+jit::KernelRun reshape(const ir::Node&, const ir::KernelArgs& a, KernelContext& ctx) {
+  if (a.out[0].data != a.in[0].data)
+    ctx.dev->copy(a.out[0].data, a.in[0].data, static_cast<size_t>(a.out[0].bytes()), devices::CopyKind::kDeviceToDevice);
+  return {};
+}
+
+bool has_fused_kernel(const ir::Node& n, const KernelContext& ctx) { return ctx.fused && ctx.fused->handles(n); }
+jit::KernelRun fused(const ir::Node& n, const ir::KernelArgs& a, KernelContext& ctx) { return ctx.fused->run(n, a); }
+jit::KernelRun prepare_fused(const ir::Node& n, const ir::Bindings& b, KernelContext& ctx) {
+  return ctx.fused->prepare(n, b);
+}
+
+// The ops of jit/gpu/gpu_ops.h, where GpuOps takes the node's dtypes and ranks.
+bool gpu_op(const ir::Node& n, const KernelContext& ctx) { return ctx.gpu_ops && jit::GpuOps::handles(n); }
+template <void (jit::GpuOps::*kOp)(const ir::KernelArgs&)>
+jit::KernelRun run_op(const ir::Node&, const ir::KernelArgs& a, KernelContext& ctx) {
+  (ctx.gpu_ops->*kOp)(a);
+  return {};
+}
+// Their modules compiled before the step: attention's per head sizes, the others' shared.
+jit::KernelRun prepare_ops(const ir::Node&, const ir::Bindings&, KernelContext& ctx) { return ctx.gpu_ops->prepare(); }
+jit::KernelRun prepare_attention(const ir::Node& n, const ir::Bindings& b, KernelContext& ctx) {
+  auto head = [&](int operand) { return static_cast<int>(n.operand(operand)->shape().back().evaluate(b)); };
+  return ctx.gpu_ops->prepare(head(0), head(2));
+}
+
+template <void (jit::GpuOps::*kOp)(const ir::KernelArgs&, bool), bool kFlag>
+jit::KernelRun run_op_with(const ir::Node&, const ir::KernelArgs& a, KernelContext& ctx) {
+  (ctx.gpu_ops->*kOp)(a, kFlag);
+  return {};
+}
+
+}  // namespace
+
+void register_gpu_kernels(KernelRegistry& r) {
+  using jit::GpuOps;
+  for (DType t : {DType::kF32, DType::kF64})
+    r.add({.op = "matmul", .device = kGpu, .dtype = t, .name = "gpu/blas_gemm", .run = matmul});
+  r.add({.op = "reshape", .device = kGpu, .name = "gpu/copy", .run = reshape});
+  r.add({.op = "fused", .device = kGpu, .name = "gpu/rtc_fused", .run = fused, .supports = has_fused_kernel,
+         .prepare = prepare_fused});
+  const DType f32 = DType::kF32;
+  r.add({.op = "transpose", .device = kGpu, .name = "gpu/transpose", .run = run_op<&GpuOps::transpose>,
+         .supports = gpu_op, .prepare = prepare_ops});
+  r.add({.op = "rope", .device = kGpu, .dtype = f32, .name = "gpu/rope", .run = run_op<&GpuOps::rope>,
+         .supports = gpu_op, .prepare = prepare_ops});
+  r.add({.op = "gather", .device = kGpu, .dtype = f32, .name = "gpu/gather",
+         .run = run_op_with<&GpuOps::indexed, false>, .supports = gpu_op, .prepare = prepare_ops});
+  r.add({.op = "scatter_add", .device = kGpu, .dtype = f32, .name = "gpu/scatter_add",
+         .run = run_op_with<&GpuOps::indexed, true>, .supports = gpu_op, .prepare = prepare_ops});
+  r.add({.op = "attention", .device = kGpu, .dtype = f32, .name = "gpu/attention",
+         .run = run_op_with<&GpuOps::attention, false>, .supports = gpu_op, .prepare = prepare_attention});
+  r.add({.op = "attention_grad", .device = kGpu, .dtype = f32, .name = "gpu/attention",
+         .run = run_op_with<&GpuOps::attention, true>, .supports = gpu_op, .prepare = prepare_attention});
+  r.add({.op = "linear_cross_entropy", .device = kGpu, .dtype = f32, .name = "gpu/linear_cross_entropy",
+         .run = run_op<&GpuOps::linear_cross_entropy>, .supports = gpu_op, .prepare = prepare_ops});
+}
+
+}  // namespace disc::engine

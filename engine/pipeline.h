@@ -1,0 +1,87 @@
+// The compile pipeline: one flat list of named stages that turns a model's forward graph and
+// TrainerOptions into the step the executor runs. The Trainer, `disc-opt --train`, `disc-train
+// plan` and the tests that want the Trainer's graph all call it; nothing else assembles passes.
+//
+//   engine::Pipeline p(options);                          // options.jit, fuse_attention, memory, ...
+//   p.after({"fusion"}, [](const std::string& stage, engine::CompiledStep& s) {  // e.g. a dump
+//     std::cout << engine::Pipeline::print_stage(stage, s);
+//   });
+//   engine::CompiledStep step = p.run(ir::models::build_llama({}));
+//   Executor ex(step.graph(), alloc, std::move(*step.governor), ...);
+//
+// Each stage's result is kept as a value in CompiledStep (the graph, the fusion plan, the
+// schedule, the eviction candidates) and can be printed after the stage (print_stage). The graph
+// is verified after every stage that changed it.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/options.h"
+#include "ir/models/model.h"
+#include "jit/fusion/fusion.h"
+#include "memory/governor.h"
+
+namespace disc::engine {
+
+struct CompiledStep {
+  // The training step before fusion: forward, backward and optimizer. `model.loss` and
+  // `model.params` follow the stages that replace them.
+  ir::models::Model model;
+  std::optional<jit::FusionPlan> fusion;  // the `fusion` stage's plan (options.jit)
+  std::unique_ptr<ir::Graph> fused;       // model.graph with one `fused` node per group
+  // The `schedule` and `remat` stages' results over graph(): the op order, its liveness and the
+  // eviction candidates. The executor's governor takes it over.
+  std::optional<memory::StepSchedule> schedule;
+
+  // The graph the executor runs: the fused graph when there is one.
+  const ir::Graph& graph() const { return fused ? *fused : *model.graph; }
+};
+
+// What one stage did, for --stats.
+struct StageRun {
+  std::string stage;
+  bool changed = false;
+  bool skipped = false;  // off in the options, or disabled
+  double ms = 0;
+};
+
+class Pipeline {
+ public:
+  // `options.memory.offload` must already say whether the device can offload (separate memory).
+  explicit Pipeline(const TrainerOptions& options) : options_(options) {}
+
+  // Every stage, in order, with a line on what it does: "name: summary".
+  static std::vector<std::string> stage_descriptions();
+  // Skips a stage (InvalidArgument for a name that is none; see stage_descriptions).
+  void disable(const std::string& stage);
+  // Calls `hook(stage, step)` after each stage in `stages` that ran ("all": every one): to print
+  // a stage's result, or (tests) to change the step between stages. InvalidArgument for a name
+  // that is no stage.
+  using Hook = std::function<void(const std::string& stage, CompiledStep& s)>;
+  void after(std::set<std::string> stages, Hook hook);
+
+  // Runs every stage on `model` (its forward graph and scalar loss).
+  CompiledStep run(ir::models::Model model);
+  // What the last run() did, stage by stage.
+  const std::vector<StageRun>& runs() const { return runs_; }
+
+  // The stage's result as text: the fusion plan and the fused graph after `fusion`, the schedule
+  // after `schedule`, the candidates after `remat`, the graph after any other stage.
+  static std::string print_stage(const std::string& stage, const CompiledStep& s);
+
+ private:
+  TrainerOptions options_;
+  std::set<std::string> disabled_;
+  std::vector<std::pair<std::set<std::string>, Hook>> hooks_;
+  std::vector<StageRun> runs_;
+};
+
+// "a,b,c" as {"a", "b", "c"} (empty items dropped): for --dump-after and --disable.
+std::set<std::string> split_names(const std::string& comma_separated);
+
+}  // namespace disc::engine

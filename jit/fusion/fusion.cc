@@ -1,0 +1,361 @@
+#include "jit/fusion/fusion.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <queue>
+#include <set>
+#include <sstream>
+
+#include "base/error.h"
+#include "jit/fusion/fused_op.h"
+#include "jit/kernel_ir/lowering.h"
+
+namespace disc::jit {
+namespace {
+
+using ir::DimExpr;
+using NodeSet = std::set<const ir::Node*>;
+
+struct Draft {
+  std::vector<const ir::Node*> nodes;
+  std::vector<DimExpr> space;
+};
+
+// Values the group must write: used outside it, or outputs and updates of the graph.
+std::vector<const ir::Value*> outputs_of(const ir::Graph& g, const std::vector<const ir::Node*>& nodes) {
+  const NodeSet members(nodes.begin(), nodes.end());
+  std::vector<const ir::Value*> out;
+  for (const ir::Node* n : nodes) {
+    for (const ir::Value* v : n->results()) {
+      bool outside = g.is_output(v);
+      for (const ir::Node* u : v->users()) outside |= !members.contains(u);
+      if (outside) out.push_back(v);
+    }
+  }
+  return out;
+}
+
+// Builds the group's kernel; throws InvalidArgument when its values do not fit one space.
+FusionGroup build(const ir::Graph& g, const Draft& d) {
+  KernelBuilder b(d.space, g.shapes());
+  for (const ir::Node* n : d.nodes) {
+    if (!b.fits(*n)) throw InvalidArgument("fusion: " + g.describe(*n) + " does not fit the group");
+    b.add(*n);
+  }
+  FusionGroup fg{.nodes = d.nodes, .space = d.space};
+  fg.outputs = outputs_of(g, d.nodes);
+  fg.kernel = b.finish(fg.outputs);
+  fg.inputs = b.inputs();
+  return fg;
+}
+
+// The largest value `e` takes within the symbols' declared ranges (symbols at their upper bounds).
+int64_t upper_bound(const ir::ShapeGraph& shapes, const DimExpr& e) {
+  const DimExpr c = shapes.canonical(e);
+  ir::Bindings b;
+  for (const std::string& s : c.symbols()) b[s] = shapes.find(s)->hi;
+  return c.evaluate(b);
+}
+
+
+bool cost_ok(const ir::Graph& g, const FusionGroup& fg, const FusionOptions& o) {
+  const KernelIR& k = fg.kernel;
+  int reductions = 0, full_loads = 0;
+  for (const Instr& in : k.code) {
+    reductions += is_reduction(in.op);
+    full_loads += in.op == KOp::kLoad && in.access == Access::kFull;
+  }
+  if (reductions + 1 > o.max_passes) return false;
+  if (reductions > 0 && !fg.space.empty() && upper_bound(g.shapes(), fg.space.back()) * 4 * full_loads > o.cache_bytes) return false;
+  const std::vector<int> count = k.evaluations();
+  int recompute = 0;
+  for (size_t i = 0; i < k.code.size(); ++i) {
+    const KOp op = k.code[i].op;
+    if (count[i] > 1 && op != KOp::kLoad && op != KOp::kConst) recompute += (is_expensive(op) ? 8 : 1) * (count[i] - 1);
+  }
+  return recompute <= o.max_recompute;
+}
+
+// A normalization whose input other nodes read too (the residual stream: x + attn(x) feeds the
+// next norm and the next residual add) starts its own kernel. Fused with the add, the kernel would
+// write both, and under a memory cap a recompute of the norm's result would rerun the add and the
+// GEMM feeding it (the GEMM's result is long gone); apart, the norm reruns from the residual,
+// which is alive, at a few flops per element. The cost: the norm reads the residual once more.
+bool keeps_apart(const ir::Node& n) {
+  const std::string& op = n.op().name;
+  return (op == "rms_norm" || op == "layer_norm") && n.operand(0)->users().size() > 1;
+}
+
+// True when q (outside the group) depends on a member: then q's result cannot feed the group.
+bool depends_on(const ir::Node* q, const NodeSet& members, const std::map<const ir::Node*, int>& index, int first) {
+  std::set<const ir::Node*> seen;
+  std::vector<const ir::Node*> todo = {q};
+  while (!todo.empty()) {
+    const ir::Node* n = todo.back();
+    todo.pop_back();
+    if (members.contains(n)) return true;
+    if (index.at(n) < first || !seen.insert(n).second) continue;
+    for (const ir::Value* v : n->operands())
+      if (v->producer()) todo.push_back(v->producer());
+  }
+  return false;
+}
+
+class Planner {
+ public:
+  Planner(const ir::Graph& g, const FusionOptions& o) : g_(g), o_(o) {
+    for (const ir::Node* n : g.nodes()) {
+      outside_before_.push_back(outside_before_.empty() ? 0 : outside_before_.back());
+      if (!lowerable(*n)) ++outside_before_.back();
+      index_[n] = static_cast<int>(index_.size());
+    }
+  }
+
+  FusionPlan run() {
+    for (const ir::Node* n : g_.nodes()) {
+      if (!lowerable(*n)) continue;
+      if (!join_a_producer(n) && !start_a_group(n)) continue;
+      absorb_producer_groups(n);
+    }
+    FusionPlan plan;
+    for (const Draft& d : drafts_)
+      if (!d.nodes.empty()) plan.groups.push_back(build(g_, d));
+    return plan;
+  }
+
+ private:
+  bool acceptable(const Draft& d) const {
+    try {
+      return cost_ok(g_, build(g_, d), o_);
+    } catch (const InvalidArgument&) {
+      return false;
+    }
+  }
+
+  // Tries the groups of n's producers, the latest first.
+  bool join_a_producer(const ir::Node* n) {
+    if (keeps_apart(*n)) return false;
+    std::vector<int> candidates;
+    for (const ir::Value* v : n->operands())
+      if (v->producer() && group_of_.contains(v->producer())) candidates.push_back(group_of_.at(v->producer()));
+    std::sort(candidates.rbegin(), candidates.rend());
+    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+    for (int gi : candidates) {
+      if (too_far(drafts_[gi], n) || !KernelBuilder(drafts_[gi].space, g_.shapes()).fits(*n) || would_cycle(drafts_[gi], n))
+        continue;
+      if (take(gi, drafts_[gi], n)) return true;
+    }
+    return false;
+  }
+
+  bool start_a_group(const ir::Node* n) {
+    drafts_.push_back(Draft{.space = natural_space(*n)});
+    if (take(static_cast<int>(drafts_.size()) - 1, Draft{.space = drafts_.back().space}, n)) return true;
+    drafts_.pop_back();
+    return false;
+  }
+
+  // Makes group gi the draft d with n added, and with n's lowerable producers that are in no
+  // group when that is acceptable: a compare cannot start a group (its bool result cannot be a
+  // kernel's output), but the select reading it can take it in.
+  bool take(int gi, Draft d, const ir::Node* n) {
+    Draft with = d;
+    for (const ir::Value* v : n->operands())
+      if (const ir::Node* p = v->producer(); p && !group_of_.contains(p) && lowerable(*p)) with.nodes.push_back(p);
+    with.nodes.push_back(n);
+    std::sort(with.nodes.begin(), with.nodes.end(), [&](auto* a, auto* b) { return index_.at(a) < index_.at(b); });
+    d.nodes.push_back(n);
+    for (Draft* c : {&with, &d}) {
+      if (c == &with && with.nodes.size() == d.nodes.size()) continue;  // no loose producer
+      if (cycles(c->nodes) || !acceptable(*c)) continue;
+      for (const ir::Node* m : c->nodes) group_of_[m] = gi;
+      drafts_[gi] = std::move(*c);
+      return true;
+    }
+    return false;
+  }
+
+  // The groups of n's other producers, whole, into n's group (sigmoid(x) and 1 - sigmoid(x)
+  // each start a group; the node that reads both makes them one).
+  void absorb_producer_groups(const ir::Node* n) {
+    if (keeps_apart(*n)) return;
+    const int gi = group_of_.at(n);
+    for (const ir::Value* v : n->operands()) {
+      if (!v->producer() || !group_of_.contains(v->producer())) continue;
+      const int hi = group_of_.at(v->producer());
+      if (hi == gi || too_far(drafts_[hi], n)) continue;
+      Draft d = drafts_[gi];
+      d.nodes.insert(d.nodes.end(), drafts_[hi].nodes.begin(), drafts_[hi].nodes.end());
+      std::sort(d.nodes.begin(), d.nodes.end(), [&](auto* a, auto* b) { return index_.at(a) < index_.at(b); });
+      if (cycles(d.nodes) || !acceptable(d)) continue;  // acceptable: every node fits n's space
+      for (const ir::Node* m : drafts_[hi].nodes) group_of_[m] = gi;
+      drafts_[gi] = std::move(d);
+      drafts_[hi].nodes.clear();
+    }
+  }
+
+  // True when more than max_span nodes outside every group run between d's last node and n.
+  bool too_far(const Draft& d, const ir::Node* n) const {
+    const int last = index_.at(d.nodes.back());
+    return outside_before_[index_.at(n)] - outside_before_[last] > o_.max_span;
+  }
+
+  // True when some path leaves `nodes` and comes back: they cannot run as one kernel.
+  bool cycles(const std::vector<const ir::Node*>& nodes) const {
+    const NodeSet members(nodes.begin(), nodes.end());
+    const int first = index_.at(nodes.front());
+    for (const ir::Node* m : nodes)
+      for (const ir::Value* v : m->operands()) {
+        const ir::Node* p = v->producer();
+        if (p && !members.contains(p) && depends_on(p, members, index_, first)) return true;
+      }
+    return false;
+  }
+
+  bool would_cycle(const Draft& d, const ir::Node* n) const {
+    std::vector<const ir::Node*> nodes = d.nodes;
+    nodes.push_back(n);
+    return cycles(nodes);
+  }
+
+  const ir::Graph& g_;
+  const FusionOptions& o_;
+  std::map<const ir::Node*, int> index_;
+  std::vector<int> outside_before_;  // per node index: nodes without a lowering before it, it included
+  std::map<const ir::Node*, int> group_of_;
+  std::vector<Draft> drafts_;
+};
+
+std::string shape_str(const std::vector<DimExpr>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + s[i].str();
+  return r + "]";
+}
+
+}  // namespace
+
+std::string FusionGroup::kind() const {
+  const std::vector<Level> levels = kernel.levels();
+  bool reduces = false;
+  for (size_t i = 0; i < kernel.code.size(); ++i) {
+    const Instr& in = kernel.code[i];
+    reduces |= is_reduction(in.op);
+    // Element work that reads a row value a reduction made: stitched.
+    if (levels[i] == Level::kElement && in.op != KOp::kStore)
+      for (int a : in.args)
+        if (levels[a] == Level::kRow && kernel.code[a].op != KOp::kLoad) return "stitch";
+  }
+  return reduces ? "input" : "loop";
+}
+
+std::string FusionPlan::str() const {
+  std::ostringstream s;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const FusionGroup& fg = groups[i];
+    s << "kernel " << i << " (" << fg.kind() << ", " << shape_str(fg.space) << "):";
+    for (size_t j = 0; j < fg.nodes.size(); ++j) {
+      s << (j ? ", " : " ");
+      for (size_t r = 0; r < fg.nodes[j]->results().size(); ++r) s << (r ? ", %" : "%") << fg.nodes[j]->result(r)->name();
+      s << " = " << fg.nodes[j]->op().name;
+    }
+    s << " ->";
+    for (const ir::Value* v : fg.outputs) s << " %" << v->name();
+    s << "\n";
+  }
+  return s.str();
+}
+
+FusionPlan plan_fusion(const ir::Graph& g, const FusionOptions& options) { return Planner(g, options).run(); }
+
+namespace {
+
+// A node outside every group, or a group: what the rewritten graph holds one node for.
+struct Unit {
+  const ir::Node* node = nullptr;
+  const FusionGroup* group = nullptr;
+  int last = 0;  // graph position of its last node: the order among ready units
+};
+
+// The units in an order where each comes after the units it reads from, as close to the
+// original order as that allows (a group cannot always sit where its first or last node was).
+std::vector<Unit> ordered_units(const ir::Graph& g, const FusionPlan& plan) {
+  std::map<const ir::Node*, int> unit_of;
+  std::vector<Unit> units;
+  const std::vector<ir::Node*> nodes = g.nodes();
+  std::map<const ir::Node*, int> index;
+  for (const ir::Node* n : nodes) index[n] = static_cast<int>(index.size());
+  for (const FusionGroup& fg : plan.groups) {
+    for (const ir::Node* n : fg.nodes) unit_of[n] = static_cast<int>(units.size());
+    units.push_back({.group = &fg, .last = index.at(fg.nodes.back())});
+  }
+  for (const ir::Node* n : nodes) {
+    if (unit_of.contains(n)) continue;
+    unit_of[n] = static_cast<int>(units.size());
+    units.push_back({.node = n, .last = index.at(n)});
+  }
+  std::vector<std::set<int>> users(units.size());
+  std::vector<int> waiting(units.size(), 0);
+  for (const ir::Node* n : nodes) {
+    const int u = unit_of.at(n);
+    for (const ir::Value* v : n->operands()) {
+      if (!v->producer()) continue;
+      const int p = unit_of.at(v->producer());
+      if (p != u && users[p].insert(u).second) ++waiting[u];
+    }
+  }
+  using Item = std::pair<int, int>;  // (last, unit)
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> ready;
+  for (size_t u = 0; u < units.size(); ++u)
+    if (waiting[u] == 0) ready.push({units[u].last, static_cast<int>(u)});
+  std::vector<Unit> order;
+  while (!ready.empty()) {
+    const int u = ready.top().second;
+    ready.pop();
+    order.push_back(units[u]);
+    for (int w : users[u])
+      if (--waiting[w] == 0) ready.push({units[w].last, w});
+  }
+  if (order.size() != units.size()) throw InvalidArgument("fusion: the groups form a cycle (a planner bug)");
+  return order;
+}
+
+}  // namespace
+
+std::unique_ptr<ir::Graph> apply_fusion(const ir::Graph& g, const FusionPlan& plan) {
+  register_fused_op();
+  auto out = std::make_unique<ir::Graph>(g.name());
+  out->set_source(g.source());
+  out->shapes() = g.shapes();
+  std::map<const ir::Value*, ir::Value*> map;
+  for (const ir::Value* a : g.arguments()) map[a] = out->add_argument(a->name(), a->type(), a->role());
+  auto operands = [&](const std::vector<const ir::Value*>& vs) {
+    std::vector<ir::Value*> r;
+    for (const ir::Value* v : vs) r.push_back(map.at(v));
+    return r;
+  };
+  auto add = [&](const std::string& op, const std::vector<const ir::Value*>& in, ir::Attributes attrs,
+                 const std::vector<const ir::Value*>& results, ir::SourceLoc loc) {
+    std::vector<std::string> names;
+    std::vector<ir::TensorType> types;
+    for (const ir::Value* v : results) names.push_back(v->name()), types.push_back(v->type());
+    ir::Node* n = out->add_node(op, operands(in), std::move(attrs), names, types, loc);
+    for (size_t i = 0; i < results.size(); ++i) map[results[i]] = n->result(static_cast<int>(i));
+  };
+  for (const Unit& u : ordered_units(g, plan)) {
+    if (u.node) {
+      add(u.node->op().name, {u.node->operands().begin(), u.node->operands().end()}, u.node->attrs(),
+          {u.node->results().begin(), u.node->results().end()}, u.node->loc());
+    } else {
+      std::string text = u.group->kernel.str();  // on one line in the printed graph
+      for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at)) text.replace(at, 1, "; ");
+      add("fused", u.group->inputs, {{"kernel", text}, {"shape", u.group->space}}, u.group->outputs,
+          u.group->nodes.front()->loc());
+    }
+  }
+  for (const auto& [name, v] : g.outputs()) out->add_output(name, map.at(v));
+  for (const auto& [arg, v] : g.updates()) out->add_update(map.at(arg), map.at(v));
+  return out;
+}
+
+}  // namespace disc::jit

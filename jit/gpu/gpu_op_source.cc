@@ -1,0 +1,329 @@
+// The CUDA C of the GPU op kernels (gpu_ops.h). Every kernel gives one thread one item of work
+// (an element, a row, a column) in a grid-stride loop, with no shared memory and no warp
+// collectives: any grid runs it, the same item always runs the same arithmetic in the same order
+// (no atomics in a sum), and the host build that the tests make of this source (one thread, one
+// block) computes exactly what a GPU does. Attention's kernels take the head sizes as template
+// arguments, so that a row's operands and accumulators stay in registers; DISC_ATTENTION(D, DV)
+// instantiates them.
+#include "jit/gpu/gpu_op_source.h"
+
+namespace disc::jit {
+
+const char* gpu_op_source() {
+  return R"(typedef long long disc_i64;
+#define DISC_NEG_INF (-__int_as_float(0x7f800000))
+#define DISC_FOR_ITEMS(t, n) \
+  for (disc_i64 t = (disc_i64)blockIdx.x * blockDim.x + threadIdx.x; t < (n); t += (disc_i64)gridDim.x * blockDim.x)
+
+// Transpose: output element o reads input element sum(index_d(o) * in_strides[d]), where
+// in_strides[d] is the input stride of the input dim that output dim d is.
+struct disc_perm {
+  disc_i64 out_dims[8];
+  disc_i64 in_strides[8];
+  int rank;
+};
+template <typename T>
+__device__ void disc_transpose(const T* in, T* out, disc_i64 n, disc_perm p) {
+  DISC_FOR_ITEMS(o, n) {
+    disc_i64 src = 0, rest = o;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      src += rest % p.out_dims[d] * p.in_strides[d];
+      rest /= p.out_dims[d];
+    }
+    out[o] = in[src];
+  }
+}
+extern "C" __global__ void disc_transpose_4(const unsigned* in, unsigned* out, disc_i64 n, disc_perm p) {
+  disc_transpose(in, out, n, p);
+}
+extern "C" __global__ void disc_transpose_8(const unsigned long long* in, unsigned long long* out, disc_i64 n,
+                                            disc_perm p) {
+  disc_transpose(in, out, n, p);
+}
+
+// Rope, as the reference computes it: the angle, its cosine and sine and the rotation in double.
+// A thread per pair (x[i], x[i + d/2]) of a row: it reads both before it writes, so y may be x.
+extern "C" __global__ void disc_rope(const float* x, float* y, disc_i64 rows, disc_i64 d, disc_i64 inner,
+                                     disc_i64 seq, double theta, double sign) {
+  const disc_i64 half = d / 2;
+  DISC_FOR_ITEMS(t, rows * half) {
+    const disc_i64 r = t / half, i = t % half;
+    const disc_i64 p = (r * d / inner) % seq;
+    const double angle = (double)p * pow(theta, -2.0 * (double)i / (double)d);
+    const double c = cos(angle), s = sign * sin(angle);
+    const double x0 = x[r * d + i], x1 = x[r * d + i + half];
+    y[r * d + i] = (float)(x0 * c - x1 * s);
+    y[r * d + i + half] = (float)(x1 * c + x0 * s);
+  }
+}
+
+// Gather and scatter_add over rows of `cols` floats. An index outside [0, rows) is skipped, and
+// one such position (plus one) is left in *bad for the host to report.
+template <typename I>
+__device__ void disc_gather(const float* table, const I* idx, float* out, disc_i64 n, disc_i64 rows,
+                            disc_i64 cols, unsigned long long* bad) {
+  DISC_FOR_ITEMS(t, n * cols) {
+    const disc_i64 i = t / cols, r = (disc_i64)idx[i];
+    if (r < 0 || r >= rows) {
+      atomicCAS(bad, 0ull, (unsigned long long)i + 1);
+      continue;
+    }
+    out[t] = table[r * cols + t % cols];
+  }
+}
+// out (holding the base) += each update row at its index: a thread per column and range of
+// `span` table rows, going over every index in order and adding the rows that fall in its range,
+// as the reference adds them, so the same bits.
+template <typename I>
+__device__ void disc_scatter_add(float* out, const I* idx, const float* u, disc_i64 n, disc_i64 rows, disc_i64 cols,
+                                 disc_i64 span, unsigned long long* bad) {
+  DISC_FOR_ITEMS(t, (rows + span - 1) / span * cols) {
+    const disc_i64 c = t % cols, lo = t / cols * span, hi = lo + span;
+    for (disc_i64 i = 0; i < n; ++i) {
+      const disc_i64 r = (disc_i64)idx[i];
+      if (r < 0 || r >= rows) {
+        if (lo == 0) atomicCAS(bad, 0ull, (unsigned long long)i + 1);
+        continue;
+      }
+      if (r >= lo && r < hi) out[r * cols + c] += u[i * cols + c];
+    }
+  }
+}
+#define DISC_INDEXED(I, SUFFIX)                                                                               \
+  extern "C" __global__ void disc_gather_##SUFFIX(const float* table, const I* idx, float* out, disc_i64 n,   \
+                                                  disc_i64 rows, disc_i64 cols, unsigned long long* bad) {    \
+    disc_gather(table, idx, out, n, rows, cols, bad);                                                         \
+  }                                                                                                           \
+  extern "C" __global__ void disc_scatter_add_##SUFFIX(float* out, const I* idx, const float* u, disc_i64 n,  \
+                                                       disc_i64 rows, disc_i64 cols, disc_i64 span,           \
+                                                       unsigned long long* bad) {                             \
+    disc_scatter_add(out, idx, u, n, rows, cols, span, bad);                                                  \
+  }
+DISC_INDEXED(int, i32)
+DISC_INDEXED(long long, i64)
+
+// linear_cross_entropy's panel rows (logits, as the reference computes them in
+// devices/linear_cross_entropy.cc): a block per row, its threads striding over the classes, sums
+// combined in a fixed tree. Each row becomes its gradient (softmax - onehot) * scale in place and
+// leaves its loss term in terms[row]; a row whose label is ignore_index (or counted == 0) zeros.
+#define DISC_ROW_BLOCK 256
+__device__ __forceinline__ double disc_block_sum_d(double v, double* red) {
+  red[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+    __syncthreads();
+  }
+  v = red[0];
+  __syncthreads();
+  return v;
+}
+__device__ __forceinline__ float disc_block_max_f(float v, float* red) {
+  red[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
+    __syncthreads();
+  }
+  v = red[0];
+  __syncthreads();
+  return v;
+}
+template <typename I>
+__device__ void disc_lce_rows(float* g, const I* labels, disc_i64 n, disc_i64 classes, disc_i64 ignore, int counted,
+                              float scale, double* terms) {
+  __shared__ double dred[DISC_ROW_BLOCK];
+  __shared__ float fred[DISC_ROW_BLOCK];
+  for (disc_i64 r = blockIdx.x; r < n; r += gridDim.x) {
+    float* x = g + r * classes;
+    const disc_i64 label = (disc_i64)labels[r];
+    if (!counted || label == ignore) {
+      for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) x[j] = 0.f;
+      if (threadIdx.x == 0) terms[r] = 0.0;
+      continue;
+    }
+    const float at_label = x[label];
+    float top = DISC_NEG_INF;
+    for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) top = fmaxf(top, x[j]);
+    top = disc_block_max_f(top, fred);
+    double sum = 0.0;
+    for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) {
+      x[j] = expf(x[j] - top);
+      sum += x[j];
+    }
+    sum = disc_block_sum_d(sum, dred);
+    const float factor = (float)(scale / sum);
+    for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) x[j] *= factor;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      x[label] -= scale;
+      terms[r] = log(sum) + (double)top - (double)at_label;
+    }
+    __syncthreads();
+  }
+}
+// The mean of the loss terms, summed in row order by one thread: the same bits for any grid.
+extern "C" __global__ void disc_lce_loss(const double* terms, disc_i64 rows, disc_i64 count, float* loss) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  double total = 0.0;
+  for (disc_i64 r = 0; r < rows; ++r) total += terms[r];
+  *loss = (float)(count == 0 ? 0.0 : total / (double)count);
+}
+
+#define DISC_LCE(I, SUFFIX)                                                                                    \
+  extern "C" __global__ void __launch_bounds__(DISC_ROW_BLOCK)                                                  \
+      disc_lce_rows_##SUFFIX(float* g, const I* labels, disc_i64 n, disc_i64 classes, disc_i64 ignore,          \
+                             int counted, float scale, double* terms) {                                         \
+    disc_lce_rows(g, labels, n, classes, ignore, counted, scale, terms);                                        \
+  }
+DISC_LCE(int, i32)
+DISC_LCE(long long, i64)
+
+// Attention over q [heads, sq, D], k [heads, sk, D], v [heads, sk, DV]; causal: query i sees keys
+// 0..i. Every loop over a head dim is unrolled, so that a row's operands and sums stay in
+// registers, and a dot product keeps eight partial sums, so that its multiply-adds overlap instead
+// of each waiting for the last. The forward pass: a thread per query row, an online softmax over
+// its keys.
+#define DISC_UNROLL _Pragma("unroll")
+#define DISC_UNROLL_2 _Pragma("unroll 2")  // two keys' loads in flight together, where registers allow
+template <int D>
+__device__ __forceinline__ float disc_dot(const float* a, const float* b) {
+  float s[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  DISC_UNROLL for (int e = 0; e < D; ++e) s[e % 8] += a[e] * b[e];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+template <int N>
+__device__ __forceinline__ void disc_load(float* r, const float* x) {
+  DISC_UNROLL for (int e = 0; e < N; ++e) r[e] = x[e];
+}
+template <int N>
+__device__ __forceinline__ void disc_store(float* x, const float* r, float scale) {
+  DISC_UNROLL for (int e = 0; e < N; ++e) x[e] = scale * r[e];
+}
+template <int N>
+__device__ __forceinline__ void disc_axpy(float* r, float a, const float* x) {  // r += a x
+  DISC_UNROLL for (int e = 0; e < N; ++e) r[e] += a * x[e];
+}
+template <int D, int DV>
+__device__ void disc_attention_fwd(const float* q, const float* k, const float* v, float* o, disc_i64 heads,
+                                   disc_i64 sq, disc_i64 sk, int causal, float scale) {
+  DISC_FOR_ITEMS(t, heads * sq) {
+    const disc_i64 h = t / sq, i = t % sq, end = causal ? i + 1 : sk;
+    float qr[D], acc[DV];
+    disc_load<D>(qr, q + t * D);
+    DISC_UNROLL for (int e = 0; e < DV; ++e) acc[e] = 0.f;
+    float m = DISC_NEG_INF, l = 0.f;
+    DISC_UNROLL_2 for (disc_i64 j = 0; j < end; ++j) {
+      const float s = disc_dot<D>(qr, k + (h * sk + j) * D) * scale;
+      const float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
+      const float* vj = v + (h * sk + j) * DV;
+      l = l * corr + p;
+      DISC_UNROLL for (int e = 0; e < DV; ++e) acc[e] = acc[e] * corr + p * vj[e];
+      m = mn;
+    }
+    disc_store<DV>(o + t * DV, acc, l > 0.f ? 1.f / l : 0.f);
+  }
+}
+// The backward pass, first per query row: the row's log-sum-exp, then dsum = sum_j p_j dp_j
+// (dp_j = dout . v_j), then dq = scale sum_j p_j (dp_j - dsum) k_j; lse and dsum go to stats for
+// the kernels per key row.
+template <int D, int DV>
+__device__ void disc_attention_bwd_q(const float* q, const float* k, const float* v, const float* dout, float* dq,
+                                     float* stats, disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal,
+                                     float scale) {
+  DISC_FOR_ITEMS(t, heads * sq) {
+    const disc_i64 h = t / sq, i = t % sq, end = causal ? i + 1 : sk;
+    float qr[D], dr[DV], acc[D];
+    disc_load<D>(qr, q + t * D);
+    disc_load<DV>(dr, dout + t * DV);
+    DISC_UNROLL for (int e = 0; e < D; ++e) acc[e] = 0.f;
+    float m = DISC_NEG_INF, l = 0.f;
+    for (disc_i64 j = 0; j < end; ++j) {
+      const float s = disc_dot<D>(qr, k + (h * sk + j) * D) * scale, mn = fmaxf(m, s);
+      l = l * expf(m - mn) + expf(s - mn);
+      m = mn;
+    }
+    const float lse = m + logf(l);
+    float dsum = 0.f;
+    for (disc_i64 j = 0; j < end; ++j) {
+      const float p = expf(disc_dot<D>(qr, k + (h * sk + j) * D) * scale - lse);
+      dsum += p * disc_dot<DV>(dr, v + (h * sk + j) * DV);
+    }
+    for (disc_i64 j = 0; j < end; ++j) {
+      const float* kj = k + (h * sk + j) * D;
+      const float p = expf(disc_dot<D>(qr, kj) * scale - lse);
+      disc_axpy<D>(acc, p * (disc_dot<DV>(dr, v + (h * sk + j) * DV) - dsum), kj);
+    }
+    disc_store<D>(dq + t * D, acc, scale);
+    stats[2 * t] = lse;
+    stats[2 * t + 1] = dsum;
+  }
+}
+// Then per key row j, over the query rows that see it: dv_j = sum_i p_ij dout_i in one kernel,
+// dk_j = scale sum_i p_ij (dp_ij - dsum_i) q_i in another (together they would hold four rows and
+// spill registers). For causal attention a thread starts at its group of 32's first key, so that
+// a warp's threads read the same q and dout rows together.
+template <int D, int DV>
+__device__ void disc_attention_bwd_v(const float* q, const float* k, const float* dout, const float* stats, float* dv,
+                                     disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
+  DISC_FOR_ITEMS(t, heads * sk) {
+    const disc_i64 h = t / sk, j = t % sk;
+    float kr[D], acc[DV];
+    disc_load<D>(kr, k + t * D);
+    DISC_UNROLL for (int e = 0; e < DV; ++e) acc[e] = 0.f;
+    DISC_UNROLL_2 for (disc_i64 i = causal ? j - j % 32 : 0; i < sq; ++i) {
+      if (causal && i < j) continue;
+      const disc_i64 row = h * sq + i;
+      disc_axpy<DV>(acc, expf(disc_dot<D>(q + row * D, kr) * scale - stats[2 * row]), dout + row * DV);
+    }
+    disc_store<DV>(dv + t * DV, acc, 1.f);
+  }
+}
+template <int D, int DV>
+__device__ void disc_attention_bwd_k(const float* q, const float* k, const float* v, const float* dout,
+                                     const float* stats, float* dk, disc_i64 heads, disc_i64 sq, disc_i64 sk,
+                                     int causal, float scale) {
+  DISC_FOR_ITEMS(t, heads * sk) {
+    const disc_i64 h = t / sk, j = t % sk;
+    float kr[D], vr[DV], acc[D];
+    disc_load<D>(kr, k + t * D);
+    disc_load<DV>(vr, v + t * DV);
+    DISC_UNROLL for (int e = 0; e < D; ++e) acc[e] = 0.f;
+    for (disc_i64 i = causal ? j - j % 32 : 0; i < sq; ++i) {
+      if (causal && i < j) continue;
+      const disc_i64 row = h * sq + i;
+      const float* qi = q + row * D;
+      const float p = expf(disc_dot<D>(qi, kr) * scale - stats[2 * row]);
+      disc_axpy<D>(acc, p * (disc_dot<DV>(dout + row * DV, vr) - stats[2 * row + 1]), qi);
+    }
+    disc_store<D>(dk + t * D, acc, scale);
+  }
+}
+#define DISC_ATTENTION(D, DV)                                                                                   \
+  extern "C" __global__ void disc_attention_fwd_##D##_##DV(const float* q, const float* k, const float* v,      \
+                                                           float* o, disc_i64 heads, disc_i64 sq, disc_i64 sk,  \
+                                                           int causal, float scale) {                           \
+    disc_attention_fwd<D, DV>(q, k, v, o, heads, sq, sk, causal, scale);                                        \
+  }                                                                                                             \
+  extern "C" __global__ void disc_attention_bwd_q_##D##_##DV(const float* q, const float* k, const float* v,    \
+                                                             const float* dout, float* dq, float* stats,        \
+                                                             disc_i64 heads, disc_i64 sq, disc_i64 sk,          \
+                                                             int causal, float scale) {                         \
+    disc_attention_bwd_q<D, DV>(q, k, v, dout, dq, stats, heads, sq, sk, causal, scale);                        \
+  }                                                                                                             \
+  extern "C" __global__ void disc_attention_bwd_v_##D##_##DV(const float* q, const float* k, const float* dout,  \
+                                                             const float* stats, float* dv, disc_i64 heads,     \
+                                                             disc_i64 sq, disc_i64 sk, int causal,              \
+                                                             float scale) {                                     \
+    disc_attention_bwd_v<D, DV>(q, k, dout, stats, dv, heads, sq, sk, causal, scale);                           \
+  }                                                                                                             \
+  extern "C" __global__ void disc_attention_bwd_k_##D##_##DV(const float* q, const float* k, const float* v,    \
+                                                             const float* dout, const float* stats, float* dk,  \
+                                                             disc_i64 heads, disc_i64 sq, disc_i64 sk,          \
+                                                             int causal, float scale) {                         \
+    disc_attention_bwd_k<D, DV>(q, k, v, dout, stats, dk, heads, sq, sk, causal, scale);                        \
+  }
+)";
+}
+
+}  // namespace disc::jit

@@ -1,0 +1,237 @@
+#include "jit/gpu/gpu_ops.h"
+
+#include <algorithm>
+
+#include "devices/cpu/linear_cross_entropy.h"
+#include "base/error.h"
+#include "ir/ops/attention_dims.h"
+#include "ir/ops/index_math.h"
+#include "ir/ops/kernels.h"
+#include "jit/gpu/gpu_op_source.h"
+
+namespace disc::jit {
+namespace {
+
+constexpr unsigned kBlock = 128;
+constexpr unsigned kRowBlock = 256;  // DISC_ROW_BLOCK in gpu_op_source.cc
+
+bool is_index(DType t) { return t == DType::kI32 || t == DType::kI64; }
+
+// disc_perm in gpu_op_source.cc, field for field.
+struct Perm {
+  long long out_dims[8];
+  long long in_strides[8];
+  int rank;
+};
+
+}  // namespace
+
+bool GpuOps::handles(const ir::Node& n) {
+  const std::string& op = n.op().name;
+  auto all_f32 = [&](std::initializer_list<int> operands) {
+    return std::all_of(operands.begin(), operands.end(),
+                       [&](int i) { return n.operand(i)->dtype() == DType::kF32; });
+  };
+  if (op == "transpose") {
+    const int64_t size = dtype_size(n.operand(0)->dtype());
+    return (size == 4 || size == 8) && n.operand(0)->rank() <= 8;
+  }
+  if (op == "rope") return all_f32({0});
+  if (op == "gather") return all_f32({0}) && is_index(n.operand(1)->dtype());
+  if (op == "scatter_add") return all_f32({0, 2}) && is_index(n.operand(1)->dtype());
+  if (op == "attention") return all_f32({0, 1, 2});
+  if (op == "attention_grad") return all_f32({0, 1, 2, 3});
+  if (op == "linear_cross_entropy") return all_f32({0, 1}) && is_index(n.operand(2)->dtype());
+  return false;
+}
+
+void GpuOps::run(const std::string& op, const ir::KernelArgs& a) {
+  if (op == "transpose") return transpose(a);
+  if (op == "rope") return rope(a);
+  if (op == "gather" || op == "scatter_add") return indexed(a, op == "scatter_add");
+  if (op == "attention" || op == "attention_grad") return attention(a, op == "attention_grad");
+  if (op == "linear_cross_entropy") return linear_cross_entropy(a);
+  throw InvalidArgument("GpuOps: no GPU kernel for op '" + op + "'");
+}
+
+// The function `name` of the op kernels' module, compiled and loaded on first use; attention's
+// kernels come in a module per head size (d, dv).
+devices::GpuDevice::Kernel GpuOps::kernel(const std::string& name, int d, int dv) {
+  std::lock_guard lock(mu_);
+  if (auto it = kernels_.find(name); it != kernels_.end()) return it->second;
+  KernelRun unused;
+  return kernels_[name] = dev_.load_kernel(image(d, dv, unused), name);
+}
+
+KernelRun GpuOps::prepare(int d, int dv) {
+  std::lock_guard lock(mu_);
+  KernelRun run;
+  image(d, dv, run);
+  return run;
+}
+
+// The module image for head sizes (d, dv) (d = 0: the other ops), compiled on first use; the
+// caller holds mu_.
+const std::string& GpuOps::image(int d, int dv, KernelRun& run) {
+  auto [it, added] = images_.try_emplace({d, dv});
+  if (!added) return it->second;
+  std::string source = gpu_op_source();
+  if (d > 0) source += "DISC_ATTENTION(" + std::to_string(d) + ", " + std::to_string(dv) + ")\n";
+  try {
+    it->second = compile_(source, run);
+  } catch (...) {
+    images_.erase(it);
+    throw;
+  }
+  return it->second;
+}
+
+void GpuOps::launch(const std::string& name, int64_t items, void** params, int d, int dv) {
+  const int64_t blocks = std::clamp<int64_t>((items + kBlock - 1) / kBlock, 1, int64_t{1} << 30);
+  launch(name, {static_cast<unsigned>(blocks), kBlock, 0}, params, d, dv);
+}
+
+void GpuOps::launch(const std::string& name, const devices::LaunchShape& shape, void** params, int d, int dv) {
+  dev_.launch(kernel(name, d, dv), shape, params);
+}
+
+void GpuOps::transpose(const ir::KernelArgs& a) {
+  const std::vector<int64_t>& perm = a.a().get_ints("perm");
+  const ir::TensorRef &in = a.in[0], &out = a.out[0];
+  Perm p{};
+  p.rank = in.rank();
+  const std::vector<int64_t> in_strides = ir::row_major_strides(in.shape);
+  for (int d = 0; d < p.rank; ++d) p.out_dims[d] = out.shape[d], p.in_strides[d] = in_strides[perm[d]];
+  long long n = out.numel();
+  void* src = in.data;
+  void* dst = out.data;
+  void* params[] = {&src, &dst, &n, &p};
+  launch(dtype_size(in.dtype) == 4 ? "disc_transpose_4" : "disc_transpose_8", n, params);
+}
+
+void GpuOps::rope(const ir::KernelArgs& a) {
+  const ir::TensorRef& in = a.in[0];
+  int64_t axis = a.a().get_int("seq_axis");
+  if (axis < 0) axis += in.rank();
+  const ir::AxisSplit split = ir::split_at(in.shape, static_cast<int>(axis));
+  long long d = in.shape.back(), rows = in.numel() / std::max<int64_t>(d, 1), seq = split.extent, inner = split.inner;
+  double theta = a.a().get_float("theta"), sign = a.a().get_bool("inverse") ? -1.0 : 1.0;
+  void* x = in.data;
+  void* y = a.out[0].data;
+  void* params[] = {&x, &y, &rows, &d, &inner, &seq, &theta, &sign};
+  launch("disc_rope", rows * (d / 2), params);
+}
+
+// gather(table, indices) and scatter_add(base, indices, updates) over rows of the table's
+// trailing elements; a bad index is reported as the reference kernels report it.
+void GpuOps::indexed(const ir::KernelArgs& a, bool scatter) {
+  const ir::TensorRef &table = a.in[0], &idx = a.in[1];
+  long long rows = table.shape.empty() ? 1 : table.shape[0];
+  long long cols = table.numel() / std::max<long long>(rows, 1), n = idx.numel();
+  void* bad = flag_.get(sizeof(unsigned long long));
+  dev_.zero(bad, sizeof(unsigned long long));
+  const std::string suffix = idx.dtype == DType::kI32 ? "_i32" : "_i64";
+  void* out = a.out[0].data;
+  void* indices = idx.data;
+  if (scatter) {
+    if (out != table.data)
+      dev_.copy(out, table.data, static_cast<size_t>(table.bytes()), devices::CopyKind::kDeviceToDevice);
+    // Some 256 table rows per thread and column: enough threads to fill the GPU, each reading
+    // every index once.
+    void* updates = a.in[2].data;
+    long long span = std::max<long long>(rows / 128, 256);
+    void* params[] = {&out, &indices, &updates, &n, &rows, &cols, &span, &bad};
+    launch("disc_scatter_add" + suffix, (rows + span - 1) / span * cols, params);
+  } else {
+    void* src = table.data;
+    void* params[] = {&src, &indices, &out, &n, &rows, &cols, &bad};
+    launch("disc_gather" + suffix, n * cols, params);
+  }
+  unsigned long long flag = 0;
+  dev_.copy(&flag, bad, sizeof flag, devices::CopyKind::kDeviceToHost);
+  dev_.synchronize();
+  if (flag == 0) return;
+  const int64_t at = static_cast<int64_t>(flag - 1);
+  int64_t raw = 0;  // room for the bad index, read back in the indices' own dtype
+  const ir::TensorRef one{.dtype = idx.dtype, .shape = {1}, .data = &raw};
+  dev_.copy(&raw, static_cast<const char*>(idx.data) + at * dtype_size(idx.dtype),
+            static_cast<size_t>(dtype_size(idx.dtype)), devices::CopyKind::kDeviceToHost);
+  dev_.synchronize();
+  ir::throw_bad_index(a.op, ir::index_at(one, 0), at, rows);
+}
+
+// attention(q, k, v) -> out; attention_grad(q, k, v, dout) -> dq, dk, dv: q [..., sq, d],
+// k [..., sk, d], v [..., sk, dv], the leading dims flattened into heads.
+void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
+  const ir::AttentionDims s = ir::attention_dims(a.in[0], a.in[2], a.a());
+  long long heads = s.heads, sq = s.sq, sk = s.sk;
+  const int d = static_cast<int>(s.d), dv = static_cast<int>(s.dv);
+  int causal = s.causal;
+  float scale = static_cast<float>(s.scale);
+  const std::string sizes = "_" + std::to_string(d) + "_" + std::to_string(dv);
+  void *pq = a.in[0].data, *pk = a.in[1].data, *pv = a.in[2].data;
+  if (!grad) {
+    void* o = a.out[0].data;
+    void* params[] = {&pq, &pk, &pv, &o, &heads, &sq, &sk, &causal, &scale};
+    return launch("disc_attention_fwd" + sizes, heads * sq, params, d, dv);
+  }
+  void *dout = a.in[3].data, *dq = a.out[0].data, *dk = a.out[1].data, *ddv = a.out[2].data;
+  void* stats = stats_.get(static_cast<size_t>(std::max<long long>(heads * sq, 1)) * 2 * sizeof(float));
+  void* rows[] = {&pq, &pk, &pv, &dout, &dq, &stats, &heads, &sq, &sk, &causal, &scale};
+  launch("disc_attention_bwd_q" + sizes, heads * sq, rows, d, dv);
+  void* values[] = {&pq, &pk, &dout, &stats, &ddv, &heads, &sq, &sk, &causal, &scale};
+  launch("disc_attention_bwd_v" + sizes, heads * sk, values, d, dv);
+  void* keys[] = {&pq, &pk, &pv, &dout, &stats, &dk, &heads, &sq, &sk, &causal, &scale};
+  launch("disc_attention_bwd_k" + sizes, heads * sk, keys, d, dv);
+}
+
+// linear_cross_entropy(h, w, labels) -> loss, dh, dw as devices/linear_cross_entropy.cc runs it
+// on the CPU: chunks of rows through the device's GEMM into a panel of logits, the panel's rows
+// by disc_lce_rows, two more GEMMs for dh's rows and dw's share. The labels are checked and
+// counted on the host, as the reference does.
+void GpuOps::linear_cross_entropy(const ir::KernelArgs& a) {
+  const ir::TensorRef &h = a.in[0], &w = a.in[1], &labels = a.in[2];
+  const bool tw = a.a().get_bool("transpose_w");
+  long long rows = labels.numel(), classes = w.shape[tw ? 0 : 1], ignore = a.a().get_int("ignore_index");
+  const int64_t d = h.shape.back();
+  std::vector<std::byte> ids(static_cast<size_t>(labels.bytes()));
+  dev_.copy(ids.data(), labels.data, ids.size(), devices::CopyKind::kDeviceToHost);
+  dev_.synchronize();
+  ir::TensorRef host = labels;
+  host.data = ids.data();
+  long long count = ir::count_labels(a.op, host, classes, ignore);
+  const int64_t chunk = devices::cross_entropy_chunk({.rows = rows, .d = d, .classes = classes});
+  auto* panel = static_cast<float*>(panel_.get(static_cast<size_t>(chunk * classes) * sizeof(float)));
+  auto* terms = static_cast<double*>(terms_.get(static_cast<size_t>(std::max<long long>(rows, 1)) * sizeof(double)));
+  auto gemm = [&](int64_t m, int64_t n, int64_t k, const void* x, bool tx, const void* y, bool ty, void* out,
+                  bool accumulate) {
+    dev_.gemm({.m = m, .n = n, .k = k, .transpose_a = tx, .transpose_b = ty, .accumulate = accumulate, .a = x,
+               .b = y, .c = out});
+  };
+  const auto* hp = static_cast<const float*>(h.data);
+  auto* dh = static_cast<float*>(a.out[1].data);
+  void* dw = a.out[2].data;
+  dev_.zero(dw, static_cast<size_t>(a.out[2].bytes()));
+  int counted = count > 0;
+  float scale = count == 0 ? 0.f : static_cast<float>(1.0 / static_cast<double>(count));
+  const std::string rows_kernel = labels.dtype == DType::kI32 ? "disc_lce_rows_i32" : "disc_lce_rows_i64";
+  for (long long r0 = 0; r0 < rows; r0 += chunk) {
+    long long n = std::min<long long>(chunk, rows - r0);
+    const float* hc = hp + r0 * d;
+    gemm(n, classes, d, hc, false, w.data, tw, panel, false);
+    void* g = panel;
+    void* lc = static_cast<char*>(labels.data) + r0 * dtype_size(labels.dtype);
+    void* tc = terms + r0;
+    void* params[] = {&g, &lc, &n, &classes, &ignore, &counted, &scale, &tc};
+    launch(rows_kernel, {static_cast<unsigned>(n), kRowBlock, 0}, params);
+    gemm(n, d, classes, panel, false, w.data, !tw, dh + r0 * d, false);
+    if (tw) gemm(classes, d, n, panel, true, hc, false, dw, true);
+    else gemm(d, classes, n, hc, true, panel, false, dw, true);
+  }
+  void* t = terms;
+  void* loss = a.out[0].data;
+  void* params[] = {&t, &rows, &count, &loss};
+  launch("disc_lce_loss", {1, 1, 0}, params);
+}
+
+}  // namespace disc::jit

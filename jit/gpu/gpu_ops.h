@@ -1,0 +1,77 @@
+// GPU kernels for the ops that fusion leaves alone and cuBLAS does not do: transpose, rope,
+// gather, scatter_add, attention, attention_grad and linear_cross_entropy (its GEMMs through the
+// device's, its rows by a kernel), on f32 (transpose on any 4- or 8-byte element). Without them
+// the executor stages such a node on the host: its operands copied over, the CPU kernel, its
+// results copied back. The kernels (gpu_op_source.h) are compiled on first use by
+// GpuKernelCompiler (NVRTC or hiprtc, cached on disk) and give the reference kernels' results
+// within f32 rounding; gather's, scatter_add's and transpose's bit for bit.
+//
+//   jit::GpuOps ops(gpu, [&](const std::string& src) { return compile(src); });  // GpuKernels's
+//   if (jit::GpuOps::handles(node)) ops.attention(args, /*grad=*/false);          // device tensors
+//
+// The executor reaches each op's function through the kernel registry
+// (engine/kernels/gpu.cc); run(op, args) is the same by name, for tests.
+//
+// Memory: attention_grad keeps two floats per query row between its kernels, gather and
+// scatter_add a flag for a bad index, linear_cross_entropy a panel of logits (as on the CPU, at
+// most devices::kCrossEntropyPanel bytes) and a double per row, in device memory of their own
+// (outside the governor's cap, as the fused kernels' scratch is).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "devices/gpu/gpu_device.h"
+#include "ir/graph.h"
+#include "ir/tensor_ref.h"
+#include "jit/fused_kernels.h"
+#include "jit/gpu/gpu_scratch.h"
+
+namespace disc::jit {
+
+class GpuOps {
+ public:
+  // Compiles a module of the op kernels' source for the device: the image load_kernel takes, and
+  // in `run` whether that compiled or loaded it from a cache, and how long it took.
+  using Compile = std::function<std::string(const std::string& source, KernelRun& run)>;
+
+  GpuOps(devices::GpuDevice& dev, Compile compile) : dev_(dev), compile_(std::move(compile)) {}
+  GpuOps(const GpuOps&) = delete;
+  GpuOps& operator=(const GpuOps&) = delete;
+
+  // Whether run() has a kernel for this node's op and operand types.
+  static bool handles(const ir::Node& n);
+  // Runs `op` over device tensors, asynchronously on the compute stream (gather and scatter_add
+  // wait for their index check). Throws InvalidArgument for an index outside the table, as the
+  // reference kernels do, and for an op or type handles() refuses.
+  void run(const std::string& op, const ir::KernelArgs& a);
+
+  // Compiles the module of the kernels for attention's head sizes (d, dv), or with d = 0 of the
+  // other ops, unless it is loaded already: before a step, so that no compile waits mid-step.
+  KernelRun prepare(int d = 0, int dv = 0);
+
+  // Each op over device tensors (operands, then results, as KernelArgs hold them).
+  void transpose(const ir::KernelArgs& a);
+  void rope(const ir::KernelArgs& a);
+  void indexed(const ir::KernelArgs& a, bool scatter);
+  void attention(const ir::KernelArgs& a, bool grad);
+  void linear_cross_entropy(const ir::KernelArgs& a);
+
+ private:
+  devices::GpuDevice::Kernel kernel(const std::string& name, int d = 0, int dv = 0);
+  const std::string& image(int d, int dv, KernelRun& run);
+  // A thread per item (the kernels' grid-stride loops take any grid).
+  void launch(const std::string& name, int64_t items, void** params, int d = 0, int dv = 0);
+  void launch(const std::string& name, const devices::LaunchShape& shape, void** params, int d = 0, int dv = 0);
+
+  devices::GpuDevice& dev_;
+  Compile compile_;
+  std::mutex mu_;
+  std::map<std::string, devices::GpuDevice::Kernel> kernels_;  // by function name
+  std::map<std::pair<int, int>, std::string> images_;            // modules by (d, dv)
+  GpuScratch flag_{dev_}, stats_{dev_}, panel_{dev_}, terms_{dev_};
+};
+
+}  // namespace disc::jit

@@ -1,0 +1,66 @@
+// Lowers graph nodes into the kernel IR of one fused group. A KernelBuilder holds the group's
+// iteration space (a shape) and maps the group's values to instructions; values from outside the
+// group become loads whose access follows from their shape (the space's shape: full; without its
+// last dim: row; a scalar: scalar; a norm weight or a broadcast over rows: col).
+//
+//   KernelBuilder b(space, g.shapes());
+//   if (b.fits(*node)) b.add(*node);     // elementwise ops, broadcasts, row reductions, softmax,
+//   KernelIR k = b.finish({outputs});    // rms_norm(_grad), adamw_update, ... (see lowerable())
+#pragma once
+
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "ir/graph.h"
+#include "jit/kernel_ir/kernel_ir.h"
+
+namespace disc::jit {
+
+// True when the op has a lowering at all (whether a given node fits a given space is fits()).
+bool lowerable(const ir::Node& n);
+// The iteration space a node would run over alone: its input's shape for reductions and row ops,
+// else its first result's shape.
+std::vector<ir::DimExpr> natural_space(const ir::Node& n);
+
+class KernelBuilder {
+ public:
+  KernelBuilder(std::vector<ir::DimExpr> space, const ir::ShapeGraph& shapes);
+
+  // True when n can be lowered into this space: every operand and result is the space's shape,
+  // its rows, or a scalar (col only where the op reads a weight by column), the dtypes are ones
+  // the IR handles, and n's own shape rules hold (a row op reduces the space's last dim).
+  bool fits(const ir::Node& n) const;
+  // Lowers n (after fits(n)); its operands are group values added before, or outside values.
+  void add(const ir::Node& n);
+  // Stores `outputs` (values added before) and returns the kernel; inputs() are its input buffers.
+  KernelIR finish(const std::vector<const ir::Value*>& outputs);
+  const std::vector<const ir::Value*>& inputs() const { return inputs_; }
+  const std::vector<ir::DimExpr>& space() const { return space_; }
+
+ private:
+  enum class Fit { kNone, kFull, kRow, kScalar };
+  Fit fit_of(const std::vector<ir::DimExpr>& shape) const;
+  bool same(const std::vector<ir::DimExpr>& a, const std::vector<ir::DimExpr>& b) const;
+  // The instruction holding v, loading it with `access` when it comes from outside.
+  int value(const ir::Value* v, std::optional<Access> access = std::nullopt);
+  int emit(KOp op, std::vector<int> args);
+  int constant(double v);
+  int load_at(int buffer, int col);
+  void lower_norm_or_softmax(const ir::Node& n);
+  void lower_rms_norm_grad(const ir::Node& n, int x, int w, int inv, double inv_cols);
+  void lower_adamw(const ir::Node& n);
+  void lower_cross_entropy(const ir::Node& n);
+  void lower_gelu(const ir::Node& n);
+
+  std::vector<ir::DimExpr> space_;
+  const ir::ShapeGraph& shapes_;
+  KernelIR k_;
+  std::vector<const ir::Value*> inputs_;
+  std::map<const ir::Value*, int> instr_;
+  // Values stored as sums over rows: the instruction summed and the store's access (col: a
+  // column sum; scalar: a row value summed into one).
+  std::map<const ir::Value*, std::pair<int, Access>> sums_;
+};
+
+}  // namespace disc::jit

@@ -1,0 +1,108 @@
+// GpuOps::Compile for the host: the GPU op kernels' source (jit/gpu/gpu_op_source.h) built as a
+// shared object with the compiler that built the tests, for HostGpuRuntime (host_gpu_runtime.h)
+// to load. One host thread then computes what each GPU thread computes for its own items.
+//
+//   devices::GpuDevice dev(std::make_unique<HostGpuRuntime>(), 1);
+//   HostOpCompiler compile;
+//   GpuOps ops(dev, [&](const std::string& source, KernelRun&) { return compile(source); });
+#pragma once
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "base/error.h"
+#include "jit/hash.h"
+#include "tests/jit/cuda_host_runner.h"
+#include "tests/jit/scratch_dir.h"
+
+namespace disc::jit {
+
+// What the host build adds: CUDA's atomicCAS for one thread, and for each kernel an entry that
+// takes cuLaunchKernel's parameter array.
+inline constexpr const char* kHostAtomics = R"(
+static unsigned long long atomicCAS(unsigned long long* p, unsigned long long expected, unsigned long long v) {
+  const unsigned long long old = *p;
+  if (old == expected) *p = v;
+  return old;
+}
+)";
+inline constexpr const char* kHostEntries = R"(
+#define P(T, i) (*(T*)p[i])
+extern "C" void disc_transpose_4_params(void** p) {
+  disc_transpose_4(P(const unsigned*, 0), P(unsigned*, 1), P(disc_i64, 2), P(disc_perm, 3));
+}
+extern "C" void disc_transpose_8_params(void** p) {
+  disc_transpose_8(P(const unsigned long long*, 0), P(unsigned long long*, 1), P(disc_i64, 2), P(disc_perm, 3));
+}
+extern "C" void disc_rope_params(void** p) {
+  disc_rope(P(const float*, 0), P(float*, 1), P(disc_i64, 2), P(disc_i64, 3), P(disc_i64, 4), P(disc_i64, 5),
+            P(double, 6), P(double, 7));
+}
+#define DISC_HOST_INDEXED(I, S)                                                                              \
+  extern "C" void disc_gather_##S##_params(void** p) {                                                       \
+    disc_gather_##S(P(const float*, 0), P(const I*, 1), P(float*, 2), P(disc_i64, 3), P(disc_i64, 4),         \
+                    P(disc_i64, 5), P(unsigned long long*, 6));                                              \
+  }                                                                                                          \
+  extern "C" void disc_scatter_add_##S##_params(void** p) {                                                  \
+    disc_scatter_add_##S(P(float*, 0), P(const I*, 1), P(const float*, 2), P(disc_i64, 3), P(disc_i64, 4),    \
+                         P(disc_i64, 5), P(disc_i64, 6), P(unsigned long long*, 7));                         \
+  }
+DISC_HOST_INDEXED(int, i32)
+DISC_HOST_INDEXED(long long, i64)
+extern "C" void disc_lce_rows_i64_params(void** p) {
+  disc_lce_rows_i64(P(float*, 0), P(const long long*, 1), P(disc_i64, 2), P(disc_i64, 3), P(disc_i64, 4), P(int, 5),
+                    P(float, 6), P(double*, 7));
+}
+extern "C" void disc_lce_loss_params(void** p) {
+  disc_lce_loss(P(const double*, 0), P(disc_i64, 1), P(disc_i64, 2), P(float*, 3));
+}
+#define DISC_HOST_ATTENTION(D, DV)                                                                           \
+  extern "C" void disc_attention_fwd_##D##_##DV##_params(void** p) {                                         \
+    disc_attention_fwd_##D##_##DV(P(const float*, 0), P(const float*, 1), P(const float*, 2), P(float*, 3),   \
+                                  P(disc_i64, 4), P(disc_i64, 5), P(disc_i64, 6), P(int, 7), P(float, 8));    \
+  }                                                                                                          \
+  extern "C" void disc_attention_bwd_q_##D##_##DV##_params(void** p) {                                       \
+    disc_attention_bwd_q_##D##_##DV(P(const float*, 0), P(const float*, 1), P(const float*, 2),               \
+                                    P(const float*, 3), P(float*, 4), P(float*, 5), P(disc_i64, 6),           \
+                                    P(disc_i64, 7), P(disc_i64, 8), P(int, 9), P(float, 10));                 \
+  }                                                                                                          \
+  extern "C" void disc_attention_bwd_v_##D##_##DV##_params(void** p) {                                       \
+    disc_attention_bwd_v_##D##_##DV(P(const float*, 0), P(const float*, 1), P(const float*, 2),               \
+                                    P(const float*, 3), P(float*, 4), P(disc_i64, 5), P(disc_i64, 6),         \
+                                    P(disc_i64, 7), P(int, 8), P(float, 9));                                  \
+  }                                                                                                          \
+  extern "C" void disc_attention_bwd_k_##D##_##DV##_params(void** p) {                                       \
+    disc_attention_bwd_k_##D##_##DV(P(const float*, 0), P(const float*, 1), P(const float*, 2),               \
+                                    P(const float*, 3), P(const float*, 4), P(float*, 5), P(disc_i64, 6),     \
+                                    P(disc_i64, 7), P(disc_i64, 8), P(int, 9), P(float, 10));                 \
+  }
+)";
+
+// GpuOps::Compile for the host: the source (and its DISC_ATTENTION lines' entries) as a shared
+// object, built once per source; the image is its path.
+class HostOpCompiler {
+ public:
+  std::string operator()(const std::string& source) {
+    const std::string so = dir_.path() + "/ops" + std::to_string(fnv1a(source)) + ".so";
+    if (built_.contains(so)) return so;
+    std::string entries = kHostEntries;
+    std::istringstream lines(source);
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("DISC_ATTENTION(", 0) == 0) entries += "DISC_HOST_" + line.substr(5) + "\n";  // DISC_HOST_ATTENTION(D, DV)
+    const std::string cc = so + ".cc";
+    std::ofstream(cc) << kHostPrelude << kHostAtomics << source << entries;
+    const std::string cmd = std::string(DISC_TEST_CXX) + " -std=c++17 -O1 -w -shared -fPIC -o " + so + " " + cc;
+    if (std::system(cmd.c_str()) != 0) throw CompileError("the host build of the GPU op kernels failed: " + cmd);
+    built_.insert(so);
+    return so;
+  }
+
+ private:
+  ScratchDir dir_;
+  std::set<std::string> built_;
+};
+
+}  // namespace disc::jit
