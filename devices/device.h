@@ -52,7 +52,7 @@ enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 // Batch strides are in elements; batch_stride_b == 0 means one B shared by every batch entry
 // (a weight matrix applied to a batch of activations). Rows are dense unless a leading dim
 // (lda, ldb, ldc: elements from one stored row to the next) says otherwise, which addresses a
-// block of a larger matrix (devices/tril_gemm.h multiplies triangles that way).
+// block of a larger matrix (devices/cpu/tril_gemm.h multiplies triangles that way).
 struct GemmArgs {
   DType dtype = DType::kF32;  // f32 or f64
   int64_t batch = 1;

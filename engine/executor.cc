@@ -61,8 +61,9 @@ void Executor::place_nodes() {
       p.host_kernel = KernelRegistry::instance().find(*n, host_ctx_);
     }
     if (!(p.staged ? p.host_kernel : p.kernel) && !n->op().reference) {
-      throw InvalidArgument("op `" + n->op().name + "` has no " + std::string(device_kind_name(kind)) + " kernel for " +
-                            std::string(dtype_name(n->operand(0)->dtype())) + " and no reference kernel yet");
+      const std::string dtype = n->operands().empty() ? "" : " for " + std::string(dtype_name(n->operand(0)->dtype()));
+      throw InvalidArgument("op `" + n->op().name + "` has no " + std::string(device_kind_name(kind)) + " kernel" + dtype +
+                            " and no reference kernel yet");
     }
     placement_[n] = p;
   }

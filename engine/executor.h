@@ -65,9 +65,9 @@ class Executor {
   // run as compiled kernels on a host device; without, through the kernel IR interpreter. A step
   // compiles its kernels before its first node; with `background_compile`, a thread of the
   // executor's own compiles them and the step interprets the nodes whose kernel is not ready yet
-  // (jit/fused_runner.h). Compiles finished in the background count in the next step's stats.
-  // On a device whose memory the host cannot address (a GPU), `gpu_kernels` (which must outlive
-  // the executor) runs fused nodes; see run_on_device.
+  // (jit/cpu/fused_runner.h). Compiles finished in the background count in the next step's stats.
+  // On a GPU, `gpu_kernels` (which must outlive the executor) runs fused nodes and the ops it has
+  // kernels for; a node whose op has no kernel there runs on the host over copies (run_staged).
   Executor(const ir::Graph& g, memory::Allocator& alloc, const memory::GovernorOptions& memory = {},
            jit::KernelCache* kernels = nullptr, bool background_compile = false,
            jit::GpuKernels* gpu_kernels = nullptr);

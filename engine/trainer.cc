@@ -1,3 +1,4 @@
+#include "base/bytes.h"
 #include "engine/trainer.h"
 
 #include <fcntl.h>
@@ -156,8 +157,8 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
     for (const ir::Value* a : compiled_.model.graph->arguments())
       if (a->role() == ir::Role::kParameter || a->role() == ir::Role::kState)
         held += static_cast<int64_t>(devices::allocation_size(static_cast<size_t>(memory::concrete_bytes(*a, {}))));
-    throw OutOfMemory("the memory cap " + memory::human_bytes(memory.cap) + " cannot hold the parameters and optimizer state (" +
-                      memory::human_bytes(held) + ") before any step: raise the cap (memory.cap) well above that, or train a smaller model");
+    throw OutOfMemory("the memory cap " + human_bytes(memory.cap) + " cannot hold the parameters and optimizer state (" +
+                      human_bytes(held) + ") before any step: raise the cap (memory.cap) well above that, or train a smaller model");
   }
   if (memory.cap > 0 && options.check_cap) {
     const ir::Bindings largest = largest_shape();

@@ -13,7 +13,7 @@
 // included): the governor schedules, evicts and regenerates to keep it, and the constructor
 // refuses a cap that the largest batch the graph admits cannot fit in.
 //
-// Errors are disc exceptions (ir/error.h): InvalidArgument, ShapeError (a batch that violates
+// Errors are disc exceptions (base/error.h): InvalidArgument, ShapeError (a batch that violates
 // the graph's symbolic shapes), OutOfMemory, IoError. Nothing aborts the host process.
 #pragma once
 

@@ -19,7 +19,7 @@ struct GradContext;  // ir/autodiff.h
 enum class OpCategory {
   kElementwise, kBroadcast, kReduce, kMatmul, kLayout, kGatherScatter,
   kNormalization, kConvolution, kConstant, kRandom, kLoss,
-  kFused,  // a group of memory-bound ops compiled as one kernel (jit/fused_op.h)
+  kFused,  // a group of memory-bound ops compiled as one kernel (jit/fusion/fused_op.h)
 };
 std::string_view category_name(OpCategory c);
 

@@ -1,5 +1,6 @@
-// The one path by which tensor memory is allocated. Every byte a step holds is counted here, so
-// that the memory governor (which will sit behind this interface) can cap it.
+// The one path by which tensor memory is allocated. Every byte a step holds is counted here. The
+// CachingAllocator (caching_allocator.h) implements this interface and enforces the memory cap as
+// a hard limit on reserved bytes; the governor (governor.h) plans each step so that it is kept.
 #pragma once
 
 #include <cstddef>

@@ -1,3 +1,4 @@
+#include "base/bytes.h"
 #include "memory/governor.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+#include "base/bytes.h"
 #include "memory/memory_plan.h"
 
 #include <algorithm>
@@ -447,16 +448,6 @@ MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<
   }
   if (!best) std::rethrow_exception(refused);
   return std::move(*best);
-}
-
-std::string human_bytes(int64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (std::abs(v) >= 1024 && u < 4) v /= 1024, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, units[u]);
-  return buf;
 }
 
 std::string print_plan(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs,

@@ -101,6 +101,5 @@ MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<
 std::string print_plan(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs,
                        const MemoryPlan& p, int64_t cap);
 
-std::string human_bytes(int64_t bytes);  // "7.5 MiB"
 
 }  // namespace disc::memory

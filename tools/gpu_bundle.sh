@@ -22,8 +22,8 @@ done
 [ -f "$build/CMakeCache.txt" ] || cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 grep -q 'CMAKE_BUILD_TYPE:STRING=Release' "$build/CMakeCache.txt" ||
   { echo "gpu_bundle.sh: $build is not a Release build" >&2; exit 2; }
-bins=(tests/devices/disc_devices_tests tests/jit/disc_jit_tests tests/memory/disc_memory_tests
-      tools/bench/bench_gpu apps/disc-train/disc-train)
+bins=(tests/conformance/disc_conformance_tests tests/devices/disc_devices_tests tests/jit/disc_jit_tests
+      tests/memory/disc_memory_tests tools/bench/bench_gpu apps/disc-train/disc-train)
 targets=(); for b in "${bins[@]}"; do targets+=("$(basename "$b")"); done
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 

@@ -7,8 +7,9 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build git pkg-config python3
-  # LLVM 19: ORC JIT for kernels, FileCheck for golden tests, clang + runtimes for the fuzzer.
-  llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev libzstd-dev
+  # LLVM 19: ORC JIT for kernels, FileCheck for golden tests, clang + runtimes for the fuzzer and
+  # the sanitizer builds, clang-format for tools/format.sh.
+  llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev libzstd-dev clang-format-19
   # oneDNN (its CMake package needs the OpenCL loader) and oneTBB for the CPU device.
   libdnnl-dev ocl-icd-opencl-dev libtbb-dev
   # Config, logging, CLI, JSON.

@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds disc, and runs the whole test suite:
+#   0. the format check (tools/format.sh --check: every C++ file as .clang-format says);
 #   1. the release build (g++) under ctest;
 #   2. a clang-19 build with AddressSanitizer + UndefinedBehaviorSanitizer running the same tests
-#      and the parser fuzzer for DISC_FUZZ_SECONDS (default 60).
-# usage: tools/test.sh [--quick]     (--quick: step 1 only)
+#      and the parser fuzzer for DISC_FUZZ_SECONDS (default 60);
+#   3. a clang-19 build with ThreadSanitizer running the tests that start threads of their own
+#      (background compilation, concurrent kernel and object caches).
+# usage: tools/test.sh [--quick]     (--quick: steps 0 and 1 only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 "$(pwd)/tools/setup.sh"
 jobs=$(nproc)
+
+echo "== format check"
+tools/format.sh --check
 
 echo "== release build and tests"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
@@ -20,3 +26,11 @@ cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_
   -DDISC_FUZZ=ON -DDISC_FUZZ_SECONDS="${DISC_FUZZ_SECONDS:-60}" > /dev/null
 cmake --build build-sanitize -j "$jobs"
 ctest --test-dir build-sanitize --output-on-failure -j "$jobs"
+
+echo "== ThreadSanitizer build: the tests that run threads of their own"
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-19 \
+  -DDISC_TSAN=ON > /dev/null
+cmake --build build-tsan -j "$jobs" --target disc_jit_tests disc_engine_tests
+# A compiler thread beside the executor (background compilation); kernel and object caches under
+# concurrent callers.
+ctest --test-dir build-tsan --output-on-failure -j "$jobs" -R 'Concurrent|BackgroundCompil'

@@ -1,3 +1,4 @@
+#include "base/bytes.h"
 #include "reporting.h"
 
 #include <fcntl.h>
@@ -12,7 +13,6 @@
 #include <spdlog/spdlog.h>
 
 #include "base/error.h"
-#include "memory/memory_plan.h"
 
 namespace disc::apps {
 namespace {
@@ -120,12 +120,12 @@ void Progress::update(const StepReport& r) {
     std::fprintf(stderr, "\r[%s%s] %lld/%lld loss %.4f %.0f tok/s live %s peak %s compiles %lld ETA %.0fs  ",
                  std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
                  static_cast<long long>(r.result.step), static_cast<long long>(total_), r.result.loss, tps,
-                 memory::human_bytes(r.live_bytes).c_str(),
-                 memory::human_bytes(s.live_peak_bytes).c_str(), static_cast<long long>(compiles_), eta);
+                 human_bytes(r.live_bytes).c_str(),
+                 human_bytes(s.live_peak_bytes).c_str(), static_cast<long long>(compiles_), eta);
     std::fflush(stderr);
   } else if (r.result.step % every_ == 0 || r.result.step == total_) {
     spdlog::info("step {}/{} loss {:.4f} lr {:.2e} tokens/s {:.0f} peak {} B={} S={} ETA {:.0f}s", r.result.step,
-                 total_, r.result.loss, r.lr, tps, memory::human_bytes(s.live_peak_bytes), r.batch,
+                 total_, r.result.loss, r.lr, tps, human_bytes(s.live_peak_bytes), r.batch,
                  r.seq, eta);
   }
 }

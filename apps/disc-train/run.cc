@@ -1,3 +1,4 @@
+#include "base/bytes.h"
 #include "run.h"
 
 #include <charconv>
@@ -9,7 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "checkpoints.h"
-#include "memory_report.h"
+#include "engine/memory_report.h"
 #include "base/error.h"
 #include "ir/text_format.h"
 #include "ir/binding.h"
@@ -39,7 +40,7 @@ std::string summary_line(int64_t steps, int64_t tokens, double ms, int64_t peak,
   char buf[256];
   std::snprintf(buf, sizeof buf, "done: %lld steps, %lld tokens, %.0f tokens/s, peak %s, loss %.4f -> %.4f, compiles %lld, evictions %lld",
                 static_cast<long long>(steps), static_cast<long long>(tokens), ms > 0 ? tokens / (ms / 1e3) : 0.0,
-                memory::human_bytes(peak).c_str(), first, last, static_cast<long long>(compiles),
+                human_bytes(peak).c_str(), first, last, static_cast<long long>(compiles),
                 static_cast<long long>(evictions));
   return buf;
 }
@@ -147,7 +148,7 @@ int run_training(const Config& c, const RunFlags& f) {
   trace.write();
   if (!metrics_path.empty() && steps_run > 0) {
     const std::string svg = (std::filesystem::path(metrics_path).parent_path() / "memory.svg").string();
-    write_memory_report(svg, g, trainer.governor(), peak_step.first, peak_step.second);
+    engine::write_memory_report(svg, g, trainer.governor(), peak_step.first, peak_step.second);
   }
   progress.finish(summary_line(steps_run, tokens, ms, peak, first, last, compiles, evictions));
   return 0;

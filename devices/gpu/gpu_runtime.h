@@ -1,5 +1,5 @@
-// The calls a GPU device makes, over either vendor's API: cuda/cuda_runtime.cc over the CUDA
-// Driver API, hip/hip_runtime.cc over the HIP runtime (both loaded at run time). GpuDevice
+// The calls a GPU device makes, over either vendor's API: cuda/cuda_device.cc over the CUDA
+// Driver API, hip/hip_device.cc over the HIP runtime (both loaded at run time). GpuDevice
 // (gpu_device.h) is written once over this. Every call throws DeviceError naming the call and
 // the vendor's error (OutOfMemory when an allocation fails).
 #pragma once

@@ -1,7 +1,7 @@
 // Scaled dot-product attention as one op, and its gradient as one op. As a chain of primitives
 // (matmul, causal_mask, softmax, matmul) attention holds [..., S, S] scores, probabilities and
 // their gradients in memory; as one op a device computes it by blocks of query rows and keeps
-// only the output (devices/block_attention.h). The `attention` pass rewrites the chain into it.
+// only the output (devices/cpu/block_attention.h). The `attention` pass rewrites the chain into it.
 //
 //   %o = attention(%q, %k, %v) {causal = true, scale = 0.125} : f32[B, H, S, 64]
 //   %dq, %dk, %dv = attention_grad(%q, %k, %v, %do) {causal = true, scale = 0.125}

@@ -1,7 +1,7 @@
 // A linear layer followed by cross-entropy (a language model's head) as one op that also gives
 // the loss's gradients. As matmul and cross_entropy, the [..., classes] logits and their gradient
 // exist whole; as one op a device computes them a chunk of rows at a time
-// (devices/linear_cross_entropy.h). The `linear_cross_entropy` pass makes it.
+// (devices/cpu/linear_cross_entropy.h). The `linear_cross_entropy` pass makes it.
 //
 //   %loss, %dh, %dw = linear_cross_entropy(%h, %w, %labels) {ignore_index = -100}
 //     h f32[..., D], w f32[D, V] (f32[V, D] with transpose_w), labels i64[...]:

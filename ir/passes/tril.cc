@@ -1,5 +1,5 @@
 // Marks the matmuls whose first operand is zero above its diagonal with tril_a, so that devices
-// skip those blocks (devices/tril_gemm.h): in causal attention, the probabilities and their
+// skip those blocks (devices/cpu/tril_gemm.h): in causal attention, the probabilities and their
 // gradient, which p v, p^T dO, dS k and dS^T q read.
 //
 // A square value [..., S, S] is known lower triangular when it is

@@ -5,7 +5,7 @@
 //                  (softmax, RMSNorm with the residual add, SwiGLU, AdamW with clipping).
 // A norm joins the residual add only where nothing else reads the sum: in a transformer the sum
 // is the residual stream, and a norm kept apart can be recomputed from it under a memory cap.
-// Every node that has a lowering (jit/lowering.h) lands in exactly one group; matmul and the
+// Every node that has a lowering (jit/kernel_ir/lowering.h) lands in exactly one group; matmul and the
 // ops without a lowering stay as they are.
 //
 // Greedy, in graph order: a node joins the group of one of its producers when it fits that
@@ -56,7 +56,7 @@ struct FusionPlan {
 
 FusionPlan plan_fusion(const ir::Graph& g, const FusionOptions& options = {});
 
-// A copy of `g` where each group is one `fused` node (jit/fused_op.h) whose results keep the
+// A copy of `g` where each group is one `fused` node (jit/fusion/fused_op.h) whose results keep the
 // names of the group's outputs; nodes outside groups are copied as they are.
 std::unique_ptr<ir::Graph> apply_fusion(const ir::Graph& g, const FusionPlan& plan);
 

@@ -15,7 +15,7 @@ namespace {
 // Device helpers every kernel reads: NaN-skipping max (the interpreter's std::max(acc, x)) and
 // the running logsumexp (the LLVM emitter's: one exp per element, the sum rescaled when the max
 // grows; the max starts at the lowest finite float so that an element of -inf adds exp(-inf) = 0).
-constexpr const char* kMath = R"(// disc: kernels generated from the kernel IR (jit/cuda_emitter.cc)
+constexpr const char* kMath = R"(// disc: kernels generated from the kernel IR (jit/gpu/cuda_emitter.cc)
 __device__ __forceinline__ float disc_max(float a, float x) { return a < x ? x : a; }
 __device__ __forceinline__ float disc_sigmoidf(float x) {
   const float e = expf(-fabsf(x));

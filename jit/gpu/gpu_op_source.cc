@@ -103,7 +103,7 @@ DISC_INDEXED(int, i32)
 DISC_INDEXED(long long, i64)
 
 // linear_cross_entropy's panel rows (logits, as the reference computes them in
-// devices/linear_cross_entropy.cc): a block per row, its threads striding over the classes, sums
+// devices/cpu/linear_cross_entropy.cc): a block per row, its threads striding over the classes, sums
 // combined in a fixed tree. Each row becomes its gradient (softmax - onehot) * scale in place and
 // leaves its loss term in terms[row]; a row whose label is ignore_index (or counted == 0) zeros.
 #define DISC_ROW_BLOCK 256

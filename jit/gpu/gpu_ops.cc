@@ -185,7 +185,7 @@ void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
   launch("disc_attention_bwd_k" + sizes, heads * sk, keys, d, dv);
 }
 
-// linear_cross_entropy(h, w, labels) -> loss, dh, dw as devices/linear_cross_entropy.cc runs it
+// linear_cross_entropy(h, w, labels) -> loss, dh, dw as devices/cpu/linear_cross_entropy.cc runs it
 // on the CPU: chunks of rows through the device's GEMM into a panel of logits, the panel's rows
 // by disc_lce_rows, two more GEMMs for dh's rows and dw's share. The labels are checked and
 // counted on the host, as the reference does.

@@ -168,7 +168,7 @@ void run_case(Device& dev, const GemmCase& t, double rel) {
 }
 
 // The GPUs' GEMM arguments checked without a GPU: the CPU device, except that gemm maps the
-// product to column-major BLAS arguments (devices/blas_gemm.h, as cuBLAS gets them) and runs
+// product to column-major BLAS arguments (devices/gpu/blas_gemm.h, as cuBLAS gets them) and runs
 // those with BLAS's definition as a plain loop.
 class ColumnMajorBlasLoop final : public Device {
  public:

@@ -1,4 +1,4 @@
-// The page-locked block cache of GPU devices (devices/host_block_cache.h), over plain memory: which
+// The page-locked block cache of GPU devices (devices/gpu/host_block_cache.h), over plain memory: which
 // requests the driver sees, and how much stays cached.
 #include "devices/gpu/host_block_cache.h"
 

@@ -277,7 +277,7 @@ TEST_F(FusedGraphs, BackgroundCompilationInterpretsUntilTheKernelsAreReady) {
 }
 
 // Causal probabilities and their gradient are exactly zero above the diagonal on every path, even
-// for large scores: the tril pass relies on it (devices/tril_gemm.h takes its fast path only
+// for large scores: the tril pass relies on it (devices/cpu/tril_gemm.h takes its fast path only
 // then).
 TEST_F(FusedGraphs, CausalProbabilitiesAreExactlyZeroAboveTheDiagonal) {
   const Case* causal = std::find_if(std::begin(kCases), std::end(kCases), [](const Case& c) {

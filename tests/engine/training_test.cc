@@ -220,7 +220,7 @@ TEST_F(Training, TriangularAttentionProductsGiveTheSameLossesWithinRoundingAndTh
     EXPECT_NEAR(skipped[i], plain[i], 2e-5 * std::abs(plain[i]) * (i + 1)) << "step " << i + 1;
 }
 
-// Attention as one op (devices/block_attention.h) against attention as matmul, mask, softmax,
+// Attention as one op (devices/cpu/block_attention.h) against attention as matmul, mask, softmax,
 // matmul, with reference kernels and with compiled ones, over lengths that make three 64-row
 // blocks: the softmax's rounding differs, so losses agree within rounding; every run gives the
 // same bits.

@@ -1,4 +1,4 @@
-// The GPU op kernels (jit/gpu_ops.h) against the reference kernels, on random inputs and awkward
+// The GPU op kernels (jit/gpu/gpu_ops.h) against the reference kernels, on random inputs and awkward
 // sizes (1, primes, a head size of 64). Without a GPU the same GpuOps code runs through a host
 // build of the kernels' source (host_gpu_runtime.h: one thread strides over every item, which is
 // what each GPU thread computes for its own); NVRTC and hiprtc, where present, compile the source

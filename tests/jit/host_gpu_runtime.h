@@ -1,4 +1,4 @@
-// A GpuRuntime on the host, so that code written for a GPU device (jit/gpu_ops.h) runs its
+// A GpuRuntime on the host, so that code written for a GPU device (jit/gpu/gpu_ops.h) runs its
 // launches, copies and scratch memory through devices::GpuDevice on a machine without a GPU.
 // Memory is host memory; streams and events do nothing (everything runs in call order); a module
 // image is the path of a shared object built by the test, whose function NAME is looked up as

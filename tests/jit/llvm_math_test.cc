@@ -1,4 +1,4 @@
-// The inline f32 exp, log, tanh, sigmoid and silu (jit/llvm_math.h) against libm in double,
+// The inline f32 exp, log, tanh, sigmoid and silu (jit/cpu/llvm_math.h) against libm in double,
 // rounded to f32, over the whole f32 range: every 4099th bit pattern (about a million values, some
 // two thousand in every binade, both signs, subnormals, infinities and NaNs included), as kernels
 // through the emitter. The errors are in ulp, counted as the distance between the bit patterns.

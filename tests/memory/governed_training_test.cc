@@ -14,6 +14,7 @@
 #include <fstream>
 #include <random>
 
+#include "base/bytes.h"
 #include "devices/cuda/cuda_device.h"
 #include "devices/hip/hip_device.h"
 #include "devices/simulated/simulated_device.h"
@@ -173,9 +174,9 @@ TEST_P(GovernedTraining, ACapBelowTheLowerBoundIsRefusedBeforeTheFirstStep) {
     ADD_FAILURE() << "a cap of " << bound - 4096 << " was accepted, lower bound " << bound;
   } catch (const OutOfMemory& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("is below the lower bound " + memory::human_bytes(bound)), std::string::npos) << what;
+    EXPECT_NE(what.find("is below the lower bound " + human_bytes(bound)), std::string::npos) << what;
     EXPECT_NE(what.find("plus what step"), std::string::npos) << what;
-    EXPECT_NE(what.find("smallest cap the planner reaches is " + memory::human_bytes(smallest)), std::string::npos) << what;
+    EXPECT_NE(what.find("smallest cap the planner reaches is " + human_bytes(smallest)), std::string::npos) << what;
   }
 }
 

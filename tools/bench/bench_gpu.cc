@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "base/bytes.h"
 #include "batches.h"
 #include "engine/trainer.h"
 #include "base/error.h"
@@ -117,15 +118,15 @@ Result run_pytorch(const Options& o, const std::vector<data::HostBatch>& batches
 
 void print_row(const char* system, int64_t cap, const Result& r, const Result& base) {
   if (!r.refused.empty()) {
-    std::printf("  %-14s %10s  %s\n", system, cap ? memory::human_bytes(cap).c_str() : "none", r.refused.c_str());
+    std::printf("  %-14s %10s  %s\n", system, cap ? human_bytes(cap).c_str() : "none", r.refused.c_str());
     return;
   }
   std::printf("  %-14s %10s %10s %10s %9.0f %6.2fx %7lld %7lld %7lld %8s  %.4f\n", system,
-              cap ? memory::human_bytes(cap).c_str() : "none", memory::human_bytes(r.live_peak).c_str(),
-              memory::human_bytes(r.reserved_peak).c_str(), r.tokens_per_s,
+              cap ? human_bytes(cap).c_str() : "none", human_bytes(r.live_peak).c_str(),
+              human_bytes(r.reserved_peak).c_str(), r.tokens_per_s,
               base.tokens_per_s > 0 ? r.tokens_per_s / base.tokens_per_s : 0.0, static_cast<long long>(r.evictions),
               static_cast<long long>(r.reloads), static_cast<long long>(r.staged),
-              memory::human_bytes(r.staged_bytes).c_str(), r.first_loss);
+              human_bytes(r.staged_bytes).c_str(), r.first_loss);
 }
 
 nlohmann::json to_json(const Result& r) {

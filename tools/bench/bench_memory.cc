@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/bytes.h"
 #include "apps/data/batcher.h"
 #include "apps/data/synthetic.h"
 #include "apps/data/text_dataset.h"
@@ -150,7 +151,7 @@ std::string exceeds_machine(engine::Trainer& t, int64_t cap) {
   const int64_t need = cap > 0 ? cap : 2 * t.governor().plan(b, t.bytes_held_for(b)).peak;
   const int64_t free = t.device().memory_info().free_bytes;
   if (need <= free) return "";
-  return "skipped: it may reserve " + memory::human_bytes(need) + " and the machine has " + memory::human_bytes(free) + " free";
+  return "skipped: it may reserve " + human_bytes(need) + " and the machine has " + human_bytes(free) + " free";
 }
 
 // The process's CPU time and minor page faults so far. CPU time is the second measure of speed:
@@ -273,7 +274,7 @@ void print_header(const char* first) {
 // One table row; `base` gives the ratio column (tokens/s over the base's). Flags a run whose
 // bytes exceed its plan or its cap: the governor's accounting and the allocator's disagree.
 void print_row(const std::string& name, int64_t cap, const Result& r, const Result* base) {
-  const std::string c = cap > 0 ? memory::human_bytes(cap) : "none";
+  const std::string c = cap > 0 ? human_bytes(cap) : "none";
   if (!r.ran()) {
     std::printf("  %-24s %9s  cannot run: %s\n", name.c_str(), c.c_str(), r.refused.c_str());
     return;
@@ -282,16 +283,16 @@ void print_row(const std::string& name, int64_t cap, const Result& r, const Resu
   if (base && base->ran())
     std::snprintf(ratio, sizeof ratio, "%.2fx", r.tokens_per_s / base->tokens_per_s);
   std::printf("  %-24s %9s %10s %10s %10s %9.0f %9.0f %7s %6.1f %8.1f%% %6.0fk %8.2fs %5.1fs\n",
-              name.c_str(), c.c_str(), memory::human_bytes(r.live_peak).c_str(),
-              memory::human_bytes(r.reserved_peak).c_str(), memory::human_bytes(r.peak_rss).c_str(),
+              name.c_str(), c.c_str(), human_bytes(r.live_peak).c_str(),
+              human_bytes(r.reserved_peak).c_str(), human_bytes(r.peak_rss).c_str(),
               r.tokens_per_s, r.cpu_tokens_per_s, ratio, r.evictions_per_step,
               100 * r.recompute_share, r.faults_per_step / 1e3, r.first_visit_ms / 1e3, r.setup_s);
   if (r.live_peak > r.planned_peak) {
-    std::printf("    ^ live peak %s is above the plan's %s\n", memory::human_bytes(r.live_peak).c_str(),
-                memory::human_bytes(r.planned_peak).c_str());
+    std::printf("    ^ live peak %s is above the plan's %s\n", human_bytes(r.live_peak).c_str(),
+                human_bytes(r.planned_peak).c_str());
   }
   if (cap > 0 && r.reserved_peak > cap)
-    std::printf("    ^ reserved peak %s is above the cap\n", memory::human_bytes(r.reserved_peak).c_str());
+    std::printf("    ^ reserved peak %s is above the cap\n", human_bytes(r.reserved_peak).c_str());
 }
 
 // "identical on all 6 steps" or where the first difference is. The governor must not change
@@ -343,8 +344,8 @@ void print_feasibility(const char* what, const Feasibility& f, int64_t seq) {
   std::printf(
       "  %-6s at S=%-5lld held before the step %s, scheduled peak %s, lower bound %s, smallest "
       "feasible cap %s = %.3fx the bound (search %.2f s)\n",
-      what, static_cast<long long>(seq), memory::human_bytes(f.held).c_str(), memory::human_bytes(f.unplanned).c_str(),
-      memory::human_bytes(f.lower_bound).c_str(), memory::human_bytes(f.smallest).c_str(),
+      what, static_cast<long long>(seq), human_bytes(f.held).c_str(), human_bytes(f.unplanned).c_str(),
+      human_bytes(f.lower_bound).c_str(), human_bytes(f.smallest).c_str(),
       static_cast<double>(f.smallest) / static_cast<double>(f.lower_bound), f.search_s);
 }
 
@@ -450,9 +451,9 @@ std::vector<std::pair<int64_t, Result>> curve_points(const Options& o, const Com
     if (const Result* done = measured(c, cap, padded)) {
       r = *done;
     } else if (cap > 0 && cap < smallest) {
-      r.refused = "exceeds the cap: its smallest feasible cap is " + memory::human_bytes(smallest);
+      r.refused = "exceeds the cap: its smallest feasible cap is " + human_bytes(smallest);
     } else {
-      r = run(o, {label + " cap " + (cap ? memory::human_bytes(cap) : "none"),
+      r = run(o, {label + " cap " + (cap ? human_bytes(cap) : "none"),
                   {.cap = cap, .schedule = true, .remat = true}, &batches});
     }
     out.emplace_back(cap, r);
@@ -493,7 +494,7 @@ Curve curve(const Options& o, const Comparison& c) {
   }
   std::printf(
       "tokens/s against the cap, B=%lld; share of the unoptimised peak %s; ratio against no cap\n",
-      static_cast<long long>(c.w.batch_size), memory::human_bytes(c.dynamic.live_peak).c_str());
+      static_cast<long long>(c.w.batch_size), human_bytes(c.dynamic.live_peak).c_str());
   bool equal = print_curve("disc (dynamic shapes, schedule + remat)", c, out.points, true);
   print_curve("static (padded to buckets, schedule + remat)", c, out.static_points, false);
   std::printf("  disc's losses at every cap vs dynamic without governor: %s\n\n",
@@ -527,14 +528,14 @@ std::string goal_a(const Comparison& c) {
     return format(
         "(a) B=%lld: %s: disc cannot run at %s, half the unoptimised peak: %s the lower bound "
         "%s; the smallest feasible cap is %s",
-        b, verdict(false), memory::human_bytes(c.cap).c_str(), below ? "below" : "above",
-        memory::human_bytes(c.dynamic_f.lower_bound).c_str(), memory::human_bytes(c.dynamic_f.smallest).c_str());
+        b, verdict(false), human_bytes(c.cap).c_str(), below ? "below" : "above",
+        human_bytes(c.dynamic_f.lower_bound).c_str(), human_bytes(c.dynamic_f.smallest).c_str());
   } else {
     const double a = c.disc.tokens_per_s / c.dynamic.tokens_per_s;
     return format(
         "(a) B=%lld: at %s (half the unoptimised peak) disc reaches %.0f%% [%.0f%%] of the "
         "uncapped dynamic run's tokens/s (goal >= %.0f%%): %s",
-        b, memory::human_bytes(c.cap).c_str(), 100 * a, 100 * cpu_ratio(c.disc, c.dynamic), 100 * kGoalThroughput,
+        b, human_bytes(c.cap).c_str(), 100 * a, 100 * cpu_ratio(c.disc, c.dynamic), 100 * kGoalThroughput,
         verdict(a >= kGoalThroughput));
   }
 }
@@ -546,7 +547,7 @@ std::string goal_c(const Comparison& c) {
     return format(
         "(c) B=%lld: at %s disc runs %.2fx [%.2fx] the static padded run's tokens/s (goal >= "
         "%.1fx): %s",
-        b, memory::human_bytes(c.cap).c_str(), s, cpu_ratio(c.disc, c.padded), kGoalSpeedup,
+        b, human_bytes(c.cap).c_str(), s, cpu_ratio(c.disc, c.padded), kGoalSpeedup,
         verdict(s >= kGoalSpeedup));
   } else if (c.disc_eq.ran() && c.padded_eq.ran()) {
     const double s = c.disc_eq.tokens_per_s / c.padded_eq.tokens_per_s;
@@ -556,7 +557,7 @@ std::string goal_c(const Comparison& c) {
     return format(
         "(c) B=%lld: %s; at %s, the smallest cap both fit, disc runs %.2fx [%.2fx] static (goal "
         ">= %.1fx): %s",
-        b, at_half, memory::human_bytes(c.equal_cap).c_str(), s, cpu_ratio(c.disc_eq, c.padded_eq), kGoalSpeedup,
+        b, at_half, human_bytes(c.equal_cap).c_str(), s, cpu_ratio(c.disc_eq, c.padded_eq), kGoalSpeedup,
         verdict(s >= kGoalSpeedup));
   }
   return format("(c) B=%lld: %s: no cap at which both static and disc ran", b, verdict(false));
@@ -578,8 +579,8 @@ std::vector<std::string> goals(const std::vector<Comparison>& cs, const Comparis
         static_cast<double>(c.dynamic_f.smallest) / static_cast<double>(c.dynamic_f.lower_bound);
     out.push_back(format(
         "(b) B=%lld: smallest feasible cap %s = %.3fx the lower bound %s (goal <= %.2fx): %s",
-        static_cast<long long>(c.w.batch_size), memory::human_bytes(c.dynamic_f.smallest).c_str(), ratio,
-        memory::human_bytes(c.dynamic_f.lower_bound).c_str(), kGoalFeasible, verdict(ratio <= kGoalFeasible)));
+        static_cast<long long>(c.w.batch_size), human_bytes(c.dynamic_f.smallest).c_str(), ratio,
+        human_bytes(c.dynamic_f.lower_bound).c_str(), kGoalFeasible, verdict(ratio <= kGoalFeasible)));
   }
   for (const Comparison& c : cs) out.push_back(goal_c(c));
   return out;

@@ -9,8 +9,8 @@
 //                 its reference kernel (matmuls through the library GEMM), attention as matmul,
 //                 mask, softmax, the head as matmul and cross_entropy
 //   disc fused    all three true: JIT kernels with an on-disk kernel cache in a fresh folder,
-//                 attention as one op (devices/block_attention.h), the head's matmul and
-//                 cross-entropy as one op (devices/linear_cross_entropy.h)
+//                 attention as one op (devices/cpu/block_attention.h), the head's matmul and
+//                 cross-entropy as one op (devices/cpu/linear_cross_entropy.h)
 //   PyTorch       tools/bench/torch_llama_step.py: the same model (tools/torch_reference.py), the
 //                 same initial weights and batches, AdamW with disc's settings; unpadded, then
 //                 every batch padded to its power-of-two bucket (at most 512); both again with

@@ -7,10 +7,10 @@
 
 #include "memory/governor.h"
 
-namespace disc::apps {
+namespace disc::engine {
 
 // Draws the plan at `b` (bytes held with the governor's evictions, and without them).
 void write_memory_report(const std::string& path, const ir::Graph& g, memory::Governor& gov,
                          const ir::Bindings& b, int64_t held_before_step);
 
-}  // namespace disc::apps
+}  // namespace disc::engine

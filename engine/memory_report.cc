@@ -1,4 +1,5 @@
-#include "memory_report.h"
+#include "base/bytes.h"
+#include "engine/memory_report.h"
 
 #include <algorithm>
 #include <fstream>
@@ -7,7 +8,7 @@
 #include "base/error.h"
 #include "ir/binding.h"
 
-namespace disc::apps {
+namespace disc::engine {
 namespace {
 
 constexpr double kWidth = 960, kHeight = 420, kLeft = 80, kRight = 20, kTop = 50, kBottom = 40;
@@ -32,7 +33,7 @@ std::string level(const Frame& f, int64_t bytes, const std::string& color, const
   os << "<line x1='" << kLeft << "' x2='" << kWidth - kRight << "' y1='" << f.y(static_cast<double>(bytes)) << "' y2='"
      << f.y(static_cast<double>(bytes)) << "' stroke='" << color << "' stroke-dasharray='6,4'/>\n"
      << "<text x='" << kWidth - kRight << "' y='" << f.y(static_cast<double>(bytes)) - 4 << "' text-anchor='end' fill='"
-     << color << "'>" << label << " " << memory::human_bytes(bytes) << "</text>\n";
+     << color << "'>" << label << " " << human_bytes(bytes) << "</text>\n";
   return os.str();
 }
 
@@ -50,8 +51,8 @@ void write_memory_report(const std::string& path, const ir::Graph& g, memory::Go
   os << "<svg xmlns='http://www.w3.org/2000/svg' width='" << kWidth << "' height='" << kHeight
      << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n"
      << "<text x='" << kLeft << "' y='20' font-size='15'>Bytes held during one step of " << g.name() << " (" << ir::describe_bindings(g, b)
-     << "): " << plan.evictions.size() << " evictions, peak " << memory::human_bytes(plan.unplanned_peak) << " &#8594; "
-     << memory::human_bytes(plan.peak) << "</text>\n"
+     << "): " << plan.evictions.size() << " evictions, peak " << human_bytes(plan.unplanned_peak) << " &#8594; "
+     << human_bytes(plan.peak) << "</text>\n"
      << "<text x='" << kLeft << "' y='38' fill='#888'>grey: without evictions; blue: as planned (regeneration "
      << "temporaries not drawn); x: the " << unplanned.size() << " nodes in execution order</text>\n"
      << "<line x1='" << kLeft << "' x2='" << kLeft << "' y1='" << kTop << "' y2='" << kHeight - kBottom << "' stroke='black'/>\n"
@@ -59,7 +60,7 @@ void write_memory_report(const std::string& path, const ir::Graph& g, memory::Go
      << "' stroke='black'/>\n"
      << "<text x='" << kLeft - 6 << "' y='" << f.y(0) << "' text-anchor='end'>0</text>\n"
      << "<text x='" << kLeft - 6 << "' y='" << f.y(static_cast<double>(plan.unplanned_peak)) << "' text-anchor='end'>"
-     << memory::human_bytes(plan.unplanned_peak) << "</text>\n"
+     << human_bytes(plan.unplanned_peak) << "</text>\n"
      << polyline(f, unplanned, "#aaa") << polyline(f, plan.curve, "#1f5fbf")
      << level(f, plan.lower_bound, "#d08000", "lower bound") << level(f, held_before_step, "#666", "held before the step");
   if (cap > 0) os << level(f, cap, "#c00000", "cap");
@@ -69,4 +70,4 @@ void write_memory_report(const std::string& path, const ir::Graph& g, memory::Go
   if (!out) throw IoError("cannot write the memory report " + path);
 }
 
-}  // namespace disc::apps
+}  // namespace disc::engine
