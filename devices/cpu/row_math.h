@@ -16,8 +16,14 @@ namespace disc::devices::row_math {
 
 // The row loops run in AVX-512 or AVX2 where the host has them (GCC and Clang pick the clone
 // when the program loads); the build itself targets every x86-64. Clang clones no templates: put
-// it on plain functions per dtype.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// it on plain functions per dtype. Not under ThreadSanitizer: the loader calls the clones' resolver
+// before TSan's runtime is up, and the instrumented resolver crashes there.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DISC_NO_VECTOR_CLONES
+#endif
+#endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(DISC_NO_VECTOR_CLONES)
 #define DISC_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define DISC_VECTOR_CLONES

@@ -5,7 +5,7 @@
 
 #include "devices/cpu/block_attention.h"
 #include "devices/cpu/linear_cross_entropy.h"
-#include "engine/kernels/gemm.h"
+#include "engine/kernels/shared.h"
 #include "engine/kernels/kernel_registry.h"
 #include "ir/ops/attention_dims.h"
 #include "ir/ops/kernels.h"
@@ -14,11 +14,6 @@ namespace disc::engine {
 namespace {
 
 constexpr DeviceKind kHost = DeviceKind::kHost;
-
-jit::KernelRun matmul(const ir::Node& n, const ir::KernelArgs& a, KernelContext& ctx) {
-  run_gemm(n, a, *ctx.dev);
-  return {};
-}
 
 // attention and attention_grad by blocks of query rows (devices/cpu/block_attention.h): the
 // [..., S, S] scores exist only a block at a time.
@@ -56,24 +51,18 @@ jit::KernelRun linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& arg
   return {};
 }
 
-// Fused nodes as kernels compiled by LLVM (jit/cpu/fused_runner.h), where the executor has them.
-bool has_fused_kernel(const ir::Node& n, const KernelContext& ctx) { return ctx.fused && ctx.fused->handles(n); }
-jit::KernelRun fused(const ir::Node& n, const ir::KernelArgs& a, KernelContext& ctx) { return ctx.fused->run(n, a); }
-jit::KernelRun prepare_fused(const ir::Node& n, const ir::Bindings& b, KernelContext& ctx) {
-  return ctx.fused->prepare(n, b);
-}
-
 }  // namespace
 
 void register_cpu_kernels(KernelRegistry& r) {
   for (DType t : {DType::kF32, DType::kF64}) {
-    r.add({.op = "matmul", .device = kHost, .dtype = t, .name = "cpu/device_gemm", .run = matmul});
+    r.add({.op = "matmul", .device = kHost, .dtype = t, .name = "cpu/device_gemm", .run = device_gemm});
     r.add({.op = "attention", .device = kHost, .dtype = t, .name = "cpu/block_attention", .run = attention});
     r.add({.op = "attention_grad", .device = kHost, .dtype = t, .name = "cpu/block_attention", .run = attention_grad});
     r.add({.op = "linear_cross_entropy", .device = kHost, .dtype = t, .name = "cpu/linear_cross_entropy",
            .run = linear_cross_entropy});
   }
-  r.add({.op = "fused", .device = kHost, .name = "cpu/llvm_fused", .run = fused, .supports = has_fused_kernel,
+  // Fused nodes as kernels compiled by LLVM (jit/cpu/fused_runner.h), where the executor has them.
+  r.add({.op = "fused", .device = kHost, .name = "cpu/llvm_fused", .run = run_fused, .supports = has_fused_kernel,
          .prepare = prepare_fused});
 }
 

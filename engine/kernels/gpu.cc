@@ -2,7 +2,7 @@
 // node's tensors: the device's library GEMM, a reshape as a copy, fused nodes and the ops fusion
 // leaves through kernels compiled for the device (jit/gpu/). An op without one here runs on the
 // host over copies of its tensors (the executor stages it).
-#include "engine/kernels/gemm.h"
+#include "engine/kernels/shared.h"
 #include "engine/kernels/kernel_registry.h"
 #include "jit/gpu/gpu_ops.h"
 
@@ -11,22 +11,11 @@ namespace {
 
 constexpr DeviceKind kGpu = DeviceKind::kGpu;
 
-jit::KernelRun matmul(const ir::Node& n, const ir::KernelArgs& a, KernelContext& ctx) {
-  run_gemm(n, a, *ctx.dev);
-  return {};
-}
-
 // The same bytes under another shape: a copy, unless the memory plan gave it its operand's buffer.
 jit::KernelRun reshape(const ir::Node&, const ir::KernelArgs& a, KernelContext& ctx) {
   if (a.out[0].data != a.in[0].data)
     ctx.dev->copy(a.out[0].data, a.in[0].data, static_cast<size_t>(a.out[0].bytes()), devices::CopyKind::kDeviceToDevice);
   return {};
-}
-
-bool has_fused_kernel(const ir::Node& n, const KernelContext& ctx) { return ctx.fused && ctx.fused->handles(n); }
-jit::KernelRun fused(const ir::Node& n, const ir::KernelArgs& a, KernelContext& ctx) { return ctx.fused->run(n, a); }
-jit::KernelRun prepare_fused(const ir::Node& n, const ir::Bindings& b, KernelContext& ctx) {
-  return ctx.fused->prepare(n, b);
 }
 
 // The ops of jit/gpu/gpu_ops.h, where GpuOps takes the node's dtypes and ranks.
@@ -54,9 +43,9 @@ jit::KernelRun run_op_with(const ir::Node&, const ir::KernelArgs& a, KernelConte
 void register_gpu_kernels(KernelRegistry& r) {
   using jit::GpuOps;
   for (DType t : {DType::kF32, DType::kF64})
-    r.add({.op = "matmul", .device = kGpu, .dtype = t, .name = "gpu/blas_gemm", .run = matmul});
+    r.add({.op = "matmul", .device = kGpu, .dtype = t, .name = "gpu/blas_gemm", .run = device_gemm});
   r.add({.op = "reshape", .device = kGpu, .name = "gpu/copy", .run = reshape});
-  r.add({.op = "fused", .device = kGpu, .name = "gpu/rtc_fused", .run = fused, .supports = has_fused_kernel,
+  r.add({.op = "fused", .device = kGpu, .name = "gpu/rtc_fused", .run = run_fused, .supports = has_fused_kernel,
          .prepare = prepare_fused});
   const DType f32 = DType::kF32;
   r.add({.op = "transpose", .device = kGpu, .name = "gpu/transpose", .run = run_op<&GpuOps::transpose>,

@@ -11,6 +11,8 @@
 #include "engine/executor.h"
 #include "engine/init.h"
 #include "engine/pipeline.h"
+#include "engine/trainer.h"
+#include "ir/text_format.h"
 #include "ir/models/model.h"
 #include "ir/training_step.h"
 
@@ -51,6 +53,7 @@ struct TrainRun {
   // instead of having its node write it there (memory/liveness.h).
   bool update_copies = false;
   size_t* written_into = nullptr;       // receives how many updates were written in place
+  std::string* step_graph = nullptr;    // receives the graph the executor ran, printed
 };
 
 class Training : public ::testing::Test {
@@ -84,6 +87,7 @@ class Training : public ::testing::Test {
       if (r.stage == "attention" || r.stage == "linear_cross_entropy" || r.stage == "backward_recompute")
         EXPECT_EQ(r.changed, !r.skipped) << r.stage << " found nothing to rewrite";
     }
+    if (run.step_graph) *run.step_graph = ir::print_graph(compiled.graph());
     Executor ex(compiled.graph(), alloc, {}, std::move(*compiled.schedule), run.kernels, run.background);
     ex.set_observer(run.observer);
     if (run.written_into) *run.written_into = ex.governor().liveness().written_into.size();
@@ -262,6 +266,26 @@ TEST_F(Training, UpdatesWrittenInPlaceGiveTheSameLossesBitForBit) {
     EXPECT_GT(in_place, 0u);
     EXPECT_EQ(copied, 0u);
   }
+}
+
+// Everything the Trainer turns on (engine/pipeline.h): the graph these runs execute is the
+// Trainer's own, text for text; its losses are the same bits every run and within rounding of the
+// plain graph's on the reference kernels.
+TEST_F(Training, TheTrainersStepGivesTheSameLossesWithinRoundingAndTheSameBitsEveryRun) {
+  jit::KernelCache kernels("");
+  std::string graph;
+  const TrainRun all{.fuse = true, .kernels = &kernels, .tril = true, .attention = true, .cross_entropy = true,
+                     .backward_recompute = true, .step_graph = &graph};
+  std::vector<float> plain = train(15, 11), step = train(15, 11, all);
+  EXPECT_EQ(step, train(15, 11, all));
+  for (size_t i = 0; i < plain.size(); ++i)
+    EXPECT_NEAR(step[i], plain[i], 2e-5 * std::abs(plain[i]) * (i + 1)) << "step " << i + 1;
+  TrainerOptions options;
+  options.threads = 2, options.optimizer.weight_decay = 0.0, options.optimizer.clip_norm = 1.0;
+  Trainer trainer(ir::models::build_llama({.vocab = 32, .hidden = 64, .layers = 2, .heads = 4, .kv_heads = 2,
+                                           .ffn = 172, .max_seq = 64}),
+                  options);
+  EXPECT_EQ(ir::print_graph(trainer.step_graph()), graph);
 }
 
 // Images whose label is the quadrant holding a bright square: learnable by a small CNN.

@@ -1,4 +1,4 @@
-#include "engine/kernels/gemm.h"
+#include "engine/kernels/shared.h"
 
 #include <algorithm>
 #include <vector>
@@ -8,7 +8,8 @@
 
 namespace disc::engine {
 
-void run_gemm(const ir::Node& n, const ir::KernelArgs& args, devices::Device& dev) {
+jit::KernelRun device_gemm(const ir::Node& n, const ir::KernelArgs& args, KernelContext& ctx) {
+  devices::Device& dev = *ctx.dev;
   const ir::TensorRef &a = args.in[0], &bm = args.in[1], &out = args.out[0];
   devices::GemmArgs g;
   g.dtype = a.dtype;
@@ -24,11 +25,11 @@ void run_gemm(const ir::Node& n, const ir::KernelArgs& args, devices::Device& de
   g.batch_stride_a = g.m * g.k;
   g.batch_stride_b = bm.rank() == 2 ? 0 : g.k * g.n;
   g.batch_stride_c = g.m * g.n;
-  if (g.batch == 0) return;
+  if (g.batch == 0) return {};
   if (g.k == 0) {
     const std::vector<std::byte> zeros(static_cast<size_t>(out.bytes()));
     dev.copy(out.data, zeros.data(), zeros.size(), devices::CopyKind::kHostToDevice);
-    return;
+    return {};
   }
   // The triangular blocks copy A's diagonal blocks on the host: a GPU multiplies all of A (zero
   // above its diagonal where the tril pass marks it).
@@ -37,6 +38,15 @@ void run_gemm(const ir::Node& n, const ir::KernelArgs& args, devices::Device& de
   } else {
     dev.gemm(g);
   }
+  return {};
+}
+
+bool has_fused_kernel(const ir::Node& n, const KernelContext& ctx) { return ctx.fused && ctx.fused->handles(n); }
+
+jit::KernelRun run_fused(const ir::Node& n, const ir::KernelArgs& a, KernelContext& ctx) { return ctx.fused->run(n, a); }
+
+jit::KernelRun prepare_fused(const ir::Node& n, const ir::Bindings& b, KernelContext& ctx) {
+  return ctx.fused->prepare(n, b);
 }
 
 }  // namespace disc::engine
