@@ -13,10 +13,10 @@ enum class DType : uint8_t { kF32, kF64, kBF16, kF16, kI32, kI64, kBool };
 inline constexpr std::array kAllDTypes = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16,
                                           DType::kI32, DType::kI64, DType::kBool};
 
-std::string_view dtype_name(DType t);               // "f32"
+std::string_view dtype_name(DType t);  // "f32"
 std::optional<DType> parse_dtype(std::string_view name);
-int64_t dtype_size(DType t);                        // bytes per element
+int64_t dtype_size(DType t);  // bytes per element
 bool is_float(DType t);
-bool is_integer(DType t);                           // i32, i64 (not bool)
+bool is_integer(DType t);  // i32, i64 (not bool)
 
 }  // namespace disc

@@ -39,7 +39,9 @@ void check_lead(const GemmArgs& g, const char* which, int64_t lead, int64_t cols
 }
 
 // Elements from a matrix's first to one past its last, rows `lead` apart.
-int64_t extent(int64_t rows, int64_t cols, int64_t lead) { return (rows - 1) * lead + cols; }
+int64_t extent(int64_t rows, int64_t cols, int64_t lead) {
+  return (rows - 1) * lead + cols;
+}
 
 }  // namespace
 
@@ -70,11 +72,13 @@ void* Device::allocate_host(size_t bytes) {
   return ::operator new(allocation_size(bytes), std::align_val_t{kAllocAlignment});
 }
 
-void Device::deallocate_host(void* p, size_t) { ::operator delete(p, std::align_val_t{kAllocAlignment}); }
+void Device::deallocate_host(void* p, size_t) {
+  ::operator delete(p, std::align_val_t{kAllocAlignment});
+}
 
 void Device::decommit(void* /*p*/, size_t from, size_t to) {
-  throw InvalidArgument(name() + ": cannot give back bytes [" + std::to_string(from) + ", " + std::to_string(to) +
-                        ") of a block: check can_decommit first");
+  throw InvalidArgument(name() + ": cannot give back bytes [" + std::to_string(from) + ", " +
+                        std::to_string(to) + ") of a block: check can_decommit first");
 }
 
 }  // namespace disc::devices

@@ -74,9 +74,15 @@ struct GemmArgs {
 };
 
 // The leading dims with 0 resolved to dense rows.
-inline int64_t lead_a(const GemmArgs& g) { return g.lda ? g.lda : g.transpose_a ? g.m : g.k; }
-inline int64_t lead_b(const GemmArgs& g) { return g.ldb ? g.ldb : g.transpose_b ? g.k : g.n; }
-inline int64_t lead_c(const GemmArgs& g) { return g.ldc ? g.ldc : g.n; }
+inline int64_t lead_a(const GemmArgs& g) {
+  return g.lda ? g.lda : g.transpose_a ? g.m : g.k;
+}
+inline int64_t lead_b(const GemmArgs& g) {
+  return g.ldb ? g.ldb : g.transpose_b ? g.k : g.n;
+}
+inline int64_t lead_c(const GemmArgs& g) {
+  return g.ldc ? g.ldc : g.n;
+}
 
 // Throws InvalidArgument when `g` cannot describe a product (negative sizes, a missing pointer,
 // overlapping C entries, a dtype other than f32/f64). Backends call it before dispatching.
@@ -126,8 +132,11 @@ class Device {
 class HostBuffer {
  public:
   HostBuffer() = default;
-  HostBuffer(Device& dev, size_t bytes) : dev_(&dev), data_(dev.allocate_host(bytes)), bytes_(bytes) {}
-  HostBuffer(HostBuffer&& o) noexcept : dev_(o.dev_), data_(o.data_), bytes_(o.bytes_) { o.data_ = nullptr; }
+  HostBuffer(Device& dev, size_t bytes)
+      : dev_(&dev), data_(dev.allocate_host(bytes)), bytes_(bytes) {}
+  HostBuffer(HostBuffer&& o) noexcept : dev_(o.dev_), data_(o.data_), bytes_(o.bytes_) {
+    o.data_ = nullptr;
+  }
   HostBuffer& operator=(HostBuffer&& o) noexcept {
     std::swap(dev_, o.dev_), std::swap(data_, o.data_), std::swap(bytes_, o.bytes_);
     return *this;

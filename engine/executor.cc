@@ -22,28 +22,36 @@ struct Executor::Run {
   StepStats stats;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   double since_start() const {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+        .count();
   }
 };
 
-Executor::Executor(const ir::Graph& g, memory::Allocator& alloc, const memory::GovernorOptions& memory,
-                   jit::KernelCache* kernels, bool background_compile, jit::GpuKernels* gpu_kernels)
-    : Executor(g, alloc, memory, [&] {
-        memory::StepSchedule s = memory::schedule_ops(g, memory);
-        s.candidates = memory::remat_candidates(g, s, memory);
-        return s;
-      }(), kernels, background_compile, gpu_kernels) {}
+Executor::Executor(const ir::Graph& g, memory::Allocator& alloc,
+                   const memory::GovernorOptions& memory, jit::KernelCache* kernels,
+                   bool background_compile, jit::GpuKernels* gpu_kernels)
+    : Executor(
+          g, alloc, memory,
+          [&] {
+            memory::StepSchedule s = memory::schedule_ops(g, memory);
+            s.candidates = memory::remat_candidates(g, s, memory);
+            return s;
+          }(),
+          kernels, background_compile, gpu_kernels) {}
 
-Executor::Executor(const ir::Graph& g, memory::Allocator& alloc, const memory::GovernorOptions& memory,
-                   memory::StepSchedule schedule, jit::KernelCache* kernels, bool background_compile,
-                   jit::GpuKernels* gpu_kernels)
+Executor::Executor(const ir::Graph& g, memory::Allocator& alloc,
+                   const memory::GovernorOptions& memory, memory::StepSchedule schedule,
+                   jit::KernelCache* kernels, bool background_compile, jit::GpuKernels* gpu_kernels)
     : g_(g), alloc_(alloc), governor_(g, memory, std::move(schedule)) {
   // Host kernels for fused nodes, unless the device compiles its own (on a device without them,
   // sim-gpu, fused nodes are staged and run on the host).
-  if (kernels && !gpu_kernels) fused_ = std::make_unique<jit::FusedRunner>(g, *kernels, background_compile);
+  if (kernels && !gpu_kernels)
+    fused_ = std::make_unique<jit::FusedRunner>(g, *kernels, background_compile);
   const bool host = device_kind(alloc.device()) == DeviceKind::kHost;
   ctx_ = {.dev = &alloc.device(),
-          .fused = gpu_kernels ? static_cast<jit::FusedKernels*>(gpu_kernels) : host ? fused_.get() : nullptr,
+          .fused = gpu_kernels ? static_cast<jit::FusedKernels*>(gpu_kernels)
+                   : host      ? fused_.get()
+                               : nullptr,
           .gpu_ops = gpu_kernels ? &gpu_kernels->ops() : nullptr};
   place_nodes();
 }
@@ -61,8 +69,10 @@ void Executor::place_nodes() {
       p.host_kernel = KernelRegistry::instance().find(*n, host_ctx_);
     }
     if (!(p.staged ? p.host_kernel : p.kernel) && !n->op().reference) {
-      const std::string dtype = n->operands().empty() ? "" : " for " + std::string(dtype_name(n->operand(0)->dtype()));
-      throw InvalidArgument("op `" + n->op().name + "` has no " + std::string(device_kind_name(kind)) + " kernel" + dtype +
+      const std::string dtype =
+          n->operands().empty() ? "" : " for " + std::string(dtype_name(n->operand(0)->dtype()));
+      throw InvalidArgument("op `" + n->op().name + "` has no " +
+                            std::string(device_kind_name(kind)) + " kernel" + dtype +
                             " and no reference kernel yet");
     }
     placement_[n] = p;
@@ -91,7 +101,8 @@ std::map<std::string, Tensor> Executor::run(std::map<std::string, Tensor>& args,
     for (const ir::Value* v : live.frees_after[i]) r.env.erase(v);
     for (int e : plan.evict_after[i]) evict(plan.evictions[e], r);
   }
-  if (!r.offloaded.empty() || !r.reloaded.empty()) alloc_.device().synchronize();  // before their memory goes
+  if (!r.offloaded.empty() || !r.reloaded.empty())
+    alloc_.device().synchronize();  // before their memory goes
   std::map<std::string, Tensor> outputs;
   for (const auto& [name, v] : g_.outputs()) outputs[name] = r.env.at(v);
   if (stats) {
@@ -123,7 +134,8 @@ void Executor::run_node(const ir::Node& n, Run& r, bool in_place) {
   for (const ir::Value* v : n.results()) {
     std::vector<int64_t> shape = ir::concrete_shape(g_, *v, r.b);
     const ir::Value* buffer = in_place ? buffer_for(v) : nullptr;
-    Tensor t = buffer ? r.env.at(buffer).reshaped(std::move(shape)) : Tensor::empty(v->dtype(), std::move(shape), alloc_);
+    Tensor t = buffer ? r.env.at(buffer).reshaped(std::move(shape))
+                      : Tensor::empty(v->dtype(), std::move(shape), alloc_);
     args.out.push_back(t.ref());
     r.env[v] = std::move(t);
   }
@@ -137,11 +149,15 @@ void Executor::run_node(const ir::Node& n, Run& r, bool in_place) {
   } catch (const Error& e) {
     rethrow_with_context(e, g_.describe(n) + ": ");
   }
-  if (observer_) observer_({.node = &n, .begin_us = begin, .end_us = r.since_start(), .live_bytes = alloc_.stats().live_bytes});
+  if (observer_)
+    observer_({.node = &n,
+               .begin_us = begin,
+               .end_us = r.since_start(),
+               .live_bytes = alloc_.stats().live_bytes});
 }
 
-void Executor::run_kernel(const ir::Node& n, const KernelEntry* k, const ir::KernelArgs& args, KernelContext& ctx,
-                          Run& r) {
+void Executor::run_kernel(const ir::Node& n, const KernelEntry* k, const ir::KernelArgs& args,
+                          KernelContext& ctx, Run& r) {
   if (!k) return n.op().reference(args);
   const jit::KernelRun run = k->run(n, args, ctx);
   r.stats.fused_kernels += run.fused;
@@ -159,7 +175,8 @@ std::vector<std::string> Executor::staged_ops() const {
 // Memory the host cannot address (a GPU's), for an op with no kernel there: the node runs on the
 // host over copies of its operands, and its results are copied back. Same kernels as on the CPU,
 // so the same numbers; the copies are the price until the op has a GPU kernel.
-void Executor::run_staged(const ir::Node& n, const KernelEntry* k, const ir::KernelArgs& args, Run& r) {
+void Executor::run_staged(const ir::Node& n, const KernelEntry* k, const ir::KernelArgs& args,
+                          Run& r) {
   devices::Device& dev = alloc_.device();
   ++r.stats.host_staged_nodes;
   std::vector<std::vector<std::byte>> host(args.in.size() + args.out.size());
@@ -180,8 +197,9 @@ void Executor::run_staged(const ir::Node& n, const KernelEntry* k, const ir::Ker
     const std::vector<std::byte>& b = host[args.in.size() + o];
     dev.copy(args.out[o].data, b.data(), b.size(), devices::CopyKind::kHostToDevice);
   }
-  r.stats.staged_bytes += std::accumulate(host.begin(), host.end(), int64_t{0},
-                                          [](int64_t t, const auto& b) { return t + static_cast<int64_t>(b.size()); });
+  r.stats.staged_bytes +=
+      std::accumulate(host.begin(), host.end(), int64_t{0},
+                      [](int64_t t, const auto& b) { return t + static_cast<int64_t>(b.size()); });
 }
 
 // The runners of fused kernels: the device's, and the host's for nodes staged from it.
@@ -235,7 +253,10 @@ void Executor::evict(const memory::Eviction& e, Run& r) {
   r.env.erase(v);
   ++r.stats.evictions;
   if (observer_) {
-    observer_({.kind = StepEvent::Kind::kEvict, .value = v, .begin_us = begin, .end_us = r.since_start(),
+    observer_({.kind = StepEvent::Kind::kEvict,
+               .value = v,
+               .begin_us = begin,
+               .end_us = r.since_start(),
                .live_bytes = alloc_.stats().live_bytes});
   }
 }
@@ -247,7 +268,8 @@ void Executor::regenerate(const memory::RegenRun& u, const memory::MemoryPlan& p
   if (reload) {
     auto host = r.offloaded.extract(c.value);
     Tensor t = Tensor::empty(c.value->dtype(), ir::concrete_shape(g_, *c.value, r.b), alloc_);
-    alloc_.device().copy(t.raw(), host.mapped().data(), host.mapped().size(), devices::CopyKind::kHostToDevice);
+    alloc_.device().copy(t.raw(), host.mapped().data(), host.mapped().size(),
+                         devices::CopyKind::kHostToDevice);
     r.env[c.value] = std::move(t);
     ++r.stats.reloads;
     r.stats.reload_bytes += static_cast<int64_t>(host.mapped().size());
@@ -258,7 +280,8 @@ void Executor::regenerate(const memory::RegenRun& u, const memory::MemoryPlan& p
     std::set<const ir::Value*> temporaries;
     for (size_t m = 0; m < c.recompute.size(); ++m) {
       for (const ir::Value* v : c.recompute[m]->results()) {
-        const bool kept = std::any_of(u.keep.begin(), u.keep.end(), [&](int j) { return governor_.candidates()[j].value == v; });
+        const bool kept = std::any_of(u.keep.begin(), u.keep.end(),
+                                      [&](int j) { return governor_.candidates()[j].value == v; });
         if (v != c.value && !kept && !r.env.contains(v)) temporaries.insert(v);
       }
       run_node(*c.recompute[m], r);
@@ -271,8 +294,11 @@ void Executor::regenerate(const memory::RegenRun& u, const memory::MemoryPlan& p
   }
   for (int d : u.drop) r.env.erase(governor_.candidates()[d].value);
   if (observer_) {
-    observer_({.kind = reload ? StepEvent::Kind::kReload : StepEvent::Kind::kRecompute, .value = c.value,
-               .begin_us = begin, .end_us = r.since_start(), .live_bytes = alloc_.stats().live_bytes});
+    observer_({.kind = reload ? StepEvent::Kind::kReload : StepEvent::Kind::kRecompute,
+               .value = c.value,
+               .begin_us = begin,
+               .end_us = r.since_start(),
+               .live_bytes = alloc_.stats().live_bytes});
   }
 }
 

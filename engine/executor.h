@@ -33,29 +33,30 @@ struct StepStats {
   int64_t held_before_step_bytes = 0;  // allocated as the step began (arguments and the like)
   int64_t allocations = 0;
   int64_t evictions = 0;
-  int64_t recomputes = 0;           // nodes rerun to regenerate evicted values
+  int64_t recomputes = 0;  // nodes rerun to regenerate evicted values
   int64_t reloads = 0;
   double recompute_flops = 0;
-  int64_t reload_bytes = 0;         // copied back from the host
-  int64_t fused_kernels = 0;        // JIT kernels run (each may cover several nodes)
-  int64_t kernel_compiles = 0;      // JIT kernels compiled from IR (optimised and code-generated)
-  int64_t kernel_cache_loads = 0;   // JIT kernels whose object came from the kernel cache
-  double compile_ms = 0;            // time spent compiling or loading kernels during the step
+  int64_t reload_bytes = 0;        // copied back from the host
+  int64_t fused_kernels = 0;       // JIT kernels run (each may cover several nodes)
+  int64_t kernel_compiles = 0;     // JIT kernels compiled from IR (optimised and code-generated)
+  int64_t kernel_cache_loads = 0;  // JIT kernels whose object came from the kernel cache
+  double compile_ms = 0;           // time spent compiling or loading kernels during the step
   std::vector<double> kernel_compile_ms;  // each kernel compiled (not loaded), in order: wall ms
   int64_t interpreted_kernels = 0;  // background compilation: fused nodes interpreted, not ready
-  int64_t host_staged_nodes = 0;    // on a GPU: nodes run on the host (no GPU kernel for the op yet)
-  int64_t staged_bytes = 0;         // ... the bytes of their operands and results copied
-  ir::Bindings bindings;            // the symbol values of this step
+  int64_t host_staged_nodes = 0;  // on a GPU: nodes run on the host (no GPU kernel for the op yet)
+  int64_t staged_bytes = 0;       // ... the bytes of their operands and results copied
+  ir::Bindings bindings;          // the symbol values of this step
 };
 
 // What the executor does, as it happens: for traces.
 struct StepEvent {
   enum class Kind { kRun, kEvict, kRecompute, kReload };
   Kind kind = Kind::kRun;
-  const ir::Node* node = nullptr;    // kRun, kRecompute: the node run
-  const ir::Value* value = nullptr;  // kEvict, kRecompute, kReload: the value evicted or regenerated
-  double begin_us = 0, end_us = 0;   // since the step began
-  int64_t live_bytes = 0;            // after the event
+  const ir::Node* node = nullptr;  // kRun, kRecompute: the node run
+  const ir::Value* value =
+      nullptr;                      // kEvict, kRecompute, kReload: the value evicted or regenerated
+  double begin_us = 0, end_us = 0;  // since the step began
+  int64_t live_bytes = 0;           // after the event
 };
 using StepObserver = std::function<void(const StepEvent&)>;
 
@@ -74,12 +75,13 @@ class Executor {
   // The same with the graph's schedule and eviction candidates computed already (the compile
   // pipeline's, engine/pipeline.h).
   Executor(const ir::Graph& g, memory::Allocator& alloc, const memory::GovernorOptions& memory,
-           memory::StepSchedule schedule, jit::KernelCache* kernels = nullptr, bool background_compile = false,
-           jit::GpuKernels* gpu_kernels = nullptr);
+           memory::StepSchedule schedule, jit::KernelCache* kernels = nullptr,
+           bool background_compile = false, jit::GpuKernels* gpu_kernels = nullptr);
 
   // `args` holds every graph argument by name; updates are written into those tensors.
   // Returns the graph's outputs by name.
-  std::map<std::string, Tensor> run(std::map<std::string, Tensor>& args, StepStats* stats = nullptr);
+  std::map<std::string, Tensor> run(std::map<std::string, Tensor>& args,
+                                    StepStats* stats = nullptr);
   // With background compilation: waits until every kernel queued so far is compiled.
   void wait_for_compiles();
   // Observe every event of the following runs (an empty function stops it).
@@ -107,7 +109,8 @@ class Executor {
   void evict(const memory::Eviction& e, Run& r);
   void regenerate(const memory::RegenRun& u, const memory::MemoryPlan& plan, Run& r);
   // n's kernel (or its reference) on `ctx`'s device, counted in r's stats.
-  void run_kernel(const ir::Node& n, const KernelEntry* k, const ir::KernelArgs& args, KernelContext& ctx, Run& r);
+  void run_kernel(const ir::Node& n, const KernelEntry* k, const ir::KernelArgs& args,
+                  KernelContext& ctx, Run& r);
   // n on the host over copies of its operands, its results copied back to the device.
   void run_staged(const ir::Node& n, const KernelEntry* k, const ir::KernelArgs& args, Run& r);
   void compile_kernels(Run& r);
@@ -119,9 +122,9 @@ class Executor {
   memory::Governor governor_;
   StepObserver observer_;
   std::unique_ptr<jit::FusedRunner> fused_;  // with a kernel cache and no GPU kernels
-  KernelContext ctx_;                          // the device's kernels run with it
-  std::unique_ptr<devices::Device> host_;      // runs the nodes staged from a device on the host
-  KernelContext host_ctx_;                     // ... with this
+  KernelContext ctx_;                        // the device's kernels run with it
+  std::unique_ptr<devices::Device> host_;    // runs the nodes staged from a device on the host
+  KernelContext host_ctx_;                   // ... with this
   std::unordered_map<const ir::Node*, Placement> placement_;
 };
 

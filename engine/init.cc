@@ -57,8 +57,9 @@ std::vector<int64_t> fixed_shape(const ir::Value& v, const std::string& what) {
   for (const auto& d : v.shape()) {
     auto c = d.constant();
     if (!c) {
-      throw InvalidArgument(what + " `" + v.name() + "` has the symbolic shape " + v.type().str() +
-                            ": parameters and optimizer state need fixed dims (no batch or sequence symbols)");
+      throw InvalidArgument(
+          what + " `" + v.name() + "` has the symbolic shape " + v.type().str() +
+          ": parameters and optimizer state need fixed dims (no batch or sequence symbols)");
     }
     shape.push_back(*c);
   }
@@ -70,9 +71,15 @@ void fill(Tensor& t, const ir::models::ParamInit& init, NormalSource& normal) {
   std::vector<T> data(static_cast<size_t>(t.numel()));  // on the host, then to the device
   for (int64_t i = 0; i < t.numel(); ++i) {
     switch (init.kind) {
-      case ir::models::ParamInit::Kind::kNormal: data[i] = static_cast<T>(init.std * normal.next()); break;
-      case ir::models::ParamInit::Kind::kZeros: data[i] = 0; break;
-      case ir::models::ParamInit::Kind::kOnes: data[i] = 1; break;
+      case ir::models::ParamInit::Kind::kNormal:
+        data[i] = static_cast<T>(init.std * normal.next());
+        break;
+      case ir::models::ParamInit::Kind::kZeros:
+        data[i] = 0;
+        break;
+      case ir::models::ParamInit::Kind::kOnes:
+        data[i] = 1;
+        break;
     }
   }
   t.upload(data.data());
@@ -85,11 +92,13 @@ std::map<std::string, Tensor> init_params(const ir::models::Model& m, uint64_t s
   std::map<std::string, Tensor> out;
   for (const ir::Value* p : m.params) {
     if (p->dtype() != DType::kF32 && p->dtype() != DType::kF64) {
-      throw InvalidArgument("parameter `" + p->name() + "` is " + p->type().str() +
-                            ": parameters are initialised as f32 or f64; declare it as one of those");
+      throw InvalidArgument(
+          "parameter `" + p->name() + "` is " + p->type().str() +
+          ": parameters are initialised as f32 or f64; declare it as one of those");
     }
     auto it = m.init.find(p->name());
-    if (it == m.init.end()) throw InvalidArgument("parameter `" + p->name() + "` has no initialisation in the model");
+    if (it == m.init.end())
+      throw InvalidArgument("parameter `" + p->name() + "` has no initialisation in the model");
     Tensor t = Tensor::empty(p->dtype(), fixed_shape(*p, "parameter"), alloc);
     // The same draws in either precision: an f32 parameter holds its f64 twin's values, rounded.
     NormalSource normal(splitmix64(seed ^ fnv1a(p->name())));

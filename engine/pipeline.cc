@@ -18,11 +18,13 @@ namespace {
 struct Stage {
   const char* name;
   const char* summary;
-  bool (*on)(const TrainerOptions&);  // whether the options ask for it
+  bool (*on)(const TrainerOptions&);                  // whether the options ask for it
   bool (*run)(CompiledStep&, const TrainerOptions&);  // returns whether anything changed
 };
 
-bool always(const TrainerOptions&) { return true; }
+bool always(const TrainerOptions&) {
+  return true;
+}
 
 // An ir/ graph pass over the unfused graph; the loss follows it when it replaces the loss's node.
 template <const char* kPass>
@@ -33,8 +35,8 @@ bool graph_pass(CompiledStep& s, const TrainerOptions&) {
     if (name == "loss") s.model.loss = v;
   return changed;
 }
-constexpr char kVerify[] = "verify", kCanonicalize[] = "canonicalize", kCse[] = "cse", kDce[] = "dce",
-               kAttention[] = "attention", kCrossEntropy[] = "linear_cross_entropy",
+constexpr char kVerify[] = "verify", kCanonicalize[] = "canonicalize", kCse[] = "cse",
+               kDce[] = "dce", kAttention[] = "attention", kCrossEntropy[] = "linear_cross_entropy",
                kBackwardRecompute[] = "backward_recompute", kTril[] = "tril";
 
 // The step returns the loss alone: the forward graph's other outputs (the logits) would keep
@@ -71,26 +73,34 @@ bool remat(CompiledStep& s, const TrainerOptions& o) {
 const std::vector<Stage>& stages() {
   static const std::vector<Stage> list = {
       {"loss", "the loss becomes the graph's one output, `loss`", always, loss_output},
-      {"verify", "checks the forward graph (types, shapes, attributes)", always, graph_pass<kVerify>},
-      {"canonicalize", "folds shape arithmetic and no-op reshapes", always, graph_pass<kCanonicalize>},
+      {"verify", "checks the forward graph (types, shapes, attributes)", always,
+       graph_pass<kVerify>},
+      {"canonicalize", "folds shape arithmetic and no-op reshapes", always,
+       graph_pass<kCanonicalize>},
       {"cse", "merges identical nodes", always, graph_pass<kCse>},
       {"dce", "drops nodes no output needs", always, graph_pass<kDce>},
       // Before autodiff, so that attention's gradient is one attention_grad too.
       {"attention", "softmax(q k^T) v as one attention op, run by blocks of query rows",
        [](const TrainerOptions& o) { return o.fuse_attention; }, graph_pass<kAttention>},
-      {"linear_cross_entropy", "the head's linear layer and cross-entropy as one op, without the logits",
+      {"linear_cross_entropy",
+       "the head's linear layer and cross-entropy as one op, without the logits",
        [](const TrainerOptions& o) { return o.fuse_cross_entropy; }, graph_pass<kCrossEntropy>},
-      {"training_step", "autodiff and the optimizer: backward, gradient norm, clipping, updates", always,
-       training_step},
-      {"backward_recompute", "the backward makes cheap forward values again instead of holding them",
-       [](const TrainerOptions& o) { return o.backward_recompute; }, graph_pass<kBackwardRecompute>},
+      {"training_step", "autodiff and the optimizer: backward, gradient norm, clipping, updates",
+       always, training_step},
+      {"backward_recompute",
+       "the backward makes cheap forward values again instead of holding them",
+       [](const TrainerOptions& o) { return o.backward_recompute; },
+       graph_pass<kBackwardRecompute>},
       // After autodiff: causal attention's products in both directions skip their zero triangle.
-      {"tril", "causal products skip their zero triangle (no value changes)", always, graph_pass<kTril>},
-      {"fusion", "memory-bound nodes grouped into `fused` kernels", [](const TrainerOptions& o) { return o.jit; },
-       fusion},
+      {"tril", "causal products skip their zero triangle (no value changes)", always,
+       graph_pass<kTril>},
+      {"fusion", "memory-bound nodes grouped into `fused` kernels",
+       [](const TrainerOptions& o) { return o.jit; }, fusion},
       // Over the graph that runs, fused or not: the governor's order names its nodes.
-      {"schedule", "the op order with the lowest peak of live bytes, and its liveness", always, schedule},
-      {"remat", "eviction candidates and how each is regenerated (with a memory cap)", always, remat},
+      {"schedule", "the op order with the lowest peak of live bytes, and its liveness", always,
+       schedule},
+      {"remat", "eviction candidates and how each is regenerated (with a memory cap)", always,
+       remat},
   };
   return list;
 }
@@ -140,7 +150,8 @@ CompiledStep Pipeline::run(ir::models::Model model) {
     StageRun r{.stage = stage.name};
     r.skipped = !stage.on(options_) || disabled_.contains(stage.name);
     // The executor needs an order: without the schedule stage, the graph's own.
-    if (r.skipped && r.stage == "schedule") s.schedule = memory::schedule_ops(s.graph(), {.schedule = false});
+    if (r.skipped && r.stage == "schedule")
+      s.schedule = memory::schedule_ops(s.graph(), {.schedule = false});
     if (!r.skipped) {
       const auto start = std::chrono::steady_clock::now();
       try {
@@ -149,7 +160,8 @@ CompiledStep Pipeline::run(ir::models::Model model) {
       } catch (const Error& e) {
         rethrow_with_context(e, "pipeline stage " + r.stage + ": ");
       }
-      r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                 .count();
       for (const auto& [names, hook] : hooks_)
         if (names.contains("all") || names.contains(r.stage)) hook(r.stage, s);
     }

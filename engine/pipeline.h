@@ -2,8 +2,8 @@
 // TrainerOptions into the step the executor runs. The Trainer, `disc-opt --train`, `disc-train
 // plan` and the tests that want the Trainer's graph all call it; nothing else assembles passes.
 //
-//   engine::Pipeline p(options);                          // options.jit, fuse_attention, memory, ...
-//   p.after({"fusion"}, [](const std::string& stage, engine::CompiledStep& s) {  // e.g. a dump
+//   engine::Pipeline p(options);                          // options.jit, fuse_attention, memory,
+//   ... p.after({"fusion"}, [](const std::string& stage, engine::CompiledStep& s) {  // e.g. a dump
 //     std::cout << engine::Pipeline::print_stage(stage, s);
 //   });
 //   engine::CompiledStep step = p.run(ir::models::build_llama({}));

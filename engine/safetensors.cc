@@ -34,8 +34,11 @@ std::string code_of(DType t) {
 // shape, and only the file's own size says how much there is to read.
 Tensor read_entry(const std::string& path, const std::string& name, const nlohmann::json& e,
                   std::string_view data, memory::Allocator& alloc) {
-  auto fail = [&](const std::string& what) -> Tensor { throw IoError(path + ": tensor `" + name + "`: " + what); };
-  if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets")) {
+  auto fail = [&](const std::string& what) -> Tensor {
+    throw IoError(path + ": tensor `" + name + "`: " + what);
+  };
+  if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") ||
+      !e.contains("data_offsets")) {
     return fail("needs dtype, shape and data_offsets");
   }
   auto code = dtype_codes().find(e["dtype"].get<std::string>());
@@ -45,17 +48,19 @@ Tensor read_entry(const std::string& path, const std::string& name, const nlohma
   uint64_t bytes = dtype_size(code->second);
   for (int64_t d : shape) {
     if (d < 0) return fail("shape " + e["shape"].dump() + " has a negative dim");
-    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > static_cast<uint64_t>(INT64_MAX)) {
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) ||
+        bytes > static_cast<uint64_t>(INT64_MAX)) {
       return fail("shape " + e["shape"].dump() + " is too large for any file");
     }
   }
   if (offsets.size() != 2 || offsets[1] < offsets[0] || offsets[1] > data.size()) {
-    return fail("data_offsets " + e["data_offsets"].dump() + " lie outside the file's " + std::to_string(data.size()) +
-                " data bytes (truncated file?)");
+    return fail("data_offsets " + e["data_offsets"].dump() + " lie outside the file's " +
+                std::to_string(data.size()) + " data bytes (truncated file?)");
   }
   if (offsets[1] - offsets[0] != bytes) {
-    return fail("data_offsets " + e["data_offsets"].dump() + " hold " + std::to_string(offsets[1] - offsets[0]) +
-                " bytes, but " + code->first + e["shape"].dump() + " needs " + std::to_string(bytes));
+    return fail("data_offsets " + e["data_offsets"].dump() + " hold " +
+                std::to_string(offsets[1] - offsets[0]) + " bytes, but " + code->first +
+                e["shape"].dump() + " needs " + std::to_string(bytes));
   }
   Tensor t = Tensor::empty(code->second, shape, alloc);
   t.upload(data.data() + offsets[0]);
@@ -90,19 +95,22 @@ class TempFile {
     int closed = ::close(fd_), close_err = errno;
     fd_ = -1;
     if (synced != 0 || closed != 0) {
-      throw IoError("cannot write " + target + " to disk: " + std::strerror(synced != 0 ? sync_err : close_err));
+      throw IoError("cannot write " + target +
+                    " to disk: " + std::strerror(synced != 0 ? sync_err : close_err));
     }
     if (std::rename(path_.c_str(), target.c_str()) != 0) {
       throw IoError("cannot rename " + path_ + " to " + target + ": " + std::strerror(errno));
     }
     path_.clear();
     // The rename itself survives a crash only once the folder holding it is synced.
-    std::string folder = target.find('/') == std::string::npos ? "." : target.substr(0, target.rfind('/') + 1);
+    std::string folder =
+        target.find('/') == std::string::npos ? "." : target.substr(0, target.rfind('/') + 1);
     int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0) throw IoError("cannot open " + folder + " to sync it: " + std::strerror(errno));
     int dir_synced = ::fsync(dir), dir_err = errno;
     ::close(dir);
-    if (dir_synced != 0) throw IoError("cannot sync " + folder + " to disk: " + std::strerror(dir_err));
+    if (dir_synced != 0)
+      throw IoError("cannot sync " + folder + " to disk: " + std::strerror(dir_err));
   }
 
  private:
@@ -120,11 +128,13 @@ TensorFile read_safetensors(const std::string& path, memory::Allocator& alloc) {
   in.seekg(0, std::ios::beg);
   if (size < 0) throw IoError("cannot read " + path + ": it has no size (not a regular file?)");
   std::string bytes(static_cast<size_t>(size), '\0');
-  if (!in.read(bytes.data(), size)) throw IoError("cannot read " + path + ": the read failed part way");
+  if (!in.read(bytes.data(), size))
+    throw IoError("cannot read " + path + ": the read failed part way");
   uint64_t header_len = 0;
   if (bytes.size() < 8) throw IoError(path + ": too short to be a safetensors file");
   std::memcpy(&header_len, bytes.data(), 8);
-  if (header_len > bytes.size() - 8) throw IoError(path + ": header length exceeds the file (truncated file?)");
+  if (header_len > bytes.size() - 8)
+    throw IoError(path + ": header length exceeds the file (truncated file?)");
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(bytes.substr(8, header_len));
@@ -132,7 +142,8 @@ TensorFile read_safetensors(const std::string& path, memory::Allocator& alloc) {
     throw IoError(path + ": the header is not valid JSON (" + e.what() + ")");
   }
   if (!header.is_object()) throw IoError(path + ": the header is not a JSON object");
-  std::string_view data = std::string_view(bytes).substr(8 + header_len);  // no copy of a large file
+  std::string_view data =
+      std::string_view(bytes).substr(8 + header_len);  // no copy of a large file
   TensorFile out;
   try {
     for (const auto& [name, entry] : header.items()) {
@@ -154,7 +165,8 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    header[name] = {{"dtype", code_of(t.dtype())}, {"shape", t.shape()},
+    header[name] = {{"dtype", code_of(t.dtype())},
+                    {"shape", t.shape()},
                     {"data_offsets", {offset, offset + static_cast<uint64_t>(t.bytes())}}};
     offset += t.bytes();
   }
@@ -162,7 +174,8 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
   try {
     raw = header.dump();
   } catch (const nlohmann::json::exception& e) {
-    throw InvalidArgument("cannot write " + path + ": tensor names and metadata must be UTF-8 (" + e.what() + ")");
+    throw InvalidArgument("cannot write " + path + ": tensor names and metadata must be UTF-8 (" +
+                          e.what() + ")");
   }
   raw.append((8 - raw.size() % 8) % 8, ' ');
   TempFile tmp(path + ".tmp." + std::to_string(::getpid()));

@@ -25,7 +25,9 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
 }
 
 void Tensor::upload(const void* host) const {
-  if (bytes() > 0) storage_->alloc->device().copy(raw(), host, static_cast<size_t>(bytes()), devices::CopyKind::kHostToDevice);
+  if (bytes() > 0)
+    storage_->alloc->device().copy(raw(), host, static_cast<size_t>(bytes()),
+                                   devices::CopyKind::kHostToDevice);
 }
 
 void Tensor::download(void* host) const {
@@ -37,9 +39,11 @@ void Tensor::download(void* host) const {
 
 void Tensor::copy_from(const Tensor& other) const {
   if (other.bytes() != bytes())
-    throw InvalidArgument("cannot copy " + other.describe() + " into " + describe() + ": the sizes differ");
+    throw InvalidArgument("cannot copy " + other.describe() + " into " + describe() +
+                          ": the sizes differ");
   if (bytes() > 0 && raw() != other.raw())
-    storage_->alloc->device().copy(raw(), other.raw(), static_cast<size_t>(bytes()), devices::CopyKind::kDeviceToDevice);
+    storage_->alloc->device().copy(raw(), other.raw(), static_cast<size_t>(bytes()),
+                                   devices::CopyKind::kDeviceToDevice);
 }
 
 void Tensor::zero() const {

@@ -20,7 +20,8 @@ class Tensor {
   Tensor() = default;
   static Tensor empty(DType dtype, std::vector<int64_t> shape, memory::Allocator& alloc);
   template <typename T>
-  static Tensor from(std::vector<int64_t> shape, const std::vector<T>& values, memory::Allocator& alloc);
+  static Tensor from(std::vector<int64_t> shape, const std::vector<T>& values,
+                     memory::Allocator& alloc);
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }
@@ -37,7 +38,8 @@ class Tensor {
   std::vector<T> to_vector() const {
     if (sizeof(T) != static_cast<size_t>(dtype_size(dtype_)))
       throw InvalidArgument("to_vector: tensor " + describe() + " has elements of " +
-                            std::to_string(dtype_size(dtype_)) + " bytes, not " + std::to_string(sizeof(T)));
+                            std::to_string(dtype_size(dtype_)) + " bytes, not " +
+                            std::to_string(sizeof(T)));
     std::vector<T> v(static_cast<size_t>(numel()));
     download(v.data());
     return v;
@@ -45,8 +47,8 @@ class Tensor {
   // Bytes in and out of the tensor, through its device (memcpy on the CPU, copies to and from a
   // GPU): host code reads and writes a tensor only this way, never through raw(), which is the
   // device's address for its kernels.
-  void upload(const void* host) const;    // bytes() bytes from host memory
-  void download(void* host) const;        // bytes() bytes to host memory
+  void upload(const void* host) const;        // bytes() bytes from host memory
+  void download(void* host) const;            // bytes() bytes to host memory
   void copy_from(const Tensor& other) const;  // the same number of bytes, device to device
   void zero() const;
   ir::TensorRef ref() const { return {dtype_, shape_, raw()}; }
@@ -70,12 +72,13 @@ class Tensor {
 };
 
 template <typename T>
-Tensor Tensor::from(std::vector<int64_t> shape, const std::vector<T>& values, memory::Allocator& alloc) {
+Tensor Tensor::from(std::vector<int64_t> shape, const std::vector<T>& values,
+                    memory::Allocator& alloc) {
   DType dt = std::is_same_v<T, float>     ? DType::kF32
-                 : std::is_same_v<T, double>  ? DType::kF64
-                 : std::is_same_v<T, int32_t> ? DType::kI32
-                 : std::is_same_v<T, int64_t> ? DType::kI64
-                                              : DType::kBool;
+             : std::is_same_v<T, double>  ? DType::kF64
+             : std::is_same_v<T, int32_t> ? DType::kI32
+             : std::is_same_v<T, int64_t> ? DType::kI64
+                                          : DType::kBool;
   Tensor t = empty(dt, std::move(shape), alloc);
   if (static_cast<int64_t>(values.size()) != t.numel()) {
     throw InvalidArgument("Tensor::from: " + std::to_string(values.size()) + " values for shape " +

@@ -1,4 +1,3 @@
-#include "base/bytes.h"
 #include "engine/trainer.h"
 
 #include <fcntl.h>
@@ -10,12 +9,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/bytes.h"
+#include "base/error.h"
 #include "devices/cuda/cuda_device.h"
 #include "devices/hip/hip_device.h"
 #include "devices/simulated/simulated_device.h"
 #include "engine/init.h"
 #include "engine/safetensors.h"
-#include "base/error.h"
 #include "ir/binding.h"
 
 namespace disc::engine {
@@ -26,7 +26,8 @@ namespace fs = std::filesystem;
 // Closes a file descriptor on every path out of a scope.
 class Fd {
  public:
-  Fd(const std::string& path, int flags, mode_t mode = 0) : fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)) {
+  Fd(const std::string& path, int flags, mode_t mode = 0)
+      : fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)) {
     if (fd_ < 0) throw IoError("cannot open " + path + ": " + std::strerror(errno));
   }
   Fd(const Fd&) = delete;
@@ -40,7 +41,8 @@ class Fd {
     int rc = ::fsync(fd_), err = errno;
     int closed = ::close(fd_), close_err = errno;
     fd_ = -1;
-    if (rc != 0 || closed != 0) throw IoError("cannot sync " + path + " to disk: " + std::strerror(rc ? err : close_err));
+    if (rc != 0 || closed != 0)
+      throw IoError("cannot sync " + path + " to disk: " + std::strerror(rc ? err : close_err));
   }
 
  private:
@@ -60,11 +62,15 @@ void write_text_durably(const std::string& path, const std::string& text) {
 }
 
 // Syncs a folder, so that the entries created or renamed in it survive a crash.
-void sync_folder(const std::string& path) { Fd(path, O_RDONLY | O_DIRECTORY).sync_and_close(path); }
+void sync_folder(const std::string& path) {
+  Fd(path, O_RDONLY | O_DIRECTORY).sync_and_close(path);
+}
 
 // The folder a checkpoint is written into before it is renamed to `final`: a hidden sibling,
 // so that nothing that lists checkpoints ever sees a half-written one under its final name.
-fs::path staging_folder(const fs::path& final) { return final.parent_path() / ("." + final.filename().string() + ".partial"); }
+fs::path staging_folder(const fs::path& final) {
+  return final.parent_path() / ("." + final.filename().string() + ".partial");
+}
 
 // Refuses to replace `final` unless it is a checkpoint folder: save() swaps in a whole new folder
 // and must not delete what a caller keeps beside a checkpoint.
@@ -72,12 +78,15 @@ void check_replaceable(const fs::path& final) {
   std::error_code ec;
   auto st = fs::status(final, ec);
   if (!fs::exists(st)) return;
-  if (!fs::is_directory(st)) throw IoError("cannot save a checkpoint to " + final.string() + ": it exists and is not a folder");
+  if (!fs::is_directory(st))
+    throw IoError("cannot save a checkpoint to " + final.string() +
+                  ": it exists and is not a folder");
   for (const auto& e : fs::directory_iterator(final, ec)) {
     std::string name = e.path().filename().string();
-    if (name != "trainer.json" && name != "state.safetensors" && name.rfind("trainer.json.tmp", 0) != 0 &&
-        name.rfind("state.safetensors.tmp", 0) != 0) {
-      throw InvalidArgument("cannot save a checkpoint to " + final.string() + ": the folder holds other files (" + name +
+    if (name != "trainer.json" && name != "state.safetensors" &&
+        name.rfind("trainer.json.tmp", 0) != 0 && name.rfind("state.safetensors.tmp", 0) != 0) {
+      throw InvalidArgument("cannot save a checkpoint to " + final.string() +
+                            ": the folder holds other files (" + name +
                             "); save into a new folder");
     }
   }
@@ -92,7 +101,9 @@ void remove_quietly(const fs::path& p) {
 // trainer.json's step and extra; IoError naming the file for anything missing or malformed.
 std::pair<int64_t, std::map<std::string, std::string>> read_trainer_json(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw IoError("checkpoint " + fs::path(path).parent_path().string() + " is incomplete: trainer.json is missing");
+  if (!in)
+    throw IoError("checkpoint " + fs::path(path).parent_path().string() +
+                  " is incomplete: trainer.json is missing");
   try {
     nlohmann::json j = nlohmann::json::parse(in);
     auto step = j.at("step").get<int64_t>();
@@ -114,14 +125,16 @@ int check_device_name(const std::string& name) {
       return std::stoi(name.substr(n));
   }
   throw InvalidArgument("unknown device `" + name +
-                        "`; this build has: cpu, sim, sim-gpu, cuda:N (NVIDIA GPU N), hip:N (AMD GPU N), N = 0 for the first");
+                        "`; this build has: cpu, sim, sim-gpu, cuda:N (NVIDIA GPU N), hip:N (AMD "
+                        "GPU N), N = 0 for the first");
 }
 
 std::unique_ptr<devices::Device> make_device(const std::string& name, int threads) {
   const int gpu = check_device_name(name);
   if (name == "cpu") return devices::make_cpu_device(threads);
   if (name == "sim" || name == "sim-gpu")
-    return devices::make_simulated_device(threads, devices::make_cpu_device(1)->memory_info().total_bytes,
+    return devices::make_simulated_device(threads,
+                                          devices::make_cpu_device(1)->memory_info().total_bytes,
                                           /*addressable=*/name == "sim");
   try {
     if (name.rfind("cuda:", 0) == 0) return devices::cuda::make_cuda_device(gpu, threads);
@@ -144,10 +157,12 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
   if (options.jit) {
     kernels_ = std::make_unique<jit::KernelCache>(options.kernel_cache_dir, options.buckets);
     if (auto* gpu = dynamic_cast<devices::GpuDevice*>(device_.get()))
-      gpu_kernels_ = std::make_unique<jit::GpuKernels>(*gpu, options.kernel_cache_dir, options.buckets);
+      gpu_kernels_ =
+          std::make_unique<jit::GpuKernels>(*gpu, options.kernel_cache_dir, options.buckets);
   }
-  executor_ = std::make_unique<Executor>(step_graph(), *alloc_, memory, std::move(*compiled_.schedule), kernels_.get(),
-                                         options.background_compile, gpu_kernels_.get());
+  executor_ =
+      std::make_unique<Executor>(step_graph(), *alloc_, memory, std::move(*compiled_.schedule),
+                                 kernels_.get(), options.background_compile, gpu_kernels_.get());
   try {
     state_ = init_params(compiled_.model, options.seed, *alloc_);
     state_.merge(zero_state(*compiled_.model.graph, *alloc_));
@@ -156,9 +171,12 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
     int64_t held = 0;
     for (const ir::Value* a : compiled_.model.graph->arguments())
       if (a->role() == ir::Role::kParameter || a->role() == ir::Role::kState)
-        held += static_cast<int64_t>(devices::allocation_size(static_cast<size_t>(memory::concrete_bytes(*a, {}))));
-    throw OutOfMemory("the memory cap " + human_bytes(memory.cap) + " cannot hold the parameters and optimizer state (" +
-                      human_bytes(held) + ") before any step: raise the cap (memory.cap) well above that, or train a smaller model");
+        held += static_cast<int64_t>(
+            devices::allocation_size(static_cast<size_t>(memory::concrete_bytes(*a, {}))));
+    throw OutOfMemory(
+        "the memory cap " + human_bytes(memory.cap) +
+        " cannot hold the parameters and optimizer state (" + human_bytes(held) +
+        ") before any step: raise the cap (memory.cap) well above that, or train a smaller model");
   }
   if (memory.cap > 0 && options.check_cap) {
     const ir::Bindings largest = largest_shape();
@@ -166,11 +184,14 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
   }
 }
 
-ir::Bindings Trainer::largest_shape() const { return ir::largest_bindings(*compiled_.model.graph); }
+ir::Bindings Trainer::largest_shape() const {
+  return ir::largest_bindings(*compiled_.model.graph);
+}
 
 int64_t Trainer::bytes_held_for(const ir::Bindings& b) const {
   int64_t total = 0;
-  for (const auto& [name, t] : state_) total += static_cast<int64_t>(devices::allocation_size(t.bytes()));
+  for (const auto& [name, t] : state_)
+    total += static_cast<int64_t>(devices::allocation_size(t.bytes()));
   for (const ir::Value* a : compiled_.model.graph->arguments()) {
     if (a->role() == ir::Role::kInput) total += memory::concrete_bytes(*a, b);
   }
@@ -180,13 +201,15 @@ int64_t Trainer::bytes_held_for(const ir::Bindings& b) const {
 StepResult Trainer::step(const Batch& batch, double lr) {
   std::map<std::string, Tensor> args = state_;  // shares storage: updates land in state_
   for (const auto& [name, t] : batch) {
-    if (state_.contains(name)) throw InvalidArgument("batch entry `" + name + "` names a parameter, not an input");
+    if (state_.contains(name))
+      throw InvalidArgument("batch entry `" + name + "` names a parameter, not an input");
     args[name] = t;
   }
   DType t = compiled_.model.loss->dtype();
   args["lr"] = t == DType::kF64 ? Tensor::from<double>({}, {lr}, *alloc_)
-                                    : Tensor::from<float>({}, {static_cast<float>(lr)}, *alloc_);
-  if (compiled_.model.graph->find_value("step")) args["step"] = Tensor::from<int64_t>({}, {step_ + 1}, *alloc_);
+                                : Tensor::from<float>({}, {static_cast<float>(lr)}, *alloc_);
+  if (compiled_.model.graph->find_value("step"))
+    args["step"] = Tensor::from<int64_t>({}, {step_ + 1}, *alloc_);
   StepResult r;
   auto out = executor_->run(args, &r.stats);
   alloc_->trim();  // blocks no step reused for a few steps go back to the system
@@ -211,7 +234,8 @@ const Tensor& Trainer::parameter(const std::string& name) const {
 void Trainer::set_parameter(const std::string& name, const Tensor& value) {
   const Tensor& p = parameter(name);
   if (p.dtype() != value.dtype() || p.shape() != value.shape()) {
-    throw InvalidArgument("parameter `" + name + "` is " + p.describe() + ", the value " + value.describe());
+    throw InvalidArgument("parameter `" + name + "` is " + p.describe() + ", the value " +
+                          value.describe());
   }
   p.copy_from(value);
 }
@@ -220,14 +244,18 @@ void Trainer::save(const std::string& dir, const std::map<std::string, std::stri
   fs::path final = fs::path(dir).lexically_normal();
   if (!final.has_filename()) final = final.parent_path();  // "ck/step-1/"
   if (final.empty() || final.filename() == "." || final.filename() == "..") {
-    throw InvalidArgument("cannot save a checkpoint to `" + dir + "`: name a folder, e.g. ckpt/step-100");
+    throw InvalidArgument("cannot save a checkpoint to `" + dir +
+                          "`: name a folder, e.g. ckpt/step-100");
   }
   if (final.parent_path().empty()) final = fs::path(".") / final;
   const fs::path staging = staging_folder(final);
   check_replaceable(final);
   std::string meta;
   try {
-    meta = nlohmann::json{{"step", step_}, {"graph", compiled_.model.graph->name()}, {"extra", extra}}.dump(2) + "\n";
+    meta =
+        nlohmann::json{{"step", step_}, {"graph", compiled_.model.graph->name()}, {"extra", extra}}
+            .dump(2) +
+        "\n";
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument("checkpoint extra data must be UTF-8 text: " + std::string(e.what()));
   }
@@ -235,9 +263,11 @@ void Trainer::save(const std::string& dir, const std::map<std::string, std::stri
   fs::create_directories(final.parent_path(), ec);
   if (!ec) remove_quietly(staging);  // a leftover of an interrupted save
   if (!ec) fs::create_directory(staging, ec);
-  if (ec) throw IoError("cannot create checkpoint folder " + staging.string() + ": " + ec.message());
+  if (ec)
+    throw IoError("cannot create checkpoint folder " + staging.string() + ": " + ec.message());
   try {
-    write_safetensors((staging / "state.safetensors").string(), state_, {{"graph", compiled_.model.graph->name()}});
+    write_safetensors((staging / "state.safetensors").string(), state_,
+                      {{"graph", compiled_.model.graph->name()}});
     write_text_durably((staging / "trainer.json").string(), meta);
     sync_folder(staging.string());
     // Only a complete checkpoint gets the final name; an older one of the same step goes first.
@@ -261,11 +291,13 @@ std::map<std::string, std::string> Trainer::load(const std::string& dir) {
   for (const auto& [name, t] : state_) {
     auto it = file.tensors.find(name);
     if (it == file.tensors.end()) {
-      throw InvalidArgument("checkpoint " + dir + " lacks `" + name + "`: it belongs to a different model");
+      throw InvalidArgument("checkpoint " + dir + " lacks `" + name +
+                            "`: it belongs to a different model");
     }
     if (it->second.dtype() != t.dtype() || it->second.shape() != t.shape()) {
-      throw InvalidArgument("checkpoint " + dir + " holds `" + name + "` as " + it->second.describe() + ", the model has " +
-                            t.describe() + ": it belongs to a different model");
+      throw InvalidArgument("checkpoint " + dir + " holds `" + name + "` as " +
+                            it->second.describe() + ", the model has " + t.describe() +
+                            ": it belongs to a different model");
     }
   }
   for (const auto& [name, t] : state_) t.copy_from(file.tensors.at(name));

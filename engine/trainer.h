@@ -2,12 +2,11 @@
 //
 //   #include <disc/engine/trainer.h>
 //   using namespace disc;
-//   engine::TrainerOptions opt;                        // device, threads, seed, optimizer, memory cap
-//   engine::Trainer trainer(ir::models::build_llama({}), opt);
-//   engine::Batch batch = ...;                          // "tokens", "targets": i32[B, S], any B, S
-//   engine::StepResult r = trainer.step(batch, /*lr=*/3e-4);
-//   std::printf("loss %.4f, peak %lld bytes\n", r.loss, (long long)r.stats.live_peak_bytes);
-//   trainer.save("ckpt/step-000100", {{"data_cursor", "1234"}});
+//   engine::TrainerOptions opt;                        // device, threads, seed, optimizer, memory
+//   cap engine::Trainer trainer(ir::models::build_llama({}), opt); engine::Batch batch = ...; //
+//   "tokens", "targets": i32[B, S], any B, S engine::StepResult r = trainer.step(batch,
+//   /*lr=*/3e-4); std::printf("loss %.4f, peak %lld bytes\n", r.loss, (long
+//   long)r.stats.live_peak_bytes); trainer.save("ckpt/step-000100", {{"data_cursor", "1234"}});
 //
 // With options.memory.cap set, no step holds more device bytes than the cap (allocator caches
 // included): the governor schedules, evicts and regenerates to keep it, and the constructor
@@ -28,9 +27,9 @@
 #include "engine/options.h"
 #include "engine/pipeline.h"
 #include "engine/tensor.h"
-#include "memory/caching_allocator.h"
 #include "ir/models/model.h"
 #include "ir/training_step.h"
+#include "memory/caching_allocator.h"
 
 namespace disc::engine {
 
@@ -91,7 +90,7 @@ class Trainer {
   CompiledStep compiled_;  // the schedule went to the executor's governor
   std::unique_ptr<devices::Device> device_;
   std::unique_ptr<memory::CachingAllocator> alloc_;
-  std::unique_ptr<jit::KernelCache> kernels_;  // with options.jit
+  std::unique_ptr<jit::KernelCache> kernels_;     // with options.jit
   std::unique_ptr<jit::GpuKernels> gpu_kernels_;  // with options.jit on a GPU
   std::unique_ptr<Executor> executor_;
   std::map<std::string, Tensor> state_;  // parameters and optimizer state by name

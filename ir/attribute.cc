@@ -32,22 +32,30 @@ std::string list_str(const std::vector<T>& xs, F&& item) {
 
 std::string_view attr_kind_name(AttrKind k) {
   switch (k) {
-    case AttrKind::kBool: return "bool";
-    case AttrKind::kInt: return "int";
-    case AttrKind::kFloat: return "float";
-    case AttrKind::kString: return "string";
-    case AttrKind::kInts: return "int list";
-    case AttrKind::kDim: return "dim";
-    case AttrKind::kDims: return "dim list";
-    case AttrKind::kDType: return "dtype";
+    case AttrKind::kBool:
+      return "bool";
+    case AttrKind::kInt:
+      return "int";
+    case AttrKind::kFloat:
+      return "float";
+    case AttrKind::kString:
+      return "string";
+    case AttrKind::kInts:
+      return "int list";
+    case AttrKind::kDim:
+      return "dim";
+    case AttrKind::kDims:
+      return "dim list";
+    case AttrKind::kDType:
+      return "dtype";
   }
   return "?";
 }
 
 AttrKind attr_kind_of(const AttrValue& v) {
-  static constexpr AttrKind kinds[] = {AttrKind::kBool,  AttrKind::kInt, AttrKind::kFloat,
+  static constexpr AttrKind kinds[] = {AttrKind::kBool,   AttrKind::kInt,  AttrKind::kFloat,
                                        AttrKind::kString, AttrKind::kInts, AttrKind::kDim,
-                                       AttrKind::kDims,  AttrKind::kDType};
+                                       AttrKind::kDims,   AttrKind::kDType};
   return kinds[v.index()];
 }
 
@@ -88,9 +96,11 @@ template const bool& Attributes::get<bool>(const std::string&) const;
 template const int64_t& Attributes::get<int64_t>(const std::string&) const;
 template const double& Attributes::get<double>(const std::string&) const;
 template const std::string& Attributes::get<std::string>(const std::string&) const;
-template const std::vector<int64_t>& Attributes::get<std::vector<int64_t>>(const std::string&) const;
+template const std::vector<int64_t>& Attributes::get<std::vector<int64_t>>(
+    const std::string&) const;
 template const DimExpr& Attributes::get<DimExpr>(const std::string&) const;
-template const std::vector<DimExpr>& Attributes::get<std::vector<DimExpr>>(const std::string&) const;
+template const std::vector<DimExpr>& Attributes::get<std::vector<DimExpr>>(
+    const std::string&) const;
 template const DType& Attributes::get<DType>(const std::string&) const;
 
 std::optional<AttrValue> coerce_attr(const AttrValue& v, AttrKind kind) {

@@ -9,8 +9,8 @@
 #include <variant>
 #include <vector>
 
-#include "ir/dim_expr.h"
 #include "base/dtype.h"
+#include "ir/dim_expr.h"
 
 namespace disc::ir {
 

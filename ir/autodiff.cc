@@ -24,7 +24,8 @@ Value* GradContext::sum_to(Value* v, const std::vector<int>& kept_axes, const Te
 namespace {
 
 // Values on a path from one of `wrt` to `loss`: only their gradients are built.
-std::set<const Value*> values_needing_grad(const Graph& g, Value* loss, const std::vector<Value*>& wrt) {
+std::set<const Value*> values_needing_grad(const Graph& g, Value* loss,
+                                           const std::vector<Value*>& wrt) {
   std::set<const Value*> from_wrt(wrt.begin(), wrt.end());
   for (const Node* n : g.nodes()) {
     bool reached = false;
@@ -53,7 +54,8 @@ std::set<const Value*> values_needing_grad(const Graph& g, Value* loss, const st
 
 std::vector<Value*> build_gradients(Graph& g, Value* loss, const std::vector<Value*>& wrt) {
   if (loss->rank() != 0 || !is_float(loss->dtype())) {
-    throw InvalidArgument("the loss %" + loss->name() + " must be a float scalar, not " + loss->type().str());
+    throw InvalidArgument("the loss %" + loss->name() + " must be a float scalar, not " +
+                          loss->type().str());
   }
   auto needed = values_needing_grad(g, loss, wrt);
   std::map<const Value*, Value*> grad;
@@ -78,18 +80,22 @@ std::vector<Value*> build_gradients(Graph& g, Value* loss, const std::vector<Val
     if (!any || !wants) continue;
     if (!n.op().grad) {
       throw InvalidArgument(g.describe(n) + ": op `" + n.op().name +
-                            "` has no gradient rule, but the loss depends on it through a value being differentiated");
+                            "` has no gradient rule, but the loss depends on it through a value "
+                            "being differentiated");
     }
     auto dx = n.op().grad(ctx);
     for (size_t i = 0; i < dx.size() && i < n.operands().size(); ++i) {
-      if (dx[i] && needed.contains(n.operand(static_cast<int>(i)))) accumulate(n.operand(static_cast<int>(i)), dx[i]);
+      if (dx[i] && needed.contains(n.operand(static_cast<int>(i))))
+        accumulate(n.operand(static_cast<int>(i)), dx[i]);
     }
   }
   std::vector<Value*> out;
   for (Value* w : wrt) {
     auto it = grad.find(w);
-    out.push_back(it != grad.end() ? it->second
-                                   : g.add("full", {}, {{"shape", w->shape()}, {"value", 0.0}, {"dtype", w->dtype()}}));
+    out.push_back(
+        it != grad.end()
+            ? it->second
+            : g.add("full", {}, {{"shape", w->shape()}, {"value", 0.0}, {"dtype", w->dtype()}}));
   }
   return out;
 }

@@ -22,7 +22,8 @@ struct GradContext {
     return g.add(op, operands, std::move(attrs));
   }
   // All results of a multi-result op (gradient ops such as rms_norm_grad).
-  std::vector<Value*> add_all(const std::string& op, const std::vector<Value*>& operands, Attributes attrs = {}) {
+  std::vector<Value*> add_all(const std::string& op, const std::vector<Value*>& operands,
+                              Attributes attrs = {}) {
     return g.add_node(op, operands, std::move(attrs))->results();
   }
   // A tensor shaped like `like` filled with `value`.

@@ -15,16 +15,19 @@ std::string dims_str(const std::vector<int64_t>& s) {
 }
 
 // If `d` is c*x + k with x the only symbol and not yet bound, binds x from the size n.
-void solve_dim(const ShapeGraph& shapes, const DimExpr& d, int64_t n,
-               const std::string& where, Bindings& b) {
+void solve_dim(const ShapeGraph& shapes, const DimExpr& d, int64_t n, const std::string& where,
+               Bindings& b) {
   auto syms = d.symbols();
   if (syms.size() != 1 || b.contains(*syms.begin())) return;
   const std::string x = *syms.begin();
   int64_t c = 0, k = 0;
   for (const auto& [m, coeff] : d.terms()) {
-    if (m.empty()) k = coeff;
-    else if (m.size() == 1 && m.begin()->second == 1) c = coeff;
-    else return;  // x^2 and the like: checked after binding, not solved for
+    if (m.empty())
+      k = coeff;
+    else if (m.size() == 1 && m.begin()->second == 1)
+      c = coeff;
+    else
+      return;  // x^2 and the like: checked after binding, not solved for
   }
   if (c == 0) return;
   if ((n - k) % c != 0) {
@@ -64,10 +67,12 @@ Bindings bind_symbols(const Graph& g, const ShapeOf& args) {
                             std::string(dtype_name(a->dtype())));
     }
     if (shape.size() != a->shape().size()) {
-      throw ShapeError(what + " has shape " + dims_str(shape) + ", the graph wants " + a->type().str());
+      throw ShapeError(what + " has shape " + dims_str(shape) + ", the graph wants " +
+                       a->type().str());
     }
     for (size_t i = 0; i < shape.size(); ++i) {
-      solve_dim(shapes, shapes.canonical(a->shape()[i]), shape[i], what + " dim " + std::to_string(i), b);
+      solve_dim(shapes, shapes.canonical(a->shape()[i]), shape[i],
+                what + " dim " + std::to_string(i), b);
     }
   }
   Bindings all = shapes.complete_and_check(b);  // eliminated symbols, unsolved equalities
@@ -117,7 +122,9 @@ std::vector<Bindings> sample_bindings(const Graph& g) {
     Bindings b;
     for (const Symbol* s : shapes.symbols()) {
       if (!shapes.is_independent(s->name)) continue;
-      int64_t v = which == 0 ? s->hi : which == 1 ? s->hint.value_or((s->lo + s->hi) / 2) : s->hi / 4;
+      int64_t v = which == 0   ? s->hi
+                  : which == 1 ? s->hint.value_or((s->lo + s->hi) / 2)
+                               : s->hi / 4;
       v = std::clamp(v / s->multiple_of * s->multiple_of, s->lo, s->hi);
       b[s->name] = v;
     }
@@ -139,7 +146,9 @@ Bindings parse_bindings(const std::string& text, const Graph& g, const Bindings&
     auto eq = item.find('=');
     const std::string name = item.substr(0, eq);
     if (eq == std::string::npos || !shapes.find(name) || !shapes.is_independent(name)) {
-      throw InvalidArgument("--shape `" + item + "`: expected SYMBOL=VALUE with one of the graph's symbols, e.g. B=8,S=64");
+      throw InvalidArgument(
+          "--shape `" + item +
+          "`: expected SYMBOL=VALUE with one of the graph's symbols, e.g. B=8,S=64");
     }
     try {
       b[name] = std::stoll(item.substr(eq + 1));
@@ -152,9 +161,9 @@ Bindings parse_bindings(const std::string& text, const Graph& g, const Bindings&
 
 std::string describe_bindings(const Graph& g, const Bindings& b) {
   std::string s;
-  for (const auto& [name, v] : independent_of(g.shapes(), b)) s += (s.empty() ? "" : ", ") + name + "=" + std::to_string(v);
+  for (const auto& [name, v] : independent_of(g.shapes(), b))
+    s += (s.empty() ? "" : ", ") + name + "=" + std::to_string(v);
   return s;
 }
 
 }  // namespace disc::ir
-

@@ -93,7 +93,9 @@ DimExpr DimExpr::operator+(const DimExpr& o) const {
   return r;
 }
 
-DimExpr DimExpr::operator-(const DimExpr& o) const { return *this + (-o); }
+DimExpr DimExpr::operator-(const DimExpr& o) const {
+  return *this + (-o);
+}
 
 static Monomial multiply(const Monomial& a, const Monomial& b) {
   Monomial r = a;

@@ -32,12 +32,12 @@ class DimExpr {
   static constexpr int kMaxTerms = 256;
   static constexpr int kMaxDegree = 32;
 
-  DimExpr() = default;                     // 0
-  DimExpr(int64_t value);                  // NOLINT: constants convert implicitly, like ints
+  DimExpr() = default;     // 0
+  DimExpr(int64_t value);  // NOLINT: constants convert implicitly, like ints
   static DimExpr symbol(const std::string& name);
 
   bool is_zero() const { return terms_.empty(); }
-  std::optional<int64_t> constant() const;     // set when no symbol occurs
+  std::optional<int64_t> constant() const;       // set when no symbol occurs
   std::optional<std::string> as_symbol() const;  // set when exactly `1*X`
   const std::map<Monomial, int64_t, MonomialOrder>& terms() const { return terms_; }
   std::set<std::string> symbols() const;

@@ -10,11 +10,16 @@ namespace disc::ir {
 
 std::string_view role_name(Role r) {
   switch (r) {
-    case Role::kInput: return "input";
-    case Role::kParameter: return "param";
-    case Role::kState: return "state";
-    case Role::kConstant: return "constant";
-    case Role::kIntermediate: return "intermediate";
+    case Role::kInput:
+      return "input";
+    case Role::kParameter:
+      return "param";
+    case Role::kState:
+      return "state";
+    case Role::kConstant:
+      return "constant";
+    case Role::kIntermediate:
+      return "intermediate";
   }
   return "?";
 }
@@ -23,12 +28,10 @@ std::vector<TensorType> infer_types(const OpDef& def, const std::vector<const Te
                                     const Attributes& attrs, ShapeGraph& shapes) {
   int n = static_cast<int>(in.size());
   if (n < def.min_operands || (def.max_operands >= 0 && n > def.max_operands)) {
-    std::string want = def.min_operands == def.max_operands
-                           ? std::to_string(def.min_operands)
-                           : def.max_operands < 0
-                                 ? "at least " + std::to_string(def.min_operands)
-                                 : std::to_string(def.min_operands) + " to " +
-                                       std::to_string(def.max_operands);
+    std::string want = def.min_operands == def.max_operands ? std::to_string(def.min_operands)
+                       : def.max_operands < 0 ? "at least " + std::to_string(def.min_operands)
+                                              : std::to_string(def.min_operands) + " to " +
+                                                    std::to_string(def.max_operands);
     throw VerifyError("takes " + want + " operands, got " + std::to_string(n));
   }
   InferContext ctx(in, attrs, shapes);
@@ -83,8 +86,8 @@ std::string Graph::describe(const Node& n) const {
   return s + " = " + n.op_->name;
 }
 
-Node* Graph::add_node(const std::string& op, const std::vector<Value*>& operands,
-                      Attributes attrs, std::vector<std::string> names,
+Node* Graph::add_node(const std::string& op, const std::vector<Value*>& operands, Attributes attrs,
+                      std::vector<std::string> names,
                       const std::optional<std::vector<TensorType>>& declared, SourceLoc loc) {
   auto node = std::make_unique<Node>();
   node->op_ = &OpRegistry::instance().get(op);
@@ -93,7 +96,8 @@ Node* Graph::add_node(const std::string& op, const std::vector<Value*>& operands
   for (auto& n : names) {
     if (by_name_.contains(n)) throw VerifyError("value %" + n + " is defined twice");
   }
-  if (names.empty() && def.num_results < 0) throw VerifyError("node " + op + ": its results must be named (the op has a variable number)");
+  if (names.empty() && def.num_results < 0)
+    throw VerifyError("node " + op + ": its results must be named (the op has a variable number)");
   if (names.empty()) {
     for (int i = 0; i < def.num_results; ++i) names.push_back(unique_name(""));
   }
@@ -118,7 +122,8 @@ Node* Graph::add_node(const std::string& op, const std::vector<Value*>& operands
   }
   const int results = def.num_results < 0 ? static_cast<int>(types.size()) : def.num_results;
   if (static_cast<int>(names.size()) != results) {
-    fail("has " + std::to_string(results) + " results, " + std::to_string(names.size()) + " are named");
+    fail("has " + std::to_string(results) + " results, " + std::to_string(names.size()) +
+         " are named");
   }
   if (declared) {
     if (declared->size() != types.size()) {
@@ -180,8 +185,8 @@ void Graph::add_update(Value* argument, Value* value) {
     if (arg == argument) throw VerifyError(what + ": the argument is updated twice");
   }
   if (argument->type_ != value->type_) {
-    throw VerifyError(what + ": the new value %" + value->name_ + " has type " + value->type_.str() +
-                      ", the argument " + argument->type_.str());
+    throw VerifyError(what + ": the new value %" + value->name_ + " has type " +
+                      value->type_.str() + ", the argument " + argument->type_.str());
   }
   updates_.emplace_back(argument, value);
 }
@@ -198,8 +203,10 @@ Value* Graph::find_value(const std::string& name) const {
 }
 
 bool Graph::is_output(const Value* v) const {
-  return std::any_of(outputs_.begin(), outputs_.end(), [&](const auto& o) { return o.second == v; }) ||
-         std::any_of(updates_.begin(), updates_.end(), [&](const auto& u) { return u.second == v; });
+  return std::any_of(outputs_.begin(), outputs_.end(),
+                     [&](const auto& o) { return o.second == v; }) ||
+         std::any_of(updates_.begin(), updates_.end(),
+                     [&](const auto& u) { return u.second == v; });
 }
 
 void Graph::set_operand(Node* n, int i, Value* v) {
@@ -210,9 +217,13 @@ void Graph::set_operand(Node* n, int i, Value* v) {
   v->users_.push_back(n);
 }
 
-void Graph::set_attrs(Node* n, Attributes attrs) { n->attrs_ = std::move(attrs); }
+void Graph::set_attrs(Node* n, Attributes attrs) {
+  n->attrs_ = std::move(attrs);
+}
 
-void Graph::set_type(Value* v, TensorType t) { v->type_ = std::move(t); }
+void Graph::set_type(Value* v, TensorType t) {
+  v->type_ = std::move(t);
+}
 
 void Graph::replace_all_uses(Value* from, Value* to) {
   if (from == to) return;
@@ -231,7 +242,8 @@ void Graph::replace_all_uses(Value* from, Value* to) {
 
 void Graph::move_before(const Node* n, const Node* pos) {
   auto index = [&](const Node* x) {
-    auto it = std::find_if(nodes_.begin(), nodes_.end(), [&](const auto& p) { return p.get() == x; });
+    auto it =
+        std::find_if(nodes_.begin(), nodes_.end(), [&](const auto& p) { return p.get() == x; });
     if (it == nodes_.end()) throw VerifyError("move_before: the node is not in graph @" + name_);
     return it - nodes_.begin();
   };
@@ -240,8 +252,8 @@ void Graph::move_before(const Node* n, const Node* pos) {
   for (auto i = to; i < from; ++i) {
     for (const Value* r : nodes_[i]->results_) {
       if (std::find(n->operands_.begin(), n->operands_.end(), r) != n->operands_.end()) {
-        throw VerifyError(describe(*n) + ": cannot move before " + describe(*pos) + ", which comes before %" +
-                          r->name_ + " that it reads");
+        throw VerifyError(describe(*n) + ": cannot move before " + describe(*pos) +
+                          ", which comes before %" + r->name_ + " that it reads");
       }
     }
   }

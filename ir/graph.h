@@ -113,7 +113,9 @@ class Graph {
   std::vector<Node*> nodes() const;
   size_t num_nodes() const { return nodes_.size(); }
   const std::vector<std::pair<std::string, Value*>>& outputs() const { return outputs_; }
-  const std::vector<std::pair<Value*, Value*>>& updates() const { return updates_; }  // (argument, value)
+  const std::vector<std::pair<Value*, Value*>>& updates() const {
+    return updates_;
+  }  // (argument, value)
   Value* find_value(const std::string& name) const;
   // True when `v` is an output or the value of an update: it must outlive the step.
   bool is_output(const Value* v) const;

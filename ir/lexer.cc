@@ -8,7 +8,9 @@
 namespace disc::ir {
 namespace {
 
-bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_name_start(char c) {
+  return std::isalpha(static_cast<unsigned char>(c)) || c == '_';
+}
 bool is_name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
 }
@@ -17,14 +19,22 @@ bool is_name_char(char c) {
 
 std::string token_description(const Token& t) {
   switch (t.kind) {
-    case Tok::kEnd: return "end of input";
-    case Tok::kIdent: return "`" + t.text + "`";
-    case Tok::kValueName: return "value `%" + t.text + "`";
-    case Tok::kGraphName: return "`@" + t.text + "`";
-    case Tok::kInt: return "integer " + t.text;
-    case Tok::kFloat: return "number " + t.text;
-    case Tok::kString: return "string \"" + t.text + "\"";
-    default: return "`" + t.text + "`";
+    case Tok::kEnd:
+      return "end of input";
+    case Tok::kIdent:
+      return "`" + t.text + "`";
+    case Tok::kValueName:
+      return "value `%" + t.text + "`";
+    case Tok::kGraphName:
+      return "`@" + t.text + "`";
+    case Tok::kInt:
+      return "integer " + t.text;
+    case Tok::kFloat:
+      return "number " + t.text;
+    case Tok::kString:
+      return "string \"" + t.text + "\"";
+    default:
+      return "`" + t.text + "`";
   }
 }
 

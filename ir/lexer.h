@@ -8,9 +8,27 @@
 namespace disc::ir {
 
 enum class Tok {
-  kEnd, kIdent, kValueName, kGraphName, kInt, kFloat, kString,
-  kLParen, kRParen, kLBracket, kRBracket, kLBrace, kRBrace,
-  kComma, kColon, kEqual, kStar, kPlus, kMinus, kCaret, kSlash,
+  kEnd,
+  kIdent,
+  kValueName,
+  kGraphName,
+  kInt,
+  kFloat,
+  kString,
+  kLParen,
+  kRParen,
+  kLBracket,
+  kRBracket,
+  kLBrace,
+  kRBrace,
+  kComma,
+  kColon,
+  kEqual,
+  kStar,
+  kPlus,
+  kMinus,
+  kCaret,
+  kSlash,
 };
 
 struct Token {
@@ -33,7 +51,9 @@ class Lexer {
  private:
   [[noreturn]] void fail(int line, int col, const std::string& what) const;
   void skip_space_and_comments();
-  char peek(size_t ahead = 0) const { return pos_ + ahead < text_.size() ? text_[pos_ + ahead] : '\0'; }
+  char peek(size_t ahead = 0) const {
+    return pos_ + ahead < text_.size() ? text_[pos_ + ahead] : '\0';
+  }
   char advance();
   Token number(Token t);
   Token string_literal(Token t);

@@ -20,7 +20,8 @@ Value* along_last(Graph& g, Value* v, const Value* like) {
 
 Value* scale(Graph& g, Value* x, double factor) {
   Value* c = g.add("constant", {}, {{"value", factor}, {"dtype", x->dtype()}});
-  return g.add("mul", {x, g.add("broadcast", {c}, {{"shape", x->shape()}, {"dims", std::vector<int64_t>{}}})});
+  return g.add("mul", {x, g.add("broadcast", {c},
+                                {{"shape", x->shape()}, {"dims", std::vector<int64_t>{}}})});
 }
 
 // [B, S, n*Dh] -> [B, S, n, Dh]
@@ -50,7 +51,9 @@ Value* linear(Graph& g, Value* x, Value* w, Value* b) {
   return b ? g.add("add", {y, along_last(g, b, y)}) : y;
 }
 
-Value* embedding(Graph& g, Value* table, Value* ids) { return g.add("gather", {table, ids}); }
+Value* embedding(Graph& g, Value* table, Value* ids) {
+  return g.add("gather", {table, ids});
+}
 
 Value* rms_norm(Graph& g, Value* x, Value* w, double eps) {
   return g.add("rms_norm", {x, w}, {{"eps", eps}});
@@ -79,8 +82,10 @@ Value* cross_entropy(Graph& g, Value* logits, Value* labels, int64_t ignore_inde
   return g.add("cross_entropy", {logits, labels}, {{"ignore_index", ignore_index}});
 }
 
-Value* causal_self_attention(Graph& g, Value* x, const AttentionWeights& w, const AttentionConfig& c) {
-  if (x->rank() != 3) throw InvalidArgument("attention expects x [B, S, D], got " + x->type().str());
+Value* causal_self_attention(Graph& g, Value* x, const AttentionWeights& w,
+                             const AttentionConfig& c) {
+  if (x->rank() != 3)
+    throw InvalidArgument("attention expects x [B, S, D], got " + x->type().str());
   if (c.kv_heads < 1 || c.heads % c.kv_heads != 0) {
     throw InvalidArgument("attention: heads (" + std::to_string(c.heads) +
                           ") must be a multiple of kv_heads (" + std::to_string(c.kv_heads) + ")");
@@ -98,9 +103,10 @@ Value* causal_self_attention(Graph& g, Value* x, const AttentionWeights& w, cons
   // Scaling q rather than the scores touches S/head_dim times fewer bytes, and it leaves the
   // scores three nodes from q and k (matmul, mask, softmax): short enough to recompute under a cap.
   q = scale(g, q, 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-  Value* scores = g.add("matmul", {q, k}, {{"transpose_b", true}});              // [B, H, S, S]
+  Value* scores = g.add("matmul", {q, k}, {{"transpose_b", true}});  // [B, H, S, S]
   Value* probs = g.add("softmax", {g.add("causal_mask", {scores})});
-  Value* ctx = g.add("transpose", {g.add("matmul", {probs, v})}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  Value* ctx = g.add("transpose", {g.add("matmul", {probs, v})},
+                     {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
   std::vector<DimExpr> merged = {x->shape()[0], x->shape()[1], c.heads * c.head_dim};
   return linear(g, g.add("reshape", {ctx}, {{"shape", merged}}), w.wo, w.bo);
 }

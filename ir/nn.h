@@ -27,7 +27,8 @@ Value* dropout(Graph& g, Value* x, Value* seed, double rate, int64_t stream);
 Value* cross_entropy(Graph& g, Value* logits, Value* labels, int64_t ignore_index = -100);
 
 struct AttentionWeights {
-  Value *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;  // [D, H*Dh], [D, KV*Dh] x2, [H*Dh, D]
+  Value *wq = nullptr, *wk = nullptr, *wv = nullptr,
+        *wo = nullptr;  // [D, H*Dh], [D, KV*Dh] x2, [H*Dh, D]
   Value *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // optional biases
 };
 
@@ -39,6 +40,7 @@ struct AttentionConfig {
 };
 
 // Causal self-attention over x [B, S, D] -> [B, S, D].
-Value* causal_self_attention(Graph& g, Value* x, const AttentionWeights& w, const AttentionConfig& c);
+Value* causal_self_attention(Graph& g, Value* x, const AttentionWeights& w,
+                             const AttentionConfig& c);
 
 }  // namespace disc::ir::nn

@@ -6,23 +6,37 @@ namespace disc::ir {
 
 std::string_view category_name(OpCategory c) {
   switch (c) {
-    case OpCategory::kElementwise: return "elementwise";
-    case OpCategory::kBroadcast: return "broadcast";
-    case OpCategory::kReduce: return "reduce";
-    case OpCategory::kMatmul: return "matmul";
-    case OpCategory::kLayout: return "layout";
-    case OpCategory::kGatherScatter: return "gather/scatter";
-    case OpCategory::kNormalization: return "normalization";
-    case OpCategory::kConvolution: return "convolution";
-    case OpCategory::kConstant: return "constant";
-    case OpCategory::kRandom: return "random";
-    case OpCategory::kLoss: return "loss";
-    case OpCategory::kFused: return "fused";
+    case OpCategory::kElementwise:
+      return "elementwise";
+    case OpCategory::kBroadcast:
+      return "broadcast";
+    case OpCategory::kReduce:
+      return "reduce";
+    case OpCategory::kMatmul:
+      return "matmul";
+    case OpCategory::kLayout:
+      return "layout";
+    case OpCategory::kGatherScatter:
+      return "gather/scatter";
+    case OpCategory::kNormalization:
+      return "normalization";
+    case OpCategory::kConvolution:
+      return "convolution";
+    case OpCategory::kConstant:
+      return "constant";
+    case OpCategory::kRandom:
+      return "random";
+    case OpCategory::kLoss:
+      return "loss";
+    case OpCategory::kFused:
+      return "fused";
   }
   return "?";
 }
 
-void InferContext::fail(const std::string& what) const { throw VerifyError(what); }
+void InferContext::fail(const std::string& what) const {
+  throw VerifyError(what);
+}
 
 void InferContext::unify(const DimExpr& a, const DimExpr& b, const std::string& what) {
   try {

@@ -17,8 +17,17 @@ class Value;
 struct GradContext;  // ir/autodiff.h
 
 enum class OpCategory {
-  kElementwise, kBroadcast, kReduce, kMatmul, kLayout, kGatherScatter,
-  kNormalization, kConvolution, kConstant, kRandom, kLoss,
+  kElementwise,
+  kBroadcast,
+  kReduce,
+  kMatmul,
+  kLayout,
+  kGatherScatter,
+  kNormalization,
+  kConvolution,
+  kConstant,
+  kRandom,
+  kLoss,
   kFused,  // a group of memory-bound ops compiled as one kernel (jit/fusion/fused_op.h)
 };
 std::string_view category_name(OpCategory c);
@@ -61,15 +70,16 @@ struct OpCost {
   DimExpr bytes;  // read + written
 };
 
-// Bytes read and written by one execution: every operand and result once (the default cost's bytes).
+// Bytes read and written by one execution: every operand and result once (the default cost's
+// bytes).
 DimExpr io_bytes(const std::vector<TensorType>& operands, const std::vector<TensorType>& results);
 
 using ShapeRule = std::function<std::vector<TensorType>(InferContext&)>;
 // Builds the gradient of each operand (nullptr: none) from the gradients of the results.
 using GradRule = std::function<std::vector<Value*>(GradContext&)>;
-using CostRule = std::function<OpCost(const std::vector<TensorType>& operands,
-                                      const std::vector<TensorType>& results,
-                                      const Attributes& attrs)>;
+using CostRule =
+    std::function<OpCost(const std::vector<TensorType>& operands,
+                         const std::vector<TensorType>& results, const Attributes& attrs)>;
 
 struct OpDef {
   std::string name;
@@ -77,7 +87,7 @@ struct OpDef {
   std::string summary;
   int min_operands = 1;
   int max_operands = 1;  // -1: any number
-  int num_results = 1;  // -1: as many as the shape rule gives (the JIT's `fused`)
+  int num_results = 1;   // -1: as many as the shape rule gives (the JIT's `fused`)
   std::vector<AttrSpec> attrs;
   ShapeRule infer;
   // Default cost: flops_per_element per result element, bytes of all operands and results.

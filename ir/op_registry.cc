@@ -6,7 +6,9 @@
 
 namespace disc::ir {
 
-const OpRegistry& OpRegistry::instance() { return mutable_instance(); }
+const OpRegistry& OpRegistry::instance() {
+  return mutable_instance();
+}
 
 void OpRegistry::extend(OpDef def) {
   OpRegistry& r = mutable_instance();

@@ -116,7 +116,8 @@ void Parser::statement() {
   if (at_keyword("state")) return argument_decl(Role::kState);
   if (at_keyword("output")) return output_decl();
   if (at_keyword("update")) return update_decl();
-  expected("a statement (`sym`, `input`, `param`, `state`, `%name = op(...)`, `output` or `update`)");
+  expected(
+      "a statement (`sym`, `input`, `param`, `state`, `%name = op(...)`, `output` or `update`)");
 }
 
 void Parser::symbol_decl() {

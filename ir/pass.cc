@@ -9,8 +9,16 @@
 
 namespace disc::ir {
 
-std::vector<std::string> pass_names() { return {"verify", "canonicalize", "cse", "dce", "tril", "attention", "linear_cross_entropy",
-                                                 "backward_recompute"}; }
+std::vector<std::string> pass_names() {
+  return {"verify",
+          "canonicalize",
+          "cse",
+          "dce",
+          "tril",
+          "attention",
+          "linear_cross_entropy",
+          "backward_recompute"};
+}
 
 std::unique_ptr<Pass> make_pass(std::string_view name) {
   if (name == "verify") return make_verify_pass();
@@ -57,7 +65,8 @@ std::vector<PassRun> PassManager::run(Graph& g) const {
     }
     auto start = std::chrono::steady_clock::now();
     r.changed = p->run(g);
-    r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    r.ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (r.changed && verify_each_) {
       try {
         verify(g);

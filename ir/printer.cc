@@ -22,7 +22,8 @@ std::string attrs_str(const Node& n) {
 }
 
 std::string symbol_str(const Symbol& s) {
-  std::string line = "sym " + s.name + " in [" + std::to_string(s.lo) + ", " + std::to_string(s.hi) + "]";
+  std::string line =
+      "sym " + s.name + " in [" + std::to_string(s.lo) + ", " + std::to_string(s.hi) + "]";
   if (s.multiple_of != 1) line += " multiple_of " + std::to_string(s.multiple_of);
   if (s.hint) line += " hint " + std::to_string(*s.hint);
   return line;
@@ -61,7 +62,8 @@ std::string print_graph(const Graph& g) {
     out += "  " + symbol_str(g.shapes().declaration(s->name)) + "\n";
   }
   for (const Value* v : g.arguments()) {
-    out += "  " + std::string(role_name(v->role())) + " %" + v->name() + " : " + v->type().str() + "\n";
+    out += "  " + std::string(role_name(v->role())) + " %" + v->name() + " : " + v->type().str() +
+           "\n";
   }
   for (const Node* n : g.nodes()) {
     std::string results, operands, types;
@@ -74,7 +76,8 @@ std::string print_graph(const Graph& g) {
            types + "\n";
   }
   for (const auto& [name, v] : g.outputs()) out += "  output " + name + " = %" + v->name() + "\n";
-  for (const auto& [arg, v] : g.updates()) out += "  update %" + arg->name() + " = %" + v->name() + "\n";
+  for (const auto& [arg, v] : g.updates())
+    out += "  update %" + arg->name() + " = %" + v->name() + "\n";
   return out + "}\n";
 }
 

@@ -18,10 +18,16 @@ Wide sat_mul(Wide a, Wide b) {
   return a * b;
 }
 
-Wide sat_add(Wide a, Wide b) { return std::min(a + b, kHuge); }
+Wide sat_add(Wide a, Wide b) {
+  return std::min(a + b, kHuge);
+}
 
-int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
-int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+int64_t floor_div(int64_t a, int64_t b) {
+  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+}
+int64_t ceil_div(int64_t a, int64_t b) {
+  return -floor_div(-a, b);
+}
 
 std::string range_str(int64_t lo, int64_t hi) {
   return "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
@@ -44,12 +50,18 @@ std::string equation_str(const DimExpr& d) {
 
 std::string_view ordering_name(Ordering o) {
   switch (o) {
-    case Ordering::kLT: return "<";
-    case Ordering::kLE: return "<=";
-    case Ordering::kEQ: return "==";
-    case Ordering::kGE: return ">=";
-    case Ordering::kGT: return ">";
-    case Ordering::kUnknown: return "?";
+    case Ordering::kLT:
+      return "<";
+    case Ordering::kLE:
+      return "<=";
+    case Ordering::kEQ:
+      return "==";
+    case Ordering::kGE:
+      return ">=";
+    case Ordering::kGT:
+      return ">";
+    case Ordering::kUnknown:
+      return "?";
   }
   return "?";
 }
@@ -258,7 +270,8 @@ bool ShapeGraph::proven_nonnegative(const DimExpr& expr) const {
   // A negative term c*m is covered by positive terms c'*m' where m divides m': since every
   // symbol is >= 0, m' >= min(m'/m) * m. What stays uncovered costs its upper bound.
   std::vector<std::pair<Monomial, Wide>> pos, neg;
-  for (const auto& [m, c] : e.terms()) (c > 0 ? pos : neg).push_back({m, c > 0 ? Wide(c) : -Wide(c)});
+  for (const auto& [m, c] : e.terms())
+    (c > 0 ? pos : neg).push_back({m, c > 0 ? Wide(c) : -Wide(c)});
   Wide lower = 0;  // lower bound = sum of positive leftovers - sum of uncovered negatives
   Wide uncovered = 0;
   for (auto& [m, need] : neg) {
@@ -269,7 +282,10 @@ bool ShapeGraph::proven_nonnegative(const DimExpr& expr) const {
       bool divides = true;
       for (const auto& [name, p] : m) {
         auto it = q.find(name);
-        if (it == q.end() || it->second < p) { divides = false; break; }
+        if (it == q.end() || it->second < p) {
+          divides = false;
+          break;
+        }
         if ((it->second -= p) == 0) q.erase(it);
       }
       if (!divides) continue;

@@ -65,9 +65,9 @@ class ShapeGraph {
 
   std::map<std::string, Symbol> symbols_;
   std::vector<std::string> order_;
-  std::map<std::string, DimExpr> subst_;       // eliminated symbol -> canonical value
-  std::vector<DimExpr> unsolved_;              // differences known to be zero
-  std::map<std::string, Symbol> declared_;     // ranges as declared, before tightening
+  std::map<std::string, DimExpr> subst_;    // eliminated symbol -> canonical value
+  std::vector<DimExpr> unsolved_;           // differences known to be zero
+  std::map<std::string, Symbol> declared_;  // ranges as declared, before tightening
 };
 
 }  // namespace disc::ir

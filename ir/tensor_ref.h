@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "ir/attribute.h"
-#include "ir/dim_expr.h"
 #include "base/dtype.h"
 #include "base/error.h"
+#include "ir/attribute.h"
+#include "ir/dim_expr.h"
 
 namespace disc::ir {
 
@@ -43,7 +43,9 @@ struct KernelArgs {
 
   const Attributes& a() const { return *attrs; }
   // A dim attribute evaluated under this step's bindings.
-  int64_t dim_attr(const std::string& name) const { return attrs->get_dim(name).evaluate(*bindings); }
+  int64_t dim_attr(const std::string& name) const {
+    return attrs->get_dim(name).evaluate(*bindings);
+  }
   std::vector<int64_t> dims_attr(const std::string& name) const {
     std::vector<int64_t> out_dims;
     for (const auto& d : attrs->get_dims(name)) out_dims.push_back(d.evaluate(*bindings));
@@ -58,8 +60,10 @@ using ReferenceKernel = std::function<void(const KernelArgs&)>;
 template <typename F>
 void dispatch_float(DType t, const std::string& op, F&& f) {
   switch (t) {
-    case DType::kF32: return f(float{});
-    case DType::kF64: return f(double{});
+    case DType::kF32:
+      return f(float{});
+    case DType::kF64:
+      return f(double{});
     default:
       throw InvalidArgument("reference kernel of `" + op + "` supports f32 and f64, not " +
                             std::string(dtype_name(t)));
@@ -70,9 +74,12 @@ void dispatch_float(DType t, const std::string& op, F&& f) {
 template <typename F>
 void dispatch_number(DType t, const std::string& op, F&& f) {
   switch (t) {
-    case DType::kI32: return f(int32_t{});
-    case DType::kI64: return f(int64_t{});
-    default: return dispatch_float(t, op, f);
+    case DType::kI32:
+      return f(int32_t{});
+    case DType::kI64:
+      return f(int64_t{});
+    default:
+      return dispatch_float(t, op, f);
   }
 }
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/dim_expr.h"
 #include "base/dtype.h"
+#include "ir/dim_expr.h"
 
 namespace disc::ir {
 

@@ -1,12 +1,14 @@
 #include "ir/training_step.h"
 
-#include "ir/autodiff.h"
 #include "base/error.h"
+#include "ir/autodiff.h"
 
 namespace disc::ir {
 namespace {
 
-Value* scalar(Graph& g, double v, DType t) { return g.add("constant", {}, {{"value", v}, {"dtype", t}}); }
+Value* scalar(Graph& g, double v, DType t) {
+  return g.add("constant", {}, {{"value", v}, {"dtype", t}});
+}
 
 Value* stretch(Graph& g, Value* s, const Value* like) {
   return g.add("broadcast", {s}, {{"shape", like->shape()}, {"dims", std::vector<int64_t>{}}});
@@ -54,12 +56,15 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
                     : nullptr;
   auto grads = build_gradients(g, loss, params);
   Value* norm = global_norm(g, grads, t);
-  for (size_t i = 0; debug_outputs && i < params.size(); ++i) g.add_output("grad." + params[i]->name(), grads[i]);
+  for (size_t i = 0; debug_outputs && i < params.size(); ++i)
+    g.add_output("grad." + params[i]->name(), grads[i]);
   if (opt.clip_norm > 0) grads = clip(g, grads, norm, opt.clip_norm);
   bool has_loss = false;  // a forward graph read from a file may already name its loss
   for (const auto& [name, v] : g.outputs()) {
     if (name != "loss") continue;
-    if (v != loss) throw InvalidArgument("output `loss` of graph @" + g.name() + " is not the loss being trained");
+    if (v != loss)
+      throw InvalidArgument("output `loss` of graph @" + g.name() +
+                            " is not the loss being trained");
     has_loss = true;
   }
   if (!debug_outputs) g.keep_outputs([](const std::string& name) { return name == "loss"; });
@@ -70,7 +75,9 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
     if (opt.kind == OptimizerConfig::Kind::kAdamW) {
       Value *m = state_like(g, p, "m"), *v = state_like(g, p, "v");
       Node* n = g.add_node("adamw_update", {p, grads[i], m, v, lr, step},
-                           {{"beta1", opt.beta1}, {"beta2", opt.beta2}, {"eps", opt.eps},
+                           {{"beta1", opt.beta1},
+                            {"beta2", opt.beta2},
+                            {"eps", opt.eps},
                             {"weight_decay", opt.weight_decay}},
                            {g.unique_name(p->name() + ".new"), g.unique_name(m->name() + ".new"),
                             g.unique_name(v->name() + ".new")});
@@ -79,10 +86,12 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
       g.add_update(v, n->result(2));
     } else {
       Value* buf = state_like(g, p, "momentum");
-      Node* n = g.add_node("sgd_update", {p, grads[i], buf, lr},
-                           {{"momentum", opt.momentum}, {"weight_decay", opt.weight_decay},
-                            {"nesterov", opt.nesterov}},
-                           {g.unique_name(p->name() + ".new"), g.unique_name(buf->name() + ".new")});
+      Node* n =
+          g.add_node("sgd_update", {p, grads[i], buf, lr},
+                     {{"momentum", opt.momentum},
+                      {"weight_decay", opt.weight_decay},
+                      {"nesterov", opt.nesterov}},
+                     {g.unique_name(p->name() + ".new"), g.unique_name(buf->name() + ".new")});
       g.add_update(p, n->result(0));
       g.add_update(buf, n->result(1));
     }

@@ -78,7 +78,8 @@ void verify(const Graph& g) {
     if (listed != uses[v]) throw VerifyError("value %" + v->name() + " has a stale user list");
   }
   for (const auto& [arg, v] : g.updates()) {
-    if (!defined.contains(v) || std::find(g.arguments().begin(), g.arguments().end(), arg) == g.arguments().end()) {
+    if (!defined.contains(v) ||
+        std::find(g.arguments().begin(), g.arguments().end(), arg) == g.arguments().end()) {
       throw VerifyError("update of %" + arg->name() + " names a value that is not in the graph");
     }
   }

@@ -37,9 +37,7 @@ class DeviceAllocator final : public Allocator {
   void* allocate(size_t bytes) override;
   void deallocate(void* p, size_t bytes) override;
   const AllocatorStats& stats() const override { return stats_; }
-  void reset_peak() override {
-    stats_.peak_bytes = stats_.reserved_peak_bytes = stats_.live_bytes;
-  }
+  void reset_peak() override { stats_.peak_bytes = stats_.reserved_peak_bytes = stats_.live_bytes; }
   devices::Device& device() override { return device_; }
 
  private:

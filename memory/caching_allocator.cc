@@ -11,10 +11,13 @@ namespace disc::memory {
 
 CachingAllocator::CachingAllocator(devices::Device& device, int64_t cap_bytes)
     : device_(device), cap_(cap_bytes) {
-  if (cap_bytes < 0) throw InvalidArgument("memory cap must be >= 0, got " + std::to_string(cap_bytes));
+  if (cap_bytes < 0)
+    throw InvalidArgument("memory cap must be >= 0, got " + std::to_string(cap_bytes));
 }
 
-CachingAllocator::~CachingAllocator() { release_cache(); }
+CachingAllocator::~CachingAllocator() {
+  release_cache();
+}
 
 // The cached block to serve `size` bytes (see the header), or end: the smallest of at most twice
 // that; under a cap that can give back slack, else the smallest larger one whose pages are there
@@ -60,14 +63,16 @@ void CachingAllocator::make_room(size_t bytes) {
   while (over() && !cache_.empty()) release(std::prev(cache_.end()));
   if (over()) {
     throw OutOfMemory("memory cap: " + std::to_string(stats_.live_bytes) + " bytes are live and " +
-                      std::to_string(need) + " more were asked for, past the cap of " + std::to_string(cap_) +
+                      std::to_string(need) + " more were asked for, past the cap of " +
+                      std::to_string(cap_) +
                       " bytes: raise the memory cap (memory.cap) or lower the batch size");
   }
 }
 
 void* CachingAllocator::allocate(size_t bytes) {
   const size_t size = devices::allocation_size(bytes);
-  if (size == 0) throw OutOfMemory("cannot allocate " + std::to_string(bytes) + " bytes: the size overflows");
+  if (size == 0)
+    throw OutOfMemory("cannot allocate " + std::to_string(bytes) + " bytes: the size overflows");
   ++stats_.allocations;
   void* p = nullptr;
   Block b{size, size, size};
@@ -96,7 +101,8 @@ void* CachingAllocator::allocate(size_t bytes) {
 void CachingAllocator::deallocate(void* p, size_t bytes) {
   const size_t size = devices::allocation_size(bytes);
   auto it = blocks_.find(p);
-  const Block b = it == blocks_.end() ? Block{size, size, size} : it->second;  // a caller's bug: not ours to abort on
+  const Block b = it == blocks_.end() ? Block{size, size, size}
+                                      : it->second;  // a caller's bug: not ours to abort on
   if (it != blocks_.end()) blocks_.erase(it);
   stats_.live_bytes -= static_cast<int64_t>(size);
   cache_.insert({b.size, {p, b.committed, 0}});

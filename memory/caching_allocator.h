@@ -74,7 +74,7 @@ class CachingAllocator final : public Allocator {
 
   devices::Device& device_;
   int64_t cap_;
-  std::multimap<size_t, Cached> cache_;  // free blocks by size
+  std::multimap<size_t, Cached> cache_;      // free blocks by size
   std::unordered_map<void*, Block> blocks_;  // every live allocation's block
   AllocatorStats stats_;
 };

@@ -1,9 +1,9 @@
-#include "base/bytes.h"
 #include "memory/governor.h"
 
 #include <algorithm>
 #include <cstdio>
 
+#include "base/bytes.h"
 #include "base/error.h"
 #include "ir/binding.h"
 
@@ -27,7 +27,8 @@ StepSchedule schedule_ops(const ir::Graph& g, const GovernorOptions& options) {
   return s;
 }
 
-std::vector<Candidate> remat_candidates(const ir::Graph& g, const StepSchedule& s, const GovernorOptions& options) {
+std::vector<Candidate> remat_candidates(const ir::Graph& g, const StepSchedule& s,
+                                        const GovernorOptions& options) {
   if (options.cap <= 0 || !(options.remat || options.offload)) return {};
   return find_candidates(g, s.live);
 }
@@ -63,11 +64,15 @@ const MemoryPlan& Governor::plan(const ir::Bindings& b, int64_t held_before_step
   auto key = std::pair(b, held_before_step);
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
   if (plans_.size() >= kMaxCachedPlans) plans_.clear();
-  return plans_.emplace(key, plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(options_.cap))).first->second;
+  return plans_
+      .emplace(key,
+               plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(options_.cap)))
+      .first->second;
 }
 
 int64_t Governor::smallest_feasible_cap(const ir::Bindings& b, int64_t held_before_step) const {
-  const MemoryPlan free_run = plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(0));
+  const MemoryPlan free_run =
+      plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(0));
   auto fits = [&](int64_t cap) { return feasible(b, held_before_step, cap); };
   if (fits(free_run.lower_bound)) return free_run.lower_bound;
   int64_t lo = free_run.lower_bound, hi = free_run.unplanned_peak;  // lo fails, hi fits
@@ -81,36 +86,47 @@ int64_t Governor::smallest_feasible_cap(const ir::Bindings& b, int64_t held_befo
 void Governor::check_cap(const ir::Bindings& largest, int64_t held_before_step) const {
   const int64_t cap = options_.cap;
   if (cap <= 0 || feasible(largest, held_before_step, cap)) return;
-  const MemoryPlan p = plan_memory(g_, live_, candidates_, largest, held_before_step, plan_options(0));
+  const MemoryPlan p =
+      plan_memory(g_, live_, candidates_, largest, held_before_step, plan_options(0));
   const bool below_bound = cap < p.lower_bound;
-  throw OutOfMemory(
-      "the memory cap (memory.cap) " + human_bytes(cap) + " is too small for the largest batch (" + ir::describe_bindings(g_, largest) +
-      "): " + (below_bound ? "it is below the lower bound " : "the lower bound is ") + human_bytes(p.lower_bound) +
-      " (" + human_bytes(held_before_step) + " of parameters, optimizer state and inputs, plus what step " +
-      std::to_string(p.lower_bound_step) + ", " + g_.describe(*live_.order.at(p.lower_bound_step)) +
-      ", must hold), and the smallest cap the planner reaches is " +
-      human_bytes(smallest_feasible_cap(largest, held_before_step)) +
-      ": raise the cap, or lower the batch size or the maximum length");
+  throw OutOfMemory("the memory cap (memory.cap) " + human_bytes(cap) +
+                    " is too small for the largest batch (" + ir::describe_bindings(g_, largest) +
+                    "): " + (below_bound ? "it is below the lower bound " : "the lower bound is ") +
+                    human_bytes(p.lower_bound) + " (" + human_bytes(held_before_step) +
+                    " of parameters, optimizer state and inputs, plus what step " +
+                    std::to_string(p.lower_bound_step) + ", " +
+                    g_.describe(*live_.order.at(p.lower_bound_step)) +
+                    ", must hold), and the smallest cap the planner reaches is " +
+                    human_bytes(smallest_feasible_cap(largest, held_before_step)) +
+                    ": raise the cap, or lower the batch size or the maximum length");
 }
 
 std::string Governor::report(const ir::Bindings& b, int64_t held_before_step) const {
-  std::string s = "schedule: " + schedule_.method + " order of " + std::to_string(live_.steps()) + " steps";
-  for (const auto& [method, peak] : schedule_.tried) s += "; " + method + " peaks at " + human_bytes(peak);
+  std::string s =
+      "schedule: " + schedule_.method + " order of " + std::to_string(live_.steps()) + " steps";
+  for (const auto& [method, peak] : schedule_.tried)
+    s += "; " + method + " peaks at " + human_bytes(peak);
   s += "\n" + std::to_string(candidates_.size()) + " eviction candidates" +
        (candidates_.empty() ? " (none without a cap, or with remat and offload off)\n" : ":\n") +
        print_candidates(candidates_) + "memory plan for " + ir::describe_bindings(g_, b) + ": ";
   try {
-    s += print_plan(g_, live_, candidates_, plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(options_.cap)),
-                    options_.cap);
+    s += print_plan(
+        g_, live_, candidates_,
+        plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(options_.cap)),
+        options_.cap);
   } catch (const OutOfMemory& e) {
     s += e.what() + std::string("\n");
   }
   if (!candidates_.empty()) {
-    const MemoryPlan free_run = plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(0));
+    const MemoryPlan free_run =
+        plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(0));
     const int64_t smallest = smallest_feasible_cap(b, held_before_step);
     char ratio[32];
-    std::snprintf(ratio, sizeof ratio, "%.2f", static_cast<double>(smallest) / static_cast<double>(std::max<int64_t>(free_run.lower_bound, 1)));
-    s += "smallest cap the planner reaches: " + human_bytes(smallest) + " (" + ratio + "x the lower bound)\n";
+    std::snprintf(ratio, sizeof ratio, "%.2f",
+                  static_cast<double>(smallest) /
+                      static_cast<double>(std::max<int64_t>(free_run.lower_bound, 1)));
+    s += "smallest cap the planner reaches: " + human_bytes(smallest) + " (" + ratio +
+         "x the lower bound)\n";
   }
   return s;
 }

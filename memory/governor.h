@@ -19,10 +19,10 @@
 namespace disc::memory {
 
 struct GovernorOptions {
-  int64_t cap = 0;        // bytes; 0: none
-  bool schedule = true;   // memory-aware op order (else the graph's order)
-  bool remat = true;      // recompute evicted values
-  bool offload = false;   // copy evicted values to the host (devices with separate memory)
+  int64_t cap = 0;       // bytes; 0: none
+  bool schedule = true;  // memory-aware op order (else the graph's order)
+  bool remat = true;     // recompute evicted values
+  bool offload = false;  // copy evicted values to the host (devices with separate memory)
 };
 
 // The compile-time half of the governor, computed once per graph: the op order and its liveness
@@ -36,7 +36,8 @@ struct StepSchedule {
 // The op order `options` asks for (memory-aware, or the graph's own) and its liveness.
 StepSchedule schedule_ops(const ir::Graph& g, const GovernorOptions& options);
 // The eviction candidates of `s`'s order, where `options` has a cap and a way to regenerate.
-std::vector<Candidate> remat_candidates(const ir::Graph& g, const StepSchedule& s, const GovernorOptions& options);
+std::vector<Candidate> remat_candidates(const ir::Graph& g, const StepSchedule& s,
+                                        const GovernorOptions& options);
 
 class Governor {
  public:

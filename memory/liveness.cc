@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <set>
 
-#include "devices/device.h"
 #include "base/error.h"
+#include "devices/device.h"
 
 namespace disc::memory {
 namespace {
 
 // Steps in which each node runs; refuses orders that miss a node or break a dependency.
-std::map<const ir::Node*, int> check_order(const ir::Graph& g, const std::vector<const ir::Node*>& order) {
+std::map<const ir::Node*, int> check_order(const ir::Graph& g,
+                                           const std::vector<const ir::Node*>& order) {
   std::map<const ir::Node*, int> at;
   for (size_t i = 0; i < order.size(); ++i) {
     if (!at.emplace(order[i], static_cast<int>(i)).second) {
@@ -58,8 +59,10 @@ void find_donors(const ir::Graph& g, const std::vector<const ir::Node*>& order, 
 
 // Whether update value v, made at step `def`, can be written straight into `arg`, which steps up
 // to `arg_last` read: nothing reads arg later, and v's node reads it only where v may overwrite it.
-bool writes_into(const ir::Graph& g, const ir::Value& arg, const ir::Value& v, int def, int arg_last) {
-  const bool output = std::any_of(g.outputs().begin(), g.outputs().end(), [&](const auto& o) { return o.second == &v; });
+bool writes_into(const ir::Graph& g, const ir::Value& arg, const ir::Value& v, int def,
+                 int arg_last) {
+  const bool output = std::any_of(g.outputs().begin(), g.outputs().end(),
+                                  [&](const auto& o) { return o.second == &v; });
   if (output || !same_bytes(g, arg, v) || arg_last > def) return false;
   const ir::Node& n = *v.producer();
   const std::vector<int> ok = n.op().overwritable_for(n.attrs(), v.result_index());
@@ -102,7 +105,8 @@ Liveness analyze_liveness(const ir::Graph& g, std::vector<const ir::Node*> order
     if (!v->producer()) {
       throw InvalidArgument("update of `" + arg->name() + "` takes the argument `" + v->name() +
                             "` itself; updates must take values computed in the step (another "
-                            "update may overwrite `" + v->name() + "` first)");
+                            "update may overwrite `" +
+                            v->name() + "` first)");
     }
     Life& life = l.lives.at(v);
     const int read_last = arg_last.contains(arg) ? arg_last.at(arg) : -1;
@@ -122,7 +126,8 @@ Liveness analyze_liveness(const ir::Graph& g, std::vector<const ir::Node*> order
   // A stable order of frees, so that runs are reproducible.
   for (auto& f : l.frees_after) {
     std::sort(f.begin(), f.end(), [&](const ir::Value* a, const ir::Value* b) {
-      return std::pair(at.at(a->producer()), a->result_index()) < std::pair(at.at(b->producer()), b->result_index());
+      return std::pair(at.at(a->producer()), a->result_index()) <
+             std::pair(at.at(b->producer()), b->result_index());
     });
   }
   l.order = std::move(order);
@@ -130,7 +135,8 @@ Liveness analyze_liveness(const ir::Graph& g, std::vector<const ir::Node*> order
 }
 
 int64_t concrete_bytes(const ir::Value& v, const ir::Bindings& b) {
-  return static_cast<int64_t>(devices::allocation_size(static_cast<size_t>(v.type().bytes().evaluate(b))));
+  return static_cast<int64_t>(
+      devices::allocation_size(static_cast<size_t>(v.type().bytes().evaluate(b))));
 }
 
 // The last step whose bytes count a value: a donated buffer counts as its reader's result.

@@ -1,16 +1,16 @@
-#include "base/bytes.h"
 #include "memory/memory_plan.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
-#include <limits>
+#include <cstdio>
 #include <exception>
+#include <limits>
 #include <map>
 #include <optional>
-#include <tuple>
 #include <sstream>
+#include <tuple>
 
+#include "base/bytes.h"
 #include "base/error.h"
 
 namespace disc::memory {
@@ -26,7 +26,8 @@ struct Option {
 };
 
 // The cheapest way back for candidate i under the options, or none.
-Option cheapest(const Candidate& c, int i, int64_t bytes, const ir::Bindings& b, const PlanOptions& o) {
+Option cheapest(const Candidate& c, int i, int64_t bytes, const ir::Bindings& b,
+                const PlanOptions& o) {
   Option best;
   if (o.remat && !c.recompute.empty()) {
     const double flops = static_cast<double>(c.recompute_flops.evaluate(b));
@@ -80,8 +81,8 @@ bool makes(const Candidate& k, const ir::Value* v) {
   });
 }
 
-void set_lower_bound(MemoryPlan& p, const std::vector<Candidate>& cs, const std::vector<int64_t>& sizes,
-                     const std::vector<bool>& usable) {
+void set_lower_bound(MemoryPlan& p, const std::vector<Candidate>& cs,
+                     const std::vector<int64_t>& sizes, const std::vector<bool>& usable) {
   std::vector<int64_t> freeable(p.curve.size() + 1, 0);
   for (size_t i = 0; i < cs.size(); ++i) {
     if (!usable[i] || cs[i].regen_before - cs[i].evict_after < 2) continue;
@@ -91,7 +92,8 @@ void set_lower_bound(MemoryPlan& p, const std::vector<Candidate>& cs, const std:
   int64_t gone = 0;
   for (size_t i = 0; i < p.curve.size(); ++i) {
     gone += freeable[i];
-    if (p.curve[i] - gone > p.lower_bound) p.lower_bound = p.curve[i] - gone, p.lower_bound_step = static_cast<int>(i);
+    if (p.curve[i] - gone > p.lower_bound)
+      p.lower_bound = p.curve[i] - gone, p.lower_bound_step = static_cast<int>(i);
   }
 }
 
@@ -113,14 +115,17 @@ struct Chosen {
 // most, whichever is more.
 class Planner {
  public:
-  Planner(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs, const ir::Bindings& b,
-          int64_t held_before_step, const PlanOptions& options, Greedy greedy);
+  Planner(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs,
+          const ir::Bindings& b, int64_t held_before_step, const PlanOptions& options,
+          Greedy greedy);
   MemoryPlan run();
 
  private:
   using Rank = std::tuple<bool, double, int>;
   int steps() const { return static_cast<int>(results_.size()); }
-  int64_t held_with(int i, int64_t extra) const { return std::max(c_.p.curve[i], c_.p.curve[i] - results_[i] + extra); }
+  int64_t held_with(int i, int64_t extra) const {
+    return std::max(c_.p.curve[i], c_.p.curve[i] - results_[i] + extra);
+  }
   int64_t held(int i) const { return held_with(i, c_.regen_bytes[i]); }
   int def_of(int e) const { return l_.lives.at(cs_[c_.p.evictions[e].candidate].value).def; }
   int gone_at(const ir::Value* v, int step) const;
@@ -150,14 +155,16 @@ class Planner {
   Chosen c_;
 };
 
-Planner::Planner(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs, const ir::Bindings& b,
-                 int64_t held_before_step, const PlanOptions& options, Greedy greedy)
+Planner::Planner(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs,
+                 const ir::Bindings& b, int64_t held_before_step, const PlanOptions& options,
+                 Greedy greedy)
     : g_(g), l_(l), cs_(cs), b_(b), options_(options), greedy_(greedy) {
   MemoryPlan& p = c_.p;
   p.held_before_step = held_before_step;
   p.curve = live_curve(l, b);
   for (int64_t& x : p.curve) x += held_before_step;
-  p.unplanned_peak = p.curve.empty() ? held_before_step : *std::max_element(p.curve.begin(), p.curve.end());
+  p.unplanned_peak =
+      p.curve.empty() ? held_before_step : *std::max_element(p.curve.begin(), p.curve.end());
   p.evict_after.resize(l.steps());
   p.regen_before.resize(l.steps() + 1);
   for (size_t i = 0; i < cs.size(); ++i) {
@@ -263,7 +270,8 @@ int64_t Planner::run_bytes(const RegenRun& u, int r) const {
     return std::any_of(u.keep.begin(), u.keep.end(), [&](int j) { return cs_[j].value == v; });
   };
   auto counted = [&](const ir::Value* v) {
-    return std::any_of(u.keep.begin(), u.keep.end(), [&](int j) { return cs_[j].value == v && c_.regen_at[j] == r; });
+    return std::any_of(u.keep.begin(), u.keep.end(),
+                       [&](int j) { return cs_[j].value == v && c_.regen_at[j] == r; });
   };
   return temporaries(cs_[u.candidate], b_, kept, counted);
 }
@@ -315,14 +323,17 @@ bool Planner::choose(int i) {
 // steps it frees), then the longest gap.
 Planner::Rank Planner::rank(int j) const {
   const int r = cs_[j].regen_before;
-  const bool fits = ways_[j].how == Regen::kReload || held_with(r, std::max(c_.regen_bytes[r], temps_[j])) <= options_.cap;
+  const bool fits = ways_[j].how == Regen::kReload ||
+                    held_with(r, std::max(c_.regen_bytes[r], temps_[j])) <= options_.cap;
   double seconds = ways_[j].seconds;
   std::vector<int> reruns;
-  if (ways_[j].how == Regen::kRecompute && !rerun_first(cs_[j], r, reruns)) seconds = std::numeric_limits<double>::infinity();
+  if (ways_[j].how == Regen::kRecompute && !rerun_first(cs_[j], r, reruns))
+    seconds = std::numeric_limits<double>::infinity();
   for (int x : reruns) seconds += ways_[x].seconds;
   const int gap = r - cs_[j].evict_after;
   double per_byte = seconds / static_cast<double>(std::max<int64_t>(sizes_[j], 1));
-  if (greedy_.ranking == Ranking::kPerByteAndStep) per_byte /= std::sqrt(static_cast<double>(gap - 1));
+  if (greedy_.ranking == Ranking::kPerByteAndStep)
+    per_byte /= std::sqrt(static_cast<double>(gap - 1));
   return Rank(!fits, per_byte, -gap);
 }
 
@@ -345,7 +356,8 @@ void Planner::evict_until_fits() {
       }
     }
     std::sort(ranked.begin(), ranked.end());
-    if (std::none_of(ranked.begin(), ranked.end(), [&](const auto& x) { return choose(x.second); })) refuse(over);
+    if (std::none_of(ranked.begin(), ranked.end(), [&](const auto& x) { return choose(x.second); }))
+      refuse(over);
   }
 }
 
@@ -357,7 +369,8 @@ bool Planner::hoist(int j, int r) {
   MemoryPlan& p = c_.p;
   const int due = c_.regen_at[j];
   auto& at_due = p.regen_before[due];
-  const auto e = std::find_if(at_due.begin(), at_due.end(), [&](int x) { return p.evictions[x].candidate == j; });
+  const auto e = std::find_if(at_due.begin(), at_due.end(),
+                              [&](int x) { return p.evictions[x].candidate == j; });
   p.regen_before[r].push_back(*e);
   at_due.erase(e);
   c_.regen_at[j] = r;
@@ -397,12 +410,14 @@ void Planner::hoist_reruns() {
 void Planner::refuse(int step) const {
   const int64_t regen = held(step) - c_.p.curve[step];
   const MemoryPlan& p = c_.p;
-  throw OutOfMemory("memory cap " + human_bytes(options_.cap) + " cannot be kept: step " + std::to_string(step) + " (" +
-                    g_.describe(*l_.order[step]) + ") needs " + human_bytes(held(step)) +
-                    (regen > 0 ? " (" + human_bytes(regen) + " of it to regenerate its inputs)" : "") +
-                    " with every possible eviction made (lower bound for these shapes " + human_bytes(p.lower_bound) +
-                    " at step " + std::to_string(p.lower_bound_step) + "): raise the memory cap (memory.cap) or lower the batch size" +
-                    (options_.remat ? "" : ", or turn memory.remat on"));
+  throw OutOfMemory(
+      "memory cap " + human_bytes(options_.cap) + " cannot be kept: step " + std::to_string(step) +
+      " (" + g_.describe(*l_.order[step]) + ") needs " + human_bytes(held(step)) +
+      (regen > 0 ? " (" + human_bytes(regen) + " of it to regenerate its inputs)" : "") +
+      " with every possible eviction made (lower bound for these shapes " +
+      human_bytes(p.lower_bound) + " at step " + std::to_string(p.lower_bound_step) +
+      "): raise the memory cap (memory.cap) or lower the batch size" +
+      (options_.remat ? "" : ", or turn memory.remat on"));
 }
 
 MemoryPlan Planner::run() {
@@ -433,8 +448,10 @@ MemoryPlan Planner::run() {
 }  // namespace
 
 MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs,
-                       const ir::Bindings& b, int64_t held_before_step, const PlanOptions& options) {
-  if (options.greedy.empty()) throw InvalidArgument("memory plan: PlanOptions::greedy is empty: name at least one");
+                       const ir::Bindings& b, int64_t held_before_step,
+                       const PlanOptions& options) {
+  if (options.greedy.empty())
+    throw InvalidArgument("memory plan: PlanOptions::greedy is empty: name at least one");
   std::optional<MemoryPlan> best;
   std::exception_ptr refused;
   for (Greedy greedy : options.greedy) {
@@ -455,27 +472,38 @@ std::string print_plan(const ir::Graph& g, const Liveness& l, const std::vector<
   std::ostringstream os;
   if (l.order.empty()) return "an empty step holds " + human_bytes(p.held_before_step) + "\n";
   os << "peak " << human_bytes(p.unplanned_peak) << " -> " << human_bytes(p.peak) << " (cap "
-     << (cap > 0 ? human_bytes(cap) : "none") << ", lower bound " << human_bytes(p.lower_bound) << " at step "
-     << p.lower_bound_step << ": " << g.describe(*l.order.at(p.lower_bound_step)) << "); "
-     << p.evictions.size() << " evictions, " << std::lround(p.regen_seconds * 1e3) << " ms to regenerate (estimated)\n";
+     << (cap > 0 ? human_bytes(cap) : "none") << ", lower bound " << human_bytes(p.lower_bound)
+     << " at step " << p.lower_bound_step << ": " << g.describe(*l.order.at(p.lower_bound_step))
+     << "); " << p.evictions.size() << " evictions, " << std::lround(p.regen_seconds * 1e3)
+     << " ms to regenerate (estimated)\n";
   for (const Eviction& e : p.evictions) {
     const Candidate& c = cs[e.candidate];
-    os << "  evict %" << c.value->name() << " (" << human_bytes(e.bytes) << ") after step " << c.evict_after
-       << ", " << (e.how == Regen::kRecompute ? "recompute" : "reload") << " before step " << e.regen_before;
-    for (size_t k = 0; k < e.rerun_first.size(); ++k) os << (k ? ", %" : ", rerunning first %") << cs[e.rerun_first[k]].value->name();
+    os << "  evict %" << c.value->name() << " (" << human_bytes(e.bytes) << ") after step "
+       << c.evict_after << ", " << (e.how == Regen::kRecompute ? "recompute" : "reload")
+       << " before step " << e.regen_before;
+    for (size_t k = 0; k < e.rerun_first.size(); ++k)
+      os << (k ? ", %" : ", rerunning first %") << cs[e.rerun_first[k]].value->name();
     os << "\n";
   }
   // The order of the regenerations before the steps that rerun or keep temporaries.
   for (size_t r = 0; r < p.regen_runs.size(); ++r) {
     const auto& runs = p.regen_runs[r];
-    if (std::none_of(runs.begin(), runs.end(), [](const RegenRun& u) { return u.eviction < 0 || !u.keep.empty(); })) continue;
+    if (std::none_of(runs.begin(), runs.end(),
+                     [](const RegenRun& u) { return u.eviction < 0 || !u.keep.empty(); }))
+      continue;
     os << "  before step " << r << ":";
     for (size_t k = 0; k < runs.size(); ++k) {
       const RegenRun& u = runs[k];
       const bool reload = u.eviction >= 0 && p.evictions[u.eviction].how == Regen::kReload;
-      os << (k ? "; " : " ") << (u.eviction < 0 ? "rerun %" : reload ? "reload %" : "recompute %") << cs[u.candidate].value->name();
-      for (size_t k = 0; k < u.keep.size(); ++k) os << (k ? ", %" : ", keeping %") << cs[u.keep[k]].value->name();
-      for (size_t d = 0; d < u.drop.size(); ++d) os << (d ? ", %" : ", then drop %") << cs[u.drop[d]].value->name();
+      os << (k ? "; " : " ")
+         << (u.eviction < 0 ? "rerun %"
+             : reload       ? "reload %"
+                            : "recompute %")
+         << cs[u.candidate].value->name();
+      for (size_t k = 0; k < u.keep.size(); ++k)
+        os << (k ? ", %" : ", keeping %") << cs[u.keep[k]].value->name();
+      for (size_t d = 0; d < u.drop.size(); ++d)
+        os << (d ? ", %" : ", then drop %") << cs[u.drop[d]].value->name();
     }
     os << "\n";
   }

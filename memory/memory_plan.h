@@ -41,7 +41,8 @@ struct PlanOptions {
                                 {Sweep::kMostOver, Ranking::kPerByte},
                                 {Sweep::kFirstOver, Ranking::kPerByteAndStep},
                                 {Sweep::kMostOver, Ranking::kPerByteAndStep}};
-  // false: the first variant that fits, not the cheapest (enough to learn whether a cap is feasible)
+  // false: the first variant that fits, not the cheapest (enough to learn whether a cap is
+  // feasible)
   bool cheapest = true;
   bool remat = true;
   bool offload = false;  // only on devices with separate memory
@@ -80,15 +81,15 @@ struct MemoryPlan {
   // Per step: the evictions to carry out after it, and those to regenerate before it.
   std::vector<std::vector<int>> evict_after, regen_before;
   std::vector<std::vector<RegenRun>> regen_runs;  // per step: how regen_before's values come back
-  std::vector<int64_t> curve;      // bytes held during each step, held_before_step included
-  int64_t held_before_step = 0;    // arguments, and whatever else was allocated before the step
-  int64_t unplanned_peak = 0;      // the peak without evictions
-  int64_t peak = 0;                // the peak with them (regeneration temporaries included)
-  int64_t lower_bound = 0;         // no plan over these candidates can go below this
-  int lower_bound_step = 0;        // the step that sets it
+  std::vector<int64_t> curve;    // bytes held during each step, held_before_step included
+  int64_t held_before_step = 0;  // arguments, and whatever else was allocated before the step
+  int64_t unplanned_peak = 0;    // the peak without evictions
+  int64_t peak = 0;              // the peak with them (regeneration temporaries included)
+  int64_t lower_bound = 0;       // no plan over these candidates can go below this
+  int lower_bound_step = 0;      // the step that sets it
   double recompute_flops = 0;
-  double regen_seconds = 0;        // the regenerations' time at the options' rates: what plans compare by
-  int64_t reload_bytes = 0;        // copied each way
+  double regen_seconds = 0;  // the regenerations' time at the options' rates: what plans compare by
+  int64_t reload_bytes = 0;  // copied each way
 };
 
 // Throws OutOfMemory, with the cap, the peak it could reach and the lower bound, when no choice
@@ -100,6 +101,5 @@ MemoryPlan plan_memory(const ir::Graph& g, const Liveness& l, const std::vector<
 // line per eviction.
 std::string print_plan(const ir::Graph& g, const Liveness& l, const std::vector<Candidate>& cs,
                        const MemoryPlan& p, int64_t cap);
-
 
 }  // namespace disc::memory

@@ -21,7 +21,7 @@ std::vector<ir::TensorType> types_of(const std::vector<Value*>& vs) {
 // The nodes to rerun so that `v` exists again just before step r, or nothing when that takes
 // more than kMaxChain nodes or a node that must not run twice.
 std::optional<Candidate> recompute_chain(const Liveness& l, const std::set<const Node*>& never,
-                                          const Value* v, int r) {
+                                         const Value* v, int r) {
   Candidate c;
   std::set<const Value*> seen;
   // Post-order over the producers that are needed, so that each runs after its operands.
@@ -41,7 +41,8 @@ std::optional<Candidate> recompute_chain(const Liveness& l, const std::set<const
       }
       if (o == v || !need(o)) return false;
     }
-    if (std::find(c.recompute.begin(), c.recompute.end(), p) == c.recompute.end()) c.recompute.push_back(p);
+    if (std::find(c.recompute.begin(), c.recompute.end(), p) == c.recompute.end())
+      c.recompute.push_back(p);
     return true;
   };
   if (!need(v) || static_cast<int>(c.recompute.size()) > kMaxChain) return std::nullopt;

@@ -5,8 +5,8 @@
 #include <map>
 #include <set>
 
-#include "memory/liveness.h"
 #include "ir/binding.h"
+#include "memory/liveness.h"
 
 namespace disc::memory {
 namespace {
@@ -68,14 +68,16 @@ std::vector<const Node*> list_schedule(const ir::Graph& g) {
     for (auto it = std::next(ready.begin()); it != ready.end(); ++it) {
       ir::DimExpr d = gain(*it);
       ir::Ordering o = shapes.compare(d, best_gain);
-      if (o == ir::Ordering::kGT || (o == ir::Ordering::kUnknown && shapes.estimate(d) > shapes.estimate(best_gain))) {
+      if (o == ir::Ordering::kGT ||
+          (o == ir::Ordering::kUnknown && shapes.estimate(d) > shapes.estimate(best_gain))) {
         best = *it, best_gain = d;
       }
     }
     ready.erase(best);
     order.push_back(best);
     std::set<const Node*> released;
-    for (const Value* o : std::set<const Value*>(best->operands().begin(), best->operands().end())) {
+    for (const Value* o :
+         std::set<const Value*>(best->operands().begin(), best->operands().end())) {
       if (o->producer()) --readers.at(o);
     }
     for (const Value* r : best->results()) {
@@ -128,14 +130,17 @@ std::set<const Node*> private_cone(const ir::Graph& g, const Node* n) {
   std::set<const Node*> cone = {n};
   std::vector<const Node*> todo = {n};
   auto read_in_cone = [&](const Value* r) {
-    return !g.is_output(r) && std::all_of(r->users().begin(), r->users().end(), [&](const Node* u) { return cone.contains(u); });
+    return !g.is_output(r) && std::all_of(r->users().begin(), r->users().end(),
+                                          [&](const Node* u) { return cone.contains(u); });
   };
   while (!todo.empty()) {
     const Node* m = todo.back();
     todo.pop_back();
     for (const Value* o : m->operands()) {
       const Node* p = o->producer();
-      if (!p || cone.contains(p) || !std::all_of(p->results().begin(), p->results().end(), read_in_cone)) continue;
+      if (!p || cone.contains(p) ||
+          !std::all_of(p->results().begin(), p->results().end(), read_in_cone))
+        continue;
       cone.insert(p);
       todo.push_back(p);
     }
@@ -159,7 +164,8 @@ std::set<const Node*> cone_follows(const std::set<const Node*>& cone, const Node
     if (it == argument_of.end()) continue;
     for (const Node* reader : it->second->users()) {
       after.insert(reader);
-      for (const Value* made : reader->results()) after.insert(made->users().begin(), made->users().end());
+      for (const Value* made : reader->results())
+        after.insert(made->users().begin(), made->users().end());
     }
   }
   for (const Node* m : cone) after.erase(m);

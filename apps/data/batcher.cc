@@ -13,15 +13,18 @@ namespace {
 
 void validate(const std::vector<std::vector<int32_t>>& data, const BatchSpec& s) {
   if (s.token_budget < 0) {
-    throw InvalidArgument("token_budget is " + std::to_string(s.token_budget) + "; it must be 0 (use batch_size) or positive");
+    throw InvalidArgument("token_budget is " + std::to_string(s.token_budget) +
+                          "; it must be 0 (use batch_size) or positive");
   }
   if (s.token_budget == 0 && s.batch_size < 1) {
-    throw InvalidArgument("batch_size is " + std::to_string(s.batch_size) + "; it must be at least 1 (or set token_budget)");
+    throw InvalidArgument("batch_size is " + std::to_string(s.batch_size) +
+                          "; it must be at least 1 (or set token_budget)");
   }
   if (data.empty()) throw InvalidArgument("no sequences to batch: the dataset is empty");
   for (size_t i = 0; i < data.size(); ++i) {
     if (data[i].empty()) {
-      throw InvalidArgument("sequence " + std::to_string(i) + " is empty: drop empty sequences before batching");
+      throw InvalidArgument("sequence " + std::to_string(i) +
+                            " is empty: drop empty sequences before batching");
     }
   }
 }
@@ -42,7 +45,8 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t
 
 }  // namespace
 
-Batcher::Batcher(const std::vector<std::vector<int32_t>>& data, BatchSpec spec) : data_(data), spec_(spec) {
+Batcher::Batcher(const std::vector<std::vector<int32_t>>& data, BatchSpec spec)
+    : data_(data), spec_(spec) {
   validate(data_, spec_);
   start_epoch(0);
 }
@@ -54,8 +58,10 @@ void Batcher::start_epoch(int64_t epoch) {
 
 void Batcher::seek(Cursor c) {
   if (c.epoch < 0 || c.position < 0 || c.position > sequences()) {
-    throw InvalidArgument("cannot seek to epoch " + std::to_string(c.epoch) + ", position " + std::to_string(c.position) +
-                          ": epochs count from 0 and positions from 0 to " + std::to_string(sequences()) +
+    throw InvalidArgument("cannot seek to epoch " + std::to_string(c.epoch) + ", position " +
+                          std::to_string(c.position) +
+                          ": epochs count from 0 and positions from 0 to " +
+                          std::to_string(sequences()) +
                           ", the dataset's size (was the cursor saved with a different dataset?)");
   }
   start_epoch(c.epoch);

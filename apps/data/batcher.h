@@ -20,7 +20,7 @@ struct BatchSpec {
   // (always at least one sequence, even one longer than the budget).
   int64_t token_budget = 0;
   int64_t max_rows = 0;  // with token_budget: at most this many sequences per batch (0: no limit)
-  bool shuffle = true;  // false: file order
+  bool shuffle = true;   // false: file order
   uint64_t seed = 0;
   int32_t pad_id = 0;
   int32_t ignore_index = -100;  // targets that the loss skips

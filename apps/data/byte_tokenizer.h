@@ -2,8 +2,8 @@
 // encodes losslessly and the vocabulary is small and fixed.
 //
 //   ByteTokenizer tok;
-//   std::vector<int32_t> ids = tok.encode("hi", /*bos=*/true, /*eos=*/true);  // {256, 104, 105, 257}
-//   std::string text = tok.decode(ids);                                       // "hi"
+//   std::vector<int32_t> ids = tok.encode("hi", /*bos=*/true, /*eos=*/true);  // {256, 104, 105,
+//   257} std::string text = tok.decode(ids);                                       // "hi"
 #pragma once
 
 #include <cstdint>

@@ -5,8 +5,8 @@
 #pragma once
 
 #include <cmath>
-#include <numbers>
 #include <cstdint>
+#include <numbers>
 #include <random>
 
 namespace disc::data::detail {
@@ -33,7 +33,9 @@ inline uint64_t uniform_below(std::mt19937_64& rng, uint64_t n) {
 }
 
 // Uniform in [0, 1) with 53 random bits (a double's mantissa).
-inline double uniform_real(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+inline double uniform_real(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
 
 // Standard normal by Box-Muller; 1 - u keeps the logarithm's argument in (0, 1].
 inline double standard_normal(std::mt19937_64& rng) {

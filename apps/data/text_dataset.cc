@@ -35,16 +35,19 @@ void validate(const TextFileSpec& s) {
                           "; it must be at least 2 (a token and the token it predicts)");
   }
   if (s.min_len < 2 || s.min_len > s.max_len) {
-    throw InvalidArgument(s.path + ": min_len is " + std::to_string(s.min_len) + "; it must be between 2 and max_len (" +
-                          std::to_string(s.max_len) + ")");
+    throw InvalidArgument(s.path + ": min_len is " + std::to_string(s.min_len) +
+                          "; it must be between 2 and max_len (" + std::to_string(s.max_len) + ")");
   }
   if (s.format != "text" && s.fields.empty()) {
-    throw InvalidArgument(s.path + ": fields is empty: name the JSON fields that make an example, e.g. instruction, input, output");
+    throw InvalidArgument(s.path +
+                          ": fields is empty: name the JSON fields that make an example, e.g. "
+                          "instruction, input, output");
   }
 }
 
 std::string read_file(const std::string& path) {
-  if (std::filesystem::is_directory(path)) throw IoError("cannot read " + path + ": it is a directory, not a dataset file");
+  if (std::filesystem::is_directory(path))
+    throw IoError("cannot read " + path + ": it is a directory, not a dataset file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("cannot open " + path + ": check the path");
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -73,7 +76,9 @@ std::string keys_of(const json& obj) {
 
 // The example's text: its non-empty string fields joined with "\n". `where` starts the message.
 std::string example_text(const json& obj, const TextFileSpec& s, const std::string& where) {
-  auto fail = [&](const std::string& found) { throw InvalidArgument(where + ": " + expected_object(s) + "; " + found); };
+  auto fail = [&](const std::string& found) {
+    throw InvalidArgument(where + ": " + expected_object(s) + "; " + found);
+  };
   if (!obj.is_object()) fail("found " + a_type(obj));
   std::vector<std::string> parts;
   bool any = false;
@@ -95,13 +100,15 @@ void keep(Examples& out, std::vector<int32_t> tokens, const TextFileSpec& s) {
 }
 
 char first_non_space(const std::string& text) {
-  auto it = std::find_if(text.begin(), text.end(), [](char c) { return !std::isspace(static_cast<unsigned char>(c)); });
+  auto it = std::find_if(text.begin(), text.end(),
+                         [](char c) { return !std::isspace(static_cast<unsigned char>(c)); });
   return it == text.end() ? '\0' : *it;
 }
 
 // "path:line:col" of the byte where nlohmann stopped (its `byte` counts from 1): the offending
 // character, or the end of a token that cannot stand there. `text` starts on line `first_line`.
-std::string position(const std::string& path, std::string_view text, size_t byte, int64_t first_line) {
+std::string position(const std::string& path, std::string_view text, size_t byte,
+                     int64_t first_line) {
   std::string_view before = text.substr(0, byte > 0 ? byte - 1 : 0);
   int64_t line = first_line + std::count(before.begin(), before.end(), '\n');
   size_t nl = before.rfind('\n');
@@ -110,15 +117,19 @@ std::string position(const std::string& path, std::string_view text, size_t byte
 }
 
 Examples load_json(const TextFileSpec& s, const std::string& bytes) {
-  if (first_non_space(bytes) == '\0') throw InvalidArgument(s.path + ": expected a JSON list of objects; found an empty file");
+  if (first_non_space(bytes) == '\0')
+    throw InvalidArgument(s.path + ": expected a JSON list of objects; found an empty file");
   json doc;
   try {
     doc = json::parse(bytes);
   } catch (const json::parse_error& e) {
-    std::string hint = first_non_space(bytes) == '{' ? " (one object per line? use format jsonl)" : "";
-    throw InvalidArgument(position(s.path, bytes, e.byte, 1) + ": expected a JSON list of objects; found text that is not JSON" + hint);
+    std::string hint =
+        first_non_space(bytes) == '{' ? " (one object per line? use format jsonl)" : "";
+    throw InvalidArgument(position(s.path, bytes, e.byte, 1) +
+                          ": expected a JSON list of objects; found text that is not JSON" + hint);
   }
-  if (!doc.is_array()) throw InvalidArgument(s.path + ": expected a JSON list of objects; found " + a_type(doc));
+  if (!doc.is_array())
+    throw InvalidArgument(s.path + ": expected a JSON list of objects; found " + a_type(doc));
   Examples out;
   for (size_t i = 0; i < doc.size(); ++i) {
     std::string text = example_text(doc[i], s, s.path + ": example [" + std::to_string(i) + "]");
@@ -138,10 +149,14 @@ Examples load_jsonl(const TextFileSpec& s, const std::string& bytes) {
     try {
       obj = json::parse(line);
     } catch (const json::parse_error& e) {
-      std::string hint = n == 1 && first_non_space(line) == '[' ? " (a JSON list? use format json)" : "";
-      throw InvalidArgument(position(s.path, line, e.byte, n) + ": " + expected_object(s) + "; found text that is not JSON" + hint);
+      std::string hint =
+          n == 1 && first_non_space(line) == '[' ? " (a JSON list? use format json)" : "";
+      throw InvalidArgument(position(s.path, line, e.byte, n) + ": " + expected_object(s) +
+                            "; found text that is not JSON" + hint);
     }
-    keep(out, ByteTokenizer().encode(example_text(obj, s, s.path + ":" + std::to_string(n)), true, true), s);
+    keep(out,
+         ByteTokenizer().encode(example_text(obj, s, s.path + ":" + std::to_string(n)), true, true),
+         s);
   }
   return out;
 }
@@ -183,7 +198,8 @@ LengthSummary summarize(const std::vector<std::vector<int32_t>>& examples) {
   s.count = static_cast<int64_t>(lengths.size());
   s.min = lengths.front();
   s.max = lengths.back();
-  s.mean = static_cast<double>(std::accumulate(lengths.begin(), lengths.end(), int64_t{0})) / static_cast<double>(s.count);
+  s.mean = static_cast<double>(std::accumulate(lengths.begin(), lengths.end(), int64_t{0})) /
+           static_cast<double>(s.count);
   s.median = quantile(lengths, 0.5);
   s.p90 = quantile(lengths, 0.9);
   return s;

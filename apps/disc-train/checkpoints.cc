@@ -32,7 +32,8 @@ std::vector<std::pair<int64_t, fs::path>> folders(const std::string& dir, const 
           !name.ends_with(suffix) || !e.is_directory()) {
         continue;
       }
-      if (auto step = checkpoint_step(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size()))) {
+      if (auto step = checkpoint_step(
+              name.substr(prefix.size(), name.size() - prefix.size() - suffix.size()))) {
         out.emplace_back(*step, e.path());
       }
     }
@@ -45,7 +46,8 @@ std::vector<std::pair<int64_t, fs::path>> folders(const std::string& dir, const 
 
 bool complete(const fs::path& p) {
   std::error_code ec;
-  return fs::is_regular_file(p / "trainer.json", ec) && fs::is_regular_file(p / "state.safetensors", ec);
+  return fs::is_regular_file(p / "trainer.json", ec) &&
+         fs::is_regular_file(p / "state.safetensors", ec);
 }
 
 void remove_folder(const fs::path& p) {
@@ -56,7 +58,9 @@ void remove_folder(const fs::path& p) {
 
 }  // namespace
 
-std::string checkpoint_path(const std::string& dir, int64_t step) { return (fs::path(dir) / folder_name(step)).string(); }
+std::string checkpoint_path(const std::string& dir, int64_t step) {
+  return (fs::path(dir) / folder_name(step)).string();
+}
 
 std::optional<int64_t> checkpoint_step(const std::string& name) {
   if (name.rfind("step-", 0) != 0) return std::nullopt;
@@ -64,7 +68,8 @@ std::optional<int64_t> checkpoint_step(const std::string& name) {
   const char* first = name.data() + 5;
   const char* last = name.data() + name.size();
   auto [end, err] = std::from_chars(first, last, step);
-  if (err != std::errc() || end != last || step < 0 || folder_name(step) != name) return std::nullopt;
+  if (err != std::errc() || end != last || step < 0 || folder_name(step) != name)
+    return std::nullopt;
   return step;
 }
 
@@ -90,7 +95,8 @@ void prune_checkpoints(const std::string& dir, int64_t keep) {
   }
   if (complete_steps.empty()) return;
   size_t n = complete_steps.size();
-  int64_t oldest_kept = complete_steps[n > static_cast<size_t>(keep) ? n - static_cast<size_t>(keep) : 0];
+  int64_t oldest_kept =
+      complete_steps[n > static_cast<size_t>(keep) ? n - static_cast<size_t>(keep) : 0];
   for (const auto& [step, p] : all) {
     if (step < oldest_kept) remove_folder(p);
   }

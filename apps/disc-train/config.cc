@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "config_schema.h"
 #include "base/error.h"
+#include "config_schema.h"
 #include "ir/suggest.h"
 
 namespace disc::apps {
@@ -32,7 +32,8 @@ std::vector<std::string> all_paths() {
 }
 
 std::string at(const std::string& file, const YAML::Mark& m) {
-  return (file.empty() ? "<config>" : file) + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+  return (file.empty() ? "<config>" : file) + ":" + std::to_string(m.line + 1) + ":" +
+         std::to_string(m.column + 1);
 }
 
 // Checks `v` against `k`; returns a problem ("must be ...") or "".
@@ -40,7 +41,8 @@ std::string check_value(const ConfigKey& k, const YAML::Node& v) {
   auto scalar = v.IsScalar() ? v.Scalar() : std::string();
   auto range = [&](double x) -> std::string {
     if (x < k.min || x > k.max) {
-      return "must be in [" + YAML::Dump(YAML::Node(k.min)) + ", " + YAML::Dump(YAML::Node(k.max)) + "], not " + scalar;
+      return "must be in [" + YAML::Dump(YAML::Node(k.min)) + ", " + YAML::Dump(YAML::Node(k.max)) +
+             "], not " + scalar;
     }
     return "";
   };
@@ -68,11 +70,13 @@ std::string check_value(const ConfigKey& k, const YAML::Node& v) {
         }
         std::string list;
         for (const auto& c : k.choices) list += (list.empty() ? "" : ", ") + c;
-        return "must be one of " + list + ", not `" + scalar + "`" + did_you_mean(scalar, k.choices);
+        return "must be one of " + list + ", not `" + scalar + "`" +
+               did_you_mean(scalar, k.choices);
       }
       case KeyKind::kBytes: {
         int64_t b = v.IsScalar() ? parse_bytes(scalar) : -1;
-        return b < 0 ? "must be a byte size such as 2GiB or 512MiB, not `" + scalar + "`" : range(static_cast<double>(b));
+        return b < 0 ? "must be a byte size such as 2GiB or 512MiB, not `" + scalar + "`"
+                     : range(static_cast<double>(b));
       }
       case KeyKind::kStrings:
         if (!v.IsSequence()) return "must be a list of strings, e.g. [a, b]";
@@ -86,9 +90,11 @@ std::string check_value(const ConfigKey& k, const YAML::Node& v) {
         return "";
     }
   } catch (const YAML::Exception&) {
-    static const char* names[] = {"an integer", "a number", "true or false", "a string", "a choice",
-                                  "a byte size", "a list of strings", "a list of integers"};
-    return std::string("must be ") + names[static_cast<int>(k.kind)] + ", not `" + (v.IsScalar() ? scalar : YAML::Dump(v)) + "`";
+    static const char* names[] = {"an integer",        "a number",          "true or false",
+                                  "a string",          "a choice",          "a byte size",
+                                  "a list of strings", "a list of integers"};
+    return std::string("must be ") + names[static_cast<int>(k.kind)] + ", not `" +
+           (v.IsScalar() ? scalar : YAML::Dump(v)) + "`";
   }
   return "";
 }
@@ -97,8 +103,15 @@ std::string check_value(const ConfigKey& k, const YAML::Node& v) {
 
 int64_t parse_bytes(const std::string& text) {
   static const std::vector<std::pair<std::string, double>> units = {
-      {"KiB", 1024.0}, {"MiB", 1024.0 * 1024}, {"GiB", 1024.0 * 1024 * 1024}, {"TiB", 1024.0 * 1024 * 1024 * 1024},
-      {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}};
+      {"KiB", 1024.0},
+      {"MiB", 1024.0 * 1024},
+      {"GiB", 1024.0 * 1024 * 1024},
+      {"TiB", 1024.0 * 1024 * 1024 * 1024},
+      {"KB", 1e3},
+      {"MB", 1e6},
+      {"GB", 1e9},
+      {"TB", 1e12},
+      {"B", 1}};
   size_t used = 0;
   double number = 0;
   try {
@@ -133,12 +146,14 @@ void Config::visit(const YAML::Node& node, const std::string& prefix) {
     std::string where = at(file_, item.first.Mark());
     if (!item.first.IsScalar() || item.first.Scalar().empty()) {
       std::string in = prefix.empty() ? "at the top level" : "in section `" + prefix + "`";
-      throw InvalidArgument(where + ": a key " + in + " is null, empty or a collection, not a name; write `name: value`");
+      throw InvalidArgument(where + ": a key " + in +
+                            " is null, empty or a collection, not a name; write `name: value`");
     }
     std::string name = item.first.Scalar();
     std::string path = prefix.empty() ? name : prefix + "." + name;
     if (is_section(path) && !find_key(path)) {
-      if (!item.second.IsMap()) throw InvalidArgument(where + ": `" + path + "` is a section and must hold keys");
+      if (!item.second.IsMap())
+        throw InvalidArgument(where + ": `" + path + "` is a section and must hold keys");
       visit(item.second, path);
       continue;
     }
@@ -168,14 +183,17 @@ Config Config::load(const std::string& file, const std::vector<std::string>& ove
     }
     if (in.bad()) throw IoError("cannot read config file " + file + ": the read failed part way");
     if (!root.IsNull()) {
-      if (!root.IsMap()) throw InvalidArgument(file + ": the config must be a map of sections (model:, data:, train:, ...)");
+      if (!root.IsMap())
+        throw InvalidArgument(
+            file + ": the config must be a map of sections (model:, data:, train:, ...)");
       c.visit(root, "");
     }
   }
   for (const auto& o : overrides) {
     size_t eq = o.find('=');
     std::string where = "override `" + o + "`";
-    if (eq == std::string::npos || eq == 0) throw InvalidArgument(where + ": write overrides as key=value, e.g. train.steps=100");
+    if (eq == std::string::npos || eq == 0)
+      throw InvalidArgument(where + ": write overrides as key=value, e.g. train.steps=100");
     YAML::Node v;
     try {
       v = YAML::Load(o.substr(eq + 1));
@@ -193,17 +211,27 @@ const YAML::Node& Config::value(const std::string& key) const {
   return it->second;
 }
 
-int64_t Config::get_int(const std::string& key) const { return value(key).as<int64_t>(); }
-double Config::get_float(const std::string& key) const { return value(key).as<double>(); }
-bool Config::get_bool(const std::string& key) const { return value(key).as<bool>(); }
+int64_t Config::get_int(const std::string& key) const {
+  return value(key).as<int64_t>();
+}
+double Config::get_float(const std::string& key) const {
+  return value(key).as<double>();
+}
+bool Config::get_bool(const std::string& key) const {
+  return value(key).as<bool>();
+}
 std::string Config::get_string(const std::string& key) const {
   return value(key).IsNull() ? "" : value(key).as<std::string>();
 }
 std::vector<std::string> Config::get_strings(const std::string& key) const {
   return value(key).as<std::vector<std::string>>();
 }
-std::vector<int64_t> Config::get_ints(const std::string& key) const { return value(key).as<std::vector<int64_t>>(); }
-int64_t Config::get_bytes(const std::string& key) const { return parse_bytes(value(key).as<std::string>()); }
+std::vector<int64_t> Config::get_ints(const std::string& key) const {
+  return value(key).as<std::vector<int64_t>>();
+}
+int64_t Config::get_bytes(const std::string& key) const {
+  return parse_bytes(value(key).as<std::string>());
+}
 
 std::string Config::to_yaml() const {
   std::string out, section;

@@ -4,10 +4,11 @@
 //   override `memory.cap=lots`: memory.cap must be a byte size such as 2GiB or 512MiB, not `lots`
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <map>
 #include <string>
 #include <vector>
-#include <yaml-cpp/yaml.h>
 
 namespace disc::apps {
 

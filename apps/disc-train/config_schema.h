@@ -11,9 +11,9 @@ namespace disc::apps {
 enum class KeyKind { kInt, kFloat, kBool, kString, kChoice, kBytes, kStrings, kInts };
 
 struct ConfigKey {
-  std::string path;          // "train.steps"
+  std::string path;  // "train.steps"
   KeyKind kind;
-  std::string default_value; // as YAML text
+  std::string default_value;  // as YAML text
   std::string help;
   std::vector<std::string> choices = {};  // for kChoice
   double min = -1e300, max = 1e300;       // for kInt, kFloat, kBytes

@@ -10,10 +10,10 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "config.h"
-#include "engine/pipeline.h"
-#include "devices/cpu/openmp_spin.h"
 #include "base/error.h"
+#include "config.h"
+#include "devices/cpu/openmp_spin.h"
+#include "engine/pipeline.h"
 #include "run.h"
 
 int main(int argc, char** argv) {
@@ -25,20 +25,27 @@ int main(int argc, char** argv) {
   disc::apps::RunFlags flags;
   auto add_common = [&](CLI::App* sub) {
     sub->add_option("--config,-c", config, "YAML config (defaults when omitted)");
-    sub->add_option("overrides", overrides, "key=value overrides, e.g. train.steps=100 memory.cap=2GiB");
+    sub->add_option("overrides", overrides,
+                    "key=value overrides, e.g. train.steps=100 memory.cap=2GiB");
   };
   CLI::App* run = app.add_subcommand("run", "Train");
   add_common(run);
-  run->add_flag("--resume", flags.resume, "Continue from the newest complete checkpoint in checkpoint.dir");
+  run->add_flag("--resume", flags.resume,
+                "Continue from the newest complete checkpoint in checkpoint.dir");
   CLI::App* print = app.add_subcommand("print-config", "Print the resolved config with defaults");
   add_common(print);
-  CLI::App* check = app.add_subcommand("validate", "Check the config, the data and the model; write nothing");
+  CLI::App* check =
+      app.add_subcommand("validate", "Check the config, the data and the model; write nothing");
   add_common(check);
-  CLI::App* show = app.add_subcommand("plan", "Print symbols, the op schedule, eviction candidates and the memory plan (for a memory.cap too small, where it fails)");
+  CLI::App* show = app.add_subcommand("plan",
+                                      "Print symbols, the op schedule, eviction candidates and the "
+                                      "memory plan (for a memory.cap too small, where it fails)");
   add_common(show);
   std::string shape, dump;
-  show->add_option("--shape", shape, "symbol values for the memory plan, e.g. B=8,S=64 (default: upper bounds)");
-  std::string stages = "also print what these compile pipeline stages made (comma-separated, or 'all'):";
+  show->add_option("--shape", shape,
+                   "symbol values for the memory plan, e.g. B=8,S=64 (default: upper bounds)");
+  std::string stages =
+      "also print what these compile pipeline stages made (comma-separated, or 'all'):";
   for (const std::string& d : disc::engine::Pipeline::stage_descriptions()) stages += "\n  " + d;
   show->add_option("--dump-after", dump, stages);
   CLI11_PARSE(app, argc, argv);

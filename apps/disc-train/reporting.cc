@@ -1,7 +1,7 @@
-#include "base/bytes.h"
 #include "reporting.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,15 +10,17 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
+#include "base/bytes.h"
 #include "base/error.h"
 
 namespace disc::apps {
 namespace {
 
 double now_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string bucket_of(const ir::Bindings& b) {
@@ -31,7 +33,8 @@ void ensure_parent(const std::string& path) {
   auto parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  if (ec) throw IoError("cannot create folder " + parent.string() + " for " + path + ": " + ec.message());
+  if (ec)
+    throw IoError("cannot create folder " + parent.string() + " for " + path + ": " + ec.message());
 }
 
 // Replaces `path` with `text` so that a reader or a crash sees the old file or the new one, never
@@ -84,17 +87,31 @@ MetricsFile::MetricsFile(const std::string& path, int64_t keep_through_step) {
 
 void MetricsFile::write(const StepReport& r) {
   const auto& s = r.result.stats;
-  nlohmann::json j = {
-      {"step", r.result.step}, {"loss", r.result.loss}, {"tokens", r.tokens}, {"step_ms", s.ms},
-      {"tokens_per_s", s.ms > 0 ? r.tokens / (s.ms / 1e3) : 0.0},
-      {"live_peak_bytes", s.live_peak_bytes}, {"reserved_peak_bytes", s.reserved_peak_bytes},
-      {"planned_peak_bytes", s.planned_peak_bytes}, {"evictions", s.evictions}, {"recomputes", s.recomputes},
-      {"recompute_flops", s.recompute_flops}, {"reloads", s.reloads}, {"reload_bytes", s.reload_bytes},
-      {"compiles", s.kernel_compiles}, {"kernel_cache_loads", s.kernel_cache_loads}, {"compile_ms", s.compile_ms},
-      {"fused_kernels", s.fused_kernels}, {"interpreted_kernels", s.interpreted_kernels},
-      {"host_staged_nodes", s.host_staged_nodes}, {"staged_bytes", s.staged_bytes},
-      {"bucket", bucket_of(s.bindings)}, {"lr", r.lr}, {"grad_norm", r.result.grad_norm},
-      {"batch", r.batch}, {"seq", r.seq}};
+  nlohmann::json j = {{"step", r.result.step},
+                      {"loss", r.result.loss},
+                      {"tokens", r.tokens},
+                      {"step_ms", s.ms},
+                      {"tokens_per_s", s.ms > 0 ? r.tokens / (s.ms / 1e3) : 0.0},
+                      {"live_peak_bytes", s.live_peak_bytes},
+                      {"reserved_peak_bytes", s.reserved_peak_bytes},
+                      {"planned_peak_bytes", s.planned_peak_bytes},
+                      {"evictions", s.evictions},
+                      {"recomputes", s.recomputes},
+                      {"recompute_flops", s.recompute_flops},
+                      {"reloads", s.reloads},
+                      {"reload_bytes", s.reload_bytes},
+                      {"compiles", s.kernel_compiles},
+                      {"kernel_cache_loads", s.kernel_cache_loads},
+                      {"compile_ms", s.compile_ms},
+                      {"fused_kernels", s.fused_kernels},
+                      {"interpreted_kernels", s.interpreted_kernels},
+                      {"host_staged_nodes", s.host_staged_nodes},
+                      {"staged_bytes", s.staged_bytes},
+                      {"bucket", bucket_of(s.bindings)},
+                      {"lr", r.lr},
+                      {"grad_norm", r.result.grad_norm},
+                      {"batch", r.batch},
+                      {"seq", r.seq}};
   out_ << j.dump() << "\n";
   out_.flush();
 }
@@ -117,16 +134,17 @@ void Progress::update(const StepReport& r) {
   double eta = elapsed / done * static_cast<double>(total_ - r.result.step);
   if (bar_) {
     int width = 24, filled = static_cast<int>(width * r.result.step / std::max<int64_t>(total_, 1));
-    std::fprintf(stderr, "\r[%s%s] %lld/%lld loss %.4f %.0f tok/s live %s peak %s compiles %lld ETA %.0fs  ",
-                 std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
-                 static_cast<long long>(r.result.step), static_cast<long long>(total_), r.result.loss, tps,
-                 human_bytes(r.live_bytes).c_str(),
-                 human_bytes(s.live_peak_bytes).c_str(), static_cast<long long>(compiles_), eta);
+    std::fprintf(
+        stderr, "\r[%s%s] %lld/%lld loss %.4f %.0f tok/s live %s peak %s compiles %lld ETA %.0fs  ",
+        std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
+        static_cast<long long>(r.result.step), static_cast<long long>(total_), r.result.loss, tps,
+        human_bytes(r.live_bytes).c_str(), human_bytes(s.live_peak_bytes).c_str(),
+        static_cast<long long>(compiles_), eta);
     std::fflush(stderr);
   } else if (r.result.step % every_ == 0 || r.result.step == total_) {
-    spdlog::info("step {}/{} loss {:.4f} lr {:.2e} tokens/s {:.0f} peak {} B={} S={} ETA {:.0f}s", r.result.step,
-                 total_, r.result.loss, r.lr, tps, human_bytes(s.live_peak_bytes), r.batch,
-                 r.seq, eta);
+    spdlog::info("step {}/{} loss {:.4f} lr {:.2e} tokens/s {:.0f} peak {} B={} S={} ETA {:.0f}s",
+                 r.result.step, total_, r.result.loss, r.lr, tps, human_bytes(s.live_peak_bytes),
+                 r.batch, r.seq, eta);
   }
 }
 
@@ -149,22 +167,35 @@ engine::StepObserver Trace::observer(int64_t step) {
     std::string name;
     if (e.kind == Kind::kRun) {
       std::string results;
-      for (const ir::Value* r : e.node->results()) results += (results.empty() ? "%" : ", %") + r->name();
+      for (const ir::Value* r : e.node->results())
+        results += (results.empty() ? "%" : ", %") + r->name();
       name = e.node->op().name, args["results"] = results;
     } else {
-      name = e.kind == Kind::kEvict ? "Evict" : e.kind == Kind::kRecompute ? "Regenerate (recompute)" : "Regenerate (reload)";
+      name = e.kind == Kind::kEvict       ? "Evict"
+             : e.kind == Kind::kRecompute ? "Regenerate (recompute)"
+                                          : "Regenerate (reload)";
       args["value"] = "%" + e.value->name();
     }
-    nlohmann::json span = {{"name", name}, {"ph", "X"}, {"ts", offset_us_ + e.begin_us}, {"dur", e.end_us - e.begin_us},
-                           {"pid", 1}, {"tid", e.kind == Kind::kRun ? 1 : 2}, {"args", args}};
-    nlohmann::json counter = {{"name", "memory"}, {"ph", "C"}, {"ts", offset_us_ + e.end_us}, {"pid", 1},
+    nlohmann::json span = {{"name", name},
+                           {"ph", "X"},
+                           {"ts", offset_us_ + e.begin_us},
+                           {"dur", e.end_us - e.begin_us},
+                           {"pid", 1},
+                           {"tid", e.kind == Kind::kRun ? 1 : 2},
+                           {"args", args}};
+    nlohmann::json counter = {{"name", "memory"},
+                              {"ph", "C"},
+                              {"ts", offset_us_ + e.end_us},
+                              {"pid", 1},
                               {"args", {{"live_bytes", e.live_bytes}}}};
     if (cap_ > 0) counter["args"]["cap_bytes"] = cap_;
     events_ += (events_.empty() ? "" : ",\n") + span.dump() + ",\n" + counter.dump();
   };
 }
 
-void Trace::end_step(double step_us) { offset_us_ += step_us + 1000; }  // a gap between steps
+void Trace::end_step(double step_us) {
+  offset_us_ += step_us + 1000;
+}  // a gap between steps
 
 void Trace::write() const {
   if (path_.empty()) return;

@@ -16,7 +16,8 @@ struct Schedule {
 
   // The rate for step (1-based).
   double at(int64_t step) const {
-    if (warmup > 0 && step <= warmup) return lr * static_cast<double>(step) / static_cast<double>(warmup);
+    if (warmup > 0 && step <= warmup)
+      return lr * static_cast<double>(step) / static_cast<double>(warmup);
     if (decay == "constant" || total <= warmup) return lr;
     double t = static_cast<double>(step - warmup) / static_cast<double>(total - warmup);  // (0, 1]
     double f = decay == "linear" ? 1 - t : 0.5 * (1 + std::cos(std::numbers::pi * t));

@@ -11,8 +11,8 @@
 #include "apps/data/byte_tokenizer.h"
 #include "apps/data/synthetic.h"
 #include "apps/data/text_dataset.h"
-#include "ir/binding.h"
 #include "base/error.h"
+#include "ir/binding.h"
 #include "ir/text_format.h"
 
 namespace disc::apps {
@@ -34,7 +34,9 @@ void load_examples(const Config& c, RunSetup& s) {
     return;
   }
   std::string path = c.get_string("data.path");
-  if (path.empty()) throw InvalidArgument("data.source is " + source + " but data.path is empty: set data.path to the dataset file");
+  if (path.empty())
+    throw InvalidArgument("data.source is " + source +
+                          " but data.path is empty: set data.path to the dataset file");
   data::TextFileSpec spec;
   spec.path = resolve_path(c, path);
   spec.format = source;
@@ -49,8 +51,9 @@ void load_examples(const Config& c, RunSetup& s) {
 // The batch symbol's upper bound: the most rows a batch can have. It sizes the largest step, the
 // one a memory cap is checked against before the run.
 int64_t batch_bound(const Config& c) {
-  return c.get_int("data.token_budget") == 0 ? std::min(c.get_int("data.batch_size"), c.get_int("model.max_batch"))
-                                             : c.get_int("model.max_batch");
+  return c.get_int("data.token_budget") == 0
+             ? std::min(c.get_int("data.batch_size"), c.get_int("model.max_batch"))
+             : c.get_int("model.max_batch");
 }
 
 // The batch shapes the batcher can hand a graph: [rows, seq] at the extremes.
@@ -68,7 +71,8 @@ DataShapes data_shapes(const Config& c, const RunSetup& s) {
     d.min_seq = std::min(d.min_seq, static_cast<int64_t>(e.size()));
   }
   if (int64_t budget = c.get_int("data.token_budget"); budget > 0) {
-    d.max_rows = std::min({c.get_int("model.max_batch"), n, std::max<int64_t>(1, budget / d.min_seq)});
+    d.max_rows =
+        std::min({c.get_int("model.max_batch"), n, std::max<int64_t>(1, budget / d.min_seq)});
     d.min_rows = 1;
     d.rows_from = "data.token_budget and model.max_batch";
   } else {
@@ -80,17 +84,22 @@ DataShapes data_shapes(const Config& c, const RunSetup& s) {
   return d;
 }
 
-bool is_input(const ir::Value* v, const char* name) { return v && v->role() == ir::Role::kInput && v->name() == name; }
+bool is_input(const ir::Value* v, const char* name) {
+  return v && v->role() == ir::Role::kInput && v->name() == name;
+}
 
 // A graph file must take what the data gives: inputs disc-train feeds, symbol bounds that admit
 // every batch shape, and embedding and logits wide enough for every token id. Checked here, so
 // that a mismatch is one line before anything is written rather than an error at step 1.
-void check_graph_fits_data(const std::string& file, const ir::Graph& g, const Config& c, const RunSetup& s) {
-  const std::string fed = "disc-train feeds `tokens` and `targets` i32[B, S] (and `seed` i64[] when declared)";
+void check_graph_fits_data(const std::string& file, const ir::Graph& g, const Config& c,
+                           const RunSetup& s) {
+  const std::string fed =
+      "disc-train feeds `tokens` and `targets` i32[B, S] (and `seed` i64[] when declared)";
   for (const char* input : {"tokens", "targets"}) {
     const ir::Value* v = g.find_value(input);
     if (!v || v->role() != ir::Role::kInput || v->dtype() != DType::kI32 || v->rank() != 2) {
-      throw InvalidArgument(file + ": disc-train feeds `" + input + "` i32[B, S]; declare `input %" + input + " : i32[B, S]`");
+      throw InvalidArgument(file + ": disc-train feeds `" + input +
+                            "` i32[B, S]; declare `input %" + input + " : i32[B, S]`");
     }
   }
   ir::ShapeOf largest, smallest;
@@ -100,8 +109,9 @@ void check_graph_fits_data(const std::string& file, const ir::Graph& g, const Co
       if (a->name() == "seed" && a->dtype() == DType::kI64 && a->rank() == 0) {
         largest[a->name()] = smallest[a->name()] = {a->dtype(), {}};
       } else if (a->name() != "tokens" && a->name() != "targets") {
-        throw InvalidArgument(file + ": input %" + a->name() + " (" + a->type().str() + ") is not something the data gives; " +
-                              fed + ": compute it in the graph or make it a param");
+        throw InvalidArgument(file + ": input %" + a->name() + " (" + a->type().str() +
+                              ") is not something the data gives; " + fed +
+                              ": compute it in the graph or make it a param");
       } else {
         largest[a->name()] = {a->dtype(), {d.max_rows, d.max_seq}};
         smallest[a->name()] = {a->dtype(), {d.min_rows, d.min_seq}};
@@ -112,26 +122,31 @@ void check_graph_fits_data(const std::string& file, const ir::Graph& g, const Co
     for (const auto& dim : a->shape()) {
       auto k = dim.constant();
       if (!k) {
-        throw InvalidArgument(file + ": " + std::string(ir::role_name(a->role())) + " %" + a->name() + " has the symbolic shape " +
-                              a->type().str() + "; parameters need fixed dims");
+        throw InvalidArgument(file + ": " + std::string(ir::role_name(a->role())) + " %" +
+                              a->name() + " has the symbolic shape " + a->type().str() +
+                              "; parameters need fixed dims");
       }
       shape.push_back(*k);
     }
     largest[a->name()] = smallest[a->name()] = {a->dtype(), shape};
   }
-  auto check = [&](const ir::ShapeOf& shapes, const std::vector<int64_t>& bs, const std::string& which, const std::string& fix) {
+  auto check = [&](const ir::ShapeOf& shapes, const std::vector<int64_t>& bs,
+                   const std::string& which, const std::string& fix) {
     try {
       ir::bind_symbols(g, shapes);
     } catch (const Error& e) {
-      throw InvalidArgument(file + ": the data gives batches as " + which + " as [" + std::to_string(bs[0]) + ", " +
-                            std::to_string(bs[1]) + "], which the graph refuses: " + e.what() + " (or " + fix + ")");
+      throw InvalidArgument(file + ": the data gives batches as " + which + " as [" +
+                            std::to_string(bs[0]) + ", " + std::to_string(bs[1]) +
+                            "], which the graph refuses: " + e.what() + " (or " + fix + ")");
     }
   };
-  const std::string max_len = c.get_string("data.source") == "synthetic" ? "data.synthetic.max_len" : "data.max_len";
+  const std::string max_len =
+      c.get_string("data.source") == "synthetic" ? "data.synthetic.max_len" : "data.max_len";
   check(largest, {d.max_rows, d.max_seq}, "large", "lower " + d.rows_from + " or " + max_len);
   check(smallest, {d.min_rows, d.min_seq}, "small", "lower the symbols' lower bounds in the graph");
-  const std::string tokens_hint = " the data's token ids go up to " + std::to_string(s.vocab - 1) + " (" +
-                                  c.get_string("data.source") + " data, vocab " + std::to_string(s.vocab) + ")";
+  const std::string tokens_hint = " the data's token ids go up to " + std::to_string(s.vocab - 1) +
+                                  " (" + c.get_string("data.source") + " data, vocab " +
+                                  std::to_string(s.vocab) + ")";
   for (const ir::Node* n : g.nodes()) {
     bool embeds = n->op().name == "gather" && is_input(n->operand(1), "tokens");
     bool scores = n->op().name == "cross_entropy" && is_input(n->operand(1), "targets");
@@ -140,9 +155,11 @@ void check_graph_fits_data(const std::string& file, const ir::Graph& g, const Co
     const auto& dim = embeds ? table->shape().front() : table->shape().back();
     auto size = dim.constant();
     if (size && *size < s.vocab) {
-      throw InvalidArgument(file + ": " + (embeds ? "embedding %" + table->name() + " has " + std::to_string(*size) + " rows"
-                                                  : "logits %" + table->name() + " score " + std::to_string(*size) + " classes") +
-                            ", but" + tokens_hint + ": make it at least " + std::to_string(s.vocab));
+      throw InvalidArgument(
+          file + ": " +
+          (embeds ? "embedding %" + table->name() + " has " + std::to_string(*size) + " rows"
+                  : "logits %" + table->name() + " score " + std::to_string(*size) + " classes") +
+          ", but" + tokens_hint + ": make it at least " + std::to_string(s.vocab));
     }
   }
 }
@@ -150,12 +167,14 @@ void check_graph_fits_data(const std::string& file, const ir::Graph& g, const Co
 ir::models::Model build_model(const Config& c, const RunSetup& s) {
   int64_t vocab = c.get_int("model.vocab") ? c.get_int("model.vocab") : s.vocab;
   if (vocab < s.vocab) {
-    throw InvalidArgument("model.vocab is " + std::to_string(vocab) + " but the data's tokens go up to " +
-                          std::to_string(s.vocab - 1) + ": set model.vocab to 0 (take the data's) or at least " +
+    throw InvalidArgument("model.vocab is " + std::to_string(vocab) +
+                          " but the data's tokens go up to " + std::to_string(s.vocab - 1) +
+                          ": set model.vocab to 0 (take the data's) or at least " +
                           std::to_string(s.vocab));
   }
   if (std::string file = c.get_string("model.graph"); !file.empty()) {
-    auto m = ir::models::model_from_graph(ir::parse_graph_file(resolve_path(c, file)), c.get_float("model.init_std"));
+    auto m = ir::models::model_from_graph(ir::parse_graph_file(resolve_path(c, file)),
+                                          c.get_float("model.init_std"));
     check_graph_fits_data(file, *m.graph, c, s);
     return m;
   }
@@ -169,17 +188,21 @@ ir::models::Model build_model(const Config& c, const RunSetup& s) {
   }
   ir::models::LlamaConfig l;
   l.vocab = vocab, l.hidden = c.get_int("model.hidden"), l.layers = c.get_int("model.layers");
-  l.heads = c.get_int("model.heads"), l.kv_heads = c.get_int("model.kv_heads"), l.ffn = c.get_int("model.ffn");
+  l.heads = c.get_int("model.heads"), l.kv_heads = c.get_int("model.kv_heads"),
+  l.ffn = c.get_int("model.ffn");
   l.norm_eps = c.get_float("model.norm_eps"), l.rope_theta = c.get_float("model.rope_theta");
-  l.tied_embeddings = c.get_bool("model.tied_embeddings"), l.init_std = c.get_float("model.init_std");
+  l.tied_embeddings = c.get_bool("model.tied_embeddings"),
+  l.init_std = c.get_float("model.init_std");
   l.max_batch = batch_bound(c), l.max_seq = s.max_len;
   if (l.hidden % l.heads != 0 || (l.hidden / l.heads) % 2 != 0) {
-    throw InvalidArgument("model.hidden (" + std::to_string(l.hidden) + ") must be a multiple of 2 * model.heads (" +
-                          std::to_string(l.heads) + ") so that each head has an even size for RoPE");
+    throw InvalidArgument("model.hidden (" + std::to_string(l.hidden) +
+                          ") must be a multiple of 2 * model.heads (" + std::to_string(l.heads) +
+                          ") so that each head has an even size for RoPE");
   }
   if (l.heads % l.kv_heads != 0) {
-    throw InvalidArgument("model.heads (" + std::to_string(l.heads) + ") must be a multiple of model.kv_heads (" +
-                          std::to_string(l.kv_heads) + ")");
+    throw InvalidArgument("model.heads (" + std::to_string(l.heads) +
+                          ") must be a multiple of model.kv_heads (" + std::to_string(l.kv_heads) +
+                          ")");
   }
   return ir::models::build_llama(l);
 }
@@ -189,10 +212,13 @@ engine::TrainerOptions trainer_options(const Config& c) {
   t.device = c.get_string("device.name");
   t.threads = static_cast<int>(c.get_int("device.threads"));
   t.seed = static_cast<uint64_t>(c.get_int("train.seed"));
-  t.memory = {.cap = c.get_bytes("memory.cap"), .schedule = c.get_bool("memory.schedule"),
-              .remat = c.get_bool("memory.remat"), .offload = c.get_bool("memory.offload")};
+  t.memory = {.cap = c.get_bytes("memory.cap"),
+              .schedule = c.get_bool("memory.schedule"),
+              .remat = c.get_bool("memory.remat"),
+              .offload = c.get_bool("memory.offload")};
   auto& o = t.optimizer;
-  o.kind = c.get_string("optimizer.name") == "sgd" ? ir::OptimizerConfig::Kind::kSgd : ir::OptimizerConfig::Kind::kAdamW;
+  o.kind = c.get_string("optimizer.name") == "sgd" ? ir::OptimizerConfig::Kind::kSgd
+                                                   : ir::OptimizerConfig::Kind::kAdamW;
   o.weight_decay = c.get_float("optimizer.weight_decay"), o.beta1 = c.get_float("optimizer.beta1");
   o.beta2 = c.get_float("optimizer.beta2"), o.eps = c.get_float("optimizer.eps");
   o.momentum = c.get_float("optimizer.momentum"), o.nesterov = c.get_bool("optimizer.nesterov");
@@ -212,14 +238,16 @@ engine::TrainerOptions trainer_options(const Config& c) {
 void check_output(const std::string& key, const std::string& path, bool folder) {
   if (path.empty()) return;
   auto refuse = [&](const std::string& why) {
-    throw InvalidArgument(key + " is " + path + ", which cannot be written: " + why + "; choose another path");
+    throw InvalidArgument(key + " is " + path + ", which cannot be written: " + why +
+                          "; choose another path");
   };
   namespace fs = std::filesystem;
-  struct stat st {};
+  struct stat st{};
   if (::stat(path.c_str(), &st) == 0) {
     if (folder && !S_ISDIR(st.st_mode)) refuse("it exists and is not a folder");
     if (!folder && S_ISDIR(st.st_mode)) refuse("it is a folder; name a file");
-    if (::access(path.c_str(), W_OK) != 0) refuse(std::string("no permission (") + std::strerror(errno) + ")");
+    if (::access(path.c_str(), W_OK) != 0)
+      refuse(std::string("no permission (") + std::strerror(errno) + ")");
     return;
   }
   fs::path ancestor = fs::path(path).lexically_normal();
@@ -227,11 +255,14 @@ void check_output(const std::string& key, const std::string& path, bool folder) 
   do {
     ancestor = ancestor.parent_path();
     if (ancestor.empty()) ancestor = ".";
-  } while (::stat(ancestor.c_str(), &st) != 0 && ancestor != "." && ancestor != ancestor.root_path());
-  if (::stat(ancestor.c_str(), &st) != 0) refuse(ancestor.string() + " cannot be read (" + std::strerror(errno) + ")");
+  } while (::stat(ancestor.c_str(), &st) != 0 && ancestor != "." &&
+           ancestor != ancestor.root_path());
+  if (::stat(ancestor.c_str(), &st) != 0)
+    refuse(ancestor.string() + " cannot be read (" + std::strerror(errno) + ")");
   if (!S_ISDIR(st.st_mode)) refuse(ancestor.string() + " is a file, not a folder");
   if (::access(ancestor.c_str(), W_OK | X_OK) != 0) {
-    refuse("no permission to create anything in " + ancestor.string() + " (" + std::strerror(errno) + ")");
+    refuse("no permission to create anything in " + ancestor.string() + " (" +
+           std::strerror(errno) + ")");
   }
 }
 
@@ -267,17 +298,21 @@ RunSetup make_setup(const Config& c) {
   s.batching.seed = static_cast<uint64_t>(c.get_int("train.seed"));
   if (s.batching.token_budget > 0 && s.batching.token_budget < s.max_len) {
     throw InvalidArgument("data.token_budget (" + std::to_string(s.batching.token_budget) +
-                          ") is below the longest sequence (" + std::to_string(s.max_len) + "): raise it or lower data.max_len");
+                          ") is below the longest sequence (" + std::to_string(s.max_len) +
+                          "): raise it or lower data.max_len");
   }
   if (s.batching.token_budget == 0 && s.batching.batch_size > c.get_int("model.max_batch")) {
-    throw InvalidArgument("data.batch_size (" + std::to_string(s.batching.batch_size) + ") exceeds model.max_batch (" +
-                          std::to_string(c.get_int("model.max_batch")) + "): raise model.max_batch");
+    throw InvalidArgument("data.batch_size (" + std::to_string(s.batching.batch_size) +
+                          ") exceeds model.max_batch (" +
+                          std::to_string(c.get_int("model.max_batch")) +
+                          "): raise model.max_batch");
   }
   s.model = build_model(c, s);
   s.trainer = trainer_options(c);
-  s.describe = c.get_string("model.family") + " " + std::to_string(c.get_int("model.layers")) + "x" +
-               std::to_string(c.get_int("model.hidden")) + ", " + std::to_string(s.examples.size()) + " " +
-               c.get_string("data.source") + " examples, token ids < " + std::to_string(s.vocab);
+  s.describe = c.get_string("model.family") + " " + std::to_string(c.get_int("model.layers")) +
+               "x" + std::to_string(c.get_int("model.hidden")) + ", " +
+               std::to_string(s.examples.size()) + " " + c.get_string("data.source") +
+               " examples, token ids < " + std::to_string(s.vocab);
   return s;
 }
 

@@ -16,8 +16,8 @@ namespace disc::apps {
 struct RunSetup {
   std::vector<std::vector<int32_t>> examples;
   data::BatchSpec batching;
-  int64_t vocab = 0;     // the data's token range
-  int64_t max_len = 0;   // the longest sequence the data can give (bounds S)
+  int64_t vocab = 0;    // the data's token range
+  int64_t max_len = 0;  // the longest sequence the data can give (bounds S)
   ir::models::Model model;
   engine::TrainerOptions trainer;
   std::string describe;  // one line: "llama 2x128, 4,535 json examples, vocab 258"

@@ -1,12 +1,12 @@
 // Attention by blocks of query rows through the device's GEMM; see block_attention.h.
 #include "devices/cpu/block_attention.h"
 
+#include <tbb/parallel_for.h>
+
 #include <algorithm>
 #include <cstring>
 #include <string>
 #include <type_traits>
-
-#include <tbb/parallel_for.h>
 
 #include "devices/cpu/row_math.h"
 
@@ -66,13 +66,25 @@ struct Operand {
   int64_t lead, stride;
 };
 template <typename T>
-void gemm(Device& dev, int64_t hc, int64_t m, int64_t n, int64_t k, Operand a, bool ta, Operand b, bool tb, T* c,
-          int64_t ldc, int64_t stride_c, bool accumulate = false) {
+void gemm(Device& dev, int64_t hc, int64_t m, int64_t n, int64_t k, Operand a, bool ta, Operand b,
+          bool tb, T* c, int64_t ldc, int64_t stride_c, bool accumulate = false) {
   GemmArgs g{.dtype = std::is_same_v<T, double> ? DType::kF64 : DType::kF32,
-             .batch = hc, .m = m, .n = n, .k = k, .transpose_a = ta, .transpose_b = tb,
-             .accumulate = accumulate, .a = a.data, .b = b.data, .c = c,
-             .batch_stride_a = a.stride, .batch_stride_b = b.stride, .batch_stride_c = stride_c,
-             .lda = a.lead, .ldb = b.lead, .ldc = ldc};
+             .batch = hc,
+             .m = m,
+             .n = n,
+             .k = k,
+             .transpose_a = ta,
+             .transpose_b = tb,
+             .accumulate = accumulate,
+             .a = a.data,
+             .b = b.data,
+             .c = c,
+             .batch_stride_a = a.stride,
+             .batch_stride_b = b.stride,
+             .batch_stride_c = stride_c,
+             .lda = a.lead,
+             .ldb = b.lead,
+             .ldc = ldc};
   dev.gemm(g);
 }
 
@@ -92,8 +104,8 @@ Operand block_rows(const void* base, const Block& bl, int64_t rows, int64_t widt
 template <typename T>
 void probabilities(Device& dev, const AttentionArgs& a, const Block& bl, T* p) {
   const int64_t panel = bl.rows * bl.keys;
-  gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.d, block_rows<T>(a.q, bl, a.sq, a.d), false, all_rows<T>(a.k, bl, a.sk, a.d),
-          true, p, bl.keys, panel);
+  gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.d, block_rows<T>(a.q, bl, a.sq, a.d), false,
+          all_rows<T>(a.k, bl, a.sk, a.d), true, p, bl.keys, panel);
   tbb::parallel_for(int64_t{0}, bl.hc * bl.rows, [&](int64_t i) {
     const int64_t visible = a.causal ? bl.r0 + i % bl.rows + 1 : bl.keys;
     softmax_row(p + i * bl.keys, visible, bl.keys, static_cast<T>(a.scale));
@@ -107,7 +119,10 @@ void for_each_block(const AttentionArgs& a, F&& f) {
   for (int64_t h0 = 0; h0 < a.heads; h0 += chunk) {
     for (int64_t r0 = 0; r0 < a.sq; r0 += kAttentionRows) {
       const int64_t r1 = std::min(a.sq, r0 + kAttentionRows);
-      f(Block{.h0 = h0, .hc = std::min(chunk, a.heads - h0), .r0 = r0, .rows = r1 - r0,
+      f(Block{.h0 = h0,
+              .hc = std::min(chunk, a.heads - h0),
+              .r0 = r0,
+              .rows = r1 - r0,
               .keys = a.causal ? r1 : a.sk});
     }
   }
@@ -118,8 +133,9 @@ void forward(Device& dev, const AttentionArgs& a, T* out) {
   T* p = thread_panel<T>(attention_chunk(a) * kAttentionRows * a.sk);  // one panel: P
   for_each_block(a, [&](const Block& bl) {
     probabilities(dev, a, bl, p);
-    gemm<T>(dev, bl.hc, bl.rows, a.dv, bl.keys, {p, bl.keys, bl.rows * bl.keys}, false, all_rows<T>(a.v, bl, a.sk, a.dv),
-            false, out + (bl.h0 * a.sq + bl.r0) * a.dv, a.dv, a.sq * a.dv);
+    gemm<T>(dev, bl.hc, bl.rows, a.dv, bl.keys, {p, bl.keys, bl.rows * bl.keys}, false,
+            all_rows<T>(a.v, bl, a.sk, a.dv), false, out + (bl.h0 * a.sq + bl.r0) * a.dv, a.dv,
+            a.sq * a.dv);
   });
 }
 
@@ -136,18 +152,18 @@ void backward(Device& dev, const AttentionArgs& a, const T* dout, T* dq, T* dk, 
     const int64_t panel = bl.rows * bl.keys, q_at = bl.h0 * a.sq + bl.r0;
     const Operand dout_rows = block_rows<T>(dout, bl, a.sq, a.dv);
     probabilities(dev, a, bl, p);
-    gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.dv, dout_rows, false, all_rows<T>(a.v, bl, a.sk, a.dv), true, g, bl.keys,
-            panel);
+    gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.dv, dout_rows, false, all_rows<T>(a.v, bl, a.sk, a.dv),
+            true, g, bl.keys, panel);
     tbb::parallel_for(int64_t{0}, bl.hc * bl.rows, [&](int64_t i) {
       softmax_grad_row(p + i * bl.keys, g + i * bl.keys, bl.keys, static_cast<T>(a.scale));
     });
     const Operand ds{g, bl.keys, panel}, probs{p, bl.keys, panel};
-    gemm<T>(dev, bl.hc, bl.rows, a.d, bl.keys, ds, false, all_rows<T>(a.k, bl, a.sk, a.d), false, dq + q_at * a.d, a.d,
-            a.sq * a.d);
+    gemm<T>(dev, bl.hc, bl.rows, a.d, bl.keys, ds, false, all_rows<T>(a.k, bl, a.sk, a.d), false,
+            dq + q_at * a.d, a.d, a.sq * a.d);
     gemm<T>(dev, bl.hc, bl.keys, a.d, bl.rows, ds, true, block_rows<T>(a.q, bl, a.sq, a.d), false,
             dk + bl.h0 * a.sk * a.d, a.d, a.sk * a.d, true);
-    gemm<T>(dev, bl.hc, bl.keys, a.dv, bl.rows, probs, true, dout_rows, false, dv + bl.h0 * a.sk * a.dv, a.dv,
-            a.sk * a.dv, true);
+    gemm<T>(dev, bl.hc, bl.keys, a.dv, bl.rows, probs, true, dout_rows, false,
+            dv + bl.h0 * a.sk * a.dv, a.dv, a.sk * a.dv, true);
   });
 }
 
@@ -160,13 +176,13 @@ void check(const Device& dev, const AttentionArgs& a) {
                           " is not supported: cast q, k and v to f32 (or f64)");
   }
   if (a.heads < 0 || a.sq < 0 || a.sk < 0 || a.d < 0 || a.dv < 0) {
-    throw InvalidArgument("attention: negative size (heads=" + std::to_string(a.heads) + " sq=" +
-                          std::to_string(a.sq) + " sk=" + std::to_string(a.sk) + " d=" + std::to_string(a.d) +
-                          " dv=" + std::to_string(a.dv) + ")");
+    throw InvalidArgument("attention: negative size (heads=" + std::to_string(a.heads) +
+                          " sq=" + std::to_string(a.sq) + " sk=" + std::to_string(a.sk) +
+                          " d=" + std::to_string(a.d) + " dv=" + std::to_string(a.dv) + ")");
   }
   if (a.causal && a.sq != a.sk) {
-    throw InvalidArgument("causal attention needs as many queries as keys, got sq=" + std::to_string(a.sq) +
-                          " sk=" + std::to_string(a.sk));
+    throw InvalidArgument("causal attention needs as many queries as keys, got sq=" +
+                          std::to_string(a.sq) + " sk=" + std::to_string(a.sk));
   }
 }
 
@@ -187,18 +203,19 @@ void attention_forward(Device& dev, const AttentionArgs& a, void* out) {
   forward(dev, a, static_cast<float*>(out));
 }
 
-void attention_backward(Device& dev, const AttentionArgs& a, const void* dout, void* dq, void* dk, void* dv) {
+void attention_backward(Device& dev, const AttentionArgs& a, const void* dout, void* dq, void* dk,
+                        void* dv) {
   check(dev, a);
   if (a.sk == 0) {  // the output is 0 whatever q is
     std::memset(dq, 0, static_cast<size_t>(a.heads * a.sq * a.d * dtype_size(a.dtype)));
     return;
   }
   if (a.dtype == DType::kF64) {
-    return backward(dev, a, static_cast<const double*>(dout), static_cast<double*>(dq), static_cast<double*>(dk),
-                    static_cast<double*>(dv));
+    return backward(dev, a, static_cast<const double*>(dout), static_cast<double*>(dq),
+                    static_cast<double*>(dk), static_cast<double*>(dv));
   }
-  backward(dev, a, static_cast<const float*>(dout), static_cast<float*>(dq), static_cast<float*>(dk),
-           static_cast<float*>(dv));
+  backward(dev, a, static_cast<const float*>(dout), static_cast<float*>(dq),
+           static_cast<float*>(dk), static_cast<float*>(dv));
 }
 
 }  // namespace disc::devices

@@ -120,12 +120,13 @@ void CpuDevice::deallocate(void* p, size_t bytes) {
 
 void CpuDevice::decommit(void* p, size_t from, size_t to) {
   if (from % kPageSize != 0 || to % kPageSize != 0 || from > to) {
-    throw InvalidArgument("cpu: decommit of bytes [" + std::to_string(from) + ", " + std::to_string(to) +
-                          "): the range must be whole 4 KiB pages");
+    throw InvalidArgument("cpu: decommit of bytes [" + std::to_string(from) + ", " +
+                          std::to_string(to) + "): the range must be whole 4 KiB pages");
   }
   // A private anonymous mapping: the pages go back to the system now and read as zeros after.
   if (to > from && madvise(static_cast<char*>(p) + from, to - from, MADV_DONTNEED) != 0) {
-    throw InvalidArgument("cpu: decommit of bytes [" + std::to_string(from) + ", " + std::to_string(to) +
+    throw InvalidArgument("cpu: decommit of bytes [" + std::to_string(from) + ", " +
+                          std::to_string(to) +
                           ") failed: the block must come from this device's allocate");
   }
 }

@@ -4,9 +4,9 @@
 // oversubscribes the cores, and callers run one pool's work at a time (a GEMM, then a loop).
 #pragma once
 
-#include <string>
-
 #include <tbb/global_control.h>
+
+#include <string>
 
 #include "devices/cpu/onednn_matmul.h"
 #include "devices/device.h"

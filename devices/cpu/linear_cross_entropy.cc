@@ -2,13 +2,13 @@
 // linear_cross_entropy.h.
 #include "devices/cpu/linear_cross_entropy.h"
 
+#include <tbb/parallel_for.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <type_traits>
 #include <vector>
-
-#include <tbb/parallel_for.h>
 
 #include "devices/cpu/row_math.h"
 
@@ -20,7 +20,8 @@ using namespace row_math;
 // One panel row: returns its loss term -log_softmax(x)[label] and leaves in x the term's gradient
 // scaled by `scale`: (softmax(x) - onehot(label)) * scale. An ignored row gives 0 and zeros.
 template <typename T>
-[[gnu::always_inline]] inline double loss_row_of(T* x, int64_t classes, int64_t label, bool counted, T scale) {
+[[gnu::always_inline]] inline double loss_row_of(T* x, int64_t classes, int64_t label, bool counted,
+                                                 T scale) {
   if (!counted) {
     std::fill(x, x + classes, T(0));
     return 0;
@@ -35,18 +36,28 @@ template <typename T>
 }
 
 // The row function per dtype, each cloned per vector width (Clang clones no templates).
-DISC_VECTOR_CLONES double loss_row(float* x, int64_t classes, int64_t label, bool counted, float scale) {
+DISC_VECTOR_CLONES double loss_row(float* x, int64_t classes, int64_t label, bool counted,
+                                   float scale) {
   return loss_row_of(x, classes, label, counted, scale);
 }
-DISC_VECTOR_CLONES double loss_row(double* x, int64_t classes, int64_t label, bool counted, double scale) {
+DISC_VECTOR_CLONES double loss_row(double* x, int64_t classes, int64_t label, bool counted,
+                                   double scale) {
   return loss_row_of(x, classes, label, counted, scale);
 }
 
 template <typename T>
-void gemm(Device& dev, int64_t m, int64_t n, int64_t k, const void* a, bool ta, const void* b, bool tb, T* c,
-          bool accumulate = false) {
-  dev.gemm({.dtype = std::is_same_v<T, double> ? DType::kF64 : DType::kF32, .m = m, .n = n, .k = k,
-            .transpose_a = ta, .transpose_b = tb, .accumulate = accumulate, .a = a, .b = b, .c = c});
+void gemm(Device& dev, int64_t m, int64_t n, int64_t k, const void* a, bool ta, const void* b,
+          bool tb, T* c, bool accumulate = false) {
+  dev.gemm({.dtype = std::is_same_v<T, double> ? DType::kF64 : DType::kF32,
+            .m = m,
+            .n = n,
+            .k = k,
+            .transpose_a = ta,
+            .transpose_b = tb,
+            .accumulate = accumulate,
+            .a = a,
+            .b = b,
+            .c = c});
 }
 
 // Per chunk of rows [r0, r0 + n): logits = h w in the panel, the rows' loss terms and gradients
@@ -68,8 +79,10 @@ void run(Device& dev, const LinearCrossEntropyArgs& a, T* loss, T* dh, T* dw) {
       terms[r0 + i] = loss_row(g + i * v, v, label, label != a.ignore_index && a.count > 0, scale);
     });
     gemm<T>(dev, n, a.d, v, g, false, a.w, !a.transpose_w, dh + r0 * a.d);
-    if (a.transpose_w) gemm<T>(dev, v, a.d, n, g, true, hc, false, dw, true);
-    else gemm<T>(dev, a.d, v, n, hc, true, g, false, dw, true);
+    if (a.transpose_w)
+      gemm<T>(dev, v, a.d, n, g, true, hc, false, dw, true);
+    else
+      gemm<T>(dev, a.d, v, n, hc, true, g, false, dw, true);
   }
   double total = 0;  // in row order: the same bits for any threads
   for (double t : terms) total += t;
@@ -78,15 +91,17 @@ void run(Device& dev, const LinearCrossEntropyArgs& a, T* loss, T* dh, T* dw) {
 
 void check(const Device& dev, const LinearCrossEntropyArgs& a) {
   if (!dev.is_host()) {
-    throw InvalidArgument("linear_cross_entropy on " + dev.name() + ": the chunked kernel runs on host memory");
+    throw InvalidArgument("linear_cross_entropy on " + dev.name() +
+                          ": the chunked kernel runs on host memory");
   }
   if (a.dtype != DType::kF32 && a.dtype != DType::kF64) {
     throw InvalidArgument("linear_cross_entropy: dtype " + std::string(dtype_name(a.dtype)) +
                           " is not supported (f32 or f64)");
   }
   if (a.rows < 0 || a.d < 0 || a.classes < 1) {
-    throw InvalidArgument("linear_cross_entropy: bad sizes (rows=" + std::to_string(a.rows) + " d=" +
-                          std::to_string(a.d) + " classes=" + std::to_string(a.classes) + "; classes must be >= 1)");
+    throw InvalidArgument("linear_cross_entropy: bad sizes (rows=" + std::to_string(a.rows) +
+                          " d=" + std::to_string(a.d) + " classes=" + std::to_string(a.classes) +
+                          "; classes must be >= 1)");
   }
 }
 
@@ -97,7 +112,8 @@ int64_t cross_entropy_chunk(const LinearCrossEntropyArgs& a) {
   return std::clamp<int64_t>(kCrossEntropyPanel / row_bytes, 1, std::max<int64_t>(1, a.rows));
 }
 
-void linear_cross_entropy(Device& dev, const LinearCrossEntropyArgs& a, void* loss, void* dh, void* dw) {
+void linear_cross_entropy(Device& dev, const LinearCrossEntropyArgs& a, void* loss, void* dh,
+                          void* dw) {
   check(dev, a);
   if (a.dtype == DType::kF64) {
     run(dev, a, static_cast<double*>(loss), static_cast<double*>(dh), static_cast<double*>(dw));

@@ -39,7 +39,8 @@ struct LinearCrossEntropyArgs {
 // loss (one element of a.dtype) = mean over counted rows of -log_softmax(h w)[label] (0 when
 // none is counted); dh [rows, d] and dw (w's shape) its gradients. Throws InvalidArgument for
 // negative sizes and for a device whose memory is not host memory.
-void linear_cross_entropy(Device& dev, const LinearCrossEntropyArgs& a, void* loss, void* dh, void* dw);
+void linear_cross_entropy(Device& dev, const LinearCrossEntropyArgs& a, void* loss, void* dh,
+                          void* dw);
 
 // Rows per panel for these sizes: the most that fit in kCrossEntropyPanel, at least one.
 int64_t cross_entropy_chunk(const LinearCrossEntropyArgs& a);

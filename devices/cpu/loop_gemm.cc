@@ -1,10 +1,10 @@
 // GEMM as plain blocked loops over strided operands; see loop_gemm.h for why it exists.
 #include "devices/cpu/loop_gemm.h"
 
-#include <algorithm>
-
 #include <tbb/blocked_range2d.h>
 #include <tbb/parallel_for.h>
+
+#include <algorithm>
 
 namespace disc::devices::cpu {
 namespace {
@@ -53,8 +53,10 @@ void gemm_typed(const GemmArgs& g) {
   const tbb::blocked_range2d<int64_t> all(0, g.batch, 0, row_blocks);
   tbb::parallel_for(all, [&](const tbb::blocked_range2d<int64_t>& r) {
     for (int64_t e = r.rows().begin(); e != r.rows().end(); ++e) {
-      View<T> va{a + e * g.batch_stride_a, g.transpose_a ? 1 : lead_a(g), g.transpose_a ? lead_a(g) : 1};
-      View<T> vb{b + e * g.batch_stride_b, g.transpose_b ? 1 : lead_b(g), g.transpose_b ? lead_b(g) : 1};
+      View<T> va{a + e * g.batch_stride_a, g.transpose_a ? 1 : lead_a(g),
+                 g.transpose_a ? lead_a(g) : 1};
+      View<T> vb{b + e * g.batch_stride_b, g.transpose_b ? 1 : lead_b(g),
+                 g.transpose_b ? lead_b(g) : 1};
       T* c_entry = c + e * g.batch_stride_c;
       for (int64_t blk = r.cols().begin(); blk != r.cols().end(); ++blk) {
         gemm_rows(g, va, vb, c_entry, blk * kRowBlock, std::min(g.m, (blk + 1) * kRowBlock));

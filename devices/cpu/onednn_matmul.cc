@@ -40,10 +40,19 @@ OnednnMatmul::OnednnMatmul(size_t cache_capacity)
 //   batch*m rows (one big GEMM also blocks and threads better than many small ones);
 // - a single product has no batch strides.
 OnednnMatmul::Key OnednnMatmul::make_key(const GemmArgs& g) {
-  Key key{.dtype = g.dtype, .batch = g.batch, .m = g.m, .n = g.n, .k = g.k,
-          .transpose_a = g.transpose_a, .transpose_b = g.transpose_b, .accumulate = g.accumulate,
-          .stride_a = g.batch_stride_a, .stride_b = g.batch_stride_b,
-          .stride_c = g.batch_stride_c, .lead_a = lead_a(g), .lead_b = lead_b(g),
+  Key key{.dtype = g.dtype,
+          .batch = g.batch,
+          .m = g.m,
+          .n = g.n,
+          .k = g.k,
+          .transpose_a = g.transpose_a,
+          .transpose_b = g.transpose_b,
+          .accumulate = g.accumulate,
+          .stride_a = g.batch_stride_a,
+          .stride_b = g.batch_stride_b,
+          .stride_c = g.batch_stride_c,
+          .lead_a = lead_a(g),
+          .lead_b = lead_b(g),
           .lead_c = lead_c(g)};
   const bool dense_a = !g.transpose_a && key.lead_a == g.k && g.batch_stride_a == g.m * g.k;
   const bool dense_c = key.lead_c == g.n && g.batch_stride_c == g.m * g.n;
@@ -75,10 +84,10 @@ OnednnMatmul::Entry OnednnMatmul::create(const Key& key) const {
     e.impl = pd.impl_info_str();
     e.primitive = dnnl::matmul(pd);
   } catch (const dnnl::error& err) {
-    throw Error("gemm: oneDNN cannot create a matmul for " +
-                describe(key.dtype, key.batch, key.m, key.n, key.k, key.transpose_a,
-                         key.transpose_b) +
-                " (" + err.what() + "): pass dense batch strides, or report the shape");
+    throw Error(
+        "gemm: oneDNN cannot create a matmul for " +
+        describe(key.dtype, key.batch, key.m, key.n, key.k, key.transpose_a, key.transpose_b) +
+        " (" + err.what() + "): pass dense batch strides, or report the shape");
   }
   return e;
 }
@@ -105,8 +114,8 @@ void OnednnMatmul::evict_oldest() {
 
 void OnednnMatmul::run(const GemmArgs& g) {
   if (g.dtype != DType::kF32) {
-    throw InvalidArgument("gemm: oneDNN matmul takes f32, got " +
-                          std::string(dtype_name(g.dtype)) + ": use Device::gemm, which "
+    throw InvalidArgument("gemm: oneDNN matmul takes f32, got " + std::string(dtype_name(g.dtype)) +
+                          ": use Device::gemm, which "
                           "routes other dtypes to the loop fallback");
   }
   std::lock_guard<std::mutex> lock(mu_);

@@ -8,9 +8,8 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
-#include <string>
-
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 
 #include "devices/device.h"
 

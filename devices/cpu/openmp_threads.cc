@@ -16,8 +16,7 @@ const OpenMpApi& api() {
   static const OpenMpApi found = [] {
     OpenMpApi a;
     a.get_max_threads = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
-    a.set_num_threads =
-        reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+    a.set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
     return a;
   }();
   return found;

@@ -23,7 +23,8 @@ namespace disc::devices::row_math {
 #define DISC_NO_VECTOR_CLONES
 #endif
 #endif
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(DISC_NO_VECTOR_CLONES)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(DISC_NO_VECTOR_CLONES)
 #define DISC_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define DISC_VECTOR_CLONES
@@ -52,8 +53,12 @@ inline float exp_f32(float x) {
   const int32_t e = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kRound);  // n
   return p * std::bit_cast<float>((e + 127) << 23);
 }
-inline double exp_any(double x) { return std::exp(x); }
-inline float exp_any(float x) { return exp_f32(x); }
+inline double exp_any(double x) {
+  return std::exp(x);
+}
+inline float exp_any(float x) {
+  return exp_f32(x);
+}
 
 // Folds f(lane[l], x[j]) over x[0, n) into kLanes lanes, lane l taking every j with j % kLanes
 // == l. Blocks of kLanes elements make the inner loop one vector operation.

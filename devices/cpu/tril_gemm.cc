@@ -1,13 +1,13 @@
 // Products with a lower-triangular left operand as block GEMMs; see tril_gemm.h.
 #include "devices/cpu/tril_gemm.h"
 
+#include <tbb/parallel_for.h>
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
 #include <string>
 #include <vector>
-
-#include <tbb/parallel_for.h>
 
 namespace disc::devices {
 namespace {

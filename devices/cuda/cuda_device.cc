@@ -1,14 +1,15 @@
 // The CUDA Driver API as a GpuRuntime; see cuda_device.h.
 #include "devices/cuda/cuda_device.h"
 
-
-#include "devices/cuda/driver_api.h"
 #include "base/error.h"
+#include "devices/cuda/driver_api.h"
 
 namespace disc::devices::cuda {
 namespace {
 
-CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+CUdeviceptr dptr(const void* p) {
+  return reinterpret_cast<CUdeviceptr>(p);
+}
 
 class DriverRuntime final : public GpuRuntime {
  public:
@@ -18,8 +19,10 @@ class DriverRuntime final : public GpuRuntime {
     check(api_.cuDeviceGetName(name, sizeof name, dev_), "cuDeviceGetName");
     product_ = name;
     int major = 0, minor = 0;
-    check(api_.cuDeviceGetAttribute(&major, kAttrComputeCapabilityMajor, dev_), "cuDeviceGetAttribute");
-    check(api_.cuDeviceGetAttribute(&minor, kAttrComputeCapabilityMinor, dev_), "cuDeviceGetAttribute");
+    check(api_.cuDeviceGetAttribute(&major, kAttrComputeCapabilityMajor, dev_),
+          "cuDeviceGetAttribute");
+    check(api_.cuDeviceGetAttribute(&minor, kAttrComputeCapabilityMinor, dev_),
+          "cuDeviceGetAttribute");
     check(api_.cuDeviceGetAttribute(&sms_, kAttrMultiprocessorCount, dev_), "cuDeviceGetAttribute");
     arch_ = "sm_" + std::to_string(major * 10 + minor);
     // The primary context: the one the CUDA runtime inside cuBLAS uses too.
@@ -59,7 +62,8 @@ class DriverRuntime final : public GpuRuntime {
       case CopyKind::kDeviceToHost:
         return check(api_.cuMemcpyDtoHAsync(dst, dptr(src), bytes, stream(s)), "cuMemcpyDtoHAsync");
       case CopyKind::kDeviceToDevice:
-        return check(api_.cuMemcpyDtoDAsync(dptr(dst), dptr(src), bytes, stream(s)), "cuMemcpyDtoDAsync");
+        return check(api_.cuMemcpyDtoDAsync(dptr(dst), dptr(src), bytes, stream(s)),
+                     "cuMemcpyDtoDAsync");
     }
   }
   void zero(void* p, size_t bytes, Stream s) override {
@@ -71,32 +75,44 @@ class DriverRuntime final : public GpuRuntime {
     check(api_.cuStreamCreate(&s, kStreamNonBlocking), "cuStreamCreate");
     return s;
   }
-  void destroy_stream(Stream s) override { check(api_.cuStreamDestroy(stream(s)), "cuStreamDestroy"); }
-  void synchronize(Stream s) override { check(api_.cuStreamSynchronize(stream(s)), "cuStreamSynchronize"); }
+  void destroy_stream(Stream s) override {
+    check(api_.cuStreamDestroy(stream(s)), "cuStreamDestroy");
+  }
+  void synchronize(Stream s) override {
+    check(api_.cuStreamSynchronize(stream(s)), "cuStreamSynchronize");
+  }
   Event create_event() override {
     CUevent e = nullptr;
     check(api_.cuEventCreate(&e, kEventDisableTiming), "cuEventCreate");
     return e;
   }
   void destroy_event(Event e) override { check(api_.cuEventDestroy(event(e)), "cuEventDestroy"); }
-  void record(Event e, Stream s) override { check(api_.cuEventRecord(event(e), stream(s)), "cuEventRecord"); }
-  void wait(Stream s, Event e) override { check(api_.cuStreamWaitEvent(stream(s), event(e), 0), "cuStreamWaitEvent"); }
+  void record(Event e, Stream s) override {
+    check(api_.cuEventRecord(event(e), stream(s)), "cuEventRecord");
+  }
+  void wait(Stream s, Event e) override {
+    check(api_.cuStreamWaitEvent(stream(s), event(e), 0), "cuStreamWaitEvent");
+  }
 
   Module load_module(const std::string& image) override {
     CUmodule m = nullptr;
     check(api_.cuModuleLoadData(&m, image.c_str()), "cuModuleLoadData");
     return m;
   }
-  void unload_module(Module m) override { check(api_.cuModuleUnload(static_cast<CUmodule>(m)), "cuModuleUnload"); }
+  void unload_module(Module m) override {
+    check(api_.cuModuleUnload(static_cast<CUmodule>(m)), "cuModuleUnload");
+  }
   Function function(Module m, const std::string& fn) override {
     CUfunction f = nullptr;
-    check(api_.cuModuleGetFunction(&f, static_cast<CUmodule>(m), fn.c_str()), "cuModuleGetFunction(" + fn + ")");
+    check(api_.cuModuleGetFunction(&f, static_cast<CUmodule>(m), fn.c_str()),
+          "cuModuleGetFunction(" + fn + ")");
     return f;
   }
   void launch(Function f, const LaunchShape& sh, Stream s, void** params) override {
-    check(api_.cuLaunchKernel(static_cast<CUfunction>(f), sh.grid, 1, 1, sh.block, 1, 1, sh.shared_bytes, stream(s),
-                              params, nullptr),
-          "cuLaunchKernel(grid " + std::to_string(sh.grid) + ", block " + std::to_string(sh.block) + ")");
+    check(api_.cuLaunchKernel(static_cast<CUfunction>(f), sh.grid, 1, 1, sh.block, 1, 1,
+                              sh.shared_bytes, stream(s), params, nullptr),
+          "cuLaunchKernel(grid " + std::to_string(sh.grid) + ", block " + std::to_string(sh.block) +
+              ")");
   }
 
  private:

@@ -1,7 +1,7 @@
 #include "devices/cuda/driver_api.h"
 
-#include "devices/shared_library.h"
 #include "base/error.h"
+#include "devices/shared_library.h"
 
 namespace disc::devices::cuda {
 namespace {
@@ -20,12 +20,13 @@ LoadedDriver load() {
               ": install the NVIDIA driver (on a machine with an NVIDIA GPU)";
     return d;
   }
-#define DISC_CUDA_LOAD(member, exported, ret, params)                                          \
-  d.api.member = d.lib.symbol<ret(*) params>(exported);                                        \
-  if (d.api.member == nullptr) {                                                             \
-    d.error = "the CUDA driver in " + d.lib.name() + " has no " exported                       \
-              ": it is older than disc needs (CUDA 12 or later); update the NVIDIA driver";  \
-    return d;                                                                                \
+#define DISC_CUDA_LOAD(member, exported, ret, params)                                       \
+  d.api.member = d.lib.symbol<ret(*) params>(exported);                                     \
+  if (d.api.member == nullptr) {                                                            \
+    d.error = "the CUDA driver in " + d.lib.name() +                                        \
+              " has no " exported                                                           \
+              ": it is older than disc needs (CUDA 12 or later); update the NVIDIA driver"; \
+    return d;                                                                               \
   }
   DISC_CUDA_DRIVER_FUNCTIONS(DISC_CUDA_LOAD)
 #undef DISC_CUDA_LOAD
@@ -48,7 +49,8 @@ std::string error_text(const DriverApi& api, CUresult e) {
   const char* text = nullptr;
   api.cuGetErrorName(e, &name);
   api.cuGetErrorString(e, &text);
-  return std::string(name ? name : "CUDA error " + std::to_string(e)) + (text ? " (" + std::string(text) + ")" : "");
+  return std::string(name ? name : "CUDA error " + std::to_string(e)) +
+         (text ? " (" + std::string(text) + ")" : "");
 }
 
 void check(const DriverApi& api, CUresult e, const std::string& what) {

@@ -31,43 +31,43 @@ inline constexpr unsigned kEventDisableTiming = 2;
 
 // X(member, exported symbol, return type, parameters): the functions disc calls. The exported
 // names carry the driver's ABI version (_v2) where the plain name is the old 32-bit-size ABI.
-#define DISC_CUDA_DRIVER_FUNCTIONS(X)                                                          \
-  X(cuInit, "cuInit", CUresult, (unsigned flags))                                               \
-  X(cuDriverGetVersion, "cuDriverGetVersion", CUresult, (int* version))                         \
-  X(cuGetErrorName, "cuGetErrorName", CUresult, (CUresult e, const char** name))                \
-  X(cuGetErrorString, "cuGetErrorString", CUresult, (CUresult e, const char** text))            \
-  X(cuDeviceGetCount, "cuDeviceGetCount", CUresult, (int* count))                               \
-  X(cuDeviceGet, "cuDeviceGet", CUresult, (CUdevice * dev, int ordinal))                        \
-  X(cuDeviceGetName, "cuDeviceGetName", CUresult, (char* name, int len, CUdevice dev))          \
-  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", CUresult, (int* v, int attr, CUdevice dev))   \
+#define DISC_CUDA_DRIVER_FUNCTIONS(X)                                                            \
+  X(cuInit, "cuInit", CUresult, (unsigned flags))                                                \
+  X(cuDriverGetVersion, "cuDriverGetVersion", CUresult, (int* version))                          \
+  X(cuGetErrorName, "cuGetErrorName", CUresult, (CUresult e, const char** name))                 \
+  X(cuGetErrorString, "cuGetErrorString", CUresult, (CUresult e, const char** text))             \
+  X(cuDeviceGetCount, "cuDeviceGetCount", CUresult, (int* count))                                \
+  X(cuDeviceGet, "cuDeviceGet", CUresult, (CUdevice * dev, int ordinal))                         \
+  X(cuDeviceGetName, "cuDeviceGetName", CUresult, (char* name, int len, CUdevice dev))           \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", CUresult, (int* v, int attr, CUdevice dev))    \
   X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult, (CUcontext * c, CUdevice d)) \
-  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult, (CUdevice dev))        \
-  X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult, (CUcontext c))                                \
-  X(cuMemGetInfo, "cuMemGetInfo_v2", CUresult, (size_t * free, size_t* total))                  \
-  X(cuMemAlloc, "cuMemAlloc_v2", CUresult, (CUdeviceptr * p, size_t bytes))                     \
-  X(cuMemFree, "cuMemFree_v2", CUresult, (CUdeviceptr p))                                       \
+  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult, (CUdevice dev))         \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult, (CUcontext c))                                 \
+  X(cuMemGetInfo, "cuMemGetInfo_v2", CUresult, (size_t* free, size_t* total))                    \
+  X(cuMemAlloc, "cuMemAlloc_v2", CUresult, (CUdeviceptr * p, size_t bytes))                      \
+  X(cuMemFree, "cuMemFree_v2", CUresult, (CUdeviceptr p))                                        \
   X(cuMemAllocHost, "cuMemAllocHost_v2", CUresult, (void** p, size_t bytes))                     \
   X(cuMemFreeHost, "cuMemFreeHost", CUresult, (void* p))                                         \
-  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", CUresult,                                        \
-    (CUdeviceptr dst, const void* src, size_t bytes, CUstream s))                               \
-  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", CUresult,                                        \
-    (void* dst, CUdeviceptr src, size_t bytes, CUstream s))                                     \
-  X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", CUresult,                                        \
-    (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s))                               \
-  X(cuMemsetD8Async, "cuMemsetD8Async", CUresult,                                               \
-    (CUdeviceptr dst, unsigned char v, size_t n, CUstream s))                                   \
-  X(cuStreamCreate, "cuStreamCreate", CUresult, (CUstream * s, unsigned flags))                 \
-  X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult, (CUstream s))                              \
-  X(cuStreamSynchronize, "cuStreamSynchronize", CUresult, (CUstream s))                         \
-  X(cuStreamWaitEvent, "cuStreamWaitEvent", CUresult, (CUstream s, CUevent e, unsigned flags))  \
-  X(cuEventCreate, "cuEventCreate", CUresult, (CUevent * e, unsigned flags))                    \
-  X(cuEventDestroy, "cuEventDestroy_v2", CUresult, (CUevent e))                                 \
-  X(cuEventRecord, "cuEventRecord", CUresult, (CUevent e, CUstream s))                          \
-  X(cuModuleLoadData, "cuModuleLoadData", CUresult, (CUmodule * m, const void* image))          \
-  X(cuModuleUnload, "cuModuleUnload", CUresult, (CUmodule m))                                   \
-  X(cuModuleGetFunction, "cuModuleGetFunction", CUresult,                                       \
-    (CUfunction * f, CUmodule m, const char* name))                                             \
-  X(cuLaunchKernel, "cuLaunchKernel", CUresult,                                                 \
+  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", CUresult,                                         \
+    (CUdeviceptr dst, const void* src, size_t bytes, CUstream s))                                \
+  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", CUresult,                                         \
+    (void* dst, CUdeviceptr src, size_t bytes, CUstream s))                                      \
+  X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", CUresult,                                         \
+    (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s))                                \
+  X(cuMemsetD8Async, "cuMemsetD8Async", CUresult,                                                \
+    (CUdeviceptr dst, unsigned char v, size_t n, CUstream s))                                    \
+  X(cuStreamCreate, "cuStreamCreate", CUresult, (CUstream * s, unsigned flags))                  \
+  X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult, (CUstream s))                               \
+  X(cuStreamSynchronize, "cuStreamSynchronize", CUresult, (CUstream s))                          \
+  X(cuStreamWaitEvent, "cuStreamWaitEvent", CUresult, (CUstream s, CUevent e, unsigned flags))   \
+  X(cuEventCreate, "cuEventCreate", CUresult, (CUevent * e, unsigned flags))                     \
+  X(cuEventDestroy, "cuEventDestroy_v2", CUresult, (CUevent e))                                  \
+  X(cuEventRecord, "cuEventRecord", CUresult, (CUevent e, CUstream s))                           \
+  X(cuModuleLoadData, "cuModuleLoadData", CUresult, (CUmodule * m, const void* image))           \
+  X(cuModuleUnload, "cuModuleUnload", CUresult, (CUmodule m))                                    \
+  X(cuModuleGetFunction, "cuModuleGetFunction", CUresult,                                        \
+    (CUfunction * f, CUmodule m, const char* name))                                              \
+  X(cuLaunchKernel, "cuLaunchKernel", CUresult,                                                  \
     (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
      unsigned shared_bytes, CUstream s, void** params, void** extra))
 

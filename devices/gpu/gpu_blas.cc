@@ -2,9 +2,9 @@
 
 #include <string>
 
+#include "base/error.h"
 #include "devices/gpu/blas_gemm.h"
 #include "devices/shared_library.h"
-#include "base/error.h"
 
 namespace disc::devices {
 namespace {
@@ -28,16 +28,30 @@ struct Library {
   const char* missing;
 };
 
-const Library kCublas{"cuBLAS", {"libcublas.so.13", "libcublas.so.12", "libcublas.so"},
-                      "cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2", "cublasGetStatusString",
-                      "cublasSgemmStridedBatched", "cublasDgemmStridedBatched", 0, 1,
+const Library kCublas{"cuBLAS",
+                      {"libcublas.so.13", "libcublas.so.12", "libcublas.so"},
+                      "cublasCreate_v2",
+                      "cublasDestroy_v2",
+                      "cublasSetStream_v2",
+                      "cublasGetStatusString",
+                      "cublasSgemmStridedBatched",
+                      "cublasDgemmStridedBatched",
+                      0,
+                      1,
                       "install the CUDA toolkit's libcublas, or add its folder to LD_LIBRARY_PATH"};
-const Library kRocblas{"rocBLAS", {"librocblas.so.4", "librocblas.so.0", "librocblas.so"},
-                       "rocblas_create_handle", "rocblas_destroy_handle", "rocblas_set_stream",
-                       "rocblas_status_to_string", "rocblas_sgemm_strided_batched", "rocblas_dgemm_strided_batched",
-                       111, 112,
-                       "Debian 12 packages neither rocBLAS nor hipBLAS: install ROCm's rocBLAS (librocblas.so), "
-                       "or add its folder to LD_LIBRARY_PATH"};
+const Library kRocblas{
+    "rocBLAS",
+    {"librocblas.so.4", "librocblas.so.0", "librocblas.so"},
+    "rocblas_create_handle",
+    "rocblas_destroy_handle",
+    "rocblas_set_stream",
+    "rocblas_status_to_string",
+    "rocblas_sgemm_strided_batched",
+    "rocblas_dgemm_strided_batched",
+    111,
+    112,
+    "Debian 12 packages neither rocBLAS nor hipBLAS: install ROCm's rocBLAS (librocblas.so), "
+    "or add its folder to LD_LIBRARY_PATH"};
 
 int narrow(int64_t v, const char* what) {
   if (v < 0 || v > INT32_MAX)
@@ -69,7 +83,9 @@ GpuBlas::GpuBlas(BlasLibrary library, GpuRuntime::Stream stream) : api_(std::mak
   Api& a = *api_;
   a.lib = library == BlasLibrary::kCublas ? &kCublas : &kRocblas;
   a.so = SharedLibrary::open({a.lib->files[0], a.lib->files[1], a.lib->files[2]});
-  if (!a.so) throw DeviceError(std::string(a.lib->title) + " not found (" + a.so.error() + "): " + a.lib->missing);
+  if (!a.so)
+    throw DeviceError(std::string(a.lib->title) + " not found (" + a.so.error() +
+                      "): " + a.lib->missing);
   a.create = a.so.symbol<Status (*)(Handle*)>(a.lib->create);
   a.destroy = a.so.symbol<Status (*)(Handle)>(a.lib->destroy);
   a.set_stream = a.so.symbol<Status (*)(Handle, void*)>(a.lib->set_stream);
@@ -90,21 +106,23 @@ void GpuBlas::gemm(const GemmArgs& g) {
   check_gemm_args(g);
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   const BlasGemm b = column_major(g);
-  const int ta = b.transa ? api_->lib->op_t : api_->lib->op_n, tb = b.transb ? api_->lib->op_t : api_->lib->op_n;
+  const int ta = b.transa ? api_->lib->op_t : api_->lib->op_n,
+            tb = b.transb ? api_->lib->op_t : api_->lib->op_n;
   const int m = narrow(b.m, "n"), n = narrow(b.n, "m"), k = narrow(b.k, "k");
-  const int lda = narrow(b.lda, "the leading dim of B"), ldb = narrow(b.ldb, "the leading dim of A");
+  const int lda = narrow(b.lda, "the leading dim of B"),
+            ldb = narrow(b.ldb, "the leading dim of A");
   const int ldc = narrow(b.ldc, "the leading dim of C"), batch = narrow(b.batch, "batch");
   if (g.dtype == DType::kF32) {
     const float alpha = 1, beta = static_cast<float>(b.beta);
-    api_->check(api_->sgemm(handle_, ta, tb, m, n, k, &alpha, static_cast<const float*>(b.a), lda, b.stride_a,
-                            static_cast<const float*>(b.b), ldb, b.stride_b, &beta, static_cast<float*>(b.c), ldc,
-                            b.stride_c, batch),
+    api_->check(api_->sgemm(handle_, ta, tb, m, n, k, &alpha, static_cast<const float*>(b.a), lda,
+                            b.stride_a, static_cast<const float*>(b.b), ldb, b.stride_b, &beta,
+                            static_cast<float*>(b.c), ldc, b.stride_c, batch),
                 "sgemm");
   } else {
     const double alpha = 1, beta = b.beta;
-    api_->check(api_->dgemm(handle_, ta, tb, m, n, k, &alpha, static_cast<const double*>(b.a), lda, b.stride_a,
-                            static_cast<const double*>(b.b), ldb, b.stride_b, &beta, static_cast<double*>(b.c), ldc,
-                            b.stride_c, batch),
+    api_->check(api_->dgemm(handle_, ta, tb, m, n, k, &alpha, static_cast<const double*>(b.a), lda,
+                            b.stride_a, static_cast<const double*>(b.b), ldb, b.stride_b, &beta,
+                            static_cast<double*>(b.c), ldc, b.stride_c, batch),
                 "dgemm");
   }
 }

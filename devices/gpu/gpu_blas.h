@@ -1,8 +1,8 @@
 // cuBLAS or rocBLAS, loaded at run time, for the GPU devices' GEMMs: f32 and f64, batched with
-// strides, row-major through devices/gpu/blas_gemm.h. The two libraries have the same strided-batched
-// calls under different names and operation codes. cuBLAS's default math mode does not use TF32
-// for f32, so results agree with the CPU's within f32 rounding. Debian 12 packages neither
-// rocBLAS nor hipBLAS: on AMD GPUs rocBLAS comes from a ROCm install.
+// strides, row-major through devices/gpu/blas_gemm.h. The two libraries have the same
+// strided-batched calls under different names and operation codes. cuBLAS's default math mode does
+// not use TF32 for f32, so results agree with the CPU's within f32 rounding. Debian 12 packages
+// neither rocBLAS nor hipBLAS: on AMD GPUs rocBLAS comes from a ROCm install.
 #pragma once
 
 #include <memory>

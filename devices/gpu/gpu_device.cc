@@ -4,14 +4,16 @@
 #include <algorithm>
 #include <thread>
 
-#include "devices/gpu/gpu_blas.h"
 #include "base/error.h"
+#include "devices/gpu/gpu_blas.h"
 
 namespace disc::devices {
 
 GpuDevice::GpuDevice(std::unique_ptr<GpuRuntime> runtime, int host_threads)
     : rt_(std::move(runtime)),
-      host_threads_(host_threads > 0 ? host_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+      host_threads_(host_threads > 0
+                        ? host_threads
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
       host_blocks_(
           [this](size_t bytes) {
             rt_->make_current();
@@ -46,7 +48,8 @@ GpuDevice::~GpuDevice() {
 
 void* GpuDevice::allocate(size_t bytes) {
   const size_t size = allocation_size(bytes);
-  if (size == 0) throw OutOfMemory(name() + ": cannot allocate " + std::to_string(bytes) + " bytes");
+  if (size == 0)
+    throw OutOfMemory(name() + ": cannot allocate " + std::to_string(bytes) + " bytes");
   rt_->make_current();
   return rt_->allocate(size);  // 256-byte aligned: more than kAllocAlignment
 }
@@ -57,9 +60,13 @@ void GpuDevice::deallocate(void* p, size_t) {
   rt_->free(p);
 }
 
-void* GpuDevice::allocate_host(size_t bytes) { return host_blocks_.get(allocation_size(bytes)); }
+void* GpuDevice::allocate_host(size_t bytes) {
+  return host_blocks_.get(allocation_size(bytes));
+}
 
-void GpuDevice::deallocate_host(void* p, size_t bytes) { host_blocks_.put(p, allocation_size(bytes)); }
+void GpuDevice::deallocate_host(void* p, size_t bytes) {
+  host_blocks_.put(p, allocation_size(bytes));
+}
 
 void GpuDevice::copy(void* dst, const void* src, size_t bytes, CopyKind kind) {
   if (bytes == 0) return;
@@ -106,12 +113,14 @@ void GpuDevice::zero(void* p, size_t bytes) {
 
 void check_ordinal(const std::string& api, int ordinal, int count) {
   if (ordinal >= 0 && ordinal < count) return;
-  throw DeviceError(api + ":" + std::to_string(ordinal) + " does not exist: this machine has " + std::to_string(count) +
-                    " " + api + " device(s)" +
-                    (count > 0 ? ", " + api + ":0 to " + api + ":" + std::to_string(count - 1) : std::string()));
+  throw DeviceError(
+      api + ":" + std::to_string(ordinal) + " does not exist: this machine has " +
+      std::to_string(count) + " " + api + " device(s)" +
+      (count > 0 ? ", " + api + ":0 to " + api + ":" + std::to_string(count - 1) : std::string()));
 }
 
-int device_count_or_zero(const std::function<int()>& count, const std::string& none, std::string* why) {
+int device_count_or_zero(const std::function<int()>& count, const std::string& none,
+                         std::string* why) {
   try {
     const int n = count();
     if (n == 0 && why) *why = none;

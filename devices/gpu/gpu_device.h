@@ -77,6 +77,7 @@ void check_ordinal(const std::string& api, int ordinal, int count);
 
 // What a vendor's `count` returns, or 0 when it throws (no driver, no runtime); `why` gets the
 // reason when it is 0 (`none` when the call found no device).
-int device_count_or_zero(const std::function<int()>& count, const std::string& none, std::string* why);
+int device_count_or_zero(const std::function<int()>& count, const std::string& none,
+                         std::string* why);
 
 }  // namespace disc::devices

@@ -21,7 +21,8 @@ void* HostBlockCache::get(size_t bytes) {
     in_use_ += size;
     peak_in_use_ = std::max(peak_in_use_, in_use_);
     // The most recently freed block of the class.
-    auto it = std::find_if(blocks_.rbegin(), blocks_.rend(), [&](const auto& b) { return b.first == size; });
+    auto it = std::find_if(blocks_.rbegin(), blocks_.rend(),
+                           [&](const auto& b) { return b.first == size; });
     if (it != blocks_.rend()) {
       void* p = it->second;
       blocks_.erase(std::next(it).base());

@@ -9,9 +9,8 @@
 // Reusing a block is safe where every copy into or out of it runs on one stream, in order (the
 // GPU device's copy stream): a copy issued later waits for the earlier copies of the old owner.
 //
-//   HostBlockCache cache([&](size_t n) { return rt.allocate_host(n); }, [&](void* p) { rt.free_host(p); });
-//   void* p = cache.get(bytes);
-//   cache.put(p, bytes);   // same bytes as asked
+//   HostBlockCache cache([&](size_t n) { return rt.allocate_host(n); }, [&](void* p) {
+//   rt.free_host(p); }); void* p = cache.get(bytes); cache.put(p, bytes);   // same bytes as asked
 #pragma once
 
 #include <cstddef>
@@ -27,7 +26,8 @@ class HostBlockCache {
   using Allocate = std::function<void*(size_t)>;
   using Free = std::function<void(void*)>;
 
-  HostBlockCache(Allocate allocate, Free free) : allocate_(std::move(allocate)), free_(std::move(free)) {}
+  HostBlockCache(Allocate allocate, Free free)
+      : allocate_(std::move(allocate)), free_(std::move(free)) {}
   ~HostBlockCache();  // frees the cached blocks (those still out are their owners' to put back)
   HostBlockCache(const HostBlockCache&) = delete;
   HostBlockCache& operator=(const HostBlockCache&) = delete;

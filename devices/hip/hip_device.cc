@@ -8,8 +8,8 @@
 #include <map>
 #include <sstream>
 
-#include "devices/hip/hip_api.h"
 #include "base/error.h"
+#include "devices/hip/hip_api.h"
 
 namespace disc::devices::hip {
 namespace {
@@ -21,7 +21,8 @@ class HipRuntime final : public GpuRuntime {
     char name[256] = {};
     check(api_.hipDeviceGetName(name, sizeof name, ordinal), "hipDeviceGetName");
     product_ = name;
-    check(api_.hipDeviceGetAttribute(&cus_, kHipAttrMultiprocessorCount, ordinal), "hipDeviceGetAttribute");
+    check(api_.hipDeviceGetAttribute(&cus_, kHipAttrMultiprocessorCount, ordinal),
+          "hipDeviceGetAttribute");
     arch_ = kfd_arch(visible_gpu(ordinal));
   }
 
@@ -65,32 +66,44 @@ class HipRuntime final : public GpuRuntime {
     check(api_.hipStreamCreateWithFlags(&s, kHipStreamNonBlocking), "hipStreamCreateWithFlags");
     return s;
   }
-  void destroy_stream(Stream s) override { check(api_.hipStreamDestroy(stream(s)), "hipStreamDestroy"); }
-  void synchronize(Stream s) override { check(api_.hipStreamSynchronize(stream(s)), "hipStreamSynchronize"); }
+  void destroy_stream(Stream s) override {
+    check(api_.hipStreamDestroy(stream(s)), "hipStreamDestroy");
+  }
+  void synchronize(Stream s) override {
+    check(api_.hipStreamSynchronize(stream(s)), "hipStreamSynchronize");
+  }
   Event create_event() override {
     hipEvent_t e = nullptr;
     check(api_.hipEventCreateWithFlags(&e, kHipEventDisableTiming), "hipEventCreateWithFlags");
     return e;
   }
   void destroy_event(Event e) override { check(api_.hipEventDestroy(event(e)), "hipEventDestroy"); }
-  void record(Event e, Stream s) override { check(api_.hipEventRecord(event(e), stream(s)), "hipEventRecord"); }
-  void wait(Stream s, Event e) override { check(api_.hipStreamWaitEvent(stream(s), event(e), 0), "hipStreamWaitEvent"); }
+  void record(Event e, Stream s) override {
+    check(api_.hipEventRecord(event(e), stream(s)), "hipEventRecord");
+  }
+  void wait(Stream s, Event e) override {
+    check(api_.hipStreamWaitEvent(stream(s), event(e), 0), "hipStreamWaitEvent");
+  }
 
   Module load_module(const std::string& image) override {
     hipModule_t m = nullptr;
     check(api_.hipModuleLoadData(&m, image.data()), "hipModuleLoadData");
     return m;
   }
-  void unload_module(Module m) override { check(api_.hipModuleUnload(static_cast<hipModule_t>(m)), "hipModuleUnload"); }
+  void unload_module(Module m) override {
+    check(api_.hipModuleUnload(static_cast<hipModule_t>(m)), "hipModuleUnload");
+  }
   Function function(Module m, const std::string& fn) override {
     hipFunction_t f = nullptr;
-    check(api_.hipModuleGetFunction(&f, static_cast<hipModule_t>(m), fn.c_str()), "hipModuleGetFunction(" + fn + ")");
+    check(api_.hipModuleGetFunction(&f, static_cast<hipModule_t>(m), fn.c_str()),
+          "hipModuleGetFunction(" + fn + ")");
     return f;
   }
   void launch(Function f, const LaunchShape& sh, Stream s, void** params) override {
-    check(api_.hipModuleLaunchKernel(static_cast<hipFunction_t>(f), sh.grid, 1, 1, sh.block, 1, 1, sh.shared_bytes,
-                                     stream(s), params, nullptr),
-          "hipModuleLaunchKernel(grid " + std::to_string(sh.grid) + ", block " + std::to_string(sh.block) + ")");
+    check(api_.hipModuleLaunchKernel(static_cast<hipFunction_t>(f), sh.grid, 1, 1, sh.block, 1, 1,
+                                     sh.shared_bytes, stream(s), params, nullptr),
+          "hipModuleLaunchKernel(grid " + std::to_string(sh.grid) + ", block " +
+              std::to_string(sh.block) + ")");
   }
 
  private:
@@ -132,11 +145,12 @@ std::string kfd_arch(int gpu, const std::string& nodes) {
     std::string key;
     int64_t value = 0;
     while (props >> key >> value)
-      if (key == "gfx_target_version" && value > 0) versions[std::atoi(node.path().filename().c_str())] = static_cast<int>(value);
+      if (key == "gfx_target_version" && value > 0)
+        versions[std::atoi(node.path().filename().c_str())] = static_cast<int>(value);
   }
   if (gpu < 0 || gpu >= static_cast<int>(versions.size()))
-    throw DeviceError("hip: the kernel driver lists " + std::to_string(versions.size()) + " GPU(s) under " + nodes +
-                      ", not GPU " + std::to_string(gpu));
+    throw DeviceError("hip: the kernel driver lists " + std::to_string(versions.size()) +
+                      " GPU(s) under " + nodes + ", not GPU " + std::to_string(gpu));
   const int v = std::next(versions.begin(), gpu)->second;  // major * 10000 + minor * 100 + stepping
   char arch[32];
   std::snprintf(arch, sizeof arch, "gfx%d%x%x", v / 10000, v / 100 % 100, v % 100);

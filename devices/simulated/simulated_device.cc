@@ -9,7 +9,9 @@ namespace {
 // Tagged pointers of an unaddressable device: a bit above the 48-bit address space makes them
 // non-canonical, so that a host access faults instead of reading the memory behind them.
 constexpr uintptr_t kTag = uintptr_t{1} << 62;
-void* tag(void* p) { return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) | kTag); }
+void* tag(void* p) {
+  return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) | kTag);
+}
 template <typename P>
 P untag(P p) {
   return reinterpret_cast<P>(reinterpret_cast<uintptr_t>(p) & ~kTag);
@@ -28,9 +30,9 @@ class Simulated final : public SimulatedDevice {
   void* allocate(size_t bytes) override {
     const auto size = static_cast<int64_t>(allocation_size(bytes));
     if (size == 0 || size > capacity_ - used_) {
-      throw OutOfMemory("sim: cannot allocate " + std::to_string(bytes) + " bytes: " +
-                        std::to_string(capacity_ - used_) + " of " + std::to_string(capacity_) +
-                        " bytes of simulated device memory are free");
+      throw OutOfMemory("sim: cannot allocate " + std::to_string(bytes) +
+                        " bytes: " + std::to_string(capacity_ - used_) + " of " +
+                        std::to_string(capacity_) + " bytes of simulated device memory are free");
     }
     void* p = cpu_->allocate(bytes);
     used_ += size;
@@ -66,7 +68,8 @@ class Simulated final : public SimulatedDevice {
 
 }  // namespace
 
-std::unique_ptr<SimulatedDevice> make_simulated_device(int threads, int64_t capacity_bytes, bool addressable) {
+std::unique_ptr<SimulatedDevice> make_simulated_device(int threads, int64_t capacity_bytes,
+                                                       bool addressable) {
   if (capacity_bytes <= 0) {
     throw InvalidArgument("sim: capacity must be positive, got " + std::to_string(capacity_bytes));
   }

@@ -29,6 +29,7 @@ class SimulatedDevice : public Device {
 // With `addressable` false the device poses as a GPU: its pointers are tagged so that the host
 // cannot read them (any access faults), is_host() is false, and the engine must reach its memory
 // through copies, as it must a GPU's. Tests run the GPU paths of the engine on it.
-std::unique_ptr<SimulatedDevice> make_simulated_device(int threads, int64_t capacity_bytes, bool addressable = true);
+std::unique_ptr<SimulatedDevice> make_simulated_device(int threads, int64_t capacity_bytes,
+                                                       bool addressable = true);
 
 }  // namespace disc::devices

@@ -5,8 +5,8 @@
 
 #include "devices/cpu/block_attention.h"
 #include "devices/cpu/linear_cross_entropy.h"
-#include "engine/kernels/shared.h"
 #include "engine/kernels/kernel_registry.h"
+#include "engine/kernels/shared.h"
 #include "ir/ops/attention_dims.h"
 #include "ir/ops/kernels.h"
 
@@ -20,8 +20,17 @@ constexpr DeviceKind kHost = DeviceKind::kHost;
 devices::AttentionArgs attention_args(const ir::KernelArgs& args) {
   const ir::TensorRef &q = args.in[0], &v = args.in[2];
   const ir::AttentionDims s = ir::attention_dims(q, v, args.a());
-  return {.dtype = q.dtype, .heads = s.heads, .sq = s.sq, .sk = s.sk, .d = s.d, .dv = s.dv,
-          .causal = s.causal, .scale = s.scale, .q = q.data, .k = args.in[1].data, .v = v.data};
+  return {.dtype = q.dtype,
+          .heads = s.heads,
+          .sq = s.sq,
+          .sk = s.sk,
+          .d = s.d,
+          .dv = s.dv,
+          .causal = s.causal,
+          .scale = s.scale,
+          .q = q.data,
+          .k = args.in[1].data,
+          .v = v.data};
 }
 
 jit::KernelRun attention(const ir::Node&, const ir::KernelArgs& a, KernelContext& ctx) {
@@ -30,22 +39,30 @@ jit::KernelRun attention(const ir::Node&, const ir::KernelArgs& a, KernelContext
 }
 
 jit::KernelRun attention_grad(const ir::Node&, const ir::KernelArgs& a, KernelContext& ctx) {
-  devices::attention_backward(*ctx.dev, attention_args(a), a.in[3].data, a.out[0].data, a.out[1].data,
-                              a.out[2].data);
+  devices::attention_backward(*ctx.dev, attention_args(a), a.in[3].data, a.out[0].data,
+                              a.out[1].data, a.out[2].data);
   return {};
 }
 
 // The head's loss and gradients by panels of rows (devices/cpu/linear_cross_entropy.h): the
 // [rows, classes] logits exist only a panel at a time. Labels are checked and counted here.
-jit::KernelRun linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& args, KernelContext& ctx) {
+jit::KernelRun linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& args,
+                                    KernelContext& ctx) {
   const ir::TensorRef &h = args.in[0], &w = args.in[1], &labels = args.in[2];
   const bool tw = n.attrs().get_bool("transpose_w");
   const int64_t classes = w.shape[tw ? 0 : 1], ignore = n.attrs().get_int("ignore_index");
   std::vector<int64_t> ids(static_cast<size_t>(labels.numel()));
   for (int64_t i = 0; i < labels.numel(); ++i) ids[i] = ir::index_at(labels, i);
   const devices::LinearCrossEntropyArgs a{
-      .dtype = h.dtype, .rows = labels.numel(), .d = h.shape.back(), .classes = classes, .transpose_w = tw,
-      .h = h.data, .w = w.data, .labels = ids.data(), .ignore_index = ignore,
+      .dtype = h.dtype,
+      .rows = labels.numel(),
+      .d = h.shape.back(),
+      .classes = classes,
+      .transpose_w = tw,
+      .h = h.data,
+      .w = w.data,
+      .labels = ids.data(),
+      .ignore_index = ignore,
       .count = ir::count_labels(n.op().name, labels, classes, ignore)};
   devices::linear_cross_entropy(*ctx.dev, a, args.out[0].data, args.out[1].data, args.out[2].data);
   return {};
@@ -55,14 +72,33 @@ jit::KernelRun linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& arg
 
 void register_cpu_kernels(KernelRegistry& r) {
   for (DType t : {DType::kF32, DType::kF64}) {
-    r.add({.op = "matmul", .device = kHost, .dtype = t, .name = "cpu/device_gemm", .run = device_gemm});
-    r.add({.op = "attention", .device = kHost, .dtype = t, .name = "cpu/block_attention", .run = attention});
-    r.add({.op = "attention_grad", .device = kHost, .dtype = t, .name = "cpu/block_attention", .run = attention_grad});
-    r.add({.op = "linear_cross_entropy", .device = kHost, .dtype = t, .name = "cpu/linear_cross_entropy",
+    r.add({.op = "matmul",
+           .device = kHost,
+           .dtype = t,
+           .name = "cpu/device_gemm",
+           .run = device_gemm});
+    r.add({.op = "attention",
+           .device = kHost,
+           .dtype = t,
+           .name = "cpu/block_attention",
+           .run = attention});
+    r.add({.op = "attention_grad",
+           .device = kHost,
+           .dtype = t,
+           .name = "cpu/block_attention",
+           .run = attention_grad});
+    r.add({.op = "linear_cross_entropy",
+           .device = kHost,
+           .dtype = t,
+           .name = "cpu/linear_cross_entropy",
            .run = linear_cross_entropy});
   }
   // Fused nodes as kernels compiled by LLVM (jit/cpu/fused_runner.h), where the executor has them.
-  r.add({.op = "fused", .device = kHost, .name = "cpu/llvm_fused", .run = run_fused, .supports = has_fused_kernel,
+  r.add({.op = "fused",
+         .device = kHost,
+         .name = "cpu/llvm_fused",
+         .run = run_fused,
+         .supports = has_fused_kernel,
          .prepare = prepare_fused});
 }
 

@@ -2,8 +2,8 @@
 // node's tensors: the device's library GEMM, a reshape as a copy, fused nodes and the ops fusion
 // leaves through kernels compiled for the device (jit/gpu/). An op without one here runs on the
 // host over copies of its tensors (the executor stages it).
-#include "engine/kernels/shared.h"
 #include "engine/kernels/kernel_registry.h"
+#include "engine/kernels/shared.h"
 #include "jit/gpu/gpu_ops.h"
 
 namespace disc::engine {
@@ -14,21 +14,28 @@ constexpr DeviceKind kGpu = DeviceKind::kGpu;
 // The same bytes under another shape: a copy, unless the memory plan gave it its operand's buffer.
 jit::KernelRun reshape(const ir::Node&, const ir::KernelArgs& a, KernelContext& ctx) {
   if (a.out[0].data != a.in[0].data)
-    ctx.dev->copy(a.out[0].data, a.in[0].data, static_cast<size_t>(a.out[0].bytes()), devices::CopyKind::kDeviceToDevice);
+    ctx.dev->copy(a.out[0].data, a.in[0].data, static_cast<size_t>(a.out[0].bytes()),
+                  devices::CopyKind::kDeviceToDevice);
   return {};
 }
 
 // The ops of jit/gpu/gpu_ops.h, where GpuOps takes the node's dtypes and ranks.
-bool gpu_op(const ir::Node& n, const KernelContext& ctx) { return ctx.gpu_ops && jit::GpuOps::handles(n); }
+bool gpu_op(const ir::Node& n, const KernelContext& ctx) {
+  return ctx.gpu_ops && jit::GpuOps::handles(n);
+}
 template <void (jit::GpuOps::*kOp)(const ir::KernelArgs&)>
 jit::KernelRun run_op(const ir::Node&, const ir::KernelArgs& a, KernelContext& ctx) {
   (ctx.gpu_ops->*kOp)(a);
   return {};
 }
 // Their modules compiled before the step: attention's per head sizes, the others' shared.
-jit::KernelRun prepare_ops(const ir::Node&, const ir::Bindings&, KernelContext& ctx) { return ctx.gpu_ops->prepare(); }
+jit::KernelRun prepare_ops(const ir::Node&, const ir::Bindings&, KernelContext& ctx) {
+  return ctx.gpu_ops->prepare();
+}
 jit::KernelRun prepare_attention(const ir::Node& n, const ir::Bindings& b, KernelContext& ctx) {
-  auto head = [&](int operand) { return static_cast<int>(n.operand(operand)->shape().back().evaluate(b)); };
+  auto head = [&](int operand) {
+    return static_cast<int>(n.operand(operand)->shape().back().evaluate(b));
+  };
   return ctx.gpu_ops->prepare(head(0), head(2));
 }
 
@@ -43,25 +50,64 @@ jit::KernelRun run_op_with(const ir::Node&, const ir::KernelArgs& a, KernelConte
 void register_gpu_kernels(KernelRegistry& r) {
   using jit::GpuOps;
   for (DType t : {DType::kF32, DType::kF64})
-    r.add({.op = "matmul", .device = kGpu, .dtype = t, .name = "gpu/blas_gemm", .run = device_gemm});
+    r.add(
+        {.op = "matmul", .device = kGpu, .dtype = t, .name = "gpu/blas_gemm", .run = device_gemm});
   r.add({.op = "reshape", .device = kGpu, .name = "gpu/copy", .run = reshape});
-  r.add({.op = "fused", .device = kGpu, .name = "gpu/rtc_fused", .run = run_fused, .supports = has_fused_kernel,
+  r.add({.op = "fused",
+         .device = kGpu,
+         .name = "gpu/rtc_fused",
+         .run = run_fused,
+         .supports = has_fused_kernel,
          .prepare = prepare_fused});
   const DType f32 = DType::kF32;
-  r.add({.op = "transpose", .device = kGpu, .name = "gpu/transpose", .run = run_op<&GpuOps::transpose>,
-         .supports = gpu_op, .prepare = prepare_ops});
-  r.add({.op = "rope", .device = kGpu, .dtype = f32, .name = "gpu/rope", .run = run_op<&GpuOps::rope>,
-         .supports = gpu_op, .prepare = prepare_ops});
-  r.add({.op = "gather", .device = kGpu, .dtype = f32, .name = "gpu/gather",
-         .run = run_op_with<&GpuOps::indexed, false>, .supports = gpu_op, .prepare = prepare_ops});
-  r.add({.op = "scatter_add", .device = kGpu, .dtype = f32, .name = "gpu/scatter_add",
-         .run = run_op_with<&GpuOps::indexed, true>, .supports = gpu_op, .prepare = prepare_ops});
-  r.add({.op = "attention", .device = kGpu, .dtype = f32, .name = "gpu/attention",
-         .run = run_op_with<&GpuOps::attention, false>, .supports = gpu_op, .prepare = prepare_attention});
-  r.add({.op = "attention_grad", .device = kGpu, .dtype = f32, .name = "gpu/attention",
-         .run = run_op_with<&GpuOps::attention, true>, .supports = gpu_op, .prepare = prepare_attention});
-  r.add({.op = "linear_cross_entropy", .device = kGpu, .dtype = f32, .name = "gpu/linear_cross_entropy",
-         .run = run_op<&GpuOps::linear_cross_entropy>, .supports = gpu_op, .prepare = prepare_ops});
+  r.add({.op = "transpose",
+         .device = kGpu,
+         .name = "gpu/transpose",
+         .run = run_op<&GpuOps::transpose>,
+         .supports = gpu_op,
+         .prepare = prepare_ops});
+  r.add({.op = "rope",
+         .device = kGpu,
+         .dtype = f32,
+         .name = "gpu/rope",
+         .run = run_op<&GpuOps::rope>,
+         .supports = gpu_op,
+         .prepare = prepare_ops});
+  r.add({.op = "gather",
+         .device = kGpu,
+         .dtype = f32,
+         .name = "gpu/gather",
+         .run = run_op_with<&GpuOps::indexed, false>,
+         .supports = gpu_op,
+         .prepare = prepare_ops});
+  r.add({.op = "scatter_add",
+         .device = kGpu,
+         .dtype = f32,
+         .name = "gpu/scatter_add",
+         .run = run_op_with<&GpuOps::indexed, true>,
+         .supports = gpu_op,
+         .prepare = prepare_ops});
+  r.add({.op = "attention",
+         .device = kGpu,
+         .dtype = f32,
+         .name = "gpu/attention",
+         .run = run_op_with<&GpuOps::attention, false>,
+         .supports = gpu_op,
+         .prepare = prepare_attention});
+  r.add({.op = "attention_grad",
+         .device = kGpu,
+         .dtype = f32,
+         .name = "gpu/attention",
+         .run = run_op_with<&GpuOps::attention, true>,
+         .supports = gpu_op,
+         .prepare = prepare_attention});
+  r.add({.op = "linear_cross_entropy",
+         .device = kGpu,
+         .dtype = f32,
+         .name = "gpu/linear_cross_entropy",
+         .run = run_op<&GpuOps::linear_cross_entropy>,
+         .supports = gpu_op,
+         .prepare = prepare_ops});
 }
 
 }  // namespace disc::engine

@@ -4,9 +4,13 @@
 
 namespace disc::engine {
 
-std::string_view device_kind_name(DeviceKind k) { return k == DeviceKind::kHost ? "host" : "gpu"; }
+std::string_view device_kind_name(DeviceKind k) {
+  return k == DeviceKind::kHost ? "host" : "gpu";
+}
 
-DeviceKind device_kind(const devices::Device& dev) { return dev.is_host() ? DeviceKind::kHost : DeviceKind::kGpu; }
+DeviceKind device_kind(const devices::Device& dev) {
+  return dev.is_host() ? DeviceKind::kHost : DeviceKind::kGpu;
+}
 
 const KernelRegistry& KernelRegistry::instance() {
   static const KernelRegistry registry = [] {

@@ -38,9 +38,9 @@ DeviceKind device_kind(const devices::Device& dev);
 
 // What a kernel runs with besides its node's tensors.
 struct KernelContext {
-  devices::Device* dev = nullptr;       // the device the tensors are on; its GEMMs run inside
-  jit::FusedKernels* fused = nullptr;   // the device's compiled `fused` kernels (null: none)
-  jit::GpuOps* gpu_ops = nullptr;       // on a GPU: the kernels of the ops fusion leaves
+  devices::Device* dev = nullptr;      // the device the tensors are on; its GEMMs run inside
+  jit::FusedKernels* fused = nullptr;  // the device's compiled `fused` kernels (null: none)
+  jit::GpuOps* gpu_ops = nullptr;      // on a GPU: the kernels of the ops fusion leaves
 };
 
 struct KernelEntry {

@@ -18,7 +18,8 @@ jit::KernelRun device_gemm(const ir::Node& n, const ir::KernelArgs& args, Kernel
   const ir::MatmulDims d = ir::matmul_dims(a, out, n.attrs());
   g.batch = d.batch, g.m = d.m, g.n = d.n, g.k = d.k;
   const bool tril_a = n.attrs().get_bool("tril_a");  // each A is its own square: no stacking
-  if (bm.rank() == 2 && !g.transpose_a && !tril_a) g.m *= g.batch, g.batch = std::min<int64_t>(g.batch, 1);
+  if (bm.rank() == 2 && !g.transpose_a && !tril_a)
+    g.m *= g.batch, g.batch = std::min<int64_t>(g.batch, 1);
   g.a = a.data;
   g.b = bm.data;
   g.c = out.data;
@@ -41,9 +42,13 @@ jit::KernelRun device_gemm(const ir::Node& n, const ir::KernelArgs& args, Kernel
   return {};
 }
 
-bool has_fused_kernel(const ir::Node& n, const KernelContext& ctx) { return ctx.fused && ctx.fused->handles(n); }
+bool has_fused_kernel(const ir::Node& n, const KernelContext& ctx) {
+  return ctx.fused && ctx.fused->handles(n);
+}
 
-jit::KernelRun run_fused(const ir::Node& n, const ir::KernelArgs& a, KernelContext& ctx) { return ctx.fused->run(n, a); }
+jit::KernelRun run_fused(const ir::Node& n, const ir::KernelArgs& a, KernelContext& ctx) {
+  return ctx.fused->run(n, a);
+}
 
 jit::KernelRun prepare_fused(const ir::Node& n, const ir::Bindings& b, KernelContext& ctx) {
   return ctx.fused->prepare(n, b);

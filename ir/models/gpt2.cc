@@ -19,9 +19,11 @@ Model build_gpt2(const Gpt2Config& c) {
 
   Value* wte = add_param(m, "wte", {c.vocab, c.hidden}, normal);
   Value* wpe = add_param(m, "wpe", {c.max_seq, c.hidden}, normal);
-  Value* positions = g.add("iota", {}, {{"shape", std::vector<DimExpr>{S}}, {"dtype", DType::kI32}});
-  Value* pos = g.add("broadcast", {nn::embedding(g, wpe, positions)},
-                     {{"shape", std::vector<DimExpr>{B, S, c.hidden}}, {"dims", std::vector<int64_t>{1, 2}}});
+  Value* positions =
+      g.add("iota", {}, {{"shape", std::vector<DimExpr>{S}}, {"dtype", DType::kI32}});
+  Value* pos = g.add(
+      "broadcast", {nn::embedding(g, wpe, positions)},
+      {{"shape", std::vector<DimExpr>{B, S, c.hidden}}, {"dims", std::vector<int64_t>{1, 2}}});
   Value* x = drop(g.add("add", {nn::embedding(g, wte, tokens), pos}));
   nn::AttentionConfig ac{c.heads, c.heads, c.hidden / c.heads, std::nullopt};
   for (int64_t l = 0; l < c.layers; ++l) {
@@ -34,10 +36,13 @@ Model build_gpt2(const Gpt2Config& c) {
     auto mat = [&](const std::string& n, int64_t in, int64_t out) {
       return add_param(m, p + n, {in, out}, normal);
     };
-    auto bias = [&](const std::string& n, int64_t size) { return add_param(m, p + n, {size}, zeros); };
+    auto bias = [&](const std::string& n, int64_t size) {
+      return add_param(m, p + n, {size}, zeros);
+    };
     nn::AttentionWeights w{mat("wq", c.hidden, c.hidden), mat("wk", c.hidden, c.hidden),
                            mat("wv", c.hidden, c.hidden), mat("wo", c.hidden, c.hidden),
-                           bias("bq", c.hidden), bias("bk", c.hidden), bias("bv", c.hidden), bias("bo", c.hidden)};
+                           bias("bq", c.hidden),          bias("bk", c.hidden),
+                           bias("bv", c.hidden),          bias("bo", c.hidden)};
     Value* h1 = ln("ln1", x);
     x = g.add("add", {x, drop(nn::causal_self_attention(g, h1, w, ac))});
     Value* h2 = ln("ln2", x);

@@ -8,8 +8,8 @@ namespace disc::ir::models {
 
 Model build_llama(const LlamaConfig& c) {
   if (c.hidden % c.heads != 0) {
-    throw InvalidArgument("llama: hidden (" + std::to_string(c.hidden) + ") must be a multiple of heads (" +
-                          std::to_string(c.heads) + ")");
+    throw InvalidArgument("llama: hidden (" + std::to_string(c.hidden) +
+                          ") must be a multiple of heads (" + std::to_string(c.heads) + ")");
   }
   Model m;
   auto [tokens, targets] = start_language_model(m, "llama", c.max_batch, c.max_seq);
@@ -27,7 +27,8 @@ Model build_llama(const LlamaConfig& c) {
                            add_param(m, p + "wk", {c.hidden, kv}, normal),
                            add_param(m, p + "wv", {c.hidden, kv}, normal),
                            add_param(m, p + "wo", {c.hidden, c.hidden}, normal)};
-    x = g.add("add", {x, nn::causal_self_attention(g, nn::rms_norm(g, x, attn_norm, c.norm_eps), w, ac)});
+    x = g.add("add",
+              {x, nn::causal_self_attention(g, nn::rms_norm(g, x, attn_norm, c.norm_eps), w, ac)});
     Value* mlp_norm = add_param(m, p + "mlp_norm", {c.hidden}, ones);
     Value* w_gate = add_param(m, p + "w_gate", {c.hidden, c.ffn}, normal);
     Value* w_up = add_param(m, p + "w_up", {c.hidden, c.ffn}, normal);

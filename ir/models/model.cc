@@ -17,13 +17,14 @@ Model model_from_graph(std::unique_ptr<Graph> forward, double init_std) {
     if (name == "loss") m.loss = v;
   }
   if (!m.loss || m.loss->rank() != 0 || !is_float(m.loss->dtype())) {
-    throw InvalidArgument("graph @" + forward->name() + " needs a float scalar output named `loss` (write `output loss = %...`)");
+    throw InvalidArgument("graph @" + forward->name() +
+                          " needs a float scalar output named `loss` (write `output loss = %...`)");
   }
   for (Value* a : forward->arguments()) {
     if (a->role() != Role::kParameter) continue;
     m.params.push_back(a);
     bool vector = a->rank() == 1, norm = a->name().find("norm") != std::string::npos;
-    m.init[a->name()] = a->rank() >= 2 ? ParamInit{ParamInit::Kind::kNormal, init_std}
+    m.init[a->name()] = a->rank() >= 2   ? ParamInit{ParamInit::Kind::kNormal, init_std}
                         : vector && norm ? ParamInit{ParamInit::Kind::kOnes}
                                          : ParamInit{ParamInit::Kind::kZeros};
   }
@@ -31,7 +32,8 @@ Model model_from_graph(std::unique_ptr<Graph> forward, double init_std) {
   return m;
 }
 
-TokenInputs start_language_model(Model& m, const std::string& name, int64_t max_batch, int64_t max_seq) {
+TokenInputs start_language_model(Model& m, const std::string& name, int64_t max_batch,
+                                 int64_t max_seq) {
   m.graph = std::make_unique<Graph>(name);
   Graph& g = *m.graph;
   g.shapes().add_symbol({"B", 1, max_batch, 1, std::nullopt});

@@ -27,8 +27,8 @@ struct ParamInit {
 struct Model {
   std::unique_ptr<Graph> graph;
   Value* loss = nullptr;
-  std::vector<Value*> params;              // in a stable order
-  std::map<std::string, ParamInit> init;   // by parameter name
+  std::vector<Value*> params;             // in a stable order
+  std::map<std::string, ParamInit> init;  // by parameter name
 };
 
 struct LlamaConfig {
@@ -76,6 +76,7 @@ struct TokenInputs {
   Value* tokens;
   Value* targets;
 };
-TokenInputs start_language_model(Model& m, const std::string& name, int64_t max_batch, int64_t max_seq);
+TokenInputs start_language_model(Model& m, const std::string& name, int64_t max_batch,
+                                 int64_t max_seq);
 
 }  // namespace disc::ir::models

@@ -30,8 +30,13 @@ std::vector<double> probabilities(const AttentionDims& s, const T* q, const T* k
 AttentionDims attention_dims(const TensorRef& q, const TensorRef& v, const Attributes& attrs) {
   int64_t heads = 1;
   for (int i = 0; i + 2 < q.rank(); ++i) heads *= q.shape[i];
-  return {.heads = heads, .sq = q.dim(-2), .sk = v.dim(-2), .d = q.dim(-1), .dv = v.dim(-1),
-          .causal = attrs.get_bool("causal"), .scale = attrs.get_float("scale")};
+  return {.heads = heads,
+          .sq = q.dim(-2),
+          .sk = v.dim(-2),
+          .d = q.dim(-1),
+          .dv = v.dim(-1),
+          .causal = attrs.get_bool("causal"),
+          .scale = attrs.get_float("scale")};
 }
 
 void attention_kernel(const KernelArgs& a) {
@@ -71,7 +76,8 @@ void attention_grad_kernel(const KernelArgs& a) {
         double sum = 0;
         for (size_t j = 0; j < p.size(); ++j) {
           double dp = 0;
-          for (int64_t c = 0; c < s.dv; ++c) dp += static_cast<double>(dy[i * s.dv + c]) * v[j * s.dv + c];
+          for (int64_t c = 0; c < s.dv; ++c)
+            dp += static_cast<double>(dy[i * s.dv + c]) * v[j * s.dv + c];
           ds[j] = dp;
           sum += p[j] * dp;
         }

@@ -22,17 +22,20 @@ TensorType infer_attention_type(InferContext& ctx) {
   const auto &q = ctx.in(0).shape, &k = ctx.in(1).shape, &v = ctx.in(2).shape;
   const size_t r = q.size();
   ctx.require(r >= 2, "q needs rank >= 2 [..., S, D], got " + dims_str(q));
-  ctx.require(k.size() == r && v.size() == r, "q " + dims_str(q) + ", k " + dims_str(k) + " and v " + dims_str(v) +
-                                                  " must have the same rank (repeat or reshape the heads)");
+  ctx.require(k.size() == r && v.size() == r,
+              "q " + dims_str(q) + ", k " + dims_str(k) + " and v " + dims_str(v) +
+                  " must have the same rank (repeat or reshape the heads)");
   for (size_t i = 0; i + 2 < r; ++i) {
     ctx.unify(k[i], q[i], "k's batch dim " + std::to_string(i) + " must equal q's");
     ctx.unify(v[i], q[i], "v's batch dim " + std::to_string(i) + " must equal q's");
   }
   ctx.unify(k[r - 1], q[r - 1], "k's last dim (head size) must equal q's");
-  ctx.unify(v[r - 2], k[r - 2], "v must have one row per key: its dim " + std::to_string(r - 2) + " must equal k's");
+  ctx.unify(v[r - 2], k[r - 2],
+            "v must have one row per key: its dim " + std::to_string(r - 2) + " must equal k's");
   if (ctx.attrs().get_bool("causal")) {
-    ctx.unify(q[r - 2], k[r - 2], "causal attention needs as many queries as keys: q's dim " +
-                                      std::to_string(r - 2) + " must equal k's");
+    ctx.unify(q[r - 2], k[r - 2],
+              "causal attention needs as many queries as keys: q's dim " + std::to_string(r - 2) +
+                  " must equal k's");
   }
   std::vector<DimExpr> out = q;
   out.back() = v.back();
@@ -41,11 +44,12 @@ TensorType infer_attention_type(InferContext& ctx) {
 
 // Per score (counted dense, also when causal), `d_products` products over the head size D and
 // `dv_products` over Dv, two flops per multiply-add, and a softmax's few flops.
-OpCost attention_cost(const std::vector<TensorType>& in, const std::vector<TensorType>& out, int d_products,
-                      int dv_products) {
+OpCost attention_cost(const std::vector<TensorType>& in, const std::vector<TensorType>& out,
+                      int d_products, int dv_products) {
   const auto &q = in[0].shape, &v = in[2].shape;
   const DimExpr scores = product({q.begin(), q.end() - 1}) * in[1].shape[q.size() - 2];
-  const DimExpr per_score = DimExpr(2 * d_products) * q.back() + DimExpr(2 * dv_products) * v.back() + DimExpr(5);
+  const DimExpr per_score =
+      DimExpr(2 * d_products) * q.back() + DimExpr(2 * dv_products) * v.back() + DimExpr(5);
   return {scores * per_score, io_bytes(in, out)};
 }
 
@@ -60,17 +64,21 @@ std::vector<Value*> attention_grad(GradContext& c) {
 }  // namespace
 
 void register_attention_ops(OpRegistry& r) {
-  OpDef fwd{.name = "attention", .category = OpCategory::kMatmul,
+  OpDef fwd{.name = "attention",
+            .category = OpCategory::kMatmul,
             .summary = "softmax(scale * q k^T, causal: keys up to the query's row) v"};
   fwd.min_operands = fwd.max_operands = 3;
   fwd.attrs = attention_attrs();
   fwd.infer = [](InferContext& ctx) { return std::vector{infer_attention_type(ctx)}; };
-  fwd.cost = [](const auto& in, const auto& out, const Attributes&) { return attention_cost(in, out, 1, 1); };
+  fwd.cost = [](const auto& in, const auto& out, const Attributes&) {
+    return attention_cost(in, out, 1, 1);
+  };
   fwd.grad = attention_grad;
   fwd.reference = attention_kernel;
   r.add(std::move(fwd));
 
-  OpDef grad{.name = "attention_grad", .category = OpCategory::kMatmul,
+  OpDef grad{.name = "attention_grad",
+             .category = OpCategory::kMatmul,
              .summary = "(dq, dk, dv) of attention(q, k, v) given dy"};
   grad.min_operands = grad.max_operands = 4;
   grad.num_results = 3;
@@ -82,7 +90,9 @@ void register_attention_ops(OpRegistry& r) {
     return std::vector{ctx.in(0), ctx.in(1), ctx.in(2)};
   };
   // The scores again (over D), dP (Dv), dQ (D), dK (D) and dV (Dv).
-  grad.cost = [](const auto& in, const auto& out, const Attributes&) { return attention_cost(in, out, 3, 2); };
+  grad.cost = [](const auto& in, const auto& out, const Attributes&) {
+    return attention_cost(in, out, 3, 2);
+  };
   grad.reference = attention_grad_kernel;
   r.add(std::move(grad));
 }

@@ -40,8 +40,8 @@ void iota_kernel(const KernelArgs& a) {
 }  // namespace
 
 void register_constant_ops(OpRegistry& r) {
-  OpDef constant{.name = "constant", .category = OpCategory::kConstant,
-                 .summary = "a scalar holding `value`"};
+  OpDef constant{
+      .name = "constant", .category = OpCategory::kConstant, .summary = "a scalar holding `value`"};
   constant.min_operands = constant.max_operands = 0;
   constant.flops_per_element = 0;
   constant.attrs = {{"value", AttrKind::kFloat, std::nullopt, {}},
@@ -52,7 +52,8 @@ void register_constant_ops(OpRegistry& r) {
   constant.reference = constant_kernel;
   r.add(std::move(constant));
 
-  OpDef full{.name = "full", .category = OpCategory::kConstant,
+  OpDef full{.name = "full",
+             .category = OpCategory::kConstant,
              .summary = "a tensor of `shape` filled with `value`"};
   full.min_operands = full.max_operands = 0;
   full.flops_per_element = 0;
@@ -67,7 +68,8 @@ void register_constant_ops(OpRegistry& r) {
   full.reference = constant_kernel;
   r.add(std::move(full));
 
-  OpDef iota{.name = "iota", .category = OpCategory::kConstant,
+  OpDef iota{.name = "iota",
+             .category = OpCategory::kConstant,
              .summary = "a tensor of `shape` whose element is its index along `axis`"};
   iota.min_operands = iota.max_operands = 0;
   iota.flops_per_element = 0;
@@ -85,7 +87,8 @@ void register_constant_ops(OpRegistry& r) {
   iota.reference = iota_kernel;
   r.add(std::move(iota));
 
-  OpDef dim_value{.name = "dim_value", .category = OpCategory::kConstant,
+  OpDef dim_value{.name = "dim_value",
+                  .category = OpCategory::kConstant,
                   .summary = "a scalar holding the run-time value of the dim expression `dim`"};
   dim_value.min_operands = dim_value.max_operands = 0;
   dim_value.flops_per_element = 0;

@@ -38,8 +38,8 @@ std::vector<TensorType> infer_conv2d(InferContext& ctx) {
   require_rank(ctx, 0, 4, "N, C, H, W");
   require_rank(ctx, 1, 4, "O, C, KH, KW");
   const auto &x = ctx.in(0).shape, &w = ctx.in(1).shape;
-  ctx.unify(x[1], w[1], "input channels (" + x[1].str() + ") must equal the weight's (" +
-                            w[1].str() + ")");
+  ctx.unify(x[1], w[1],
+            "input channels (" + x[1].str() + ") must equal the weight's (" + w[1].str() + ")");
   auto kh = w[2].constant(), kw = w[3].constant();
   ctx.require(kh && kw, "kernel sizes must be static");
   auto s = pair_attr(ctx, "stride"), p = pair_attr(ctx, "padding"), d = pair_attr(ctx, "dilation");
@@ -81,7 +81,8 @@ OpDef pool(const std::string& name, const std::string& summary) {
 }  // namespace
 
 void register_conv_ops(OpRegistry& r) {
-  OpDef conv{.name = "conv2d", .category = OpCategory::kConvolution,
+  OpDef conv{.name = "conv2d",
+             .category = OpCategory::kConvolution,
              .summary = "2-D cross-correlation, x [N, C, H, W] with w [O, C, KH, KW]"};
   conv.min_operands = conv.max_operands = 2;
   conv.attrs = {{"stride", AttrKind::kInts, std::vector<int64_t>{1, 1}, {}},

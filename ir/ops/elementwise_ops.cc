@@ -30,7 +30,8 @@ OpDef unary(const std::string& name, const std::string& summary, int flops, bool
       T* y = a.out[0].as<T>();
       for (int64_t i = 0, n = a.in[0].numel(); i < n; ++i) y[i] = static_cast<T>(f(x[i]));
     };
-    allow_int ? dispatch_number(a.in[0].dtype, a.op, body) : dispatch_float(a.in[0].dtype, a.op, body);
+    allow_int ? dispatch_number(a.in[0].dtype, a.op, body)
+              : dispatch_float(a.in[0].dtype, a.op, body);
   };
   d.grad = std::move(grad);
   return d;
@@ -84,23 +85,42 @@ T sigmoid(T x) {
 // Reads element i of any dtype as double, and writes a double as any dtype (cast's kernel).
 double load_as_double(const TensorRef& t, int64_t i) {
   switch (t.dtype) {
-    case DType::kF32: return t.as<float>()[i];
-    case DType::kF64: return t.as<double>()[i];
-    case DType::kI32: return t.as<int32_t>()[i];
-    case DType::kI64: return static_cast<double>(t.as<int64_t>()[i]);
-    case DType::kBool: return t.as<bool>()[i] ? 1 : 0;
-    default: throw InvalidArgument("reference kernel of `cast` does not support " + std::string(dtype_name(t.dtype)) + " yet");
+    case DType::kF32:
+      return t.as<float>()[i];
+    case DType::kF64:
+      return t.as<double>()[i];
+    case DType::kI32:
+      return t.as<int32_t>()[i];
+    case DType::kI64:
+      return static_cast<double>(t.as<int64_t>()[i]);
+    case DType::kBool:
+      return t.as<bool>()[i] ? 1 : 0;
+    default:
+      throw InvalidArgument("reference kernel of `cast` does not support " +
+                            std::string(dtype_name(t.dtype)) + " yet");
   }
 }
 
 void store_double(const TensorRef& t, int64_t i, double v) {
   switch (t.dtype) {
-    case DType::kF32: t.as<float>()[i] = static_cast<float>(v); return;
-    case DType::kF64: t.as<double>()[i] = v; return;
-    case DType::kI32: t.as<int32_t>()[i] = static_cast<int32_t>(v); return;
-    case DType::kI64: t.as<int64_t>()[i] = static_cast<int64_t>(v); return;
-    case DType::kBool: t.as<bool>()[i] = v != 0; return;
-    default: throw InvalidArgument("reference kernel of `cast` does not support " + std::string(dtype_name(t.dtype)) + " yet");
+    case DType::kF32:
+      t.as<float>()[i] = static_cast<float>(v);
+      return;
+    case DType::kF64:
+      t.as<double>()[i] = v;
+      return;
+    case DType::kI32:
+      t.as<int32_t>()[i] = static_cast<int32_t>(v);
+      return;
+    case DType::kI64:
+      t.as<int64_t>()[i] = static_cast<int64_t>(v);
+      return;
+    case DType::kBool:
+      t.as<bool>()[i] = v != 0;
+      return;
+    default:
+      throw InvalidArgument("reference kernel of `cast` does not support " +
+                            std::string(dtype_name(t.dtype)) + " yet");
   }
 }
 
@@ -110,7 +130,8 @@ void cast_kernel(const KernelArgs& a) {
     std::copy_n(a.in[0].as<int64_t>(), a.in[0].numel(), a.out[0].as<int64_t>());
     return;
   }
-  for (int64_t i = 0, n = a.in[0].numel(); i < n; ++i) store_double(a.out[0], i, load_as_double(a.in[0], i));
+  for (int64_t i = 0, n = a.in[0].numel(); i < n; ++i)
+    store_double(a.out[0], i, load_as_double(a.in[0], i));
 }
 
 void select_kernel(const KernelArgs& a) {
@@ -125,9 +146,13 @@ void select_kernel(const KernelArgs& a) {
 
 // Gradient rules, each building d(operand) from dy with other ops. `G` is the context.
 using G = GradContext;
-std::vector<Value*> grad_of(std::initializer_list<Value*> v) { return v; }
+std::vector<Value*> grad_of(std::initializer_list<Value*> v) {
+  return v;
+}
 
-Value* zeros(G& c, int operand) { return c.full_like(c.x(operand), 0.0); }
+Value* zeros(G& c, int operand) {
+  return c.full_like(c.x(operand), 0.0);
+}
 
 // dy * f'(x) where f'(x) is built from the operand and result.
 GradRule chain(std::function<Value*(G&)> derivative) {
@@ -135,7 +160,9 @@ GradRule chain(std::function<Value*(G&)> derivative) {
 }
 
 // 1 - v (elementwise).
-Value* one_minus(G& c, Value* v) { return c.add("sub", {c.full_like(v, 1.0), v}); }
+Value* one_minus(G& c, Value* v) {
+  return c.add("sub", {c.full_like(v, 1.0), v});
+}
 
 // Routes dy to operand 0 where `mask` holds and to operand 1 elsewhere.
 std::vector<Value*> route(G& c, Value* mask) {
@@ -146,35 +173,60 @@ std::vector<Value*> route(G& c, Value* mask) {
 }  // namespace
 
 void register_elementwise_ops(OpRegistry& r) {
-  r.add(unary("neg", "-x", 1, true, [](auto x) { return -x; },
-        [](G& c) { return grad_of({c.add("neg", {c.dy[0]})}); }));
-  r.add(unary("abs", "|x|", 1, true, [](auto x) { return x < 0 ? -x : x; },
-        [](G& c) { Value* pos = c.add("ge", {c.x(0), zeros(c, 0)}); return grad_of({c.add("select", {pos, c.dy[0], c.add("neg", {c.dy[0]})})}); }));
-  r.add(unary("relu", "max(x, 0)", 1, true, [](auto x) { return x > 0 ? x : decltype(x)(0); },
-        [](G& c) { Value* pos = c.add("gt", {c.x(0), zeros(c, 0)}); return grad_of({c.add("select", {pos, c.dy[0], zeros(c, 0)})}); }));
-  r.add(unary("exp", "e^x", 4, false, [](auto x) { return std::exp(x); },
-        chain([](G& c) { return c.y(); })));
-  r.add(unary("log", "natural logarithm", 4, false, [](auto x) { return std::log(x); },
-        [](G& c) { return grad_of({c.add("div", {c.dy[0], c.x(0)})}); }));
-  r.add(unary("sqrt", "square root", 4, false, [](auto x) { return std::sqrt(x); },
-        [](G& c) { return grad_of({c.add("div", {c.dy[0], c.add("add", {c.y(), c.y()})})}); }));
-  r.add(unary("rsqrt", "1 / sqrt(x)", 4, false, [](auto x) { return decltype(x)(1) / std::sqrt(x); },
-        chain([](G& c) { Value* y3 = c.add("mul", {c.y(), c.add("mul", {c.y(), c.y()})}); return c.add("mul", {c.full_like(c.y(), -0.5), y3}); })));
-  r.add(unary("tanh", "hyperbolic tangent", 4, false, [](auto x) { return std::tanh(x); },
-        chain([](G& c) { return one_minus(c, c.add("mul", {c.y(), c.y()})); })));
-  r.add(unary("sigmoid", "1 / (1 + e^-x)", 4, false, [](auto x) { return sigmoid(x); },
-        chain([](G& c) { return c.add("mul", {c.y(), one_minus(c, c.y())}); })));
-  r.add(unary("silu", "x * sigmoid(x)", 5, false, [](auto x) { return x * sigmoid(x); },
-        chain([](G& c) { Value* s = c.add("sigmoid", {c.x(0)}); Value* xs1 = c.add("mul", {c.x(0), one_minus(c, s)}); return c.add("mul", {s, c.add("add", {c.full_like(s, 1.0), xs1})}); })));
-  r.add(unary("sin", "sine", 4, false, [](auto x) { return std::sin(x); },
-        chain([](G& c) { return c.add("cos", {c.x(0)}); })));
-  r.add(unary("cos", "cosine", 4, false, [](auto x) { return std::cos(x); },
-        chain([](G& c) { return c.add("neg", {c.add("sin", {c.x(0)})}); })));
+  r.add(unary(
+      "neg", "-x", 1, true, [](auto x) { return -x; },
+      [](G& c) { return grad_of({c.add("neg", {c.dy[0]})}); }));
+  r.add(unary(
+      "abs", "|x|", 1, true, [](auto x) { return x < 0 ? -x : x; },
+      [](G& c) {
+        Value* pos = c.add("ge", {c.x(0), zeros(c, 0)});
+        return grad_of({c.add("select", {pos, c.dy[0], c.add("neg", {c.dy[0]})})});
+      }));
+  r.add(unary(
+      "relu", "max(x, 0)", 1, true, [](auto x) { return x > 0 ? x : decltype(x)(0); },
+      [](G& c) {
+        Value* pos = c.add("gt", {c.x(0), zeros(c, 0)});
+        return grad_of({c.add("select", {pos, c.dy[0], zeros(c, 0)})});
+      }));
+  r.add(unary(
+      "exp", "e^x", 4, false, [](auto x) { return std::exp(x); },
+      chain([](G& c) { return c.y(); })));
+  r.add(unary(
+      "log", "natural logarithm", 4, false, [](auto x) { return std::log(x); },
+      [](G& c) { return grad_of({c.add("div", {c.dy[0], c.x(0)})}); }));
+  r.add(unary(
+      "sqrt", "square root", 4, false, [](auto x) { return std::sqrt(x); },
+      [](G& c) { return grad_of({c.add("div", {c.dy[0], c.add("add", {c.y(), c.y()})})}); }));
+  r.add(unary(
+      "rsqrt", "1 / sqrt(x)", 4, false, [](auto x) { return decltype(x)(1) / std::sqrt(x); },
+      chain([](G& c) {
+        Value* y3 = c.add("mul", {c.y(), c.add("mul", {c.y(), c.y()})});
+        return c.add("mul", {c.full_like(c.y(), -0.5), y3});
+      })));
+  r.add(unary(
+      "tanh", "hyperbolic tangent", 4, false, [](auto x) { return std::tanh(x); },
+      chain([](G& c) { return one_minus(c, c.add("mul", {c.y(), c.y()})); })));
+  r.add(unary(
+      "sigmoid", "1 / (1 + e^-x)", 4, false, [](auto x) { return sigmoid(x); },
+      chain([](G& c) { return c.add("mul", {c.y(), one_minus(c, c.y())}); })));
+  r.add(unary(
+      "silu", "x * sigmoid(x)", 5, false, [](auto x) { return x * sigmoid(x); }, chain([](G& c) {
+        Value* s = c.add("sigmoid", {c.x(0)});
+        Value* xs1 = c.add("mul", {c.x(0), one_minus(c, s)});
+        return c.add("mul", {s, c.add("add", {c.full_like(s, 1.0), xs1})});
+      })));
+  r.add(unary(
+      "sin", "sine", 4, false, [](auto x) { return std::sin(x); },
+      chain([](G& c) { return c.add("cos", {c.x(0)}); })));
+  r.add(unary(
+      "cos", "cosine", 4, false, [](auto x) { return std::cos(x); },
+      chain([](G& c) { return c.add("neg", {c.add("sin", {c.x(0)})}); })));
   OpDef gelu_op = unary("gelu", "x * Phi(x); `approximate` picks the erf form or the tanh form", 8,
                         false, [](auto x) { return x; });
   gelu_op.attrs = {{"approximate", AttrKind::kString, std::string("none"), {"none", "tanh"}}};
   gelu_op.grad = [](G& c) {
-    return grad_of({c.add("gelu_grad", {c.x(0), c.dy[0]}, {{"approximate", c.node.attrs().get_string("approximate")}})});
+    return grad_of({c.add("gelu_grad", {c.x(0), c.dy[0]},
+                          {{"approximate", c.node.attrs().get_string("approximate")}})});
   };
   gelu_op.reference = [](const KernelArgs& a) {
     bool tanh_form = a.a().get_string("approximate") == "tanh";
@@ -187,22 +239,38 @@ void register_elementwise_ops(OpRegistry& r) {
   };
   r.add(std::move(gelu_op));
 
-  r.add(binary("add", "a + b", false, [](auto x, auto y) { return x + y; },
-        [](G& c) { return grad_of({c.dy[0], c.dy[0]}); }));
-  r.add(binary("sub", "a - b", false, [](auto x, auto y) { return x - y; },
-        [](G& c) { return grad_of({c.dy[0], c.add("neg", {c.dy[0]})}); }));
-  r.add(binary("mul", "a * b", false, [](auto x, auto y) { return x * y; },
-        [](G& c) { return grad_of({c.add("mul", {c.dy[0], c.x(1)}), c.add("mul", {c.dy[0], c.x(0)})}); }));
-  r.add(binary("div", "a / b", false, [](auto x, auto y) { return x / y; },
-        [](G& c) { Value* da = c.add("div", {c.dy[0], c.x(1)}); return grad_of({da, c.add("neg", {c.add("mul", {da, c.y()})})}); }));
-  r.add(binary("pow", "a ^ b", false, [](auto x, auto y) {
-    return std::pow(static_cast<double>(x), static_cast<double>(y));
-  },
-        [](G& c) { Value* bm1 = c.add("sub", {c.x(1), c.full_like(c.x(1), 1.0)}); Value* da = c.add("mul", {c.dy[0], c.add("mul", {c.x(1), c.add("pow", {c.x(0), bm1})})}); Value* db = c.add("mul", {c.dy[0], c.add("mul", {c.y(), c.add("log", {c.x(0)})})}); return grad_of({da, db}); }));
-  r.add(binary("max", "elementwise maximum", false, [](auto x, auto y) { return x > y ? x : y; },
-        [](G& c) { return route(c, c.add("ge", {c.x(0), c.x(1)})); }));
-  r.add(binary("min", "elementwise minimum", false, [](auto x, auto y) { return x < y ? x : y; },
-        [](G& c) { return route(c, c.add("le", {c.x(0), c.x(1)})); }));
+  r.add(binary(
+      "add", "a + b", false, [](auto x, auto y) { return x + y; },
+      [](G& c) { return grad_of({c.dy[0], c.dy[0]}); }));
+  r.add(binary(
+      "sub", "a - b", false, [](auto x, auto y) { return x - y; },
+      [](G& c) { return grad_of({c.dy[0], c.add("neg", {c.dy[0]})}); }));
+  r.add(binary(
+      "mul", "a * b", false, [](auto x, auto y) { return x * y; },
+      [](G& c) {
+        return grad_of({c.add("mul", {c.dy[0], c.x(1)}), c.add("mul", {c.dy[0], c.x(0)})});
+      }));
+  r.add(binary(
+      "div", "a / b", false, [](auto x, auto y) { return x / y; },
+      [](G& c) {
+        Value* da = c.add("div", {c.dy[0], c.x(1)});
+        return grad_of({da, c.add("neg", {c.add("mul", {da, c.y()})})});
+      }));
+  r.add(binary(
+      "pow", "a ^ b", false,
+      [](auto x, auto y) { return std::pow(static_cast<double>(x), static_cast<double>(y)); },
+      [](G& c) {
+        Value* bm1 = c.add("sub", {c.x(1), c.full_like(c.x(1), 1.0)});
+        Value* da = c.add("mul", {c.dy[0], c.add("mul", {c.x(1), c.add("pow", {c.x(0), bm1})})});
+        Value* db = c.add("mul", {c.dy[0], c.add("mul", {c.y(), c.add("log", {c.x(0)})})});
+        return grad_of({da, db});
+      }));
+  r.add(binary(
+      "max", "elementwise maximum", false, [](auto x, auto y) { return x > y ? x : y; },
+      [](G& c) { return route(c, c.add("ge", {c.x(0), c.x(1)})); }));
+  r.add(binary(
+      "min", "elementwise minimum", false, [](auto x, auto y) { return x < y ? x : y; },
+      [](G& c) { return route(c, c.add("le", {c.x(0), c.x(1)})); }));
   r.add(binary("eq", "a == b, as bool", true, [](auto x, auto y) { return x == y; }));
   r.add(binary("ne", "a != b, as bool", true, [](auto x, auto y) { return x != y; }));
   r.add(binary("lt", "a < b, as bool", true, [](auto x, auto y) { return x < y; }));
@@ -210,8 +278,9 @@ void register_elementwise_ops(OpRegistry& r) {
   r.add(binary("gt", "a > b, as bool", true, [](auto x, auto y) { return x > y; }));
   r.add(binary("ge", "a >= b, as bool", true, [](auto x, auto y) { return x >= y; }));
 
-  OpDef select{.name = "select", .category = OpCategory::kElementwise,
-                .summary = "cond ? a : b, elementwise"};
+  OpDef select{.name = "select",
+               .category = OpCategory::kElementwise,
+               .summary = "cond ? a : b, elementwise"};
   select.min_operands = select.max_operands = 3;
   select.infer = [](InferContext& ctx) {
     ctx.require(ctx.in(0).dtype == DType::kBool, "operand 0 (the condition) must be bool");
@@ -223,11 +292,13 @@ void register_elementwise_ops(OpRegistry& r) {
   select.overwritable = {1, 2};
   select.grad = [](G& c) {
     Value* z = c.full_like(c.y(), 0.0);
-    return grad_of({nullptr, c.add("select", {c.x(0), c.dy[0], z}), c.add("select", {c.x(0), z, c.dy[0]})});
+    return grad_of(
+        {nullptr, c.add("select", {c.x(0), c.dy[0], z}), c.add("select", {c.x(0), z, c.dy[0]})});
   };
   r.add(std::move(select));
 
-  OpDef cast{.name = "cast", .category = OpCategory::kElementwise,
+  OpDef cast{.name = "cast",
+             .category = OpCategory::kElementwise,
              .summary = "converts to `dtype` (round to nearest even; bool is x != 0)"};
   cast.attrs = {{"dtype", AttrKind::kDType, std::nullopt, {}}};
   cast.infer = [](InferContext& ctx) {

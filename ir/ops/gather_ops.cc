@@ -50,7 +50,8 @@ void gather_kernel(const KernelArgs& a) {
   int64_t row = dtype_size(table.dtype) * (table.numel() / std::max<int64_t>(table.shape[0], 1));
   for (int64_t i = 0, n = indices.numel(); i < n; ++i) {
     int64_t r = checked_row(a, indices, i, table.shape[0]);
-    std::memcpy(static_cast<char*>(a.out[0].data) + i * row, static_cast<const char*>(table.data) + r * row, row);
+    std::memcpy(static_cast<char*>(a.out[0].data) + i * row,
+                static_cast<const char*>(table.data) + r * row, row);
   }
 }
 
@@ -73,23 +74,27 @@ void scatter_add_kernel(const KernelArgs& a) {
 }  // namespace
 
 void throw_bad_index(const std::string& op, int64_t index, int64_t position, int64_t rows) {
-  throw InvalidArgument(op + ": index " + std::to_string(index) + " at position " + std::to_string(position) +
-                        " is outside [0, " + std::to_string(rows) + "); check the token ids against the vocabulary size");
+  throw InvalidArgument(op + ": index " + std::to_string(index) + " at position " +
+                        std::to_string(position) + " is outside [0, " + std::to_string(rows) +
+                        "); check the token ids against the vocabulary size");
 }
 
 void register_gather_ops(OpRegistry& r) {
-  OpDef gather{.name = "gather", .category = OpCategory::kGatherScatter,
+  OpDef gather{.name = "gather",
+               .category = OpCategory::kGatherScatter,
                .summary = "rows of the table picked by integer indices (embedding lookup)"};
   gather.min_operands = gather.max_operands = 2;
   gather.flops_per_element = 0;
   gather.infer = infer_gather;
   gather.reference = gather_kernel;
   gather.grad = [](GradContext& c) {
-    return std::vector<Value*>{c.add("scatter_add", {c.full_like(c.x(0), 0.0), c.x(1), c.dy[0]}), nullptr};
+    return std::vector<Value*>{c.add("scatter_add", {c.full_like(c.x(0), 0.0), c.x(1), c.dy[0]}),
+                               nullptr};
   };
   r.add(std::move(gather));
 
-  OpDef scatter{.name = "scatter_add", .category = OpCategory::kGatherScatter,
+  OpDef scatter{.name = "scatter_add",
+                .category = OpCategory::kGatherScatter,
                 .summary = "base plus each update row added at its index (gather's gradient)"};
   scatter.min_operands = scatter.max_operands = 3;
   scatter.infer = infer_scatter_add;

@@ -73,18 +73,21 @@ void register_grad_ops(OpRegistry& r) {
     r.add(std::move(d));
   }
 
-  OpDef rms = grad_op("rms_norm_grad", "(dx, dweight) of rms_norm(x, weight) given dy", 3, {0, 1}, 2, 0);
+  OpDef rms =
+      grad_op("rms_norm_grad", "(dx, dweight) of rms_norm(x, weight) given dy", 3, {0, 1}, 2, 0);
   rms.attrs = {{"eps", AttrKind::kFloat, 1e-6, {}}};
   rms.reference = rms_norm_grad_kernel;
   r.add(std::move(rms));
 
-  OpDef ln = grad_op("layer_norm_grad", "(dx, dweight, dbias) of layer_norm(x, weight, bias) given dy",
-                     3, {0, 1, 1}, 2, 0);
+  OpDef ln =
+      grad_op("layer_norm_grad", "(dx, dweight, dbias) of layer_norm(x, weight, bias) given dy", 3,
+              {0, 1, 1}, 2, 0);
   ln.attrs = {{"eps", AttrKind::kFloat, 1e-5, {}}};
   ln.reference = layer_norm_grad_kernel;
   r.add(std::move(ln));
 
-  OpDef ce{.name = "cross_entropy_grad", .category = OpCategory::kLoss,
+  OpDef ce{.name = "cross_entropy_grad",
+           .category = OpCategory::kLoss,
            .summary = "dlogits of cross_entropy(logits, labels) given the scalar dloss"};
   ce.min_operands = ce.max_operands = 3;
   ce.flops_per_element = 6;
@@ -107,8 +110,10 @@ void register_grad_ops(OpRegistry& r) {
     ReferenceKernel kernel;
   };
   for (const auto& [name, summary, like, kernel] :
-       {ConvGrad{"conv2d_grad_input", "dx of conv2d(x, w) given dy; x gives only the shape", 0, conv2d_grad_input_kernel},
-        ConvGrad{"conv2d_grad_weight", "dw of conv2d(x, w) given dy; w gives only the shape", 1, conv2d_grad_weight_kernel}}) {
+       {ConvGrad{"conv2d_grad_input", "dx of conv2d(x, w) given dy; x gives only the shape", 0,
+                 conv2d_grad_input_kernel},
+        ConvGrad{"conv2d_grad_weight", "dw of conv2d(x, w) given dy; w gives only the shape", 1,
+                 conv2d_grad_weight_kernel}}) {
     OpDef d{.name = name, .category = OpCategory::kConvolution, .summary = summary};
     d.min_operands = d.max_operands = 3;
     d.attrs = window_attrs(true);
@@ -118,7 +123,8 @@ void register_grad_ops(OpRegistry& r) {
   }
 
   for (const char* name : {"max_pool2d_grad", "avg_pool2d_grad"}) {
-    OpDef p{.name = name, .category = OpCategory::kConvolution,
+    OpDef p{.name = name,
+            .category = OpCategory::kConvolution,
             .summary = std::string("dx of ") +
                        std::string(name).substr(0, std::string(name).size() - 5) + "(x) given dy"};
     p.min_operands = p.max_operands = 2;

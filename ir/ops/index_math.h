@@ -27,16 +27,20 @@ inline int64_t product_of(const std::vector<int64_t>& v) {
   return n;
 }
 
-// Splits `shape` around `axis` into (outer, axis extent, inner) for kernels that work along one axis.
+// Splits `shape` around `axis` into (outer, axis extent, inner) for kernels that work along one
+// axis.
 struct AxisSplit {
   int64_t outer = 1, extent = 1, inner = 1;
 };
 inline AxisSplit split_at(const std::vector<int64_t>& shape, int axis) {
   AxisSplit s;
   for (int i = 0; i < static_cast<int>(shape.size()); ++i) {
-    if (i < axis) s.outer *= shape[i];
-    else if (i == axis) s.extent = shape[i];
-    else s.inner *= shape[i];
+    if (i < axis)
+      s.outer *= shape[i];
+    else if (i == axis)
+      s.extent = shape[i];
+    else
+      s.inner *= shape[i];
   }
   return s;
 }

@@ -139,7 +139,8 @@ double row_rms_inv(const T* x, int64_t d, double eps) {
 
 // The error for an index (a token id) at `position` of an op's indices outside [0, rows): the
 // reference kernels' and the GPU's, the same words.
-[[noreturn]] void throw_bad_index(const std::string& op, int64_t index, int64_t position, int64_t rows);
+[[noreturn]] void throw_bad_index(const std::string& op, int64_t index, int64_t position,
+                                  int64_t rows);
 
 // How many labels count toward a cross-entropy mean (those != ignore_index). Throws
 // InvalidArgument for a counted label outside [0, classes).

@@ -27,9 +27,9 @@ std::vector<TensorType> infer_broadcast(InferContext& ctx) {
                                             " entries; it needs one per operand dim (" +
                                             std::to_string(in.size()) + ")");
   for (size_t i = 0; i < dims.size(); ++i) {
-    ctx.require(dims[i] >= 0 && dims[i] < out_rank,
-                "`dims` entry " + std::to_string(dims[i]) + " is outside the result rank " +
-                    std::to_string(out_rank));
+    ctx.require(dims[i] >= 0 && dims[i] < out_rank, "`dims` entry " + std::to_string(dims[i]) +
+                                                        " is outside the result rank " +
+                                                        std::to_string(out_rank));
     ctx.require(i == 0 || dims[i] > dims[i - 1], "`dims` must be strictly increasing");
     if (in[i] == DimExpr(1)) continue;  // a size-1 dim stretches to any size
     ctx.unify(in[i], shape[dims[i]],
@@ -95,8 +95,9 @@ std::vector<TensorType> infer_concat(InferContext& ctx) {
                                               std::to_string(shape.size()));
     for (size_t d = 0; d < s.size(); ++d) {
       if (static_cast<int>(d) == axis) continue;
-      ctx.unify(shape[d], s[d], "dim " + std::to_string(d) + " of operand " + std::to_string(i) +
-                                    " must equal that of operand 0");
+      ctx.unify(shape[d], s[d],
+                "dim " + std::to_string(d) + " of operand " + std::to_string(i) +
+                    " must equal that of operand 0");
     }
     shape[axis] += s[axis];
   }
@@ -118,8 +119,12 @@ std::vector<TensorType> infer_pad(InferContext& ctx) {
 }
 
 // Layout kernels move bytes, so one implementation serves every dtype.
-const char* bytes_of(const TensorRef& t) { return static_cast<const char*>(t.data); }
-char* bytes_of_mut(const TensorRef& t) { return static_cast<char*>(t.data); }
+const char* bytes_of(const TensorRef& t) {
+  return static_cast<const char*>(t.data);
+}
+char* bytes_of_mut(const TensorRef& t) {
+  return static_cast<char*>(t.data);
+}
 
 // out[idx] = in[src(idx)] for every output multi-index; src returns a flat input index.
 template <typename F>
@@ -140,7 +145,8 @@ void reshape_kernel(const KernelArgs& a) {
   constexpr int64_t kChunk = 256 * 1024;
   const int64_t bytes = a.in[0].bytes();
   parallel_rows((bytes + kChunk - 1) / kChunk, [&](int64_t c) {
-    std::memcpy(bytes_of_mut(a.out[0]) + c * kChunk, bytes_of(a.in[0]) + c * kChunk, std::min(kChunk, bytes - c * kChunk));
+    std::memcpy(bytes_of_mut(a.out[0]) + c * kChunk, bytes_of(a.in[0]) + c * kChunk,
+                std::min(kChunk, bytes - c * kChunk));
   });
 }
 
@@ -150,7 +156,8 @@ void broadcast_kernel(const KernelArgs& a) {
   auto strides = row_major_strides(in_shape);
   gather_elements(a, [&](const std::vector<int64_t>& idx) {
     int64_t flat = 0;
-    for (size_t i = 0; i < dims.size(); ++i) flat += (in_shape[i] == 1 ? 0 : idx[dims[i]]) * strides[i];
+    for (size_t i = 0; i < dims.size(); ++i)
+      flat += (in_shape[i] == 1 ? 0 : idx[dims[i]]) * strides[i];
     return flat;
   });
 }
@@ -189,7 +196,8 @@ void slice_kernel(const KernelArgs& a) {
   auto strides = row_major_strides(a.in[0].shape);
   gather_elements(a, [&](const std::vector<int64_t>& idx) {
     int64_t flat = 0;
-    for (size_t i = 0; i < idx.size(); ++i) flat += (idx[i] + (static_cast<int>(i) == axis ? start : 0)) * strides[i];
+    for (size_t i = 0; i < idx.size(); ++i)
+      flat += (idx[i] + (static_cast<int>(i) == axis ? start : 0)) * strides[i];
     return flat;
   });
 }
@@ -277,7 +285,8 @@ std::vector<Value*> pad_grad(GradContext& c) {
   Value* v = c.dy[0];
   for (int d = 0; d < c.x(0)->rank(); ++d) {
     if (low[d].is_zero() && c.node.attrs().get_dims("high")[d].is_zero()) continue;
-    v = c.add("slice", {v}, {{"axis", int64_t{d}}, {"start", low[d]}, {"limit", low[d] + c.x(0)->shape()[d]}});
+    v = c.add("slice", {v},
+              {{"axis", int64_t{d}}, {"start", low[d]}, {"limit", low[d] + c.x(0)->shape()[d]}});
   }
   return {v};
 }

@@ -26,15 +26,16 @@ std::vector<TensorType> infer_linear_cross_entropy(InferContext& ctx) {
   const bool tw = ctx.attrs().get_bool("transpose_w");
   ctx.require(!h.empty(), "h needs rank >= 1 [..., D]");
   require_rank(ctx, 1, 2, tw ? "[classes, D]" : "[D, classes]");
-  ctx.unify(w[tw ? 1 : 0], h.back(), std::string("w's ") + (tw ? "second" : "first") + " dim must equal h's last (D)");
+  ctx.unify(w[tw ? 1 : 0], h.back(),
+            std::string("w's ") + (tw ? "second" : "first") + " dim must equal h's last (D)");
   require_label_shape(ctx, 2, 0, "h", "its last dim");
   return {TensorType{ctx.in(0).dtype, {}}, ctx.in(0), ctx.in(1)};
 }
 
 // Per row and class: the logit's product over D, dh's and dw's (two flops per multiply-add),
 // and a softmax's few flops.
-OpCost linear_cross_entropy_cost(const std::vector<TensorType>& in, const std::vector<TensorType>& out,
-                                 const Attributes& attrs) {
+OpCost linear_cross_entropy_cost(const std::vector<TensorType>& in,
+                                 const std::vector<TensorType>& out, const Attributes& attrs) {
   const auto &h = in[0].shape, &w = in[1].shape;
   const DimExpr classes = w[attrs.get_bool("transpose_w") ? 0 : 1];
   const DimExpr logits = product({h.begin(), h.end() - 1}) * classes;
@@ -43,12 +44,14 @@ OpCost linear_cross_entropy_cost(const std::vector<TensorType>& in, const std::v
 
 std::vector<Value*> linear_cross_entropy_grad(GradContext& c) {
   if (c.dy[1] || c.dy[2]) {
-    throw InvalidArgument("linear_cross_entropy: its results dh and dw are gradients; nothing may differentiate "
-                          "through them (no second derivatives): build the loss from its first result only");
+    throw InvalidArgument(
+        "linear_cross_entropy: its results dh and dw are gradients; nothing may differentiate "
+        "through them (no second derivatives): build the loss from its first result only");
   }
   if (!c.dy[0]) return {nullptr, nullptr, nullptr};
   auto scaled = [&](Value* d) {
-    Value* dloss = c.add("broadcast", {c.dy[0]}, {{"shape", d->shape()}, {"dims", std::vector<int64_t>{}}});
+    Value* dloss =
+        c.add("broadcast", {c.dy[0]}, {{"shape", d->shape()}, {"dims", std::vector<int64_t>{}}});
     return c.add("mul", {d, dloss});
   };
   return {scaled(c.y(1)), scaled(c.y(2)), nullptr};
@@ -64,7 +67,9 @@ void linear_cross_entropy_kernel(const KernelArgs& a) {
   dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
     using T = decltype(t);
     const T *h = a.in[0].as<T>(), *w = a.in[1].as<T>();
-    auto weight = [&](int64_t k, int64_t j) { return static_cast<double>(tw ? w[j * d + k] : w[k * v + j]); };
+    auto weight = [&](int64_t k, int64_t j) {
+      return static_cast<double>(tw ? w[j * d + k] : w[k * v + j]);
+    };
     std::vector<double> dw(d * v, 0.0), logits(v), dh(d);
     double total = 0;
     for (int64_t r = 0; r < rows; ++r) {
@@ -73,12 +78,14 @@ void linear_cross_entropy_kernel(const KernelArgs& a) {
       if (label != ignore) {
         for (int64_t j = 0; j < v; ++j) {
           logits[j] = 0;
-          for (int64_t k = 0; k < d; ++k) logits[j] += static_cast<double>(h[r * d + k]) * weight(k, j);
+          for (int64_t k = 0; k < d; ++k)
+            logits[j] += static_cast<double>(h[r * d + k]) * weight(k, j);
         }
         const RowExpSum<double> e = row_exp_sum(logits.data(), v);
         total += std::log(e.sum) + e.max - logits[label];
         for (int64_t j = 0; j < v; ++j) {
-          const double g = (std::exp(logits[j] - e.max) / e.sum - (j == label ? 1.0 : 0.0)) / static_cast<double>(count);
+          const double g = (std::exp(logits[j] - e.max) / e.sum - (j == label ? 1.0 : 0.0)) /
+                           static_cast<double>(count);
           for (int64_t k = 0; k < d; ++k) {
             dh[k] += g * weight(k, j);
             dw[tw ? j * d + k : k * v + j] += static_cast<double>(h[r * d + k]) * g;
@@ -95,11 +102,14 @@ void linear_cross_entropy_kernel(const KernelArgs& a) {
 }  // namespace
 
 void register_linear_cross_entropy_ops(OpRegistry& r) {
-  OpDef d{.name = "linear_cross_entropy", .category = OpCategory::kMatmul,
-          .summary = "cross_entropy(matmul(h, w), labels) and its gradients dh, dw (for dloss = 1)"};
+  OpDef d{
+      .name = "linear_cross_entropy",
+      .category = OpCategory::kMatmul,
+      .summary = "cross_entropy(matmul(h, w), labels) and its gradients dh, dw (for dloss = 1)"};
   d.min_operands = d.max_operands = 3;
   d.num_results = 3;
-  d.attrs = {{"ignore_index", AttrKind::kInt, int64_t{-100}, {}}, {"transpose_w", AttrKind::kBool, false, {}}};
+  d.attrs = {{"ignore_index", AttrKind::kInt, int64_t{-100}, {}},
+             {"transpose_w", AttrKind::kBool, false, {}}};
   d.infer = infer_linear_cross_entropy;
   d.cost = linear_cross_entropy_cost;
   d.grad = linear_cross_entropy_grad;

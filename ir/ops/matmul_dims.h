@@ -10,9 +10,9 @@
 namespace disc::ir {
 
 struct MatmulDims {
-  int64_t batch = 0;  // products; 0 when the result is empty
+  int64_t batch = 0;     // products; 0 when the result is empty
   int64_t m = 0, n = 0;  // each product's result is [m, n]
-  int64_t k = 0;      // the contraction's length; with sum_batch, A's batch rows join it
+  int64_t k = 0;         // the contraction's length; with sum_batch, A's batch rows join it
 };
 
 MatmulDims matmul_dims(const TensorRef& a, const TensorRef& c, const Attributes& attrs);

@@ -21,24 +21,27 @@ std::vector<TensorType> infer_matmul(InferContext& ctx) {
   same_dtype(ctx, 0, 1);
   const auto &a = ctx.in(0).shape, &b = ctx.in(1).shape;
   int ra = static_cast<int>(a.size()), rb = static_cast<int>(b.size());
-  ctx.require(ra >= 2 && rb >= 2, "operands need rank >= 2, got " + std::to_string(ra) + " and " +
-                                      std::to_string(rb));
+  ctx.require(ra >= 2 && rb >= 2,
+              "operands need rank >= 2, got " + std::to_string(ra) + " and " + std::to_string(rb));
   ctx.require(rb == 2 || rb == ra, "operand 1 has rank " + std::to_string(rb) +
                                        "; it must be rank 2 or match operand 0's rank " +
                                        std::to_string(ra));
   bool ta = ctx.attrs().get_bool("transpose_a"), tb = ctx.attrs().get_bool("transpose_b");
   bool sum_batch = ctx.attrs().get_bool("sum_batch");
-  ctx.require(!sum_batch || (ta && !tb && ra == rb && ra > 2),
-              "sum_batch needs transpose_a = true, transpose_b = false and two operands of the same "
-              "rank above 2, got ranks " + std::to_string(ra) + " and " + std::to_string(rb));
+  ctx.require(
+      !sum_batch || (ta && !tb && ra == rb && ra > 2),
+      "sum_batch needs transpose_a = true, transpose_b = false and two operands of the same "
+      "rank above 2, got ranks " +
+          std::to_string(ra) + " and " + std::to_string(rb));
   ctx.require(!ctx.attrs().get_bool("tril_a") ||
                   (!sum_batch && ctx.shapes().compare(a[ra - 2], a[ra - 1]) == Ordering::kEQ),
-              "tril_a needs a square operand 0 and no sum_batch, got operand 0 " +
-                  dims_str(a) + (sum_batch ? " with sum_batch" : ""));
+              "tril_a needs a square operand 0 and no sum_batch, got operand 0 " + dims_str(a) +
+                  (sum_batch ? " with sum_batch" : ""));
   DimExpr m = a[ra - (ta ? 1 : 2)], ka = a[ra - (ta ? 2 : 1)];
   DimExpr kb = b[rb - (tb ? 1 : 2)], n = b[rb - (tb ? 2 : 1)];
-  ctx.unify(ka, kb, "contraction dims must be equal (operand 0 gives " + ka.str() +
-                        ", operand 1 gives " + kb.str() + ")");
+  ctx.unify(ka, kb,
+            "contraction dims must be equal (operand 0 gives " + ka.str() + ", operand 1 gives " +
+                kb.str() + ")");
   for (int i = 0; rb == ra && i < ra - 2; ++i) {
     ctx.unify(a[i], b[i], "batch dim " + std::to_string(i) + " must be equal in both operands");
   }
@@ -53,7 +56,8 @@ OpCost matmul_cost(const std::vector<TensorType>& in, const std::vector<TensorTy
   OpCost c = input_proportional_cost(in, out, 0);  // bytes of operands and result
   const auto& a = in[0].shape;
   DimExpr k = a[a.size() - (attrs.get_bool("transpose_a") ? 2 : 1)];
-  if (attrs.get_bool("sum_batch")) k = product({a.begin(), a.end() - 1});  // the batch dims contract too
+  if (attrs.get_bool("sum_batch"))
+    k = product({a.begin(), a.end() - 1});  // the batch dims contract too
   c.flops = out[0].numel() * k * 2;
   if (attrs.get_bool("tril_a")) c.flops = out[0].numel() * (k + 1);  // half of A, diagonal included
   return c;
@@ -64,8 +68,10 @@ OpCost matmul_cost(const std::vector<TensorType>& in, const std::vector<TensorTy
 MatmulDims matmul_dims(const TensorRef& a, const TensorRef& c, const Attributes& attrs) {
   MatmulDims d{.m = c.dim(-2), .n = c.dim(-1)};
   d.batch = d.m * d.n == 0 ? 0 : c.numel() / (d.m * d.n);
-  if (attrs.get_bool("sum_batch")) d.k = d.m == 0 ? 0 : a.numel() / d.m;
-  else d.k = a.dim(attrs.get_bool("transpose_a") ? -2 : -1);
+  if (attrs.get_bool("sum_batch"))
+    d.k = d.m == 0 ? 0 : a.numel() / d.m;
+  else
+    d.k = a.dim(attrs.get_bool("transpose_a") ? -2 : -1);
   return d;
 }
 
@@ -84,9 +90,9 @@ void matmul_kernel(const KernelArgs& a) {
   dispatch_float(ta.dtype, a.op, [&](auto t) {
     using T = decltype(t);
     for (int64_t b = 0; b < batch; ++b) {
-      const T* A = ta.as<T>() + b * m * k;            // (m, k) or (k, m)
+      const T* A = ta.as<T>() + b * m * k;                   // (m, k) or (k, m)
       const T* B = tb.as<T>() + (shared_b ? 0 : b * k * n);  // (k, n) or (n, k)
-      T* C = tc.as<T>() + b * m * n;                  // (m, n)
+      T* C = tc.as<T>() + b * m * n;                         // (m, n)
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t j = 0; j < n; ++j) {
           double acc = 0;
@@ -134,7 +140,8 @@ std::vector<Value*> plain_grad(GradContext& c, Value* a) {
     std::vector<DimExpr> shape(a->shape().begin(), a->shape().end() - 2);
     shape.insert(shape.end(), b->shape().begin(), b->shape().end());
     int64_t r = static_cast<int64_t>(shape.size());
-    b_for_da = c.add("broadcast", {b}, {{"shape", shape}, {"dims", std::vector<int64_t>{r - 2, r - 1}}});
+    b_for_da =
+        c.add("broadcast", {b}, {{"shape", shape}, {"dims", std::vector<int64_t>{r - 2, r - 1}}});
   }
   Value* da = ta ? (tb ? mm(c, b_for_da, dc, true, true) : mm(c, b_for_da, dc, false, true))
                  : (tb ? mm(c, dc, b, false, false) : mm(c, dc, b, false, true));
@@ -149,7 +156,9 @@ std::vector<Value*> plain_grad(GradContext& c, Value* a) {
 }
 
 // tril(v) of a square v: its entries above the diagonal replaced by zero.
-Value* tril(GradContext& c, Value* v) { return c.add("causal_mask", {v}, {{"value", 0.0}}); }
+Value* tril(GradContext& c, Value* v) {
+  return c.add("causal_mask", {v}, {{"value", 0.0}});
+}
 
 // With tril_a, C is the product of tril(A): B's gradient reads tril(A), and A's is the lower
 // triangle of tril(A)'s.
@@ -164,7 +173,8 @@ std::vector<Value*> matmul_grad(GradContext& c) {
 }  // namespace
 
 void register_matmul_ops(OpRegistry& r) {
-  OpDef matmul{.name = "matmul", .category = OpCategory::kMatmul,
+  OpDef matmul{.name = "matmul",
+               .category = OpCategory::kMatmul,
                .summary = "batched matrix product with optional transposes"};
   matmul.min_operands = matmul.max_operands = 2;
   matmul.attrs = {{"transpose_a", AttrKind::kBool, false, {}},

@@ -13,7 +13,9 @@ namespace disc::ir {
 namespace {
 
 // The forward node's attributes, for gradient ops that take the same ones.
-Attributes same_attrs(const GradContext& c) { return c.node.attrs(); }
+Attributes same_attrs(const GradContext& c) {
+  return c.node.attrs();
+}
 
 std::vector<Value*> softmax_grad(GradContext& c) {
   return {c.add(c.node.op().name + "_grad", {c.y(), c.dy[0]}, same_attrs(c))};
@@ -23,7 +25,6 @@ std::vector<Value*> norm_grad(GradContext& c) {
   // (dx, dweight) or (dx, dweight, dbias)
   return c.add_all(c.node.op().name + "_grad", {c.x(0), c.x(1), c.dy[0]}, same_attrs(c));
 }
-
 
 OpDef softmax_like(const std::string& name, const std::string& summary) {
   OpDef d{.name = name, .category = OpCategory::kNormalization, .summary = summary};
@@ -112,13 +113,15 @@ void register_nn_ops(OpRegistry& r) {
   r.add(norm("layer_norm", "(x - mean) / sqrt(var + eps) * weight + bias over the last dim", 3,
              1e-5));
 
-  OpDef ce{.name = "cross_entropy", .category = OpCategory::kLoss,
+  OpDef ce{.name = "cross_entropy",
+           .category = OpCategory::kLoss,
            .summary = "mean over labels != ignore_index of -log_softmax(logits)[label]"};
   ce.min_operands = ce.max_operands = 2;
   ce.attrs = {{"ignore_index", AttrKind::kInt, int64_t{-100}, {}}};
   ce.infer = infer_cross_entropy;
   ce.grad = [](GradContext& c) {
-    return std::vector<Value*>{c.add("cross_entropy_grad", {c.x(0), c.x(1), c.dy[0]}, same_attrs(c)), nullptr};
+    return std::vector<Value*>{
+        c.add("cross_entropy_grad", {c.x(0), c.x(1), c.dy[0]}, same_attrs(c)), nullptr};
   };
   ce.reference = cross_entropy_kernel;
   ce.cost = [](const auto& in, const auto& out, const Attributes&) {
@@ -126,9 +129,11 @@ void register_nn_ops(OpRegistry& r) {
   };
   r.add(std::move(ce));
 
-  OpDef rope{.name = "rope", .category = OpCategory::kElementwise,
-             .summary = "rotary position embedding: pairs (x[i], x[i + D/2]) of the last dim "
-                        "rotated by position * theta^(-2i/D), position = index along seq_axis"};
+  OpDef rope{.name = "rope",
+             .category = OpCategory::kElementwise,
+             .summary =
+                 "rotary position embedding: pairs (x[i], x[i + D/2]) of the last dim "
+                 "rotated by position * theta^(-2i/D), position = index along seq_axis"};
   rope.flops_per_element = 6;
   rope.attrs = {{"seq_axis", AttrKind::kInt, int64_t{1}, {}},
                 {"theta", AttrKind::kFloat, 10000.0, {}},
@@ -143,7 +148,8 @@ void register_nn_ops(OpRegistry& r) {
   rope.overwritable = {0};  // each pair is read whole before either of its elements is written
   r.add(std::move(rope));
 
-  OpDef mask{.name = "causal_mask", .category = OpCategory::kElementwise,
+  OpDef mask{.name = "causal_mask",
+             .category = OpCategory::kElementwise,
              .summary = "scores [..., S, T] with `value` where key j > query i + (T - S)"};
   mask.attrs = {{"value", AttrKind::kFloat, -std::numeric_limits<double>::infinity(), {}}};
   mask.infer = infer_causal_mask;
@@ -154,9 +160,11 @@ void register_nn_ops(OpRegistry& r) {
   mask.overwritable = {0};
   r.add(std::move(mask));
 
-  OpDef dropout{.name = "dropout", .category = OpCategory::kRandom,
-                .summary = "x * keep / (1 - rate); keep is drawn from a counter-based RNG keyed "
-                           "by (seed, stream, element index), so recomputing gives the same mask"};
+  OpDef dropout{.name = "dropout",
+                .category = OpCategory::kRandom,
+                .summary =
+                    "x * keep / (1 - rate); keep is drawn from a counter-based RNG keyed "
+                    "by (seed, stream, element index), so recomputing gives the same mask"};
   dropout.min_operands = dropout.max_operands = 2;
   dropout.flops_per_element = 4;
   dropout.attrs = {{"rate", AttrKind::kFloat, std::nullopt, {}},

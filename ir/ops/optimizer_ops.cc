@@ -19,12 +19,14 @@ ShapeRule update_rule(int n_like, bool has_step, int results) {
       unify_shapes(ctx, 0, i);
     }
     const TensorType& lr = ctx.in(n_like);
-    ctx.require(lr.rank() == 0 && lr.dtype == ctx.in(0).dtype,
-                "operand " + std::to_string(n_like) + " (lr) must be a scalar of the parameter's dtype");
+    ctx.require(
+        lr.rank() == 0 && lr.dtype == ctx.in(0).dtype,
+        "operand " + std::to_string(n_like) + " (lr) must be a scalar of the parameter's dtype");
     if (has_step) {
       const TensorType& step = ctx.in(n_like + 1);
       ctx.require(step.rank() == 0 && step.dtype == DType::kI64,
-                  "operand " + std::to_string(n_like + 1) + " (step) must be an i64 scalar (1 at the first step)");
+                  "operand " + std::to_string(n_like + 1) +
+                      " (step) must be an i64 scalar (1 at the first step)");
     }
     return std::vector<TensorType>(results, ctx.in(0));
   };
@@ -32,16 +34,22 @@ ShapeRule update_rule(int n_like, bool has_step, int results) {
 
 // The kernels read each element's inputs before writing its outputs (optimizer_kernels.cc), so
 // each new value may take the buffer of the one it replaces: updates then run in place.
-std::function<std::vector<int>(const Attributes&, int)> per_result(std::vector<std::vector<int>> operands) {
-  return [operands = std::move(operands)](const Attributes&, int result) { return operands.at(result); };
+std::function<std::vector<int>(const Attributes&, int)> per_result(
+    std::vector<std::vector<int>> operands) {
+  return [operands = std::move(operands)](const Attributes&, int result) {
+    return operands.at(result);
+  };
 }
 
 }  // namespace
 
 void register_optimizer_ops(OpRegistry& r) {
-  OpDef sgd{.name = "sgd_update", .category = OpCategory::kElementwise,
-            .summary = "(param', buf') of SGD with momentum: g' = grad + weight_decay * param; "
-                       "buf' = momentum * buf + g'; param' = param - lr * (nesterov ? g' + momentum * buf' : buf')"};
+  OpDef sgd{.name = "sgd_update",
+            .category = OpCategory::kElementwise,
+            .summary =
+                "(param', buf') of SGD with momentum: g' = grad + weight_decay * param; "
+                "buf' = momentum * buf + g'; param' = param - lr * (nesterov ? g' + momentum * "
+                "buf' : buf')"};
   sgd.min_operands = sgd.max_operands = 4;  // param, grad, buf, lr
   sgd.num_results = 2;
   sgd.flops_per_element = 5;
@@ -53,9 +61,12 @@ void register_optimizer_ops(OpRegistry& r) {
   sgd.overwritable_of = per_result({{0}, {2}});  // param' over param, buf' over buf
   r.add(std::move(sgd));
 
-  OpDef adamw{.name = "adamw_update", .category = OpCategory::kElementwise,
-              .summary = "(param', m', v') of AdamW: m' = b1 m + (1-b1) g; v' = b2 v + (1-b2) g^2; "
-                         "param' = param - lr * (m'/(1-b1^t) / (sqrt(v'/(1-b2^t)) + eps) + weight_decay * param)"};
+  OpDef adamw{
+      .name = "adamw_update",
+      .category = OpCategory::kElementwise,
+      .summary =
+          "(param', m', v') of AdamW: m' = b1 m + (1-b1) g; v' = b2 v + (1-b2) g^2; "
+          "param' = param - lr * (m'/(1-b1^t) / (sqrt(v'/(1-b2^t)) + eps) + weight_decay * param)"};
   adamw.min_operands = adamw.max_operands = 6;  // param, grad, m, v, lr, step
   adamw.num_results = 3;
   adamw.flops_per_element = 14;

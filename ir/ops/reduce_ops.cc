@@ -42,7 +42,8 @@ void reduce_kernel(const KernelArgs& a, Reduction kind) {
     }
     T* y = out.as<T>();
     for (int64_t o = 0; o < n_out; ++o) {
-      y[o] = static_cast<T>(kind == Reduction::kMean ? acc[o] / static_cast<double>(count) : acc[o]);
+      y[o] =
+          static_cast<T>(kind == Reduction::kMean ? acc[o] / static_cast<double>(count) : acc[o]);
     }
   });
 }
@@ -78,8 +79,7 @@ std::vector<Value*> reduce_grad(GradContext& c, Reduction kind) {
 
 OpDef reduce(const std::string& name, const std::string& summary, bool float_only, Reduction kind) {
   OpDef d{.name = name, .category = OpCategory::kReduce, .summary = summary};
-  d.attrs = {{"axes", AttrKind::kInts, std::nullopt, {}},
-             {"keepdims", AttrKind::kBool, false, {}}};
+  d.attrs = {{"axes", AttrKind::kInts, std::nullopt, {}}, {"keepdims", AttrKind::kBool, false, {}}};
   d.infer = [float_only](InferContext& ctx) {
     ctx.require_float(0, /*allow_int=*/!float_only);
     auto axes = axes_attr(ctx, "axes", ctx.in(0).rank());
@@ -87,8 +87,10 @@ OpDef reduce(const std::string& name, const std::string& summary, bool float_onl
     std::vector<DimExpr> out;
     for (int d = 0; d < ctx.in(0).rank(); ++d) {
       bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
-      if (!reduced) out.push_back(ctx.in(0).shape[d]);
-      else if (keep) out.push_back(1);
+      if (!reduced)
+        out.push_back(ctx.in(0).shape[d]);
+      else if (keep)
+        out.push_back(1);
     }
     return std::vector{TensorType{ctx.in(0).dtype, out}};
   };

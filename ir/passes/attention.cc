@@ -12,8 +12,8 @@
 // The softmax's own rounding is replaced by the attention kernel's: values change within f32
 // rounding, so the pass is opt-in (TrainerOptions::fuse_attention), like fusion.
 // Needs: a verified graph. Keeps: every output's value, up to rounding.
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <set>
 
@@ -32,8 +32,8 @@ const Node* sole_use_of(const Graph& g, const Value* v, const std::string& op) {
 
 bool plain_matmul(const Node& n, bool transpose_b) {
   const Attributes& a = n.attrs();
-  return !a.get_bool("transpose_a") && a.get_bool("transpose_b") == transpose_b && !a.get_bool("sum_batch") &&
-         !a.get_bool("tril_a");
+  return !a.get_bool("transpose_a") && a.get_bool("transpose_b") == transpose_b &&
+         !a.get_bool("sum_batch") && !a.get_bool("tril_a");
 }
 
 struct Match {
@@ -74,7 +74,8 @@ std::optional<Match> match(const Graph& g, const Node& pv) {
   m.q = qk->operand(0);
   m.k = qk->operand(1);
   fold_scale(g, m);
-  if (m.q->rank() != m.k->rank() || m.v->rank() != m.k->rank()) return std::nullopt;  // a shared k or v
+  if (m.q->rank() != m.k->rank() || m.v->rank() != m.k->rank())
+    return std::nullopt;  // a shared k or v
   return m;
 }
 
@@ -92,7 +93,8 @@ class AttentionPass final : public Pass {
     for (Node* pv : g.nodes()) {
       const std::optional<Match> m = match(g, *pv);
       if (!m) continue;
-      Node* att = g.add_node("attention", {m->q, m->k, m->v}, {{"causal", m->causal}, {"scale", m->scale}});
+      Node* att =
+          g.add_node("attention", {m->q, m->k, m->v}, {{"causal", m->causal}, {"scale", m->scale}});
       g.move_before(att, pv);
       g.replace_all_uses(pv->result(), att->result());
       erase_unused(g, m->chain);
@@ -119,6 +121,8 @@ class AttentionPass final : public Pass {
 
 }  // namespace
 
-std::unique_ptr<Pass> make_attention_pass() { return std::make_unique<AttentionPass>(); }
+std::unique_ptr<Pass> make_attention_pass() {
+  return std::make_unique<AttentionPass>();
+}
 
 }  // namespace disc::ir

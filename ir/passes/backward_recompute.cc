@@ -29,24 +29,29 @@ namespace {
 
 bool memory_bound(const Node& n) {
   const OpCategory c = n.op().category;
-  return n.results().size() == 1 &&
-         (c == OpCategory::kElementwise || c == OpCategory::kBroadcast || c == OpCategory::kReduce ||
-          c == OpCategory::kNormalization);
+  return n.results().size() == 1 && (c == OpCategory::kElementwise || c == OpCategory::kBroadcast ||
+                                     c == OpCategory::kReduce || c == OpCategory::kNormalization);
 }
 
 class BackwardRecomputePass final : public Pass {
  public:
   std::string_view name() const override { return "backward_recompute"; }
   std::string_view summary() const override {
-    return "recompute memory-bound forward values in the backward from values it reads anyway, instead of "
+    return "recompute memory-bound forward values in the backward from values it reads anyway, "
+           "instead of "
            "holding them from the forward";
   }
-  std::string_view needs() const override { return "a training step (the backward follows output `loss`)"; }
-  std::string_view keeps() const override { return "every value (the same ops on the same operands)"; }
+  std::string_view needs() const override {
+    return "a training step (the backward follows output `loss`)";
+  }
+  std::string_view keeps() const override {
+    return "every value (the same ops on the same operands)";
+  }
 
   bool run(Graph& g) override {
     const std::vector<Node*> nodes = g.nodes();
-    const auto loss = std::find_if(g.outputs().begin(), g.outputs().end(), [](const auto& o) { return o.first == "loss"; });
+    const auto loss = std::find_if(g.outputs().begin(), g.outputs().end(),
+                                   [](const auto& o) { return o.first == "loss"; });
     if (loss == g.outputs().end() || !loss->second->producer()) return false;
     step_.clear();
     for (const Node* n : nodes) step_[n] = static_cast<int>(step_.size());
@@ -109,14 +114,16 @@ class BackwardRecomputePass final : public Pass {
   }
 
   std::map<const Node*, int> step_;
-  int end_ = 0;                          // the step of the node that makes the loss
-  std::map<const Value*, int> last_;     // the backward's last read of each forward value
-  std::set<const Value*> again_;         // the forward values the backward makes again
+  int end_ = 0;                       // the step of the node that makes the loss
+  std::map<const Value*, int> last_;  // the backward's last read of each forward value
+  std::set<const Value*> again_;      // the forward values the backward makes again
   std::map<const Value*, Value*> copies_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> make_backward_recompute_pass() { return std::make_unique<BackwardRecomputePass>(); }
+std::unique_ptr<Pass> make_backward_recompute_pass() {
+  return std::make_unique<BackwardRecomputePass>();
+}
 
 }  // namespace disc::ir

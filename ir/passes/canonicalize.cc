@@ -121,6 +121,8 @@ class CanonicalizePass final : public Pass {
 
 }  // namespace
 
-std::unique_ptr<Pass> make_canonicalize_pass() { return std::make_unique<CanonicalizePass>(); }
+std::unique_ptr<Pass> make_canonicalize_pass() {
+  return std::make_unique<CanonicalizePass>();
+}
 
 }  // namespace disc::ir

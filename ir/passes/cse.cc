@@ -55,6 +55,8 @@ class CsePass final : public Pass {
 
 }  // namespace
 
-std::unique_ptr<Pass> make_cse_pass() { return std::make_unique<CsePass>(); }
+std::unique_ptr<Pass> make_cse_pass() {
+  return std::make_unique<CsePass>();
+}
 
 }  // namespace disc::ir

@@ -37,6 +37,8 @@ class DcePass final : public Pass {
 
 }  // namespace
 
-std::unique_ptr<Pass> make_dce_pass() { return std::make_unique<DcePass>(); }
+std::unique_ptr<Pass> make_dce_pass() {
+  return std::make_unique<DcePass>();
+}
 
 }  // namespace disc::ir

@@ -16,7 +16,8 @@ namespace {
 // The matmul making `logits`, when it is a plain h [..., D] x w [D, V] (or w^T) read only here.
 const Node* linear_layer(const Graph& g, const Value& logits) {
   const Node* mm = logits.producer();
-  if (!mm || mm->op().name != "matmul" || logits.users().size() != 1 || g.is_output(&logits)) return nullptr;
+  if (!mm || mm->op().name != "matmul" || logits.users().size() != 1 || g.is_output(&logits))
+    return nullptr;
   const Attributes& a = mm->attrs();
   if (a.get_bool("transpose_a") || a.get_bool("sum_batch") || a.get_bool("tril_a")) return nullptr;
   return mm->operand(1)->rank() == 2 ? mm : nullptr;
@@ -26,7 +27,8 @@ class LinearCrossEntropyPass final : public Pass {
  public:
   std::string_view name() const override { return "linear_cross_entropy"; }
   std::string_view summary() const override {
-    return "rewrite matmul -> cross_entropy into one linear_cross_entropy op, which runs without the "
+    return "rewrite matmul -> cross_entropy into one linear_cross_entropy op, which runs without "
+           "the "
            "[..., classes] logits";
   }
   std::string_view keeps() const override { return "every output's value, up to rounding"; }
@@ -37,9 +39,10 @@ class LinearCrossEntropyPass final : public Pass {
       if (ce->op().name != "cross_entropy") continue;
       const Node* mm = linear_layer(g, *ce->operand(0));
       if (!mm) continue;
-      Node* fused = g.add_node("linear_cross_entropy", {mm->operand(0), mm->operand(1), ce->operand(1)},
-                               {{"ignore_index", ce->attrs().get_int("ignore_index")},
-                                {"transpose_w", mm->attrs().get_bool("transpose_b")}});
+      Node* fused =
+          g.add_node("linear_cross_entropy", {mm->operand(0), mm->operand(1), ce->operand(1)},
+                     {{"ignore_index", ce->attrs().get_int("ignore_index")},
+                      {"transpose_w", mm->attrs().get_bool("transpose_b")}});
       g.move_before(fused, ce);
       g.replace_all_uses(ce->result(), fused->result(0));
       g.erase_nodes([&](const Node& n) { return &n == ce || &n == mm; });
@@ -51,6 +54,8 @@ class LinearCrossEntropyPass final : public Pass {
 
 }  // namespace
 
-std::unique_ptr<Pass> make_linear_cross_entropy_pass() { return std::make_unique<LinearCrossEntropyPass>(); }
+std::unique_ptr<Pass> make_linear_cross_entropy_pass() {
+  return std::make_unique<LinearCrossEntropyPass>();
+}
 
 }  // namespace disc::ir

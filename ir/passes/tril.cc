@@ -48,6 +48,8 @@ class TrilPass final : public Pass {
 
 }  // namespace
 
-std::unique_ptr<Pass> make_tril_pass() { return std::make_unique<TrilPass>(); }
+std::unique_ptr<Pass> make_tril_pass() {
+  return std::make_unique<TrilPass>();
+}
 
 }  // namespace disc::ir

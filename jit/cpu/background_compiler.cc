@@ -6,7 +6,8 @@
 
 namespace disc::jit {
 
-BackgroundCompiler::BackgroundCompiler(KernelCache& cache) : cache_(cache), thread_([this] { work(); }) {}
+BackgroundCompiler::BackgroundCompiler(KernelCache& cache)
+    : cache_(cache), thread_([this] { work(); }) {}
 
 BackgroundCompiler::~BackgroundCompiler() {
   {
@@ -18,8 +19,8 @@ BackgroundCompiler::~BackgroundCompiler() {
   thread_.join();
 }
 
-void BackgroundCompiler::request(std::shared_ptr<const KernelIR> k, uint64_t fingerprint, int64_t cols,
-                                 bool cols_static) {
+void BackgroundCompiler::request(std::shared_ptr<const KernelIR> k, uint64_t fingerprint,
+                                 int64_t cols, bool cols_static) {
   if (cache_.find(fingerprint, cols, cols_static)) return;
   {
     std::lock_guard lock(mu_);
@@ -62,8 +63,10 @@ void BackgroundCompiler::work() {
     }
     lock.lock();
     busy_ = false;
-    if (!ok) failed_.insert(cache_.key(job.fingerprint, job.cols, job.cols_static));
-    else if (l.compiled) finished_.push_back(l);
+    if (!ok)
+      failed_.insert(cache_.key(job.fingerprint, job.cols, job.cols_static));
+    else if (l.compiled)
+      finished_.push_back(l);
     changed_.notify_all();
   }
 }

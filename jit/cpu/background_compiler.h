@@ -31,7 +31,8 @@ class BackgroundCompiler {
   BackgroundCompiler& operator=(const BackgroundCompiler&) = delete;
 
   // Queues `k`'s kernel for `cols` unless the cache has it or it was asked for before.
-  void request(std::shared_ptr<const KernelIR> k, uint64_t fingerprint, int64_t cols, bool cols_static);
+  void request(std::shared_ptr<const KernelIR> k, uint64_t fingerprint, int64_t cols,
+               bool cols_static);
   // True when that kernel's compile threw: the caller should compile it itself (KernelCache::get)
   // to get the error where it can say which node needed the kernel.
   bool failed(uint64_t fingerprint, int64_t cols, bool cols_static) const;

@@ -15,7 +15,8 @@ KernelRun run_of(const KernelCache::Lookup& l) {
 }  // namespace
 
 FusedRunner::FusedRunner(const ir::Graph& g, KernelCache& cache, bool background)
-    : cache_(cache), background_(background ? std::make_unique<BackgroundCompiler>(cache) : nullptr) {
+    : cache_(cache),
+      background_(background ? std::make_unique<BackgroundCompiler>(cache) : nullptr) {
   for (const ir::Node* n : g.nodes())
     if (n->op().name == "fused") nodes_.emplace(n, fused_kernel_of(*n));
 }

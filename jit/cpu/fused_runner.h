@@ -22,9 +22,9 @@
 #include "ir/graph.h"
 #include "ir/op_def.h"
 #include "jit/cpu/background_compiler.h"
+#include "jit/cpu/kernel_cache.h"
 #include "jit/fused_kernels.h"
 #include "jit/fusion/fused_op.h"
-#include "jit/cpu/kernel_cache.h"
 
 namespace disc::jit {
 

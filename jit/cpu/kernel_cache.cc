@@ -10,9 +10,9 @@
 #include <chrono>
 #include <cstdio>
 
-#include "jit/kernel_ir/kernel_interpreter.h"
 #include "jit/cpu/llvm_emitter.h"
 #include "jit/cpu/target.h"
+#include "jit/kernel_ir/kernel_interpreter.h"
 
 namespace disc::jit {
 namespace {
@@ -63,7 +63,8 @@ KernelCache::Lookup KernelCache::get(const KernelIR& k, uint64_t fingerprint, in
   return l;
 }
 
-KernelCache::MemoryKey KernelCache::key(uint64_t fingerprint, int64_t cols, bool cols_static) const {
+KernelCache::MemoryKey KernelCache::key(uint64_t fingerprint, int64_t cols,
+                                        bool cols_static) const {
   const Bucket b = bucket(cols, cols_static);
   return {fingerprint, b.lo, b.hi};
 }
@@ -132,36 +133,43 @@ void run_summed(const KernelIR& k, const Calls& calls, int64_t rows) {
   std::vector<int64_t> len;  // per summed store: cols (col access) or 1 (scalar)
   for (int b : sums) {
     bool col = false;
-    for (const Instr& in : k.code) col |= in.op == KOp::kStore && in.buffer == b && in.access == Access::kCol;
+    for (const Instr& in : k.code)
+      col |= in.op == KOp::kStore && in.buffer == b && in.access == Access::kCol;
     len.push_back(col ? calls.cols : 1);
   }
   const int64_t blocks = (rows + kSumBlockRows - 1) / kSumBlockRows;
   std::vector<std::vector<float>> partial(sums.size());
   for (size_t s = 0; s < sums.size(); ++s) partial[s].assign(blocks * len[s], 0.0f);
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, blocks), [&](const tbb::blocked_range<int64_t>& r) {
-    std::vector<void*> mine = calls.buffers;
-    for (int64_t b = r.begin(); b < r.end(); ++b) {
-      for (size_t s = 0; s < sums.size(); ++s) mine[sums[s]] = partial[s].data() + b * len[s];
-      calls(b * kSumBlockRows, std::min(rows, (b + 1) * kSumBlockRows), mine);
-    }
-  });
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, blocks),
+                    [&](const tbb::blocked_range<int64_t>& r) {
+                      std::vector<void*> mine = calls.buffers;
+                      for (int64_t b = r.begin(); b < r.end(); ++b) {
+                        for (size_t s = 0; s < sums.size(); ++s)
+                          mine[sums[s]] = partial[s].data() + b * len[s];
+                        calls(b * kSumBlockRows, std::min(rows, (b + 1) * kSumBlockRows), mine);
+                      }
+                    });
   for (size_t s = 0; s < sums.size(); ++s) {
     float* out = static_cast<float*>(calls.buffers[sums[s]]);
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, len[s]), [&](const tbb::blocked_range<int64_t>& r) {
-      for (int64_t c = r.begin(); c < r.end(); ++c) {
-        double acc = 0;
-        for (int64_t b = 0; b < blocks; ++b) acc += partial[s][b * len[s] + c];
-        out[c] = static_cast<float>(acc);
-      }
-    });
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, len[s]),
+                      [&](const tbb::blocked_range<int64_t>& r) {
+                        for (int64_t c = r.begin(); c < r.end(); ++c) {
+                          double acc = 0;
+                          for (int64_t b = 0; b < blocks; ++b) acc += partial[s][b * len[s] + c];
+                          out[c] = static_cast<float>(acc);
+                        }
+                      });
   }
 }
 
 }  // namespace
 
 void run_kernel(const KernelIR& k, KernelFn fn, int64_t rows, int64_t cols, void* const* buffers) {
-  Calls calls{.fn = fn, .cols = cols, .buffers = {buffers, buffers + k.buffers()},
-              .scratch_floats = static_cast<int64_t>(cached_values(k).size()) * cols, .scratch = scratch_slot(k)};
+  Calls calls{.fn = fn,
+              .cols = cols,
+              .buffers = {buffers, buffers + k.buffers()},
+              .scratch_floats = static_cast<int64_t>(cached_values(k).size()) * cols,
+              .scratch = scratch_slot(k)};
   calls.buffers.resize(scratch_slot(k) + 1, nullptr);
   // Row totals come first (and their checks, which may throw).
   std::vector<double> totals;

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "jit/bucket.h"
-#include "jit/kernel_ir/kernel_ir.h"
 #include "jit/cpu/llvm_compiler.h"
+#include "jit/kernel_ir/kernel_ir.h"
 
 namespace disc::jit {
 

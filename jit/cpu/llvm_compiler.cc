@@ -12,15 +12,15 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/CommandLine.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
 #include <llvm/Transforms/InstCombine/InstCombine.h>
 #include <llvm/Transforms/Scalar/EarlyCSE.h>
 #include <llvm/Transforms/Scalar/GVN.h>
 #include <llvm/Transforms/Scalar/LICM.h>
 #include <llvm/Transforms/Scalar/LoopPassManager.h>
 #include <llvm/Transforms/Scalar/SimplifyCFG.h>
-#include <llvm/Support/TargetSelect.h>
-#include <llvm/Support/raw_ostream.h>
-#include <llvm/Target/TargetMachine.h>
 
 #include <chrono>
 
@@ -138,8 +138,10 @@ class LlvmCompiler::OptimizingCompiler final : public llvm::orc::IRCompileLayer:
     for (llvm::Function& f : m)
       if (!f.isDeclaration() && !f.hasFnAttribute("prefer-vector-width"))
         f.addFnAttr("prefer-vector-width", width);
-    if (m.getModuleFlag("disc.loops_done")) optimize_emitted(m, *tm_);
-    else optimize_o3(m, *tm_);
+    if (m.getModuleFlag("disc.loops_done"))
+      optimize_emitted(m, *tm_);
+    else
+      optimize_o3(m, *tm_);
     if (owner_.ir_sink_) llvm::raw_string_ostream(*owner_.ir_sink_) << m;
     owner_.compiled_ = true;
     auto object = llvm::orc::SimpleCompiler(*tm_)(m);

@@ -127,18 +127,18 @@ class Emitter {
   llvm::Module& m_;
   llvm::IRBuilder<> b_;
   llvm::Function* fn_ = nullptr;
-  std::vector<Value*> buffers_;     // ptr per kernel buffer
-  std::vector<llvm::Type*> types_;  // element type per kernel buffer
-  Value* cols_ = nullptr;           // i64: a constant when the bucket is static
-  Value* row_index_ = nullptr;      // i64: the row in progress
-  Value* row_offset_ = nullptr;     // row * cols
-  std::vector<Value*> scalar_;      // scalar level: double (or i1 for compares)
-  std::vector<Value*> scalar_f_;    // the same as operands of f32 code: float (or i1)
-  std::vector<Value*> row_values_;  // row level: float (or i1), in the row in progress
-  Value* scratch_ = nullptr;        // ptr: the scratch rows of cached values
-  std::vector<int> cache_slot_;     // per instruction: its scratch row, or -1 (not cached)
-  std::vector<int> stored_in_pass_; // per instruction: the pass that stores it, or -1
-  int pass_ = 0;                    // the pass being emitted, from 1
+  std::vector<Value*> buffers_;      // ptr per kernel buffer
+  std::vector<llvm::Type*> types_;   // element type per kernel buffer
+  Value* cols_ = nullptr;            // i64: a constant when the bucket is static
+  Value* row_index_ = nullptr;       // i64: the row in progress
+  Value* row_offset_ = nullptr;      // row * cols
+  std::vector<Value*> scalar_;       // scalar level: double (or i1 for compares)
+  std::vector<Value*> scalar_f_;     // the same as operands of f32 code: float (or i1)
+  std::vector<Value*> row_values_;   // row level: float (or i1), in the row in progress
+  Value* scratch_ = nullptr;         // ptr: the scratch rows of cached values
+  std::vector<int> cache_slot_;      // per instruction: its scratch row, or -1 (not cached)
+  std::vector<int> stored_in_pass_;  // per instruction: the pass that stores it, or -1
+  int pass_ = 0;                     // the pass being emitted, from 1
 };
 
 void Emitter::emit(const std::string& name) {
@@ -202,7 +202,8 @@ void Emitter::emit_scalars() {
     } else if (in.op == KOp::kSumRows) {  // computed by run_kernel, in the buffer after ours
       Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), fn_->getArg(3), totals_slot(k_));
       Value* totals = b_.CreateLoad(b_.getPtrTy(), slot, "totals");
-      v = b_.CreateLoad(b_.getDoubleTy(), b_.CreateConstInBoundsGEP1_64(b_.getDoubleTy(), totals, i));
+      v = b_.CreateLoad(b_.getDoubleTy(),
+                        b_.CreateConstInBoundsGEP1_64(b_.getDoubleTy(), totals, i));
     } else if (in.op == KOp::kLoad) {
       const int buf = in.buffer;
       v = to_real(b_, b_.CreateLoad(types_[buf], buffers_[buf]), k_.types[buf], b_.getDoubleTy());
@@ -340,22 +341,28 @@ Value* Emitter::reduce(int i) {
     if (op != KOp::kReduceLogSumExp) return merge(a, {x});
     Value* up = b_.CreateFCmpOGT(x, a[0]);  // x becomes the running max: rescale the sum
     // exp(-|x - m|): exp(m - x) rescales the sum when x is the new max, else exp(x - m) adds.
-    Value* t = emit_exp(b_, b_.CreateFNeg(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, b_.CreateFSub(x, a[0]))));
-    Value* s = b_.CreateSelect(up, b_.CreateFAdd(b_.CreateFMul(a[1], t), like(t, 1)), b_.CreateFAdd(a[1], t));
+    Value* t = emit_exp(
+        b_, b_.CreateFNeg(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, b_.CreateFSub(x, a[0]))));
+    Value* s = b_.CreateSelect(up, b_.CreateFAdd(b_.CreateFMul(a[1], t), like(t, 1)),
+                               b_.CreateFAdd(a[1], t));
     return {b_.CreateSelect(up, x, a[0]), s};
   };
   const size_t width = identity.size();
   State carried;
-  for (int u = 0; u < shape_.unroll; ++u) carried.insert(carried.end(), identity.begin(), identity.end());
-  carried = emit_pass(carried, [&](std::vector<Chunk>& chunks, State a) {
-    for (size_t u = 0; u < chunks.size(); ++u) {
-      Value* x = element(arg, chunks[u]);
-      if (chunks[u].mask) x = b_.CreateSelect(chunks[u].mask, x, masked);
-      const State next = update(State(a.begin() + u * width, a.begin() + (u + 1) * width), x);
-      std::copy(next.begin(), next.end(), a.begin() + u * width);
-    }
-    return a;
-  }, shape_.unroll);
+  for (int u = 0; u < shape_.unroll; ++u)
+    carried.insert(carried.end(), identity.begin(), identity.end());
+  carried = emit_pass(
+      carried,
+      [&](std::vector<Chunk>& chunks, State a) {
+        for (size_t u = 0; u < chunks.size(); ++u) {
+          Value* x = element(arg, chunks[u]);
+          if (chunks[u].mask) x = b_.CreateSelect(chunks[u].mask, x, masked);
+          const State next = update(State(a.begin() + u * width, a.begin() + (u + 1) * width), x);
+          std::copy(next.begin(), next.end(), a.begin() + u * width);
+        }
+        return a;
+      },
+      shape_.unroll);
   std::vector<State> acc;
   for (size_t u = 0; u < carried.size() / width; ++u)
     acc.emplace_back(carried.begin() + u * width, carried.begin() + (u + 1) * width);
@@ -366,7 +373,8 @@ Value* Emitter::reduce(int i) {
     std::vector<int> lo(w / 2), hi(w / 2);
     for (int l = 0; l < w / 2; ++l) lo[l] = l, hi[l] = l + w / 2;
     State a, b;
-    for (Value* x : v) a.push_back(b_.CreateShuffleVector(x, lo)), b.push_back(b_.CreateShuffleVector(x, hi));
+    for (Value* x : v)
+      a.push_back(b_.CreateShuffleVector(x, lo)), b.push_back(b_.CreateShuffleVector(x, hi));
     v = merge(a, b);
   }
   for (Value*& x : v) x = b_.CreateExtractElement(x, uint64_t{0});
@@ -382,16 +390,19 @@ void Emitter::emit_element_stores() {
         (k_.code[i].access == Access::kFull || k_.code[i].access == Access::kCol))
       stores.push_back(static_cast<int>(i));
   if (stores.empty()) return;
-  emit_pass({}, [&](std::vector<Chunk>& chunks, std::vector<Value*> none) {
-    std::vector<std::vector<Value*>> values(chunks.size());
-    for (size_t u = 0; u < chunks.size(); ++u)
-      for (int s : stores)
-        values[u].push_back(operand(k_.code[s].args[0], Level::kElement, &chunks[u]));
-    for (size_t u = 0; u < chunks.size(); ++u)
-      for (size_t s = 0; s < stores.size(); ++s)
-        store_chunk(k_.code[stores[s]], chunks[u], values[u][s]);
-    return none;
-  }, /*unroll=*/1);
+  emit_pass(
+      {},
+      [&](std::vector<Chunk>& chunks, std::vector<Value*> none) {
+        std::vector<std::vector<Value*>> values(chunks.size());
+        for (size_t u = 0; u < chunks.size(); ++u)
+          for (int s : stores)
+            values[u].push_back(operand(k_.code[s].args[0], Level::kElement, &chunks[u]));
+        for (size_t u = 0; u < chunks.size(); ++u)
+          for (size_t s = 0; s < stores.size(); ++s)
+            store_chunk(k_.code[stores[s]], chunks[u], values[u][s]);
+        return none;
+      },
+      /*unroll=*/1);
 }
 
 Value* Emitter::operand(int i, Level at, Chunk* chunk) {
@@ -435,8 +446,10 @@ Value* Emitter::scratch_chunk(int i, const Chunk& chunk, Value* v) {
   Value* p = b_.CreateInBoundsGEP(b_.getFloatTy(), scratch_, at);
   llvm::Type* vt = vec(b_.getFloatTy());
   if (v) {
-    if (chunk.mask) b_.CreateMaskedStore(v, p, llvm::Align(4), chunk.mask);
-    else b_.CreateAlignedStore(v, p, llvm::Align(4));
+    if (chunk.mask)
+      b_.CreateMaskedStore(v, p, llvm::Align(4), chunk.mask);
+    else
+      b_.CreateAlignedStore(v, p, llvm::Align(4));
     return v;
   }
   if (chunk.mask)
@@ -464,9 +477,10 @@ void Emitter::store_chunk(const Instr& in, const Chunk& chunk, Value* v) {
                                   sum ? chunk.col : b_.CreateAdd(row_offset_, chunk.col));
   if (sum) {
     llvm::Type* vt = vec(b_.getFloatTy());
-    Value* old = chunk.mask ? static_cast<Value*>(b_.CreateMaskedLoad(
-                                  vt, p, llvm::Align(4), chunk.mask, llvm::Constant::getNullValue(vt)))
-                            : b_.CreateAlignedLoad(vt, p, llvm::Align(4));
+    Value* old = chunk.mask
+                     ? static_cast<Value*>(b_.CreateMaskedLoad(vt, p, llvm::Align(4), chunk.mask,
+                                                               llvm::Constant::getNullValue(vt)))
+                     : b_.CreateAlignedLoad(vt, p, llvm::Align(4));
     v = b_.CreateFAdd(old, v);
   }
   if (chunk.mask)
@@ -489,7 +503,8 @@ Chunk Emitter::chunk_at(Value* col, Value* mask) {
 // least once (with no lane left when U * W divides cols). Every loop runs at least once in the
 // bucket, so no loop has a guard: a guard depends on cols alone, and LLVM would unswitch the row
 // loop on it, copying the whole row's code once per guard.
-std::vector<Value*> Emitter::emit_pass(std::vector<Value*> carried, const PassBody& body, int unroll) {
+std::vector<Value*> Emitter::emit_pass(std::vector<Value*> carried, const PassBody& body,
+                                       int unroll) {
   ++pass_;
   const int64_t w = shape_.lanes, uw = w * unroll;
   Value* start = i64(0);
@@ -497,8 +512,7 @@ std::vector<Value*> Emitter::emit_pass(std::vector<Value*> carried, const PassBo
     Value* end = uw > 1 ? b_.CreateAnd(cols_, i64(-uw)) : cols_;
     carried = emit_loop(start, end, uw, carried, [&](Value* col, std::vector<Value*> c) {
       std::vector<Chunk> chunks;
-      for (int u = 0; u < unroll; ++u)
-        chunks.push_back(chunk_at(b_.CreateAdd(col, i64(u * w))));
+      for (int u = 0; u < unroll; ++u) chunks.push_back(chunk_at(b_.CreateAdd(col, i64(u * w))));
       return body(chunks, c);
     });
     start = end;

@@ -46,8 +46,8 @@
 #include <vector>
 
 #include "jit/bucket.h"
-#include "jit/kernel_ir/kernel_ir.h"
 #include "jit/cpu/target.h"
+#include "jit/kernel_ir/kernel_ir.h"
 
 namespace llvm {
 class LLVMContext;
@@ -72,8 +72,12 @@ std::vector<int> cached_values(const KernelIR& k);
 // What run_kernel passes after the kernel's own buffers: buffers[k.buffers()] the row totals
 // (double, indexed by instruction; row_totals()), buffers[k.buffers() + 1] a scratch of
 // cached_values(k).size() * cols floats that no other call uses at the same time.
-inline int totals_slot(const KernelIR& k) { return k.buffers(); }
-inline int scratch_slot(const KernelIR& k) { return k.buffers() + 1; }
+inline int totals_slot(const KernelIR& k) {
+  return k.buffers();
+}
+inline int scratch_slot(const KernelIR& k) {
+  return k.buffers() + 1;
+}
 
 // The vector width and unrolling the emitter chooses for a bucket (exposed for tests and dumps).
 struct LoopShape {

@@ -98,8 +98,9 @@ Value* exp_avx512(llvm::IRBuilderBase& b, Value* x) {
                     {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
                      1.6666665459e-1, 5.0000001201e-1});
   Value* y = b.CreateFAdd(fma(p, b.CreateFMul(r, r), r), c(x, 1.0));
-  return b.CreateIntrinsic(llvm::Intrinsic::x86_avx512_mask_scalef_ps_512, {},
-                           {y, n, llvm::UndefValue::get(x->getType()), b.getInt16(0xffff), b.getInt32(4)});
+  return b.CreateIntrinsic(
+      llvm::Intrinsic::x86_avx512_mask_scalef_ps_512, {},
+      {y, n, llvm::UndefValue::get(x->getType()), b.getInt16(0xffff), b.getInt32(4)});
 }
 
 bool is_avx512_vector(Value* x) {

@@ -23,7 +23,8 @@ struct Draft {
 };
 
 // Values the group must write: used outside it, or outputs and updates of the graph.
-std::vector<const ir::Value*> outputs_of(const ir::Graph& g, const std::vector<const ir::Node*>& nodes) {
+std::vector<const ir::Value*> outputs_of(const ir::Graph& g,
+                                         const std::vector<const ir::Node*>& nodes) {
   const NodeSet members(nodes.begin(), nodes.end());
   std::vector<const ir::Value*> out;
   for (const ir::Node* n : nodes) {
@@ -58,7 +59,6 @@ int64_t upper_bound(const ir::ShapeGraph& shapes, const DimExpr& e) {
   return c.evaluate(b);
 }
 
-
 bool cost_ok(const ir::Graph& g, const FusionGroup& fg, const FusionOptions& o) {
   const KernelIR& k = fg.kernel;
   int reductions = 0, full_loads = 0;
@@ -67,12 +67,15 @@ bool cost_ok(const ir::Graph& g, const FusionGroup& fg, const FusionOptions& o) 
     full_loads += in.op == KOp::kLoad && in.access == Access::kFull;
   }
   if (reductions + 1 > o.max_passes) return false;
-  if (reductions > 0 && !fg.space.empty() && upper_bound(g.shapes(), fg.space.back()) * 4 * full_loads > o.cache_bytes) return false;
+  if (reductions > 0 && !fg.space.empty() &&
+      upper_bound(g.shapes(), fg.space.back()) * 4 * full_loads > o.cache_bytes)
+    return false;
   const std::vector<int> count = k.evaluations();
   int recompute = 0;
   for (size_t i = 0; i < k.code.size(); ++i) {
     const KOp op = k.code[i].op;
-    if (count[i] > 1 && op != KOp::kLoad && op != KOp::kConst) recompute += (is_expensive(op) ? 8 : 1) * (count[i] - 1);
+    if (count[i] > 1 && op != KOp::kLoad && op != KOp::kConst)
+      recompute += (is_expensive(op) ? 8 : 1) * (count[i] - 1);
   }
   return recompute <= o.max_recompute;
 }
@@ -88,7 +91,8 @@ bool keeps_apart(const ir::Node& n) {
 }
 
 // True when q (outside the group) depends on a member: then q's result cannot feed the group.
-bool depends_on(const ir::Node* q, const NodeSet& members, const std::map<const ir::Node*, int>& index, int first) {
+bool depends_on(const ir::Node* q, const NodeSet& members,
+                const std::map<const ir::Node*, int>& index, int first) {
   std::set<const ir::Node*> seen;
   std::vector<const ir::Node*> todo = {q};
   while (!todo.empty()) {
@@ -138,11 +142,13 @@ class Planner {
     if (keeps_apart(*n)) return false;
     std::vector<int> candidates;
     for (const ir::Value* v : n->operands())
-      if (v->producer() && group_of_.contains(v->producer())) candidates.push_back(group_of_.at(v->producer()));
+      if (v->producer() && group_of_.contains(v->producer()))
+        candidates.push_back(group_of_.at(v->producer()));
     std::sort(candidates.rbegin(), candidates.rend());
     candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
     for (int gi : candidates) {
-      if (too_far(drafts_[gi], n) || !KernelBuilder(drafts_[gi].space, g_.shapes()).fits(*n) || would_cycle(drafts_[gi], n))
+      if (too_far(drafts_[gi], n) || !KernelBuilder(drafts_[gi].space, g_.shapes()).fits(*n) ||
+          would_cycle(drafts_[gi], n))
         continue;
       if (take(gi, drafts_[gi], n)) return true;
     }
@@ -151,7 +157,8 @@ class Planner {
 
   bool start_a_group(const ir::Node* n) {
     drafts_.push_back(Draft{.space = natural_space(*n)});
-    if (take(static_cast<int>(drafts_.size()) - 1, Draft{.space = drafts_.back().space}, n)) return true;
+    if (take(static_cast<int>(drafts_.size()) - 1, Draft{.space = drafts_.back().space}, n))
+      return true;
     drafts_.pop_back();
     return false;
   }
@@ -162,9 +169,11 @@ class Planner {
   bool take(int gi, Draft d, const ir::Node* n) {
     Draft with = d;
     for (const ir::Value* v : n->operands())
-      if (const ir::Node* p = v->producer(); p && !group_of_.contains(p) && lowerable(*p)) with.nodes.push_back(p);
+      if (const ir::Node* p = v->producer(); p && !group_of_.contains(p) && lowerable(*p))
+        with.nodes.push_back(p);
     with.nodes.push_back(n);
-    std::sort(with.nodes.begin(), with.nodes.end(), [&](auto* a, auto* b) { return index_.at(a) < index_.at(b); });
+    std::sort(with.nodes.begin(), with.nodes.end(),
+              [&](auto* a, auto* b) { return index_.at(a) < index_.at(b); });
     d.nodes.push_back(n);
     for (Draft* c : {&with, &d}) {
       if (c == &with && with.nodes.size() == d.nodes.size()) continue;  // no loose producer
@@ -187,7 +196,8 @@ class Planner {
       if (hi == gi || too_far(drafts_[hi], n)) continue;
       Draft d = drafts_[gi];
       d.nodes.insert(d.nodes.end(), drafts_[hi].nodes.begin(), drafts_[hi].nodes.end());
-      std::sort(d.nodes.begin(), d.nodes.end(), [&](auto* a, auto* b) { return index_.at(a) < index_.at(b); });
+      std::sort(d.nodes.begin(), d.nodes.end(),
+                [&](auto* a, auto* b) { return index_.at(a) < index_.at(b); });
       if (cycles(d.nodes) || !acceptable(d)) continue;  // acceptable: every node fits n's space
       for (const ir::Node* m : drafts_[hi].nodes) group_of_[m] = gi;
       drafts_[gi] = std::move(d);
@@ -222,7 +232,8 @@ class Planner {
   const ir::Graph& g_;
   const FusionOptions& o_;
   std::map<const ir::Node*, int> index_;
-  std::vector<int> outside_before_;  // per node index: nodes without a lowering before it, it included
+  std::vector<int>
+      outside_before_;  // per node index: nodes without a lowering before it, it included
   std::map<const ir::Node*, int> group_of_;
   std::vector<Draft> drafts_;
 };
@@ -256,7 +267,8 @@ std::string FusionPlan::str() const {
     s << "kernel " << i << " (" << fg.kind() << ", " << shape_str(fg.space) << "):";
     for (size_t j = 0; j < fg.nodes.size(); ++j) {
       s << (j ? ", " : " ");
-      for (size_t r = 0; r < fg.nodes[j]->results().size(); ++r) s << (r ? ", %" : "%") << fg.nodes[j]->result(r)->name();
+      for (size_t r = 0; r < fg.nodes[j]->results().size(); ++r)
+        s << (r ? ", %" : "%") << fg.nodes[j]->result(r)->name();
       s << " = " << fg.nodes[j]->op().name;
     }
     s << " ->";
@@ -266,7 +278,9 @@ std::string FusionPlan::str() const {
   return s.str();
 }
 
-FusionPlan plan_fusion(const ir::Graph& g, const FusionOptions& options) { return Planner(g, options).run(); }
+FusionPlan plan_fusion(const ir::Graph& g, const FusionOptions& options) {
+  return Planner(g, options).run();
+}
 
 namespace {
 
@@ -316,7 +330,8 @@ std::vector<Unit> ordered_units(const ir::Graph& g, const FusionPlan& plan) {
     for (int w : users[u])
       if (--waiting[w] == 0) ready.push({units[w].last, w});
   }
-  if (order.size() != units.size()) throw InvalidArgument("fusion: the groups form a cycle (a planner bug)");
+  if (order.size() != units.size())
+    throw InvalidArgument("fusion: the groups form a cycle (a planner bug)");
   return order;
 }
 
@@ -328,14 +343,16 @@ std::unique_ptr<ir::Graph> apply_fusion(const ir::Graph& g, const FusionPlan& pl
   out->set_source(g.source());
   out->shapes() = g.shapes();
   std::map<const ir::Value*, ir::Value*> map;
-  for (const ir::Value* a : g.arguments()) map[a] = out->add_argument(a->name(), a->type(), a->role());
+  for (const ir::Value* a : g.arguments())
+    map[a] = out->add_argument(a->name(), a->type(), a->role());
   auto operands = [&](const std::vector<const ir::Value*>& vs) {
     std::vector<ir::Value*> r;
     for (const ir::Value* v : vs) r.push_back(map.at(v));
     return r;
   };
-  auto add = [&](const std::string& op, const std::vector<const ir::Value*>& in, ir::Attributes attrs,
-                 const std::vector<const ir::Value*>& results, ir::SourceLoc loc) {
+  auto add = [&](const std::string& op, const std::vector<const ir::Value*>& in,
+                 ir::Attributes attrs, const std::vector<const ir::Value*>& results,
+                 ir::SourceLoc loc) {
     std::vector<std::string> names;
     std::vector<ir::TensorType> types;
     for (const ir::Value* v : results) names.push_back(v->name()), types.push_back(v->type());
@@ -344,11 +361,12 @@ std::unique_ptr<ir::Graph> apply_fusion(const ir::Graph& g, const FusionPlan& pl
   };
   for (const Unit& u : ordered_units(g, plan)) {
     if (u.node) {
-      add(u.node->op().name, {u.node->operands().begin(), u.node->operands().end()}, u.node->attrs(),
-          {u.node->results().begin(), u.node->results().end()}, u.node->loc());
+      add(u.node->op().name, {u.node->operands().begin(), u.node->operands().end()},
+          u.node->attrs(), {u.node->results().begin(), u.node->results().end()}, u.node->loc());
     } else {
       std::string text = u.group->kernel.str();  // on one line in the printed graph
-      for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at)) text.replace(at, 1, "; ");
+      for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at))
+        text.replace(at, 1, "; ");
       add("fused", u.group->inputs, {{"kernel", text}, {"shape", u.group->space}}, u.group->outputs,
           u.group->nodes.front()->loc());
     }

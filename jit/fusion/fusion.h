@@ -5,8 +5,8 @@
 //                  (softmax, RMSNorm with the residual add, SwiGLU, AdamW with clipping).
 // A norm joins the residual add only where nothing else reads the sum: in a transformer the sum
 // is the residual stream, and a norm kept apart can be recomputed from it under a memory cap.
-// Every node that has a lowering (jit/kernel_ir/lowering.h) lands in exactly one group; matmul and the
-// ops without a lowering stay as they are.
+// Every node that has a lowering (jit/kernel_ir/lowering.h) lands in exactly one group; matmul and
+// the ops without a lowering stay as they are.
 //
 // Greedy, in graph order: a node joins the group of one of its producers when it fits that
 // group's space, the merged group stays acyclic (no path leaves the group and comes back), and
@@ -30,9 +30,9 @@
 namespace disc::jit {
 
 struct FusionOptions {
-  int max_passes = 4;              // reductions per kernel, plus the final pass
-  int64_t cache_bytes = 512 << 10; // re-read bytes per row of a multi-pass kernel, at the bounds
-  int max_recompute = 16;          // weighted element ops evaluated again in later passes
+  int max_passes = 4;               // reductions per kernel, plus the final pass
+  int64_t cache_bytes = 512 << 10;  // re-read bytes per row of a multi-pass kernel, at the bounds
+  int max_recompute = 16;           // weighted element ops evaluated again in later passes
   // Nodes outside every group (GEMMs, attention, ...) that may run between a group's last node and
   // a node that joins it. Farther, the kernel would compute that node's results early and hold
   // them across the work in between: a backward's copy of a forward value (ir/passes/

@@ -15,7 +15,8 @@ namespace {
 // Device helpers every kernel reads: NaN-skipping max (the interpreter's std::max(acc, x)) and
 // the running logsumexp (the LLVM emitter's: one exp per element, the sum rescaled when the max
 // grows; the max starts at the lowest finite float so that an element of -inf adds exp(-inf) = 0).
-constexpr const char* kMath = R"(// disc: kernels generated from the kernel IR (jit/gpu/cuda_emitter.cc)
+constexpr const char* kMath =
+    R"(// disc: kernels generated from the kernel IR (jit/gpu/cuda_emitter.cc)
 __device__ __forceinline__ float disc_max(float a, float x) { return a < x ? x : a; }
 __device__ __forceinline__ float disc_sigmoidf(float x) {
   const float e = expf(-fabsf(x));
@@ -103,14 +104,20 @@ std::string literal(double v) {
 
 const char* c_type(DType t, int buffer) {
   switch (t) {
-    case DType::kF32: return "float";
-    case DType::kF64: return "double";
-    case DType::kI32: return "int";
-    case DType::kI64: return "long long";
-    case DType::kBool: return "unsigned char";
+    case DType::kF32:
+      return "float";
+    case DType::kF64:
+      return "double";
+    case DType::kI32:
+      return "int";
+    case DType::kI64:
+      return "long long";
+    case DType::kBool:
+      return "unsigned char";
     default:
       throw CompileError("cuda emitter: buffer " + std::to_string(buffer) + " is " +
-                         std::string(dtype_name(t)) + ", which kernels cannot load (f32, f64, i32, i64, bool)");
+                         std::string(dtype_name(t)) +
+                         ", which kernels cannot load (f32, f64, i32, i64, bool)");
   }
 }
 
@@ -152,14 +159,16 @@ class Emitter {
   std::string params(const std::string& tail) const {
     std::string p = "long long rows, long long cols_arg";
     for (int i = 0; i < k_.buffers(); ++i)
-      p += std::string(", ") + (i < k_.inputs ? "const " : "") + c_type(k_.types[i], i) + "* b" + std::to_string(i);
+      p += std::string(", ") + (i < k_.inputs ? "const " : "") + c_type(k_.types[i], i) + "* b" +
+           std::to_string(i);
     return p + tail;
   }
   void begin_kernel(const std::string& name, const std::string& params) {
-    s_ << "\nextern \"C\" __global__ void __launch_bounds__(" << out_.block << ") " << name << "(" << params
-       << ") {\n";
+    s_ << "\nextern \"C\" __global__ void __launch_bounds__(" << out_.block << ") " << name << "("
+       << params << ") {\n";
     // A static bucket's extent is a constant the compiler folds into the loops.
-    s_ << "  const long long cols = " << (bucket_.is_static() ? std::to_string(bucket_.lo) + "LL" : "cols_arg")
+    s_ << "  const long long cols = "
+       << (bucket_.is_static() ? std::to_string(bucket_.lo) + "LL" : "cols_arg")
        << ";\n  (void)cols_arg;\n";
   }
 
@@ -168,15 +177,19 @@ class Emitter {
   std::string ref(int a, Level at) const {
     const std::string n = std::to_string(a);
     switch (levels_[a]) {
-      case Level::kScalar: return (at == Level::kScalar || is_compare(k_.code[a].op) ? "s" : "sf") + n;
-      case Level::kRow: return "r" + n;
-      default: return "e" + n;
+      case Level::kScalar:
+        return (at == Level::kScalar || is_compare(k_.code[a].op) ? "s" : "sf") + n;
+      case Level::kRow:
+        return "r" + n;
+      default:
+        return "e" + n;
     }
   }
   std::string load(const Instr& in, const std::string& index, bool dbl) const {
     const std::string v = "b" + std::to_string(in.buffer) + "[" + index + "]";
     const char* real = dbl ? "double" : "float";
-    if (k_.types[in.buffer] == DType::kBool) return "(" + v + " ? (" + real + ")1 : (" + real + ")0)";
+    if (k_.types[in.buffer] == DType::kBool)
+      return "(" + v + " ? (" + real + ")1 : (" + real + ")0)";
     return "(" + std::string(real) + ")" + v;
   }
   // The value of a non-reduction, non-store instruction from its operands' names.
@@ -184,37 +197,61 @@ class Emitter {
     const std::string f = dbl ? "" : "f";
     const std::string one = dbl ? "1.0" : "1.0f", zero = dbl ? "0.0" : "0.0f";
     switch (in.op) {
-      case KOp::kNeg: return "(-" + a[0] + ")";
-      case KOp::kAbs: return "fabs" + f + "(" + a[0] + ")";
-      case KOp::kExp: return "exp" + f + "(" + a[0] + ")";
-      case KOp::kLog: return "log" + f + "(" + a[0] + ")";
-      case KOp::kSqrt: return "sqrt" + f + "(" + a[0] + ")";
-      case KOp::kRsqrt: return "(" + one + " / sqrt" + f + "(" + a[0] + "))";
-      case KOp::kTanh: return "tanh" + f + "(" + a[0] + ")";
+      case KOp::kNeg:
+        return "(-" + a[0] + ")";
+      case KOp::kAbs:
+        return "fabs" + f + "(" + a[0] + ")";
+      case KOp::kExp:
+        return "exp" + f + "(" + a[0] + ")";
+      case KOp::kLog:
+        return "log" + f + "(" + a[0] + ")";
+      case KOp::kSqrt:
+        return "sqrt" + f + "(" + a[0] + ")";
+      case KOp::kRsqrt:
+        return "(" + one + " / sqrt" + f + "(" + a[0] + "))";
+      case KOp::kTanh:
+        return "tanh" + f + "(" + a[0] + ")";
       // With e = exp(-|x|), which never overflows: 1 / (1 + e) for x >= 0, e / (1 + e) below, so
       // that a result near 0 is computed, not 1 / inf (as the LLVM emitter's).
-      case KOp::kSigmoid: return "disc_sigmoid" + f + "(" + a[0] + ")";
-      case KOp::kSilu: return "(" + a[0] + " * disc_sigmoid" + f + "(" + a[0] + "))";
-      case KOp::kRelu: return "(" + a[0] + " > " + zero + " ? " + a[0] + " : " + zero + ")";
-      case KOp::kAdd: return "(" + a[0] + " + " + a[1] + ")";
-      case KOp::kSub: return "(" + a[0] + " - " + a[1] + ")";
-      case KOp::kMul: return "(" + a[0] + " * " + a[1] + ")";
-      case KOp::kDiv: return "(" + a[0] + " / " + a[1] + ")";
-      case KOp::kMax: return "(" + a[0] + " > " + a[1] + " ? " + a[0] + " : " + a[1] + ")";
-      case KOp::kMin: return "(" + a[0] + " < " + a[1] + " ? " + a[0] + " : " + a[1] + ")";
+      case KOp::kSigmoid:
+        return "disc_sigmoid" + f + "(" + a[0] + ")";
+      case KOp::kSilu:
+        return "(" + a[0] + " * disc_sigmoid" + f + "(" + a[0] + "))";
+      case KOp::kRelu:
+        return "(" + a[0] + " > " + zero + " ? " + a[0] + " : " + zero + ")";
+      case KOp::kAdd:
+        return "(" + a[0] + " + " + a[1] + ")";
+      case KOp::kSub:
+        return "(" + a[0] + " - " + a[1] + ")";
+      case KOp::kMul:
+        return "(" + a[0] + " * " + a[1] + ")";
+      case KOp::kDiv:
+        return "(" + a[0] + " / " + a[1] + ")";
+      case KOp::kMax:
+        return "(" + a[0] + " > " + a[1] + " ? " + a[0] + " : " + a[1] + ")";
+      case KOp::kMin:
+        return "(" + a[0] + " < " + a[1] + " ? " + a[0] + " : " + a[1] + ")";
       case KOp::kPow: {
         const Instr& e = k_.code[in.args[1]];
         if (!dbl && e.op == KOp::kConst && e.value == 2) return "(" + a[0] + " * " + a[0] + ")";
         return "pow" + f + "(" + a[0] + ", " + a[1] + ")";
       }
-      case KOp::kEq: return "(" + a[0] + " == " + a[1] + ")";
-      case KOp::kNe: return "(" + a[0] + " != " + a[1] + ")";
-      case KOp::kLt: return "(" + a[0] + " < " + a[1] + ")";
-      case KOp::kLe: return "(" + a[0] + " <= " + a[1] + ")";
-      case KOp::kGt: return "(" + a[0] + " > " + a[1] + ")";
-      case KOp::kGe: return "(" + a[0] + " >= " + a[1] + ")";
-      case KOp::kSelect: return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
-      default: throw CompileError("cuda emitter: no code for " + std::string(kop_name(in.op)));
+      case KOp::kEq:
+        return "(" + a[0] + " == " + a[1] + ")";
+      case KOp::kNe:
+        return "(" + a[0] + " != " + a[1] + ")";
+      case KOp::kLt:
+        return "(" + a[0] + " < " + a[1] + ")";
+      case KOp::kLe:
+        return "(" + a[0] + " <= " + a[1] + ")";
+      case KOp::kGt:
+        return "(" + a[0] + " > " + a[1] + ")";
+      case KOp::kGe:
+        return "(" + a[0] + " >= " + a[1] + ")";
+      case KOp::kSelect:
+        return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
+      default:
+        throw CompileError("cuda emitter: no code for " + std::string(kop_name(in.op)));
     }
   }
   // `const T name = value;` for instruction i at its level (double scalars and, for the totals
@@ -225,17 +262,31 @@ class Emitter {
     const bool dbl = l == Level::kScalar || (l == Level::kRow && dbl_rows);
     std::string v;
     switch (in.op) {
-      case KOp::kConst: v = literal(in.value); break;
-      case KOp::kSumRows: v = "totals[" + std::to_string(i) + "]"; break;
-      case KOp::kColIndex: v = "(float)c"; break;
-      case KOp::kRowModCols: v = std::string(dbl ? "(double)" : "(float)") + "(row % (cols > 1 ? cols : 1LL))"; break;
+      case KOp::kConst:
+        v = literal(in.value);
+        break;
+      case KOp::kSumRows:
+        v = "totals[" + std::to_string(i) + "]";
+        break;
+      case KOp::kColIndex:
+        v = "(float)c";
+        break;
+      case KOp::kRowModCols:
+        v = std::string(dbl ? "(double)" : "(float)") + "(row % (cols > 1 ? cols : 1LL))";
+        break;
       case KOp::kLoad:
-        v = load(in, in.access == Access::kFull ? "base + c" : in.access == Access::kRow ? "row" : in.access == Access::kCol ? "c" : "0", dbl);
+        v = load(in,
+                 in.access == Access::kFull  ? "base + c"
+                 : in.access == Access::kRow ? "row"
+                 : in.access == Access::kCol ? "c"
+                                             : "0",
+                 dbl);
         break;
       case KOp::kLoadAt: {  // the column clamped to [0, cols - 1], then truncated
         const std::string t = dbl ? "double" : "float";
-        const std::string at = "(long long)fmax" + std::string(dbl ? "" : "f") + "(fmin" + (dbl ? "" : "f") + "(" +
-                               ref(in.args[0], l) + ", (" + t + ")(cols - 1)), (" + t + ")0)";
+        const std::string at = "(long long)fmax" + std::string(dbl ? "" : "f") + "(fmin" +
+                               (dbl ? "" : "f") + "(" + ref(in.args[0], l) + ", (" + t +
+                               ")(cols - 1)), (" + t + ")0)";
         v = "(cols == 0 ? (" + t + ")0 : " + load(in, "base + " + at, dbl) + ")";
         break;
       }
@@ -271,7 +322,8 @@ class Emitter {
       if (!live_[i] || in.op == KOp::kSumRows) continue;
       for (int a : in.args) {
         live_[a] = true;
-        if (levels_[a] == Level::kScalar && (levels_[i] != Level::kScalar || in.op == KOp::kStore)) as_float_[a] = true;
+        if (levels_[a] == Level::kScalar && (levels_[i] != Level::kScalar || in.op == KOp::kStore))
+          as_float_[a] = true;
       }
     }
   }
@@ -294,7 +346,8 @@ class Emitter {
     if (in.op == KOp::kReduceLogSumExp)
       s_ << "        disc_lse acc = {-3.40282347e+38f, 0.0f};\n";
     else
-      s_ << "        float acc = " << (in.op == KOp::kReduceSum ? "0.0f" : "-__int_as_float(0x7f800000)") << ";\n";
+      s_ << "        float acc = "
+         << (in.op == KOp::kReduceSum ? "0.0f" : "-__int_as_float(0x7f800000)") << ";\n";
     s_ << "        for (long long c = threadIdx.x; c < cols; c += blockDim.x) {\n";
     emit_elements({a}, "          ");
     const std::string x = ref(a, Level::kElement);
@@ -303,37 +356,44 @@ class Emitter {
            : in.op == KOp::kReduceMax ? "disc_max(acc, " + x + ")"
                                       : "disc_lse_add(acc, " + x + ")")
        << ";\n        }\n";
-    const char* fn = in.op == KOp::kReduceSum ? "disc_block_sum" : in.op == KOp::kReduceMax ? "disc_block_max" : "disc_block_lse";
+    const char* fn = in.op == KOp::kReduceSum   ? "disc_block_sum"
+                     : in.op == KOp::kReduceMax ? "disc_block_max"
+                                                : "disc_block_lse";
     s_ << "        r" << i << " = " << fn << "(acc, disc_red);\n      }\n";
   }
 
   void emit_main_kernel() {
     begin_kernel(out_.name, params(", const double* totals, float* sums"));
     bool reduces = false;
-    for (size_t i = 0; i < k_.code.size(); ++i) reduces = reduces || (live_[i] && is_reduction(k_.code[i].op));
+    for (size_t i = 0; i < k_.code.size(); ++i)
+      reduces = reduces || (live_[i] && is_reduction(k_.code[i].op));
     if (reduces) s_ << "  __shared__ float disc_red[16];\n";
     s_ << "  (void)totals;\n  (void)sums;\n";
     emit_scalars(live_);
     const bool summed = !out_.summed.empty();
-    for (int b : out_.summed) s_ << "  const long long off" << b << " = " << cols_times(offset_[b]) << ";\n";
-    s_ << "  const long long groups = (rows + " << out_.rows_per_group - 1 << ") / " << out_.rows_per_group << ";\n"
+    for (int b : out_.summed)
+      s_ << "  const long long off" << b << " = " << cols_times(offset_[b]) << ";\n";
+    s_ << "  const long long groups = (rows + " << out_.rows_per_group - 1 << ") / "
+       << out_.rows_per_group << ";\n"
        << "  for (long long g = blockIdx.x; g < groups; g += gridDim.x) {\n";
     if (summed) {
       s_ << "    float* sums_g = sums + g * " << cols_times(per_group_) << ";\n"
-         << "    for (long long e = threadIdx.x; e < " << cols_times(per_group_) << "; e += blockDim.x) sums_g[e] = 0.0f;\n"
+         << "    for (long long e = threadIdx.x; e < " << cols_times(per_group_)
+         << "; e += blockDim.x) sums_g[e] = 0.0f;\n"
          << "    __syncthreads();\n";
     }
-    s_ << "    const long long row_end = (g + 1) * " << out_.rows_per_group << " < rows ? (g + 1) * "
-       << out_.rows_per_group << " : rows;\n"
+    s_ << "    const long long row_end = (g + 1) * " << out_.rows_per_group
+       << " < rows ? (g + 1) * " << out_.rows_per_group << " : rows;\n"
        << "    for (long long row = g * " << out_.rows_per_group << "; row < row_end; ++row) {\n"
        << "      const long long base = row * cols;\n      (void)base;\n";
     emit_row();
     s_ << "    }\n  }\n";
     for (size_t i = 0; i < k_.code.size(); ++i) {
       const Instr& in = k_.code[i];
-      if (in.op == KOp::kStore && in.access == Access::kScalar && levels_[in.args[0]] == Level::kScalar)
-        s_ << "  if (blockIdx.x == 0 && threadIdx.x == 0 && rows > 0) b" << in.buffer << "[0] = "
-           << ref(in.args[0], Level::kRow) << ";\n";
+      if (in.op == KOp::kStore && in.access == Access::kScalar &&
+          levels_[in.args[0]] == Level::kScalar)
+        s_ << "  if (blockIdx.x == 0 && threadIdx.x == 0 && rows > 0) b" << in.buffer
+           << "[0] = " << ref(in.args[0], Level::kRow) << ";\n";
     }
     s_ << "}\n";
   }
@@ -354,8 +414,10 @@ class Emitter {
         else if (in.access != Access::kScalar)
           stores.push_back(n);
       } else if (levels_[i] == Level::kRow && live_[i]) {
-        if (is_reduction(in.op)) emit_reduction(n);
-        else define(n, "      ");
+        if (is_reduction(in.op))
+          emit_reduction(n);
+        else
+          define(n, "      ");
       }
     }
     if (stores.empty()) return;
@@ -392,7 +454,8 @@ class Emitter {
     begin_kernel(out_.name + "_totals", params(", double* totals"));
     s_ << "  __shared__ double disc_part[" << out_.block << "];\n";
     for (int i = 0; i < n; ++i)
-      if (needed[i] && !after[i] && levels_[i] == Level::kScalar && k_.code[i].op != KOp::kCheckLabels)
+      if (needed[i] && !after[i] && levels_[i] == Level::kScalar &&
+          k_.code[i].op != KOp::kCheckLabels)
         define(i, "  ", /*dbl_rows=*/true);
     std::vector<int> sums;
     for (int i = 0; i < n; ++i)
@@ -401,13 +464,16 @@ class Emitter {
        << "    const long long base = row * cols;\n    (void)base;\n";
     for (int i = 0; i < n; ++i)
       if (needed[i] && levels_[i] == Level::kRow) define(i, "    ", /*dbl_rows=*/true);
-    for (int t : sums) s_ << "    t" << t << " += " << ref(k_.code[t].args[0], Level::kRow) << ";\n";
+    for (int t : sums)
+      s_ << "    t" << t << " += " << ref(k_.code[t].args[0], Level::kRow) << ";\n";
     s_ << "  }\n";
-    for (int t : sums) s_ << "  const double s" << t << " = disc_block_sum_f64(t" << t << ", disc_part);\n";
+    for (int t : sums)
+      s_ << "  const double s" << t << " = disc_block_sum_f64(t" << t << ", disc_part);\n";
     s_ << "  if (threadIdx.x != 0) return;\n";
     for (int t : sums) s_ << "  totals[" << t << "] = s" << t << ";\n";
     for (int i = 0; i < n; ++i) {
-      if (!needed[i] || levels_[i] != Level::kScalar || !after[i] || k_.code[i].op == KOp::kSumRows) continue;
+      if (!needed[i] || levels_[i] != Level::kScalar || !after[i] || k_.code[i].op == KOp::kSumRows)
+        continue;
       if (k_.code[i].op == KOp::kCheckLabels)
         s_ << "  totals[" << i << "] = s" << k_.code[i].args[0] << ";\n";
       else
@@ -428,9 +494,10 @@ class Emitter {
        << "    for (long long g = 0; g < groups; ++g) acc += sums[g * per_group + e];\n";
     for (size_t j = 0; j < out_.summed.size(); ++j) {
       const int b = out_.summed[j];
-      const std::string end = j + 1 < out_.summed.size() ? cols_times(offset_[out_.summed[j + 1]]) : "per_group";
-      s_ << "    " << (j ? "else " : "") << "if (e < " << end << ") b" << b << "[e - " << cols_times(offset_[b])
-         << "] = (float)acc;\n";
+      const std::string end =
+          j + 1 < out_.summed.size() ? cols_times(offset_[out_.summed[j + 1]]) : "per_group";
+      s_ << "    " << (j ? "else " : "") << "if (e < " << end << ") b" << b << "[e - "
+         << cols_times(offset_[b]) << "] = (float)acc;\n";
     }
     s_ << "  }\n}\n";
   }
@@ -447,11 +514,14 @@ class Emitter {
 
 }  // namespace
 
-int64_t CudaKernelSource::sums_per_group(int64_t cols) const { return col_sums * cols + scalar_sums; }
+int64_t CudaKernelSource::sums_per_group(int64_t cols) const {
+  return col_sums * cols + scalar_sums;
+}
 
 CudaKernelSource emit_cuda_kernel(const KernelIR& k, const Bucket& b, const std::string& name) {
   k.check();
-  if (b.lo > b.hi || b.lo < 0) throw CompileError("cuda emitter: bucket " + b.str() + " holds no extent");
+  if (b.lo > b.hi || b.lo < 0)
+    throw CompileError("cuda emitter: bucket " + b.str() + " holds no extent");
   CudaKernelSource out;
   out.math = kMath;
   out.reductions = kReductions;

@@ -40,11 +40,11 @@ struct CudaKernelSource {
   std::string math;        // device helpers of plain arithmetic (NaN-skipping max, logsumexp)
   std::string reductions;  // block reductions (warp shuffles, shared memory)
   std::string body;        // the kernels; read only what math and reductions define
-  std::string name;     // NAME; the others are NAME_totals and NAME_sums
-  int block = 256;      // threads per block, for every kernel of the source
+  std::string name;        // NAME; the others are NAME_totals and NAME_sums
+  int block = 256;         // threads per block, for every kernel of the source
   int rows_per_group = 1;
   bool has_totals = false;
-  std::vector<int> summed;  // summed_stores(): the buffers NAME_sums writes
+  std::vector<int> summed;            // summed_stores(): the buffers NAME_sums writes
   int col_sums = 0, scalar_sums = 0;  // how many of them sum columns, how many a scalar
   // Floats of sums per group: cols for each col store, 1 for each summed scalar store.
   int64_t sums_per_group(int64_t cols) const;

@@ -25,24 +25,31 @@ int64_t gpu_sums_floats(const CudaKernelSource& s, int64_t rows, int64_t cols) {
   return (rows + s.rows_per_group - 1) / s.rows_per_group * s.sums_per_group(cols);
 }
 
-std::vector<GpuLaunch> gpu_launches(const CudaKernelSource& s, int64_t rows, int64_t cols, int64_t max_blocks) {
+std::vector<GpuLaunch> gpu_launches(const CudaKernelSource& s, int64_t rows, int64_t cols,
+                                    int64_t max_blocks) {
   const auto b = static_cast<unsigned>(s.block);
   std::vector<GpuLaunch> out;
   if (s.has_totals) out.push_back({GpuLaunch::Kind::kTotals, s.name + "_totals", {1, b, 0}});
   // No rows: nothing to run per row, but sums over no rows are still written (as 0).
   const int64_t groups = (rows + s.rows_per_group - 1) / s.rows_per_group;
-  if (groups > 0) out.push_back({GpuLaunch::Kind::kRows, s.name, {blocks(groups, 1, max_blocks), b, 0}});
+  if (groups > 0)
+    out.push_back({GpuLaunch::Kind::kRows, s.name, {blocks(groups, 1, max_blocks), b, 0}});
   if (!s.summed.empty())
-    out.push_back({GpuLaunch::Kind::kSums, s.name + "_sums", {blocks(s.sums_per_group(cols), b, max_blocks), b, 0}});
+    out.push_back({GpuLaunch::Kind::kSums,
+                   s.name + "_sums",
+                   {blocks(s.sums_per_group(cols), b, max_blocks), b, 0}});
   return out;
 }
 
 GpuKernelCompiler::GpuKernelCompiler(GpuVendor vendor, std::string arch, std::string cache_dir,
                                      std::vector<int64_t> buckets)
-    : vendor_(vendor), arch_(std::move(arch)), buckets_(std::move(buckets)), cache_(std::move(cache_dir)) {}
+    : vendor_(vendor),
+      arch_(std::move(arch)),
+      buckets_(std::move(buckets)),
+      cache_(std::move(cache_dir)) {}
 
-GpuKernelCompiler::Compiled GpuKernelCompiler::compile(const KernelIR& k, uint64_t fingerprint, int64_t cols,
-                                                       bool cols_static) {
+GpuKernelCompiler::Compiled GpuKernelCompiler::compile(const KernelIR& k, uint64_t fingerprint,
+                                                       int64_t cols, bool cols_static) {
   const Bucket b = bucket(cols, cols_static);
   CudaKernelSource source = emit_cuda_kernel(k, b, "k" + std::to_string(fingerprint));
   Compiled c = compile_source(std::to_string(fingerprint) + "|" + b.str() + "|cuda-emitter-" +
@@ -52,7 +59,8 @@ GpuKernelCompiler::Compiled GpuKernelCompiler::compile(const KernelIR& k, uint64
   return c;
 }
 
-GpuKernelCompiler::Compiled GpuKernelCompiler::compile_source(const std::string& key, const std::string& source,
+GpuKernelCompiler::Compiled GpuKernelCompiler::compile_source(const std::string& key,
+                                                              const std::string& source,
                                                               const std::string& file_name) {
   const RuntimeCompiler& rtc = RuntimeCompiler::get(vendor_);
   const std::string full_key = "gpu|" + key + "|" + arch_ + "|" + rtc.name();
@@ -82,8 +90,8 @@ GpuKernels::GpuKernels(devices::GpuDevice& dev, std::string cache_dir, std::vect
 
 GpuKernels::~GpuKernels() = default;  // here, where GpuOps is complete
 
-const GpuKernels::Loaded& GpuKernels::load(const KernelIR& k, uint64_t fingerprint, int64_t cols, bool cols_static,
-                                           KernelRun* compiled) {
+const GpuKernels::Loaded& GpuKernels::load(const KernelIR& k, uint64_t fingerprint, int64_t cols,
+                                           bool cols_static, KernelRun* compiled) {
   const Bucket b = compiler_.bucket(cols, cols_static);
   const auto key = std::make_tuple(fingerprint, b.lo, b.hi);
   std::lock_guard lock(mu_);
@@ -123,13 +131,15 @@ KernelRun GpuKernels::run(const ir::Node& n, const ir::KernelArgs& a) {
   return r;
 }
 
-void GpuKernels::run(const KernelIR& k, uint64_t fingerprint, int64_t rows, int64_t cols, bool cols_static,
-                     void* const* buffers) {
+void GpuKernels::run(const KernelIR& k, uint64_t fingerprint, int64_t rows, int64_t cols,
+                     bool cols_static, void* const* buffers) {
   const Loaded& l = load(k, fingerprint, cols, cols_static);
   const CudaKernelSource& s = l.source;
   const size_t n = k.code.size();
   void* totals = s.has_totals ? totals_.get(n * sizeof(double)) : nullptr;
-  void* sums = s.summed.empty() ? nullptr : sums_.get(static_cast<size_t>(gpu_sums_floats(s, rows, cols)) * sizeof(float));
+  void* sums = s.summed.empty()
+                   ? nullptr
+                   : sums_.get(static_cast<size_t>(gpu_sums_floats(s, rows, cols)) * sizeof(float));
   long long rows_arg = rows, cols_arg = cols;
   long long groups = (rows + s.rows_per_group - 1) / s.rows_per_group;
   std::vector<void*> values(buffers, buffers + k.buffers());
@@ -154,7 +164,8 @@ void GpuKernels::run(const KernelIR& k, uint64_t fingerprint, int64_t rows, int6
     dev_.copy(host.data(), totals, n * sizeof(double), devices::CopyKind::kDeviceToHost);
     dev_.synchronize();
     for (size_t i = 0; i < n; ++i)
-      if (k.code[i].op == KOp::kCheckLabels && host[i] != 0) throw_bad_labels(static_cast<int64_t>(host[i]), cols);
+      if (k.code[i].op == KOp::kCheckLabels && host[i] != 0)
+        throw_bad_labels(static_cast<int64_t>(host[i]), cols);
   }
 }
 

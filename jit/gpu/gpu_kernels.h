@@ -23,12 +23,12 @@
 #include "ir/graph.h"
 #include "ir/ops/kernels.h"
 #include "jit/fused_kernels.h"
-#include "jit/gpu/cuda_emitter.h"
 #include "jit/fusion/fused_op.h"
+#include "jit/gpu/cuda_emitter.h"
 #include "jit/gpu/gpu_scratch.h"
+#include "jit/gpu/runtime_compiler.h"
 #include "jit/kernel_ir/kernel_ir.h"
 #include "jit/object_cache.h"
-#include "jit/gpu/runtime_compiler.h"
 
 namespace disc::jit {
 
@@ -45,7 +45,8 @@ struct GpuLaunch {
 // most `max_blocks`: the blocks stride over the rest), the sums over rows (a thread per summed
 // element). Rows of no columns still launch (row stores and row sums have work); no rows launch
 // no rows kernel, but the sums kernel still writes its sums over no rows: 0.
-std::vector<GpuLaunch> gpu_launches(const CudaKernelSource& s, int64_t rows, int64_t cols, int64_t max_blocks);
+std::vector<GpuLaunch> gpu_launches(const CudaKernelSource& s, int64_t rows, int64_t cols,
+                                    int64_t max_blocks);
 
 // The floats of sums the rows kernel needs (a zeroed group each, zeroed by the kernel itself).
 int64_t gpu_sums_floats(const CudaKernelSource& s, int64_t rows, int64_t cols);
@@ -54,7 +55,8 @@ class GpuKernelCompiler {
  public:
   // Compiles for `arch` ("sm_90", "gfx90a") with `vendor`'s compiler; `cache_dir` "" keeps
   // binaries in memory only; `buckets` as KernelCache's (jit.buckets).
-  GpuKernelCompiler(GpuVendor vendor, std::string arch, std::string cache_dir, std::vector<int64_t> buckets = {});
+  GpuKernelCompiler(GpuVendor vendor, std::string arch, std::string cache_dir,
+                    std::vector<int64_t> buckets = {});
 
   struct Compiled {
     CudaKernelSource source;
@@ -71,8 +73,11 @@ class GpuKernelCompiler {
   Compiled compile(const KernelIR& k, uint64_t fingerprint, int64_t cols, bool cols_static);
   // Hand-written `source` (gpu_ops.h) compiled for this architecture, cached under `key`, which
   // must change whenever the source does; `compiled.source` stays empty.
-  Compiled compile_source(const std::string& key, const std::string& source, const std::string& file_name);
-  Bucket bucket(int64_t cols, bool cols_static) const { return bucket_for(cols, cols_static, buckets_); }
+  Compiled compile_source(const std::string& key, const std::string& source,
+                          const std::string& file_name);
+  Bucket bucket(int64_t cols, bool cols_static) const {
+    return bucket_for(cols, cols_static, buckets_);
+  }
   ObjectCacheStats cache_stats() const { return cache_.stats(); }
 
  private:

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "devices/cpu/linear_cross_entropy.h"
 #include "base/error.h"
+#include "devices/cpu/linear_cross_entropy.h"
 #include "ir/ops/attention_dims.h"
 #include "ir/ops/index_math.h"
 #include "ir/ops/kernels.h"
@@ -15,7 +15,9 @@ namespace {
 constexpr unsigned kBlock = 128;
 constexpr unsigned kRowBlock = 256;  // DISC_ROW_BLOCK in gpu_op_source.cc
 
-bool is_index(DType t) { return t == DType::kI32 || t == DType::kI64; }
+bool is_index(DType t) {
+  return t == DType::kI32 || t == DType::kI64;
+}
 
 // disc_perm in gpu_op_source.cc, field for field.
 struct Perm {
@@ -91,7 +93,8 @@ void GpuOps::launch(const std::string& name, int64_t items, void** params, int d
   launch(name, {static_cast<unsigned>(blocks), kBlock, 0}, params, d, dv);
 }
 
-void GpuOps::launch(const std::string& name, const devices::LaunchShape& shape, void** params, int d, int dv) {
+void GpuOps::launch(const std::string& name, const devices::LaunchShape& shape, void** params,
+                    int d, int dv) {
   dev_.launch(kernel(name, d, dv), shape, params);
 }
 
@@ -101,7 +104,8 @@ void GpuOps::transpose(const ir::KernelArgs& a) {
   Perm p{};
   p.rank = in.rank();
   const std::vector<int64_t> in_strides = ir::row_major_strides(in.shape);
-  for (int d = 0; d < p.rank; ++d) p.out_dims[d] = out.shape[d], p.in_strides[d] = in_strides[perm[d]];
+  for (int d = 0; d < p.rank; ++d)
+    p.out_dims[d] = out.shape[d], p.in_strides[d] = in_strides[perm[d]];
   long long n = out.numel();
   void* src = in.data;
   void* dst = out.data;
@@ -114,7 +118,8 @@ void GpuOps::rope(const ir::KernelArgs& a) {
   int64_t axis = a.a().get_int("seq_axis");
   if (axis < 0) axis += in.rank();
   const ir::AxisSplit split = ir::split_at(in.shape, static_cast<int>(axis));
-  long long d = in.shape.back(), rows = in.numel() / std::max<int64_t>(d, 1), seq = split.extent, inner = split.inner;
+  long long d = in.shape.back(), rows = in.numel() / std::max<int64_t>(d, 1), seq = split.extent,
+            inner = split.inner;
   double theta = a.a().get_float("theta"), sign = a.a().get_bool("inverse") ? -1.0 : 1.0;
   void* x = in.data;
   void* y = a.out[0].data;
@@ -135,7 +140,8 @@ void GpuOps::indexed(const ir::KernelArgs& a, bool scatter) {
   void* indices = idx.data;
   if (scatter) {
     if (out != table.data)
-      dev_.copy(out, table.data, static_cast<size_t>(table.bytes()), devices::CopyKind::kDeviceToDevice);
+      dev_.copy(out, table.data, static_cast<size_t>(table.bytes()),
+                devices::CopyKind::kDeviceToDevice);
     // Some 256 table rows per thread and column: enough threads to fill the GPU, each reading
     // every index once.
     void* updates = a.in[2].data;
@@ -176,7 +182,8 @@ void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
     return launch("disc_attention_fwd" + sizes, heads * sq, params, d, dv);
   }
   void *dout = a.in[3].data, *dq = a.out[0].data, *dk = a.out[1].data, *ddv = a.out[2].data;
-  void* stats = stats_.get(static_cast<size_t>(std::max<long long>(heads * sq, 1)) * 2 * sizeof(float));
+  void* stats =
+      stats_.get(static_cast<size_t>(std::max<long long>(heads * sq, 1)) * 2 * sizeof(float));
   void* rows[] = {&pq, &pk, &pv, &dout, &dq, &stats, &heads, &sq, &sk, &causal, &scale};
   launch("disc_attention_bwd_q" + sizes, heads * sq, rows, d, dv);
   void* values[] = {&pq, &pk, &dout, &stats, &ddv, &heads, &sq, &sk, &causal, &scale};
@@ -192,7 +199,8 @@ void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
 void GpuOps::linear_cross_entropy(const ir::KernelArgs& a) {
   const ir::TensorRef &h = a.in[0], &w = a.in[1], &labels = a.in[2];
   const bool tw = a.a().get_bool("transpose_w");
-  long long rows = labels.numel(), classes = w.shape[tw ? 0 : 1], ignore = a.a().get_int("ignore_index");
+  long long rows = labels.numel(), classes = w.shape[tw ? 0 : 1],
+            ignore = a.a().get_int("ignore_index");
   const int64_t d = h.shape.back();
   std::vector<std::byte> ids(static_cast<size_t>(labels.bytes()));
   dev_.copy(ids.data(), labels.data, ids.size(), devices::CopyKind::kDeviceToHost);
@@ -201,12 +209,21 @@ void GpuOps::linear_cross_entropy(const ir::KernelArgs& a) {
   host.data = ids.data();
   long long count = ir::count_labels(a.op, host, classes, ignore);
   const int64_t chunk = devices::cross_entropy_chunk({.rows = rows, .d = d, .classes = classes});
-  auto* panel = static_cast<float*>(panel_.get(static_cast<size_t>(chunk * classes) * sizeof(float)));
-  auto* terms = static_cast<double*>(terms_.get(static_cast<size_t>(std::max<long long>(rows, 1)) * sizeof(double)));
-  auto gemm = [&](int64_t m, int64_t n, int64_t k, const void* x, bool tx, const void* y, bool ty, void* out,
-                  bool accumulate) {
-    dev_.gemm({.m = m, .n = n, .k = k, .transpose_a = tx, .transpose_b = ty, .accumulate = accumulate, .a = x,
-               .b = y, .c = out});
+  auto* panel =
+      static_cast<float*>(panel_.get(static_cast<size_t>(chunk * classes) * sizeof(float)));
+  auto* terms = static_cast<double*>(
+      terms_.get(static_cast<size_t>(std::max<long long>(rows, 1)) * sizeof(double)));
+  auto gemm = [&](int64_t m, int64_t n, int64_t k, const void* x, bool tx, const void* y, bool ty,
+                  void* out, bool accumulate) {
+    dev_.gemm({.m = m,
+               .n = n,
+               .k = k,
+               .transpose_a = tx,
+               .transpose_b = ty,
+               .accumulate = accumulate,
+               .a = x,
+               .b = y,
+               .c = out});
   };
   const auto* hp = static_cast<const float*>(h.data);
   auto* dh = static_cast<float*>(a.out[1].data);
@@ -214,7 +231,8 @@ void GpuOps::linear_cross_entropy(const ir::KernelArgs& a) {
   dev_.zero(dw, static_cast<size_t>(a.out[2].bytes()));
   int counted = count > 0;
   float scale = count == 0 ? 0.f : static_cast<float>(1.0 / static_cast<double>(count));
-  const std::string rows_kernel = labels.dtype == DType::kI32 ? "disc_lce_rows_i32" : "disc_lce_rows_i64";
+  const std::string rows_kernel =
+      labels.dtype == DType::kI32 ? "disc_lce_rows_i32" : "disc_lce_rows_i64";
   for (long long r0 = 0; r0 < rows; r0 += chunk) {
     long long n = std::min<long long>(chunk, rows - r0);
     const float* hc = hp + r0 * d;
@@ -225,8 +243,10 @@ void GpuOps::linear_cross_entropy(const ir::KernelArgs& a) {
     void* params[] = {&g, &lc, &n, &classes, &ignore, &counted, &scale, &tc};
     launch(rows_kernel, {static_cast<unsigned>(n), kRowBlock, 0}, params);
     gemm(n, d, classes, panel, false, w.data, !tw, dh + r0 * d, false);
-    if (tw) gemm(classes, d, n, panel, true, hc, false, dw, true);
-    else gemm(d, classes, n, hc, true, panel, false, dw, true);
+    if (tw)
+      gemm(classes, d, n, panel, true, hc, false, dw, true);
+    else
+      gemm(d, classes, n, hc, true, panel, false, dw, true);
   }
   void* t = terms;
   void* loss = a.out[0].data;

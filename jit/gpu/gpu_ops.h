@@ -64,13 +64,14 @@ class GpuOps {
   const std::string& image(int d, int dv, KernelRun& run);
   // A thread per item (the kernels' grid-stride loops take any grid).
   void launch(const std::string& name, int64_t items, void** params, int d = 0, int dv = 0);
-  void launch(const std::string& name, const devices::LaunchShape& shape, void** params, int d = 0, int dv = 0);
+  void launch(const std::string& name, const devices::LaunchShape& shape, void** params, int d = 0,
+              int dv = 0);
 
   devices::GpuDevice& dev_;
   Compile compile_;
   std::mutex mu_;
   std::map<std::string, devices::GpuDevice::Kernel> kernels_;  // by function name
-  std::map<std::pair<int, int>, std::string> images_;            // modules by (d, dv)
+  std::map<std::pair<int, int>, std::string> images_;          // modules by (d, dv)
   GpuScratch flag_{dev_}, stats_{dev_}, panel_{dev_}, terms_{dev_};
 };
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <memory>
 
-#include "devices/shared_library.h"
 #include "base/error.h"
+#include "devices/shared_library.h"
 
 namespace disc::jit {
 namespace {
@@ -25,7 +25,8 @@ struct RuntimeCompiler::Api {
   std::string error;   // empty when usable
   const char* (*error_string)(Result) = nullptr;
   Result (*version)(int*, int*) = nullptr;
-  Result (*create)(Program*, const char*, const char*, int, const char* const*, const char* const*) = nullptr;
+  Result (*create)(Program*, const char*, const char*, int, const char* const*,
+                   const char* const*) = nullptr;
   Result (*destroy)(Program*) = nullptr;
   Result (*compile)(Program, int, const char* const*) = nullptr;
   SizeFn log_size = nullptr, text_size = nullptr, binary_size = nullptr;
@@ -36,7 +37,8 @@ struct RuntimeCompiler::Api {
   template <typename Fn>
   void find(Fn& fn, const std::string& name) {
     fn = lib.symbol<Fn>((prefix + name).c_str());
-    if (!fn && error.empty()) error = lib.name() + " has no " + prefix + name + ": it is too old for disc";
+    if (!fn && error.empty())
+      error = lib.name() + " has no " + prefix + name + ": it is too old for disc";
   }
   void check(Result r, const char* what) const {
     if (r != kSuccess) throw CompileError(prefix + ": " + what + " failed: " + error_string(r));
@@ -58,13 +60,16 @@ std::unique_ptr<RuntimeCompiler::Api> load(GpuVendor v) {
   a->vendor = v;
   const bool nv = v == GpuVendor::kNvidia;
   a->prefix = nv ? "nvrtc" : "hiprtc";
-  a->lib = nv ? devices::SharedLibrary::open({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"})
-              : devices::SharedLibrary::open({"libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"});
+  a->lib =
+      nv ? devices::SharedLibrary::open({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"})
+         : devices::SharedLibrary::open({"libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"});
   if (!a->lib) {
     a->error = nv ? "NVRTC not found (" + a->lib.error() +
-                        "): install the CUDA toolkit (its lib folder in the ld cache or LD_LIBRARY_PATH) to compile for NVIDIA GPUs"
+                        "): install the CUDA toolkit (its lib folder in the ld cache or "
+                        "LD_LIBRARY_PATH) to compile for NVIDIA GPUs"
                   : "hiprtc not found (" + a->lib.error() +
-                        "): install Debian's libamdhip64-5 and libhiprtc-builtins5 to compile for AMD GPUs";
+                        "): install Debian's libamdhip64-5 and libhiprtc-builtins5 to compile for "
+                        "AMD GPUs";
     return a;
   }
   a->find(a->error_string, "GetErrorString");
@@ -119,7 +124,8 @@ bool RuntimeCompiler::available(GpuVendor v, std::string* why) {
 }
 
 const char* RuntimeCompiler::vendor_header(GpuVendor v) {
-  return v == GpuVendor::kNvidia ? "" : "#define __shfl_xor_sync(mask, v, lane) __shfl_xor(v, lane)\n";
+  return v == GpuVendor::kNvidia ? ""
+                                 : "#define __shfl_xor_sync(mask, v, lane) __shfl_xor(v, lane)\n";
 }
 
 std::string RuntimeCompiler::name() const {
@@ -139,11 +145,13 @@ std::vector<std::string> RuntimeCompiler::architectures() const {
   return names;
 }
 
-GpuCode RuntimeCompiler::compile(const std::string& source, const std::string& file_name, const std::string& arch) const {
+GpuCode RuntimeCompiler::compile(const std::string& source, const std::string& file_name,
+                                 const std::string& arch) const {
   const bool nv = api_->vendor == GpuVendor::kNvidia;
   const bool real = arch.rfind(nv ? "sm_" : "gfx", 0) == 0;
   if (!real && !(nv && arch.rfind("compute_", 0) == 0))
-    throw CompileError(name() + ": architecture `" + arch + "` is not " + (nv ? "sm_XX or compute_XX" : "gfxNNN"));
+    throw CompileError(name() + ": architecture `" + arch + "` is not " +
+                       (nv ? "sm_XX or compute_XX" : "gfxNNN"));
   if (const std::vector<std::string> known = architectures();
       nv && real && std::find(known.begin(), known.end(), arch) == known.end()) {
     std::string list;
@@ -153,7 +161,8 @@ GpuCode RuntimeCompiler::compile(const std::string& source, const std::string& f
   }
   ProgramGuard g{*api_};
   const std::string full = vendor_header(api_->vendor) + source;
-  api_->check(api_->create(&g.p, full.c_str(), file_name.c_str(), 0, nullptr, nullptr), "CreateProgram");
+  api_->check(api_->create(&g.p, full.c_str(), file_name.c_str(), 0, nullptr, nullptr),
+              "CreateProgram");
   const std::string arch_option = (nv ? "--gpu-architecture=" : "--offload-arch=") + arch;
   const char* options[] = {arch_option.c_str(), "-std=c++17"};
   const Result r = api_->compile(g.p, 2, options);
@@ -161,12 +170,13 @@ GpuCode RuntimeCompiler::compile(const std::string& source, const std::string& f
   out.log = api_->read(g.p, api_->log_size, api_->log, "GetProgramLog");
   while (!out.log.empty() && (out.log.back() == '\0' || out.log.back() == '\n')) out.log.pop_back();
   if (r != kSuccess)
-    throw CompileError(name() + ": " + file_name + " does not compile for " + arch + ": " + api_->error_string(r) +
-                       "\n" + out.log);
+    throw CompileError(name() + ": " + file_name + " does not compile for " + arch + ": " +
+                       api_->error_string(r) + "\n" + out.log);
   if (nv) out.text = api_->read(g.p, api_->text_size, api_->text, "GetPTX");
   if (real) out.binary = api_->read(g.p, api_->binary_size, api_->binary, "GetCode");
   if (out.binary.empty() && real)
-    throw CompileError(name() + ": " + file_name + " compiled for " + arch + " into no code: " + out.log);
+    throw CompileError(name() + ": " + file_name + " compiled for " + arch +
+                       " into no code: " + out.log);
   return out;
 }
 

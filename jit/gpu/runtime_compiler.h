@@ -43,7 +43,8 @@ class RuntimeCompiler {
   // Compiles `source` (vendor_header() is put in front) for `arch`: NVIDIA's sm_XX (PTX and cubin)
   // or compute_XX (PTX), AMD's gfxNNN (a code object). Throws CompileError with the compiler's log
   // when the source does not compile, and for an architecture the compiler does not know.
-  GpuCode compile(const std::string& source, const std::string& file_name, const std::string& arch) const;
+  GpuCode compile(const std::string& source, const std::string& file_name,
+                  const std::string& arch) const;
 
   struct Api;
 

@@ -11,54 +11,85 @@ namespace {
 
 double load(const ir::TensorRef& b, int64_t i) {
   switch (b.dtype) {
-    case DType::kF32: return b.as<float>()[i];
-    case DType::kF64: return b.as<double>()[i];
-    case DType::kI32: return b.as<int32_t>()[i];
-    case DType::kI64: return static_cast<double>(b.as<int64_t>()[i]);
-    case DType::kBool: return b.as<bool>()[i] ? 1.0 : 0.0;
-    default: throw InvalidArgument("kernel: cannot load " + std::string(dtype_name(b.dtype)));
+    case DType::kF32:
+      return b.as<float>()[i];
+    case DType::kF64:
+      return b.as<double>()[i];
+    case DType::kI32:
+      return b.as<int32_t>()[i];
+    case DType::kI64:
+      return static_cast<double>(b.as<int64_t>()[i]);
+    case DType::kBool:
+      return b.as<bool>()[i] ? 1.0 : 0.0;
+    default:
+      throw InvalidArgument("kernel: cannot load " + std::string(dtype_name(b.dtype)));
   }
 }
 
 double unary(KOp op, double x) {
   switch (op) {
-    case KOp::kNeg: return -x;
-    case KOp::kAbs: return std::fabs(x);
-    case KOp::kExp: return std::exp(x);
-    case KOp::kLog: return std::log(x);
-    case KOp::kSqrt: return std::sqrt(x);
-    case KOp::kRsqrt: return 1 / std::sqrt(x);
-    case KOp::kTanh: return std::tanh(x);
-    case KOp::kSigmoid: return 1 / (1 + std::exp(-x));
-    case KOp::kSilu: return x / (1 + std::exp(-x));
-    case KOp::kRelu: return x > 0 ? x : 0;
-    default: return 0;
+    case KOp::kNeg:
+      return -x;
+    case KOp::kAbs:
+      return std::fabs(x);
+    case KOp::kExp:
+      return std::exp(x);
+    case KOp::kLog:
+      return std::log(x);
+    case KOp::kSqrt:
+      return std::sqrt(x);
+    case KOp::kRsqrt:
+      return 1 / std::sqrt(x);
+    case KOp::kTanh:
+      return std::tanh(x);
+    case KOp::kSigmoid:
+      return 1 / (1 + std::exp(-x));
+    case KOp::kSilu:
+      return x / (1 + std::exp(-x));
+    case KOp::kRelu:
+      return x > 0 ? x : 0;
+    default:
+      return 0;
   }
 }
 
 double binary(KOp op, double a, double b) {
   switch (op) {
-    case KOp::kAdd: return a + b;
-    case KOp::kSub: return a - b;
-    case KOp::kMul: return a * b;
-    case KOp::kDiv: return a / b;
-    case KOp::kMax: return a > b ? a : b;
-    case KOp::kMin: return a < b ? a : b;
-    case KOp::kPow: return std::pow(a, b);
-    case KOp::kEq: return a == b;
-    case KOp::kNe: return a != b;
-    case KOp::kLt: return a < b;
-    case KOp::kLe: return a <= b;
-    case KOp::kGt: return a > b;
-    case KOp::kGe: return a >= b;
-    default: return 0;
+    case KOp::kAdd:
+      return a + b;
+    case KOp::kSub:
+      return a - b;
+    case KOp::kMul:
+      return a * b;
+    case KOp::kDiv:
+      return a / b;
+    case KOp::kMax:
+      return a > b ? a : b;
+    case KOp::kMin:
+      return a < b ? a : b;
+    case KOp::kPow:
+      return std::pow(a, b);
+    case KOp::kEq:
+      return a == b;
+    case KOp::kNe:
+      return a != b;
+    case KOp::kLt:
+      return a < b;
+    case KOp::kLe:
+      return a <= b;
+    case KOp::kGt:
+      return a > b;
+    case KOp::kGe:
+      return a >= b;
+    default:
+      return 0;
   }
 }
 
 // One row's values: per instruction, one number (scalar and row level) or one per column.
 struct RowState {
   std::vector<std::vector<double>> v;
-  std::vector<double*> sums;          // per buffer: its row block's sums, for summed stores
+  std::vector<double*> sums;  // per buffer: its row block's sums, for summed stores
   const std::vector<double>* totals = nullptr;  // per instruction: the sum_rows totals
   double at(int i, int64_t col) const { return v[i].size() == 1 ? v[i][0] : v[i][col]; }
 };
@@ -66,31 +97,42 @@ struct RowState {
 // The value at (row, col) of an instruction that is no reduction and no store; arg(j) gives its
 // j-th argument there, total its sum_rows total.
 template <typename Arg>
-double value_of(const Instr& in, int64_t row, int64_t col, int64_t cols, const std::vector<ir::TensorRef>& bufs,
-                double total, Arg arg) {
+double value_of(const Instr& in, int64_t row, int64_t col, int64_t cols,
+                const std::vector<ir::TensorRef>& bufs, double total, Arg arg) {
   switch (in.op) {
-    case KOp::kConst: return in.value;
-    case KOp::kColIndex: return static_cast<double>(col);
-    case KOp::kRowModCols: return static_cast<double>(row % std::max<int64_t>(cols, 1));
+    case KOp::kConst:
+      return in.value;
+    case KOp::kColIndex:
+      return static_cast<double>(col);
+    case KOp::kRowModCols:
+      return static_cast<double>(row % std::max<int64_t>(cols, 1));
     case KOp::kLoad: {
-      const int64_t idx = in.access == Access::kFull ? row * cols + col : in.access == Access::kRow ? row : in.access == Access::kCol ? col : 0;
+      const int64_t idx = in.access == Access::kFull  ? row * cols + col
+                          : in.access == Access::kRow ? row
+                          : in.access == Access::kCol ? col
+                                                      : 0;
       return load(bufs[in.buffer], idx);
     }
-    case KOp::kSumRows: return total;
+    case KOp::kSumRows:
+      return total;
     case KOp::kLoadAt: {
-      const double at = std::clamp(arg(0), 0.0, static_cast<double>(std::max<int64_t>(cols, 1) - 1));
+      const double at =
+          std::clamp(arg(0), 0.0, static_cast<double>(std::max<int64_t>(cols, 1) - 1));
       return cols == 0 ? 0.0 : load(bufs[in.buffer], row * cols + static_cast<int64_t>(at));
     }
     case KOp::kStore:
-    case KOp::kCheckLabels: return 0;
-    case KOp::kSelect: return arg(0) != 0 ? arg(1) : arg(2);
-    default: return kop_arity(in.op) == 1 ? unary(in.op, arg(0)) : binary(in.op, arg(0), arg(1));
+    case KOp::kCheckLabels:
+      return 0;
+    case KOp::kSelect:
+      return arg(0) != 0 ? arg(1) : arg(2);
+    default:
+      return kop_arity(in.op) == 1 ? unary(in.op, arg(0)) : binary(in.op, arg(0), arg(1));
   }
 }
 
 // Computes instruction i for the whole row (its arguments are done).
-void step(const KernelIR& k, const std::vector<ir::TensorRef>& bufs, const std::vector<Level>& levels, int i,
-          int64_t row, int64_t cols, RowState& s) {
+void step(const KernelIR& k, const std::vector<ir::TensorRef>& bufs,
+          const std::vector<Level>& levels, int i, int64_t row, int64_t cols, RowState& s) {
   const Instr& in = k.code[i];
   const int64_t n = levels[i] == Level::kElement ? cols : 1;
   std::vector<double>& out = s.v[i];
@@ -98,14 +140,16 @@ void step(const KernelIR& k, const std::vector<ir::TensorRef>& bufs, const std::
   if (in.op == KOp::kReduceLogSumExp) {  // max + log(sum(exp(x - max))); -inf for a row of -inf
     double m = -std::numeric_limits<double>::infinity(), sum = 0;
     for (int64_t c = 0; c < cols; ++c) m = std::max(m, s.at(in.args[0], c));
-    for (int64_t c = 0; c < cols && m != -std::numeric_limits<double>::infinity(); ++c) sum += std::exp(s.at(in.args[0], c) - m);
+    for (int64_t c = 0; c < cols && m != -std::numeric_limits<double>::infinity(); ++c)
+      sum += std::exp(s.at(in.args[0], c) - m);
     out[0] = m + std::log(sum);
     return;
   }
   if (in.op == KOp::kReduceSum || in.op == KOp::kReduceMax) {
     const bool sum = in.op == KOp::kReduceSum;
     double acc = sum ? 0.0 : -std::numeric_limits<double>::infinity();
-    for (int64_t c = 0; c < cols; ++c) acc = sum ? acc + s.at(in.args[0], c) : std::max(acc, s.at(in.args[0], c));
+    for (int64_t c = 0; c < cols; ++c)
+      acc = sum ? acc + s.at(in.args[0], c) : std::max(acc, s.at(in.args[0], c));
     out[0] = acc;
     return;
   }
@@ -115,7 +159,8 @@ void step(const KernelIR& k, const std::vector<ir::TensorRef>& bufs, const std::
   if (in.op == KOp::kStore) {
     float* dst = bufs[in.buffer].as<float>();
     if (in.access == Access::kFull) {
-      for (int64_t c = 0; c < cols; ++c) dst[row * cols + c] = static_cast<float>(s.at(in.args[0], c));
+      for (int64_t c = 0; c < cols; ++c)
+        dst[row * cols + c] = static_cast<float>(s.at(in.args[0], c));
     } else if (in.access == Access::kCol) {
       for (int64_t c = 0; c < cols; ++c) s.sums[in.buffer][c] += s.at(in.args[0], c);
     } else if (in.access == Access::kScalar && levels[in.args[0]] == Level::kRow) {
@@ -128,7 +173,8 @@ void step(const KernelIR& k, const std::vector<ir::TensorRef>& bufs, const std::
 
 }  // namespace
 
-std::vector<double> row_totals(const KernelIR& k, const std::vector<ir::TensorRef>& buffers, int64_t rows, int64_t cols) {
+std::vector<double> row_totals(const KernelIR& k, const std::vector<ir::TensorRef>& buffers,
+                               int64_t rows, int64_t cols) {
   const std::vector<Level> levels = k.levels();
   const int n = static_cast<int>(k.code.size());
   std::vector<double> totals(n, 0.0);
@@ -150,7 +196,8 @@ std::vector<double> row_totals(const KernelIR& k, const std::vector<ir::TensorRe
   s.totals = &totals;
   s.v.assign(n, {});
   for (int i = 0; i < n; ++i)
-    if (needed[i] && levels[i] == Level::kScalar && !after[i]) step(k, buffers, levels, i, 0, cols, s);
+    if (needed[i] && levels[i] == Level::kScalar && !after[i])
+      step(k, buffers, levels, i, 0, cols, s);
   // Row values an instruction at a time over every row (a few instructions over thousands of
   // rows: no per-row dispatch), then each total with its rows in order.
   std::vector<std::vector<double>> per_row(n);
@@ -183,7 +230,8 @@ void interpret(const KernelIR& k, const std::vector<ir::TensorRef>& buffers) {
   if (sp.rows == 0) {
     // Nothing per row; scalar outputs still get their value (a sum over no rows is 0).
     for (const Instr& in : k.code)
-      if (in.op == KOp::kStore && in.access == Access::kScalar && levels[in.args[0]] == Level::kScalar)
+      if (in.op == KOp::kStore && in.access == Access::kScalar &&
+          levels[in.args[0]] == Level::kScalar)
         throw InvalidArgument("kernel: a scalar store over an empty space");
   }
   const std::vector<double> totals = row_totals(k, buffers, sp.rows, sp.cols);
@@ -196,12 +244,15 @@ void interpret(const KernelIR& k, const std::vector<ir::TensorRef>& buffers) {
     s.totals = &totals;
     s.sums.assign(k.buffers(), nullptr);
     for (int b : sums) s.sums[b] = partial[b].data() + block * buffers[b].numel();
-    for (int64_t row = block * kSumBlockRows; row < std::min(sp.rows, (block + 1) * kSumBlockRows); ++row) {
+    for (int64_t row = block * kSumBlockRows; row < std::min(sp.rows, (block + 1) * kSumBlockRows);
+         ++row) {
       s.v.assign(n, {});
       for (int i = 0; i < n; ++i) {
         // Scalar stores of scalar values happen once, from the first row.
         const Instr& in = k.code[i];
-        if (in.op == KOp::kStore && in.access == Access::kScalar && levels[in.args[0]] == Level::kScalar && row != 0) continue;
+        if (in.op == KOp::kStore && in.access == Access::kScalar &&
+            levels[in.args[0]] == Level::kScalar && row != 0)
+          continue;
         step(k, buffers, levels, i, row, sp.cols, s);
       }
     }

@@ -17,7 +17,7 @@ void interpret(const KernelIR& k, const std::vector<ir::TensorRef>& buffers);
 // The totals of the kernel's sum_rows instructions over rows x cols, indexed by instruction (0
 // elsewhere), summed in double with rows in order; then the checks: throws InvalidArgument when a
 // check_labels counts labels outside the classes. Only the dtype and data of buffers are read.
-std::vector<double> row_totals(const KernelIR& k, const std::vector<ir::TensorRef>& buffers, int64_t rows,
-                               int64_t cols);
+std::vector<double> row_totals(const KernelIR& k, const std::vector<ir::TensorRef>& buffers,
+                               int64_t rows, int64_t cols);
 
 }  // namespace disc::jit

@@ -55,29 +55,55 @@ std::string_view access_name(Access a);  // "full", "row", "col", "scalar"
 
 // What an instruction does. Loads convert any numeric buffer type to float; stores write f32.
 enum class KOp : uint8_t {
-  kLoad, kStore, kConst,
-  kLoadAt,     // load_at B full %c: buffer B (full access) at the row's column %c, clamped to
-               // [0, cols) (row level): a cross-entropy's logit at the label
-  kColIndex,   // the column index, as a float (element level): one-hot compares against labels
-  kRowModCols, // the row index modulo max(cols, 1), as a float (row level): the query's position
-               // in a square [.., S, S] attention tile (the causal mask)
+  kLoad,
+  kStore,
+  kConst,
+  kLoadAt,      // load_at B full %c: buffer B (full access) at the row's column %c, clamped to
+                // [0, cols) (row level): a cross-entropy's logit at the label
+  kColIndex,    // the column index, as a float (element level): one-hot compares against labels
+  kRowModCols,  // the row index modulo max(cols, 1), as a float (row level): the query's position
+                // in a square [.., S, S] attention tile (the causal mask)
   // unary
-  kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kSilu, kRelu,
+  kNeg,
+  kAbs,
+  kExp,
+  kLog,
+  kSqrt,
+  kRsqrt,
+  kTanh,
+  kSigmoid,
+  kSilu,
+  kRelu,
   // binary
-  kAdd, kSub, kMul, kDiv, kMax, kMin, kPow,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMax,
+  kMin,
+  kPow,
   // compares (bool) and select(cond, a, b)
-  kEq, kNe, kLt, kLe, kGt, kGe, kSelect,
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kSelect,
   // row reductions over the columns: element -> row. reduce_logsumexp is log(sum(exp(x))) in one
   // pass (a running max and a sum rescaled to it, per lane): a cross-entropy's normaliser
-  kReduceSum, kReduceMax, kReduceLogSumExp,
+  kReduceSum,
+  kReduceMax,
+  kReduceLogSumExp,
   // totals over every row, before the rows run: row -> scalar; and their check
-  kSumRows, kCheckLabels,
+  kSumRows,
+  kCheckLabels,
 };
 
 std::string_view kop_name(KOp op);  // "load", "add", "reduce_sum", ...
 // The op named `name`, or false when no KOp has that name.
 bool kop_from_name(std::string_view name, KOp& op);
-int kop_arity(KOp op);              // number of instruction arguments (load and const: 0)
+int kop_arity(KOp op);  // number of instruction arguments (load and const: 0)
 bool is_compare(KOp op);
 bool names_buffer(KOp op);  // load, load_at and store: they have a buffer and an access
 bool is_expensive(KOp op);  // transcendental, root, power or division: worth not recomputing
@@ -85,10 +111,10 @@ bool is_reduction(KOp op);
 
 struct Instr {
   KOp op = KOp::kConst;
-  std::vector<int> args;  // indices of earlier instructions
-  int buffer = -1;        // load, store
+  std::vector<int> args;          // indices of earlier instructions
+  int buffer = -1;                // load, store
   Access access = Access::kFull;  // load, store
-  double value = 0;       // const
+  double value = 0;               // const
 };
 
 inline constexpr int64_t kSumBlockRows = 64;
@@ -97,7 +123,7 @@ struct KernelIR {
   int inputs = 0;
   int outputs = 0;
   std::vector<DType> types;  // per buffer, inputs then outputs
-  int space = 0;                 // the buffer whose shape is the iteration space
+  int space = 0;             // the buffer whose shape is the iteration space
   std::vector<Instr> code;
 
   int buffers() const { return inputs + outputs; }
@@ -105,8 +131,8 @@ struct KernelIR {
   std::vector<Level> levels() const;
   // Throws InvalidArgument naming the instruction when the IR is malformed: an argument that is
   // not earlier, a wrong arity, a buffer out of range, a store to an input or a load from an
-  // output, a store of a value of a higher level than its access (an element value with row access),
-  // an output stored twice or never, a bool where a number is needed.
+  // output, a store of a value of a higher level than its access (an element value with row
+  // access), an output stored twice or never, a bool where a number is needed.
   void check() const;
   // The inputs that output `output` (0 for the first) may be written over (the fused node then
   // runs in place when such an operand dies there): of the output's type and read only with full

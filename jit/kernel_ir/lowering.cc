@@ -12,9 +12,9 @@ namespace {
 
 using ir::DimExpr;
 
-const std::set<std::string, std::less<>> kRowOps = {"softmax",       "log_softmax",      "softmax_grad",
-                                                     "log_softmax_grad", "rms_norm",   "rms_norm_grad",
-                                                     "layer_norm"};
+const std::set<std::string, std::less<>> kRowOps = {
+    "softmax",  "log_softmax",   "softmax_grad", "log_softmax_grad",
+    "rms_norm", "rms_norm_grad", "layer_norm"};
 
 // gelu and its gradient in the tanh form (GPT-2's); the erf form has no lowering (no erf op).
 bool is_tanh_gelu(const ir::Node& n) {
@@ -23,8 +23,8 @@ bool is_tanh_gelu(const ir::Node& n) {
 }
 
 bool is_elementwise(const ir::Node& n, KOp& k) {
-  return n.op().category == ir::OpCategory::kElementwise && kop_from_name(n.op().name, k) && k >= KOp::kNeg &&
-         k <= KOp::kSelect;
+  return n.op().category == ir::OpCategory::kElementwise && kop_from_name(n.op().name, k) &&
+         k >= KOp::kNeg && k <= KOp::kSelect;
 }
 
 // The axis attribute of a row op, as a non-negative index.
@@ -45,16 +45,19 @@ bool reduces_every_axis(const ir::Node& n) {
   return true;
 }
 
-std::vector<DimExpr> rows_of(const std::vector<DimExpr>& s) { return {s.begin(), s.end() - (s.empty() ? 0 : 1)}; }
+std::vector<DimExpr> rows_of(const std::vector<DimExpr>& s) {
+  return {s.begin(), s.end() - (s.empty() ? 0 : 1)};
+}
 
 }  // namespace
 
 bool lowerable(const ir::Node& n) {
   KOp k;
   const std::string& op = n.op().name;
-  return is_elementwise(n, k) || op == "broadcast" || op == "full" || op == "constant" || op == "reduce_sum" ||
-         op == "reduce_max" || op == "adamw_update" || op == "causal_mask" || kRowOps.contains(op) ||
-         op == "cross_entropy" || op == "cross_entropy_grad" || is_tanh_gelu(n);
+  return is_elementwise(n, k) || op == "broadcast" || op == "full" || op == "constant" ||
+         op == "reduce_sum" || op == "reduce_max" || op == "adamw_update" || op == "causal_mask" ||
+         kRowOps.contains(op) || op == "cross_entropy" || op == "cross_entropy_grad" ||
+         is_tanh_gelu(n);
 }
 
 std::vector<DimExpr> natural_space(const ir::Node& n) {
@@ -77,7 +80,8 @@ bool KernelBuilder::same(const std::vector<DimExpr>& a, const std::vector<DimExp
 
 KernelBuilder::Fit KernelBuilder::fit_of(const std::vector<DimExpr>& shape) const {
   if (same(shape, space_)) return Fit::kFull;
-  if (std::all_of(shape.begin(), shape.end(), [](const DimExpr& d) { return d.constant() == 1; })) return Fit::kScalar;
+  if (std::all_of(shape.begin(), shape.end(), [](const DimExpr& d) { return d.constant() == 1; }))
+    return Fit::kScalar;
   if (!space_.empty() && same(shape, rows_of(space_))) return Fit::kRow;
   return Fit::kNone;
 }
@@ -96,7 +100,8 @@ bool KernelBuilder::fits(const ir::Node& n) const {
       if (!(k == KOp::kSelect && i == 0) && !f32(n.operand(i))) return false;
     return true;
   }
-  if (op == "full" || op == "constant") return f32(n.result()) && fit_of(n.result()->shape()) != Fit::kNone;
+  if (op == "full" || op == "constant")
+    return f32(n.result()) && fit_of(n.result()->shape()) != Fit::kNone;
   if (is_tanh_gelu(n)) {
     for (const ir::Value* o : n.operands())
       if (!f32(o) || !same(o->shape(), n.result()->shape())) return false;
@@ -110,7 +115,8 @@ bool KernelBuilder::fits(const ir::Node& n) const {
     const auto& dims = n.attrs().get_ints("dims");
     const int r = static_cast<int>(space_.size());
     if (out != Fit::kFull || r == 0) return false;
-    if (dims.size() == 1 && dims[0] == r - 1 && same(x.shape(), {space_.back()})) return true;  // by column
+    if (dims.size() == 1 && dims[0] == r - 1 && same(x.shape(), {space_.back()}))
+      return true;  // by column
     std::vector<int64_t> leading(r - 1);
     for (int i = 0; i < r - 1; ++i) leading[i] = i;
     return dims == leading && same(x.shape(), rows_of(space_));  // by row
@@ -120,11 +126,13 @@ bool KernelBuilder::fits(const ir::Node& n) const {
   if (op == "reduce_sum" || op == "reduce_max") {
     const auto& axes = n.attrs().get_ints("axes");
     if (op == "reduce_sum" && reduces_every_axis(n)) return true;  // a row sum, summed over rows
-    return axes.size() == 1 && (axes[0] == last || axes[0] == -1) && !n.attrs().get_bool("keepdims");
+    return axes.size() == 1 && (axes[0] == last || axes[0] == -1) &&
+           !n.attrs().get_bool("keepdims");
   }
   if (op == "rms_norm" || op == "rms_norm_grad" || op == "layer_norm") {
     return space_.back().constant().has_value() && f32(n.operand(1)) &&
-           (op == "rms_norm" || (f32(n.operand(2)) && (op == "layer_norm" || same(n.operand(2)->shape(), space_))));
+           (op == "rms_norm" ||
+            (f32(n.operand(2)) && (op == "layer_norm" || same(n.operand(2)->shape(), space_))));
   }
   if (op == "cross_entropy" || op == "cross_entropy_grad") {  // over a static vocabulary
     const ir::Value& labels = *n.operand(1);
@@ -150,7 +158,8 @@ int KernelBuilder::emit(KOp op, std::vector<int> args) {
 }
 
 int KernelBuilder::load_at(int buffer, int col) {
-  k_.code.push_back(Instr{.op = KOp::kLoadAt, .args = {col}, .buffer = buffer, .access = Access::kFull});
+  k_.code.push_back(
+      Instr{.op = KOp::kLoadAt, .args = {col}, .buffer = buffer, .access = Access::kFull});
   return static_cast<int>(k_.code.size()) - 1;
 }
 
@@ -163,7 +172,8 @@ int KernelBuilder::value(const ir::Value* v, std::optional<Access> access) {
   if (auto it = instr_.find(v); it != instr_.end()) return it->second;
   if (!access) {
     const Fit f = fit_of(v->shape());
-    if (f == Fit::kNone) throw InvalidArgument("fusion: %" + v->name() + " does not fit the kernel's space");
+    if (f == Fit::kNone)
+      throw InvalidArgument("fusion: %" + v->name() + " does not fit the kernel's space");
     access = f == Fit::kFull ? Access::kFull : f == Fit::kRow ? Access::kRow : Access::kScalar;
   }
   const int buffer = static_cast<int>(inputs_.size());
@@ -181,7 +191,9 @@ void KernelBuilder::add(const ir::Node& n) {
     std::optional<Access> a;
     if (x->rank() == 0) a = Access::kScalar;
     // By column only when the one dim kept is the last: [R] kept along dim 0 is a row value.
-    else if (n.attrs().get_ints("dims") == std::vector<int64_t>{static_cast<int64_t>(space_.size()) - 1} && space_.size() > 1)
+    else if (n.attrs().get_ints("dims") ==
+                 std::vector<int64_t>{static_cast<int64_t>(space_.size()) - 1} &&
+             space_.size() > 1)
       a = Access::kCol;
     instr_[n.result()] = value(x, a);
   } else if (op == "full" || op == "constant") {
@@ -189,7 +201,8 @@ void KernelBuilder::add(const ir::Node& n) {
   } else if (op == "reduce_sum" && reduces_every_axis(n)) {  // a gradient norm's sum of squares
     sums_[n.result()] = {emit(KOp::kReduceSum, {value(n.operand(0))}), Access::kScalar};
   } else if (op == "reduce_sum" || op == "reduce_max") {
-    instr_[n.result()] = emit(op == "reduce_sum" ? KOp::kReduceSum : KOp::kReduceMax, {value(n.operand(0))});
+    instr_[n.result()] =
+        emit(op == "reduce_sum" ? KOp::kReduceSum : KOp::kReduceMax, {value(n.operand(0))});
   } else if (op == "adamw_update") {
     lower_adamw(n);
   } else if (op == "cross_entropy" || op == "cross_entropy_grad") {
@@ -198,7 +211,8 @@ void KernelBuilder::add(const ir::Node& n) {
     lower_gelu(n);
   } else if (op == "causal_mask") {  // keys after the query's own position get `value`
     const int after = emit(KOp::kGt, {emit(KOp::kColIndex, {}), emit(KOp::kRowModCols, {})});
-    instr_[n.result()] = emit(KOp::kSelect, {after, constant(n.attrs().get_float("value")), value(n.operand(0))});
+    instr_[n.result()] =
+        emit(KOp::kSelect, {after, constant(n.attrs().get_float("value")), value(n.operand(0))});
   } else if (kRowOps.contains(op)) {
     lower_norm_or_softmax(n);
   } else if (is_elementwise(n, k)) {
@@ -220,24 +234,33 @@ void KernelBuilder::lower_norm_or_softmax(const ir::Node& n) {
     const int shifted = emit(KOp::kSub, {x, emit(KOp::kReduceMax, {x})});
     const int e = emit(KOp::kExp, {shifted});
     const int sum = emit(KOp::kReduceSum, {e});
-    y = op == "softmax" ? emit(KOp::kDiv, {e, sum}) : emit(KOp::kSub, {shifted, emit(KOp::kLog, {sum})});
+    y = op == "softmax" ? emit(KOp::kDiv, {e, sum})
+                        : emit(KOp::kSub, {shifted, emit(KOp::kLog, {sum})});
   } else if (op == "softmax_grad") {  // y * (dy - sum(dy * y))
     const int dy = value(n.operand(1));
-    y = emit(KOp::kMul, {x, emit(KOp::kSub, {dy, emit(KOp::kReduceSum, {emit(KOp::kMul, {dy, x})})})});
+    y = emit(KOp::kMul,
+             {x, emit(KOp::kSub, {dy, emit(KOp::kReduceSum, {emit(KOp::kMul, {dy, x})})})});
   } else if (op == "log_softmax_grad") {  // dy - exp(y) * sum(dy)
     const int dy = value(n.operand(1));
     y = emit(KOp::kSub, {dy, emit(KOp::kMul, {emit(KOp::kExp, {x}), emit(KOp::kReduceSum, {dy})})});
-  } else if (op == "layer_norm") {  // (x - mean) * (var + eps)^(-1/2) * w + b, the variance in a second pass
+  } else if (op == "layer_norm") {  // (x - mean) * (var + eps)^(-1/2) * w + b, the variance in a
+                                    // second pass
     const int inv_cols = constant(1.0 / static_cast<double>(*space_.back().constant()));
-    const int centred = emit(KOp::kSub, {x, emit(KOp::kMul, {emit(KOp::kReduceSum, {x}), inv_cols})});
-    const int var = emit(KOp::kMul, {emit(KOp::kReduceSum, {emit(KOp::kMul, {centred, centred})}), inv_cols});
-    const int rstd = emit(KOp::kRsqrt, {emit(KOp::kAdd, {var, constant(n.attrs().get_float("eps"))})});
-    const int scaled = emit(KOp::kMul, {emit(KOp::kMul, {centred, rstd}), value(n.operand(1), Access::kCol)});
+    const int centred =
+        emit(KOp::kSub, {x, emit(KOp::kMul, {emit(KOp::kReduceSum, {x}), inv_cols})});
+    const int var =
+        emit(KOp::kMul, {emit(KOp::kReduceSum, {emit(KOp::kMul, {centred, centred})}), inv_cols});
+    const int rstd =
+        emit(KOp::kRsqrt, {emit(KOp::kAdd, {var, constant(n.attrs().get_float("eps"))})});
+    const int scaled =
+        emit(KOp::kMul, {emit(KOp::kMul, {centred, rstd}), value(n.operand(1), Access::kCol)});
     y = emit(KOp::kAdd, {scaled, value(n.operand(2), Access::kCol)});
   } else {  // the RMS norms: inv = (mean(x^2) + eps)^(-1/2)
     const double cols = static_cast<double>(*space_.back().constant());
-    const int mean = emit(KOp::kMul, {emit(KOp::kReduceSum, {emit(KOp::kMul, {x, x})}), constant(1.0 / cols)});
-    const int inv = emit(KOp::kRsqrt, {emit(KOp::kAdd, {mean, constant(n.attrs().get_float("eps"))})});
+    const int mean =
+        emit(KOp::kMul, {emit(KOp::kReduceSum, {emit(KOp::kMul, {x, x})}), constant(1.0 / cols)});
+    const int inv =
+        emit(KOp::kRsqrt, {emit(KOp::kAdd, {mean, constant(n.attrs().get_float("eps"))})});
     const int w = value(n.operand(1), Access::kCol);
     if (op == "rms_norm_grad") return lower_rms_norm_grad(n, x, w, inv, 1.0 / cols);
     y = emit(KOp::kMul, {emit(KOp::kMul, {x, inv}), w});  // rms_norm: x * inv * w
@@ -263,7 +286,8 @@ void KernelBuilder::lower_rms_norm_grad(const ir::Node& n, int x, int w, int inv
 void KernelBuilder::lower_cross_entropy(const ir::Node& n) {
   const int x = value(n.operand(0)), label = value(n.operand(1), Access::kRow);
   const int zero = constant(0), one = constant(1);
-  const int counted = emit(KOp::kNe, {label, constant(static_cast<double>(n.attrs().get_int("ignore_index")))});
+  const int counted =
+      emit(KOp::kNe, {label, constant(static_cast<double>(n.attrs().get_int("ignore_index")))});
   const int count = emit(KOp::kSumRows, {emit(KOp::kSelect, {counted, one, zero})});
   const int classes = constant(static_cast<double>(*space_.back().constant()));
   const int above = emit(KOp::kSelect, {emit(KOp::kGe, {label, classes}), one, zero});
@@ -281,7 +305,9 @@ void KernelBuilder::lower_cross_entropy(const ir::Node& n) {
     } else {
       const int shifted = emit(KOp::kSub, {x, emit(KOp::kReduceMax, {x})});
       const int picked = emit(KOp::kReduceSum, {emit(KOp::kSelect, {is_label(), shifted, zero})});
-      row_loss = emit(KOp::kSub, {emit(KOp::kLog, {emit(KOp::kReduceSum, {emit(KOp::kExp, {shifted})})}), picked});
+      row_loss =
+          emit(KOp::kSub,
+               {emit(KOp::kLog, {emit(KOp::kReduceSum, {emit(KOp::kExp, {shifted})})}), picked});
     }
     const int loss = emit(KOp::kSelect, {counted, row_loss, zero});
     const int inv_count = emit(KOp::kSelect, {none, zero, emit(KOp::kDiv, {one, count})});
@@ -291,7 +317,8 @@ void KernelBuilder::lower_cross_entropy(const ir::Node& n) {
   const int e = emit(KOp::kExp, {emit(KOp::kSub, {x, emit(KOp::kReduceMax, {x})})});
   const int sum = emit(KOp::kReduceSum, {e});
   const int scale = emit(KOp::kSelect, {none, zero, emit(KOp::kDiv, {value(n.operand(2)), count})});
-  const int grad = emit(KOp::kSub, {emit(KOp::kDiv, {e, sum}), emit(KOp::kSelect, {is_label(), one, zero})});
+  const int grad =
+      emit(KOp::kSub, {emit(KOp::kDiv, {e, sum}), emit(KOp::kSelect, {is_label(), one, zero})});
   instr_[n.result()] = emit(KOp::kSelect, {counted, emit(KOp::kMul, {grad, scale}), zero});
 }
 
@@ -301,7 +328,9 @@ void KernelBuilder::lower_gelu(const ir::Node& n) {
   const double k = std::sqrt(2.0 / std::numbers::pi), c = 0.044715;
   const int x = value(n.operand(0)), half = constant(0.5), one = constant(1);
   const int x2 = emit(KOp::kMul, {x, x});
-  const int inner = emit(KOp::kMul, {constant(k), emit(KOp::kAdd, {x, emit(KOp::kMul, {constant(c), emit(KOp::kMul, {x2, x})})})});
+  const int inner = emit(
+      KOp::kMul, {constant(k),
+                  emit(KOp::kAdd, {x, emit(KOp::kMul, {constant(c), emit(KOp::kMul, {x2, x})})})});
   const int th = emit(KOp::kTanh, {inner});
   const int half_x = emit(KOp::kMul, {half, x});
   if (n.op().name == "gelu") {
@@ -309,7 +338,8 @@ void KernelBuilder::lower_gelu(const ir::Node& n) {
     return;
   }
   const int sech2 = emit(KOp::kSub, {one, emit(KOp::kMul, {th, th})});
-  const int slope = emit(KOp::kMul, {constant(k), emit(KOp::kAdd, {one, emit(KOp::kMul, {constant(3 * c), x2})})});
+  const int slope = emit(
+      KOp::kMul, {constant(k), emit(KOp::kAdd, {one, emit(KOp::kMul, {constant(3 * c), x2})})});
   const int d = emit(KOp::kAdd, {emit(KOp::kMul, {half, emit(KOp::kAdd, {one, th})}),
                                  emit(KOp::kMul, {emit(KOp::kMul, {half_x, sech2}), slope})});
   instr_[n.result()] = emit(KOp::kMul, {value(n.operand(1)), d});
@@ -318,16 +348,25 @@ void KernelBuilder::lower_gelu(const ir::Node& n) {
 // AdamW as adamw_update_kernel computes it; the bias corrections are scalar-level (once per call).
 void KernelBuilder::lower_adamw(const ir::Node& n) {
   const double b1 = n.attrs().get_float("beta1"), b2 = n.attrs().get_float("beta2");
-  const int p = value(n.operand(0)), g = value(n.operand(1)), m = value(n.operand(2)), v = value(n.operand(3));
+  const int p = value(n.operand(0)), g = value(n.operand(1)), m = value(n.operand(2)),
+            v = value(n.operand(3));
   const int lr = value(n.operand(4)), step = value(n.operand(5));
   const int one = constant(1);
-  const int decay = emit(KOp::kSub, {one, emit(KOp::kMul, {lr, constant(n.attrs().get_float("weight_decay"))})});
-  const int step_size = emit(KOp::kDiv, {lr, emit(KOp::kSub, {one, emit(KOp::kPow, {constant(b1), step})})});
-  const int bc2_sqrt = emit(KOp::kSqrt, {emit(KOp::kSub, {one, emit(KOp::kPow, {constant(b2), step})})});
-  const int m1 = emit(KOp::kAdd, {emit(KOp::kMul, {m, constant(b1)}), emit(KOp::kMul, {g, constant(1 - b1)})});
-  const int v1 = emit(KOp::kAdd, {emit(KOp::kMul, {v, constant(b2)}), emit(KOp::kMul, {emit(KOp::kMul, {constant(1 - b2), g}), g})});
-  const int denom = emit(KOp::kAdd, {emit(KOp::kDiv, {emit(KOp::kSqrt, {v1}), bc2_sqrt}), constant(n.attrs().get_float("eps"))});
-  instr_[n.result(0)] = emit(KOp::kSub, {emit(KOp::kMul, {p, decay}), emit(KOp::kMul, {step_size, emit(KOp::kDiv, {m1, denom})})});
+  const int decay =
+      emit(KOp::kSub, {one, emit(KOp::kMul, {lr, constant(n.attrs().get_float("weight_decay"))})});
+  const int step_size =
+      emit(KOp::kDiv, {lr, emit(KOp::kSub, {one, emit(KOp::kPow, {constant(b1), step})})});
+  const int bc2_sqrt =
+      emit(KOp::kSqrt, {emit(KOp::kSub, {one, emit(KOp::kPow, {constant(b2), step})})});
+  const int m1 =
+      emit(KOp::kAdd, {emit(KOp::kMul, {m, constant(b1)}), emit(KOp::kMul, {g, constant(1 - b1)})});
+  const int v1 = emit(KOp::kAdd, {emit(KOp::kMul, {v, constant(b2)}),
+                                  emit(KOp::kMul, {emit(KOp::kMul, {constant(1 - b2), g}), g})});
+  const int denom = emit(KOp::kAdd, {emit(KOp::kDiv, {emit(KOp::kSqrt, {v1}), bc2_sqrt}),
+                                     constant(n.attrs().get_float("eps"))});
+  instr_[n.result(0)] = emit(
+      KOp::kSub,
+      {emit(KOp::kMul, {p, decay}), emit(KOp::kMul, {step_size, emit(KOp::kDiv, {m1, denom})})});
   instr_[n.result(1)] = m1;
   instr_[n.result(2)] = v1;
 }
@@ -344,18 +383,25 @@ KernelIR KernelBuilder::finish(const std::vector<const ir::Value*>& outputs) {
     const ir::Value* v = outputs[o];
     if (auto it = sums_.find(v); it != sums_.end()) {
       k.types.push_back(DType::kF32);
-      k.code.push_back(Instr{.op = KOp::kStore, .args = {it->second.first}, .buffer = k.inputs + static_cast<int>(o),
+      k.code.push_back(Instr{.op = KOp::kStore,
+                             .args = {it->second.first},
+                             .buffer = k.inputs + static_cast<int>(o),
                              .access = it->second.second});
       continue;
     }
     Fit f = fit_of(v->shape());
     // A reduction over a rank-1 space gives one row, which is also a scalar.
     if (f == Fit::kScalar && levels[instr_.at(v)] == Level::kRow) f = Fit::kRow;
-    if (v->dtype() != DType::kF32 || f == Fit::kNone) throw InvalidArgument("fusion: output %" + v->name() + " is not f32 in the space");
+    if (v->dtype() != DType::kF32 || f == Fit::kNone)
+      throw InvalidArgument("fusion: output %" + v->name() + " is not f32 in the space");
     if (f == Fit::kFull && k.space < 0) k.space = k.inputs + static_cast<int>(o);
     k.types.push_back(DType::kF32);
-    k.code.push_back(Instr{.op = KOp::kStore, .args = {instr_.at(v)}, .buffer = k.inputs + static_cast<int>(o),
-                           .access = f == Fit::kFull ? Access::kFull : f == Fit::kRow ? Access::kRow : Access::kScalar});
+    k.code.push_back(Instr{.op = KOp::kStore,
+                           .args = {instr_.at(v)},
+                           .buffer = k.inputs + static_cast<int>(o),
+                           .access = f == Fit::kFull  ? Access::kFull
+                                     : f == Fit::kRow ? Access::kRow
+                                                      : Access::kScalar});
   }
   if (k.space < 0) throw InvalidArgument("fusion: no buffer has the kernel's space shape");
   k.check();

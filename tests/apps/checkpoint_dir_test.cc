@@ -13,8 +13,8 @@ namespace disc::apps {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::Scratch;
 using testing::losses;
+using testing::Scratch;
 
 const char* kTiny = R"(model:
   hidden: 16
@@ -60,7 +60,8 @@ TEST(CheckpointDir, FreshRunRefusesAFolderWithAnotherRunsCheckpoints) {
   ASSERT_EQ(before, (std::vector<std::string>{"step-00000002", "step-00000004"}));
   auto ck_time = fs::last_write_time(s.path("ck/step-00000004/trainer.json"));
 
-  auto second = testing::run_command(run(s, "train.steps=6 checkpoint.dir=" + s.path("ck") + " logging.metrics=" + s.path("m2.jsonl")));
+  auto second = testing::run_command(run(s, "train.steps=6 checkpoint.dir=" + s.path("ck") +
+                                                " logging.metrics=" + s.path("m2.jsonl")));
   EXPECT_EQ(second.code, 2) << second.out;
   EXPECT_EQ(std::count(second.out.begin(), second.out.end(), '\n'), 1) << second.out;
   EXPECT_NE(second.out.find("already holds checkpoints"), std::string::npos) << second.out;
@@ -81,10 +82,12 @@ TEST(CheckpointDir, PruningTouchesOnlyTheFoldersDiscTrainNames) {
     fs::create_directories(s.path(std::string("ck/") + mine));
     s.write(std::string("ck/") + mine + "/keep.txt", "mine");
   }
-  auto r = testing::run_command(run(s, "train.steps=6 checkpoint.keep=1 checkpoint.dir=" + s.path("ck")));
+  auto r = testing::run_command(
+      run(s, "train.steps=6 checkpoint.keep=1 checkpoint.dir=" + s.path("ck")));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(names_in(s.path("ck")),
-            (std::vector<std::string>{"step-000-mine", "step-0000000", "step-00000001-backup", "step-00000006", "step-notes"}));
+            (std::vector<std::string>{"step-000-mine", "step-0000000", "step-00000001-backup",
+                                      "step-00000006", "step-notes"}));
 }
 
 struct Damage {
@@ -93,7 +96,9 @@ struct Damage {
   const char* content;  // nullptr: delete the file; "truncate": cut it short
   const char* reason;   // in the warning
 };
-void PrintTo(const Damage& x, std::ostream* os) { *os << x.name; }  // test names, not bytes
+void PrintTo(const Damage& x, std::ostream* os) {
+  *os << x.name;
+}  // test names, not bytes
 
 class ResumeFallback : public ::testing::TestWithParam<Damage> {};
 
@@ -101,9 +106,11 @@ TEST_P(ResumeFallback, SkipsAnUnreadableNewestCheckpointWithAWarning) {
   const Damage& d = GetParam();
   Scratch s;
   s.write("run.yaml", kTiny);
-  auto whole = testing::run_command(run(s, "train.steps=6 logging.metrics=" + s.path("whole.jsonl")));
+  auto whole =
+      testing::run_command(run(s, "train.steps=6 logging.metrics=" + s.path("whole.jsonl")));
   ASSERT_EQ(whole.code, 0) << whole.out;
-  auto part = testing::run_command(run(s, "train.steps=4 checkpoint.dir=" + s.path("ck") + " logging.metrics=" + s.path("m.jsonl")));
+  auto part = testing::run_command(run(
+      s, "train.steps=4 checkpoint.dir=" + s.path("ck") + " logging.metrics=" + s.path("m.jsonl")));
   ASSERT_EQ(part.code, 0) << part.out;
 
   std::string damaged = s.path("ck/step-00000004/") + d.file;
@@ -114,21 +121,29 @@ TEST_P(ResumeFallback, SkipsAnUnreadableNewestCheckpointWithAWarning) {
   } else {
     s.write(std::string("ck/step-00000004/") + d.file, d.content);
   }
-  auto resumed = testing::run_command(run(s, "--resume train.steps=6 checkpoint.dir=" + s.path("ck") + " logging.metrics=" + s.path("m.jsonl")));
+  auto resumed =
+      testing::run_command(run(s, "--resume train.steps=6 checkpoint.dir=" + s.path("ck") +
+                                      " logging.metrics=" + s.path("m.jsonl")));
   ASSERT_EQ(resumed.code, 0) << resumed.out;
-  EXPECT_NE(resumed.out.find("skipping checkpoint " + s.path("ck/step-00000004")), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("skipping checkpoint " + s.path("ck/step-00000004")),
+            std::string::npos)
+      << resumed.out;
   EXPECT_NE(resumed.out.find(d.reason), std::string::npos) << resumed.out;
-  EXPECT_NE(resumed.out.find("resumed from " + s.path("ck/step-00000002") + " at step 2"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("resumed from " + s.path("ck/step-00000002") + " at step 2"),
+            std::string::npos)
+      << resumed.out;
   EXPECT_EQ(losses(s.path("m.jsonl")), losses(s.path("whole.jsonl")));
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Damages, ResumeFallback,
-    ::testing::Values(Damage{"no_trainer_json", "trainer.json", nullptr, "trainer.json is missing"},
-                      Damage{"trainer_json_not_json", "trainer.json", "{\"step\": 4, \"ext", "trainer.json is corrupt"},
-                      Damage{"cursor_not_a_number", "trainer.json", R"({"step": 4, "extra": {"epoch": "x", "position": "0"}})",
-                             "data cursor `epoch`"},
-                      Damage{"state_truncated", "state.safetensors", "truncate", "state.safetensors"}),
+    ::testing::Values(
+        Damage{"no_trainer_json", "trainer.json", nullptr, "trainer.json is missing"},
+        Damage{"trainer_json_not_json", "trainer.json", "{\"step\": 4, \"ext",
+               "trainer.json is corrupt"},
+        Damage{"cursor_not_a_number", "trainer.json",
+               R"({"step": 4, "extra": {"epoch": "x", "position": "0"}})", "data cursor `epoch`"},
+        Damage{"state_truncated", "state.safetensors", "truncate", "state.safetensors"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(CheckpointDir, ResumeWithNothingReadableSaysWhatItSkipped) {
@@ -138,7 +153,8 @@ TEST(CheckpointDir, ResumeWithNothingReadableSaysWhatItSkipped) {
   s.write("ck/step-00000002/trainer.json", "garbage");
   auto r = testing::run_command(run(s, "--resume train.steps=4 checkpoint.dir=" + s.path("ck")));
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("disc-train: no complete checkpoint in " + s.path("ck") + " to resume from (skipped unreadable step-00000002)"),
+  EXPECT_NE(r.out.find("disc-train: no complete checkpoint in " + s.path("ck") +
+                       " to resume from (skipped unreadable step-00000002)"),
             std::string::npos)
       << r.out;
 }
@@ -146,17 +162,24 @@ TEST(CheckpointDir, ResumeWithNothingReadableSaysWhatItSkipped) {
 TEST(Metrics, ResumeRewritesTheFileAtomically) {
   Scratch s;
   std::string lines;
-  for (int step = 1; step <= 5; ++step) lines += "{\"step\": " + std::to_string(step) + ", \"loss\": 1.0}\n";
+  for (int step = 1; step <= 5; ++step)
+    lines += "{\"step\": " + std::to_string(step) + ", \"loss\": 1.0}\n";
   lines += "{\"step\": \"six\"}\nnot json\n";
   std::string path = s.write("m.jsonl", lines);
   // A second name for the file as it was: a rewrite in place would change what it shows too.
   fs::create_hard_link(path, s.path("before.jsonl"));
-  { MetricsFile m(path, 3); }
+  {
+    MetricsFile m(path, 3);
+  }
   std::ifstream now(path), old(s.path("before.jsonl"));
-  std::string now_text((std::istreambuf_iterator<char>(now)), {}), old_text((std::istreambuf_iterator<char>(old)), {});
-  EXPECT_EQ(now_text, "{\"step\": 1, \"loss\": 1.0}\n{\"step\": 2, \"loss\": 1.0}\n{\"step\": 3, \"loss\": 1.0}\n");
+  std::string now_text((std::istreambuf_iterator<char>(now)), {}),
+      old_text((std::istreambuf_iterator<char>(old)), {});
+  EXPECT_EQ(
+      now_text,
+      "{\"step\": 1, \"loss\": 1.0}\n{\"step\": 2, \"loss\": 1.0}\n{\"step\": 3, \"loss\": 1.0}\n");
   EXPECT_EQ(old_text, lines) << "the metrics file was truncated in place";
-  EXPECT_EQ(names_in(s.path("")), (std::vector<std::string>{"before.jsonl", "m.jsonl"})) << "a temporary was left behind";
+  EXPECT_EQ(names_in(s.path("")), (std::vector<std::string>{"before.jsonl", "m.jsonl"}))
+      << "a temporary was left behind";
 }
 
 }  // namespace

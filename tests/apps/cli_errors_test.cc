@@ -17,7 +17,9 @@ struct BadInput {
   const char* overrides;  // appended to the command
   const char* message;    // must appear in the one line
 };
-void PrintTo(const BadInput& x, std::ostream* os) { *os << x.name; }  // test names, not bytes
+void PrintTo(const BadInput& x, std::ostream* os) {
+  *os << x.name;
+}  // test names, not bytes
 
 class CliErrors : public ::testing::TestWithParam<BadInput> {};
 
@@ -40,42 +42,60 @@ TEST_P(CliErrors, OneLineExitTwoNothingWritten) {
 INSTANTIATE_TEST_SUITE_P(
     BadInputs, CliErrors,
     ::testing::Values(
-        BadInput{"missing_config", "", "--config /nonexistent/run.yaml", "cannot open config file /nonexistent/run.yaml"},
+        BadInput{"missing_config", "", "--config /nonexistent/run.yaml",
+                 "cannot open config file /nonexistent/run.yaml"},
         BadInput{"malformed_yaml", "train:\n  steps: [1, 2\n", "", "run.yaml:3:1: malformed YAML"},
-        BadInput{"unknown_key", "train:\n  step: 5\n", "", "run.yaml:2:3: unknown key `train.step` (did you mean `train.steps`?)"},
+        BadInput{"unknown_key", "train:\n  step: 5\n", "",
+                 "run.yaml:2:3: unknown key `train.step` (did you mean `train.steps`?)"},
         BadInput{"unknown_section", "trian:\n  steps: 5\n", "", "unknown key `trian`"},
-        BadInput{"wrong_type", "train:\n  steps: many\n", "", "train.steps must be an integer, not `many`"},
+        BadInput{"wrong_type", "train:\n  steps: many\n", "",
+                 "train.steps must be an integer, not `many`"},
         BadInput{"out_of_range", "train:\n  steps: 0\n", "", "train.steps must be in [1, "},
-        BadInput{"bad_choice", "optimizer:\n  name: adam\n", "", "must be one of adamw, sgd, not `adam` (did you mean `adamw`?)"},
-        BadInput{"section_not_map", "model: llama\n", "", "`model` is a section and must hold keys"},
-        BadInput{"bad_override_key", "", "train.stepz=3", "override `train.stepz=3`: unknown key `train.stepz` (did you mean `train.steps`?)"},
-        BadInput{"bad_bytes", "", "memory.cap=lots", "memory.cap must be a byte size such as 2GiB or 512MiB, not `lots`"},
+        BadInput{"bad_choice", "optimizer:\n  name: adam\n", "",
+                 "must be one of adamw, sgd, not `adam` (did you mean `adamw`?)"},
+        BadInput{"section_not_map", "model: llama\n", "",
+                 "`model` is a section and must hold keys"},
+        BadInput{
+            "bad_override_key", "", "train.stepz=3",
+            "override `train.stepz=3`: unknown key `train.stepz` (did you mean `train.steps`?)"},
+        BadInput{"bad_bytes", "", "memory.cap=lots",
+                 "memory.cap must be a byte size such as 2GiB or 512MiB, not `lots`"},
         BadInput{"override_without_value", "", "train.steps", "write overrides as key=value"},
-        BadInput{"missing_dataset", "data:\n  source: jsonl\n  path: /nonexistent/data.jsonl\n", "", "/nonexistent/data.jsonl"},
+        BadInput{"missing_dataset", "data:\n  source: jsonl\n  path: /nonexistent/data.jsonl\n", "",
+                 "/nonexistent/data.jsonl"},
         BadInput{"no_dataset_path", "data:\n  source: json\n", "", "data.path is empty"},
-        BadInput{"heads_kv_mismatch", "model:\n  heads: 4\n  kv_heads: 3\n", "", "must be a multiple of model.kv_heads"},
+        BadInput{"heads_kv_mismatch", "model:\n  heads: 4\n  kv_heads: 3\n", "",
+                 "must be a multiple of model.kv_heads"},
         BadInput{"batch_over_bound", "data:\n  batch_size: 500\n", "", "exceeds model.max_batch"},
         BadInput{"resume_without_checkpoint", "", "--resume", "no complete checkpoint in"},
-        BadInput{"config_is_a_directory", "", "--config / train.steps=1", "config file / is a directory: pass a YAML file"},
-        BadInput{"unknown_device", "", "device.name=tpu", "device.name: unknown device `tpu`; this build has: cpu, sim, sim-gpu, cuda:N"},
+        BadInput{"config_is_a_directory", "", "--config / train.steps=1",
+                 "config file / is a directory: pass a YAML file"},
+        BadInput{"unknown_device", "", "device.name=tpu",
+                 "device.name: unknown device `tpu`; this build has: cpu, sim, sim-gpu, cuda:N"},
         BadInput{"amd_gpu_device", "", "device.name=hip:0", "use device.name: cpu"},
         // No machine here has a tenth GPU: why there is none, with or without a GPU present.
         BadInput{"gpu_device", "", "device.name=cuda:9", "use device.name: cpu"},
-        BadInput{"null_key", "~: 5\n", "train.steps=1", "run.yaml:1:1: a key at the top level is null, empty or a collection"},
-        BadInput{"null_key_in_section", "train:\n  null: 5\n", "train.steps=1", "run.yaml:2:3: a key in section `train` is null"},
-        BadInput{"collection_key", "train:\n  [a, b]: 5\n", "train.steps=1", "run.yaml:2:3: a key in section `train`"}),
+        BadInput{"null_key", "~: 5\n", "train.steps=1",
+                 "run.yaml:1:1: a key at the top level is null, empty or a collection"},
+        BadInput{"null_key_in_section", "train:\n  null: 5\n", "train.steps=1",
+                 "run.yaml:2:3: a key in section `train` is null"},
+        BadInput{"collection_key", "train:\n  [a, b]: 5\n", "train.steps=1",
+                 "run.yaml:2:3: a key in section `train`"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // A graph file that cannot take what the data gives is refused before anything is written, not
 // at step 1 with the metrics file already started.
 struct GraphMismatch {
   const char* name;
-  int64_t b_max, s_max, rows, classes;  // the graph's bounds for B and S, embedding rows, logits' classes
-  const char* extra_input;     // another input declaration, or ""
+  int64_t b_max, s_max, rows,
+      classes;              // the graph's bounds for B and S, embedding rows, logits' classes
+  const char* extra_input;  // another input declaration, or ""
   const char* overrides;
   const char* message;
 };
-void PrintTo(const GraphMismatch& x, std::ostream* os) { *os << x.name; }  // test names, not bytes
+void PrintTo(const GraphMismatch& x, std::ostream* os) {
+  *os << x.name;
+}  // test names, not bytes
 
 class GraphFileErrors : public ::testing::TestWithParam<GraphMismatch> {};
 
@@ -97,13 +117,16 @@ TEST_P(GraphFileErrors, OneLineExitTwoNothingWritten) {
   %%loss = cross_entropy(%%logits, %%targets) : f32[]
   output loss = %%loss
 }
-)", static_cast<long long>(m.b_max), static_cast<long long>(m.s_max), m.extra_input, static_cast<long long>(m.rows),
-                static_cast<long long>(m.classes), static_cast<long long>(m.classes));
+)",
+                static_cast<long long>(m.b_max), static_cast<long long>(m.s_max), m.extra_input,
+                static_cast<long long>(m.rows), static_cast<long long>(m.classes),
+                static_cast<long long>(m.classes));
   std::string file = s.write("tiny.disc", graph);
   s.write("data.txt", std::string(3000, 'x'));
   size_t before = s.entries();
-  auto r = testing::run_command(std::string(DISC_TRAIN) + " run model.graph=" + file + " " + m.overrides + " data.path=" +
-                                s.path("data.txt") + " train.steps=2 logging.progress=none logging.metrics=" +
+  auto r = testing::run_command(std::string(DISC_TRAIN) + " run model.graph=" + file + " " +
+                                m.overrides + " data.path=" + s.path("data.txt") +
+                                " train.steps=2 logging.progress=none logging.metrics=" +
                                 s.path("out/m.jsonl") + " checkpoint.dir=" + s.path("out/ck"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
@@ -116,17 +139,24 @@ INSTANTIATE_TEST_SUITE_P(
     Mismatches, GraphFileErrors,
     ::testing::Values(
         // data.batch_size 8 gives B = 8; the graph admits 4.
-        GraphMismatch{"batch_above_bound", 4, 64, 300, 300, "", "data.batch_size=8 data.synthetic.max_len=32",
+        GraphMismatch{"batch_above_bound", 4, 64, 300, 300, "",
+                      "data.batch_size=8 data.synthetic.max_len=32",
                       "B = 8, outside B's range [1, 4]"},
         // Every synthetic example is 100 tokens; the graph admits 64.
         GraphMismatch{"length_above_bound", 8, 64, 300, 300, "",
-                      "data.batch_size=8 data.synthetic.min_len=100 data.synthetic.max_len=100", "S = 100, outside S's range [1, 64]"},
-        // Byte tokens run to 257; a 200-row embedding cannot look them up, 200 classes cannot score them.
-        GraphMismatch{"embedding_below_vocab", 8, 64, 200, 300, "", "data.source=text data.max_len=64 data.batch_size=8",
-                      "embedding %embed has 200 rows, but the data's token ids go up to 257 (text data, vocab 258)"},
-        GraphMismatch{"logits_below_vocab", 8, 64, 300, 200, "", "data.source=text data.max_len=64 data.batch_size=8",
+                      "data.batch_size=8 data.synthetic.min_len=100 data.synthetic.max_len=100",
+                      "S = 100, outside S's range [1, 64]"},
+        // Byte tokens run to 257; a 200-row embedding cannot look them up, 200 classes cannot score
+        // them.
+        GraphMismatch{"embedding_below_vocab", 8, 64, 200, 300, "",
+                      "data.source=text data.max_len=64 data.batch_size=8",
+                      "embedding %embed has 200 rows, but the data's token ids go up to 257 (text "
+                      "data, vocab 258)"},
+        GraphMismatch{"logits_below_vocab", 8, 64, 300, 200, "",
+                      "data.source=text data.max_len=64 data.batch_size=8",
                       "logits %logits score 200 classes, but the data's token ids go up to 257"},
-        GraphMismatch{"input_the_data_lacks", 8, 64, 300, 300, "input %mask : f32[B, S]", "data.batch_size=8 data.synthetic.max_len=32",
+        GraphMismatch{"input_the_data_lacks", 8, 64, 300, 300, "input %mask : f32[B, S]",
+                      "data.batch_size=8 data.synthetic.max_len=32",
                       "input %mask (f32[B, S]) is not something the data gives"}),
     [](const auto& info) { return std::string(info.param.name); });
 
@@ -142,20 +172,24 @@ TEST_P(UnwritableOutput, OneLineExitTwoNothingWritten) {
                                                 {"logging.trace", s.path("out/t.json")},
                                                 {"checkpoint.dir", s.path("out/ck")}};
   outputs[key] = s.path("blocker/sub/" + key);
-  std::string cmd = std::string(DISC_TRAIN) + " run train.steps=2 model.hidden=16 data.synthetic.max_len=16 logging.progress=none";
+  std::string cmd =
+      std::string(DISC_TRAIN) +
+      " run train.steps=2 model.hidden=16 data.synthetic.max_len=16 logging.progress=none";
   for (const auto& [k, v] : outputs) cmd += " " + k + "=" + v;
   size_t before = s.entries();
   auto r = testing::run_command(cmd);
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
-  EXPECT_NE(r.out.find("disc-train: " + key + " is " + outputs[key] + ", which cannot be written: " + s.path("blocker") +
-                       " is a file, not a folder"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("disc-train: " + key + " is " + outputs[key] +
+                 ", which cannot be written: " + s.path("blocker") + " is a file, not a folder"),
+      std::string::npos)
       << r.out;
   EXPECT_EQ(s.entries(), before) << "something was written";
 }
 
-INSTANTIATE_TEST_SUITE_P(Keys, UnwritableOutput, ::testing::Values("logging.metrics", "logging.trace", "checkpoint.dir"),
+INSTANTIATE_TEST_SUITE_P(Keys, UnwritableOutput,
+                         ::testing::Values("logging.metrics", "logging.trace", "checkpoint.dir"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '.', '_');
@@ -167,10 +201,12 @@ TEST(CliErrors, OutputThatIsAFolderOrCheckpointDirThatIsAFile) {
   std::filesystem::create_directories(s.path("metrics_dir"));
   s.write("ck_file", "x");
   size_t before = s.entries();
-  auto r = testing::run_command(std::string(DISC_TRAIN) + " validate logging.metrics=" + s.path("metrics_dir"));
+  auto r = testing::run_command(std::string(DISC_TRAIN) +
+                                " validate logging.metrics=" + s.path("metrics_dir"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("it is a folder; name a file"), std::string::npos) << r.out;
-  r = testing::run_command(std::string(DISC_TRAIN) + " run train.steps=1 checkpoint.dir=" + s.path("ck_file"));
+  r = testing::run_command(std::string(DISC_TRAIN) +
+                           " run train.steps=1 checkpoint.dir=" + s.path("ck_file"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("it exists and is not a folder"), std::string::npos) << r.out;
   EXPECT_EQ(s.entries(), before);
@@ -178,10 +214,12 @@ TEST(CliErrors, OutputThatIsAFolderOrCheckpointDirThatIsAFile) {
 
 TEST(CliErrors, DatasetThatIsNotWhatTheConfigSays) {
   Scratch s;
-  std::string list = s.write("list.json", "[{\"instruction\": \"a\", \"input\": \"\", \"output\": \"b\"}]\n");
+  std::string list =
+      s.write("list.json", "[{\"instruction\": \"a\", \"input\": \"\", \"output\": \"b\"}]\n");
   std::string cfg = s.write("run.yaml", "data:\n  source: jsonl\n  path: " + list + "\n");
   size_t before = s.entries();
-  auto r = testing::run_command(std::string(DISC_TRAIN) + " run --config " + cfg + " logging.metrics=" + s.path("m.jsonl"));
+  auto r = testing::run_command(std::string(DISC_TRAIN) + " run --config " + cfg +
+                                " logging.metrics=" + s.path("m.jsonl"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   EXPECT_NE(r.out.find("list.json:1"), std::string::npos) << r.out;
@@ -190,7 +228,8 @@ TEST(CliErrors, DatasetThatIsNotWhatTheConfigSays) {
 
 TEST(Cli, PrintConfigRoundTripsThroughLoad) {
   Scratch s;
-  auto printed = testing::run_command(std::string(DISC_TRAIN) + " print-config train.steps=7 memory.cap=2GiB");
+  auto printed =
+      testing::run_command(std::string(DISC_TRAIN) + " print-config train.steps=7 memory.cap=2GiB");
   ASSERT_EQ(printed.code, 0) << printed.out;
   EXPECT_NE(printed.out.find("steps: 7"), std::string::npos);
   EXPECT_NE(printed.out.find("cap: 2GiB"), std::string::npos);
@@ -202,7 +241,8 @@ TEST(Cli, PrintConfigRoundTripsThroughLoad) {
 
 TEST(Cli, ValidateWritesNothingAndPlanShowsSymbols) {
   Scratch s;
-  auto v = testing::run_command(std::string(DISC_TRAIN) + " validate model.hidden=32 logging.metrics=" + s.path("m.jsonl"));
+  auto v = testing::run_command(std::string(DISC_TRAIN) +
+                                " validate model.hidden=32 logging.metrics=" + s.path("m.jsonl"));
   EXPECT_EQ(v.code, 0) << v.out;
   EXPECT_NE(v.out.find("config OK"), std::string::npos) << v.out;
   EXPECT_FALSE(std::filesystem::exists(s.path("m.jsonl")));
@@ -214,24 +254,32 @@ TEST(Cli, ValidateWritesNothingAndPlanShowsSymbols) {
 
 TEST(Cli, PlanShowsWhereACapTooSmallFailsWhereRunRefusesIt) {
   const std::string args = " model.hidden=32 data.synthetic.max_len=64 memory.cap=1MiB";
-  auto run = testing::run_command(std::string(DISC_TRAIN) + " run" + args + " logging.progress=none");
+  auto run =
+      testing::run_command(std::string(DISC_TRAIN) + " run" + args + " logging.progress=none");
   EXPECT_NE(run.code, 0);
-  EXPECT_NE(run.out.find("the memory cap (memory.cap) 1.0 MiB is too small for the largest batch"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("the memory cap (memory.cap) 1.0 MiB is too small for the largest batch"),
+            std::string::npos)
+      << run.out;
   auto plan = testing::run_command(std::string(DISC_TRAIN) + " plan" + args);
   EXPECT_EQ(plan.code, 0) << plan.out;
-  EXPECT_NE(plan.out.find("memory cap 1.0 MiB cannot be kept: step "), std::string::npos) << plan.out.substr(0, 2000);
+  EXPECT_NE(plan.out.find("memory cap 1.0 MiB cannot be kept: step "), std::string::npos)
+      << plan.out.substr(0, 2000);
   EXPECT_NE(plan.out.find("smallest cap the planner reaches"), std::string::npos);
 }
 
 TEST(Cli, TrainsAForwardGraphReadFromAFile) {
   Scratch s;
   std::string graph = std::string(DISC_TEST_DATA_DIR) + "/graphs/llama.disc";
-  auto r = testing::run_command(std::string(DISC_TRAIN) + " run model.graph=" + graph +
-                                " train.steps=3 data.synthetic.max_len=32 logging.progress=none logging.metrics=" + s.path("m.jsonl"));
+  auto r = testing::run_command(
+      std::string(DISC_TRAIN) + " run model.graph=" + graph +
+      " train.steps=3 data.synthetic.max_len=32 logging.progress=none logging.metrics=" +
+      s.path("m.jsonl"));
   EXPECT_EQ(r.code, 0) << r.out;
   std::ifstream in(s.path("m.jsonl"));
-  EXPECT_EQ(std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n'), 3);
-  auto bad = testing::run_command(std::string(DISC_TRAIN) + " run model.graph=" + std::string(DISC_TEST_DATA_DIR) + "/graphs/mlp.disc");
+  EXPECT_EQ(std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n'),
+            3);
+  auto bad = testing::run_command(std::string(DISC_TRAIN) + " run model.graph=" +
+                                  std::string(DISC_TEST_DATA_DIR) + "/graphs/mlp.disc");
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.out.find("disc-train feeds `tokens` i32[B, S]"), std::string::npos) << bad.out;
 }
@@ -239,7 +287,8 @@ TEST(Cli, TrainsAForwardGraphReadFromAFile) {
 TEST(Cli, HelpListsTheSubcommands) {
   auto r = testing::run_command(std::string(DISC_TRAIN) + " --help");
   EXPECT_EQ(r.code, 0);
-  for (const char* sub : {"run", "print-config", "validate", "plan"}) EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
+  for (const char* sub : {"run", "print-config", "validate", "plan"})
+    EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
 }
 
 }  // namespace

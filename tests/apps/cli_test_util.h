@@ -32,7 +32,8 @@ inline Result run_command(const std::string& cmd) {
 class Scratch {
  public:
   Scratch() {
-    dir_ = std::filesystem::temp_directory_path() / ("disc-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    dir_ = std::filesystem::temp_directory_path() /
+           ("disc-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
@@ -44,7 +45,8 @@ class Scratch {
   }
   // Entries in the folder besides the files the test wrote itself.
   size_t entries() const {
-    return static_cast<size_t>(std::distance(std::filesystem::directory_iterator(dir_), std::filesystem::directory_iterator()));
+    return static_cast<size_t>(std::distance(std::filesystem::directory_iterator(dir_),
+                                             std::filesystem::directory_iterator()));
   }
 
  private:

@@ -50,8 +50,9 @@ Counts counts(const std::string& metrics) {
 }
 
 std::string run(const Scratch& s, const std::string& tag, const std::string& args = "") {
-  return std::string(DISC_TRAIN) + " run --config " + s.path("run.yaml") + " logging.metrics=" + s.path(tag + ".jsonl") +
-         " checkpoint.dir=" + s.path(tag) + " jit.cache_dir=" + s.path("kernels") + " " + args;
+  return std::string(DISC_TRAIN) + " run --config " + s.path("run.yaml") +
+         " logging.metrics=" + s.path(tag + ".jsonl") + " checkpoint.dir=" + s.path(tag) +
+         " jit.cache_dir=" + s.path("kernels") + " " + args;
 }
 
 TEST(JitRun, ASecondRunLoadsEveryKernelFromTheDiskCacheAndGivesTheSameLosses) {
@@ -64,12 +65,14 @@ TEST(JitRun, ASecondRunLoadsEveryKernelFromTheDiskCacheAndGivesTheSameLosses) {
   const Counts a = counts(s.path("first.jsonl")), b = counts(s.path("second.jsonl"));
   EXPECT_GT(a.compiles, 0);
   EXPECT_EQ(a.cache_loads, 0);
-  EXPECT_GT(a.fused_kernels, 2 * a.compiles) << "kernels are compiled per step, not reused across steps";
+  EXPECT_GT(a.fused_kernels, 2 * a.compiles)
+      << "kernels are compiled per step, not reused across steps";
   EXPECT_EQ(b.compiles, 0);
   EXPECT_EQ(b.cache_loads, a.compiles);
   EXPECT_EQ(b.fused_kernels, a.fused_kernels);
   EXPECT_EQ(testing::losses(s.path("second.jsonl")), testing::losses(s.path("first.jsonl")));
-  EXPECT_NE(first.out.find("compiles " + std::to_string(a.compiles)), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("compiles " + std::to_string(a.compiles)), std::string::npos)
+      << first.out;
 }
 
 TEST(JitRun, FusionOffCompilesNothing) {

@@ -15,8 +15,8 @@
 namespace disc::apps {
 namespace {
 
-using testing::Scratch;
 using testing::losses;
+using testing::Scratch;
 
 const char* kTinyRun = R"(model:
   hidden: 32
@@ -46,11 +46,17 @@ checkpoint:
 
 size_t lines(const std::string& path) {
   std::ifstream in(path);
-  return static_cast<size_t>(std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n'));
+  return static_cast<size_t>(
+      std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n'));
 }
 
-std::vector<std::string> args_for(const std::string& cfg, const Scratch& s, const std::string& tag) {
-  return {DISC_TRAIN, "run", "--config", cfg, "logging.metrics=" + s.path(tag + "/m.jsonl"),
+std::vector<std::string> args_for(const std::string& cfg, const Scratch& s,
+                                  const std::string& tag) {
+  return {DISC_TRAIN,
+          "run",
+          "--config",
+          cfg,
+          "logging.metrics=" + s.path(tag + "/m.jsonl"),
           "checkpoint.dir=" + s.path(tag + "/ck")};
 }
 

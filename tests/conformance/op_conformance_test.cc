@@ -41,14 +41,16 @@ struct Case {
   std::shared_ptr<ir::Graph> graph;
   const ir::Node* node = nullptr;  // the node checked; null: every node of the graph
   ir::Bindings bindings;
-  std::map<std::string, std::pair<int64_t, int64_t>> int_range;  // input -> [lo, hi); default [1, 8)
-  std::set<std::string> lower_triangular;                         // inputs zero above their diagonal
-  double tol = 1e-5;                                              // relative to 1 + |reference|
+  std::map<std::string, std::pair<int64_t, int64_t>>
+      int_range;                           // input -> [lo, hi); default [1, 8)
+  std::set<std::string> lower_triangular;  // inputs zero above their diagonal
+  double tol = 1e-5;                       // relative to 1 + |reference|
   double lo = -1;  // floats are uniform in [lo, 1] (0 for a step's state: second moments are >= 0)
 };
 
 // "graph @c { inputs; %r... = node : types; outputs }" with every dim static.
-Case op_case(const std::string& name, const std::vector<std::pair<std::string, std::string>>& inputs,
+Case op_case(const std::string& name,
+             const std::vector<std::pair<std::string, std::string>>& inputs,
              const std::string& node, const std::vector<std::string>& types, double tol = 1e-5) {
   std::string text = "graph @c {\n", results, outputs;
   for (const auto& [n, t] : inputs) text += "  input %" + n + " : " + t + "\n";
@@ -67,12 +69,14 @@ std::vector<Case> op_cases() {
   std::vector<Case> c;
   for (const char* t : {"f32", "f64"}) {
     const std::string T = t;
-    c.push_back(op_case("matmul_1_" + T, {{"a", T + "[1, 1]"}, {"b", T + "[1, 1]"}}, "matmul(%a, %b)", {T + "[1, 1]"}));
-    c.push_back(op_case("matmul_13x7x17_" + T, {{"a", T + "[13, 7]"}, {"b", T + "[7, 17]"}}, "matmul(%a, %b)",
-                        {T + "[13, 17]"}, 1e-5));
-    c.push_back(op_case("matmul_shared_b_" + T, {{"a", T + "[2, 5, 3]"}, {"b", T + "[3, 11]"}}, "matmul(%a, %b)",
-                        {T + "[2, 5, 11]"}));
-    c.push_back(op_case("matmul_transposed_" + T, {{"a", T + "[3, 9, 64]"}, {"b", T + "[3, 31, 64]"}},
+    c.push_back(op_case("matmul_1_" + T, {{"a", T + "[1, 1]"}, {"b", T + "[1, 1]"}},
+                        "matmul(%a, %b)", {T + "[1, 1]"}));
+    c.push_back(op_case("matmul_13x7x17_" + T, {{"a", T + "[13, 7]"}, {"b", T + "[7, 17]"}},
+                        "matmul(%a, %b)", {T + "[13, 17]"}, 1e-5));
+    c.push_back(op_case("matmul_shared_b_" + T, {{"a", T + "[2, 5, 3]"}, {"b", T + "[3, 11]"}},
+                        "matmul(%a, %b)", {T + "[2, 5, 11]"}));
+    c.push_back(op_case("matmul_transposed_" + T,
+                        {{"a", T + "[3, 9, 64]"}, {"b", T + "[3, 31, 64]"}},
                         "matmul(%a, %b) {transpose_b = true}", {T + "[3, 9, 31]"}, 1e-5));
     c.push_back(op_case("matmul_sum_batch_" + T, {{"a", T + "[2, 7, 5]"}, {"b", T + "[2, 7, 3]"}},
                         "matmul(%a, %b) {sum_batch = true, transpose_a = true}", {T + "[5, 3]"}));
@@ -82,51 +86,69 @@ std::vector<Case> op_cases() {
     c.push_back(std::move(tril));
     for (const auto& [lead, sq, sk, d, dv, causal] :
          std::vector<std::tuple<std::string, int, int, int, int, bool>>{
-             {"1", 1, 1, 4, 4, true}, {"2, 3", 17, 17, 8, 8, true}, {"1, 2", 5, 7, 16, 3, false},
+             {"1", 1, 1, 4, 4, true},
+             {"2, 3", 17, 17, 8, 8, true},
+             {"1, 2", 5, 7, 16, 3, false},
              {"1, 2", 131, 131, 64, 64, true}}) {
-      auto shape = [&](int s, int w) { return T + "[" + lead + ", " + std::to_string(s) + ", " + std::to_string(w) + "]"; };
-      const std::string attrs = std::string(" {causal = ") + (causal ? "true" : "false") + ", scale = 0.125}";
-      const std::string size = std::to_string(sq) + "x" + std::to_string(sk) + "x" + std::to_string(d) + "_" + T;
-      c.push_back(op_case("attention_" + size, {{"q", shape(sq, d)}, {"k", shape(sk, d)}, {"v", shape(sk, dv)}},
+      auto shape = [&](int s, int w) {
+        return T + "[" + lead + ", " + std::to_string(s) + ", " + std::to_string(w) + "]";
+      };
+      const std::string attrs =
+          std::string(" {causal = ") + (causal ? "true" : "false") + ", scale = 0.125}";
+      const std::string size =
+          std::to_string(sq) + "x" + std::to_string(sk) + "x" + std::to_string(d) + "_" + T;
+      c.push_back(op_case("attention_" + size,
+                          {{"q", shape(sq, d)}, {"k", shape(sk, d)}, {"v", shape(sk, dv)}},
                           "attention(%q, %k, %v)" + attrs, {shape(sq, dv)}, 2e-5));
-      c.push_back(op_case("attention_grad_" + size,
-                          {{"q", shape(sq, d)}, {"k", shape(sk, d)}, {"v", shape(sk, dv)}, {"dout", shape(sq, dv)}},
-                          "attention_grad(%q, %k, %v, %dout)" + attrs, {shape(sq, d), shape(sk, d), shape(sk, dv)},
-                          2e-5));
+      c.push_back(op_case(
+          "attention_grad_" + size,
+          {{"q", shape(sq, d)}, {"k", shape(sk, d)}, {"v", shape(sk, dv)}, {"dout", shape(sq, dv)}},
+          "attention_grad(%q, %k, %v, %dout)" + attrs, {shape(sq, d), shape(sk, d), shape(sk, dv)},
+          2e-5));
     }
     for (const auto& [rows, d, classes, tw] : std::vector<std::tuple<int, int, int, bool>>{
              {1, 1, 1, false}, {13, 7, 29, true}, {300, 64, 1031, false}}) {
-      const std::string r = std::to_string(rows), dd = std::to_string(d), k = std::to_string(classes);
+      const std::string r = std::to_string(rows), dd = std::to_string(d),
+                        k = std::to_string(classes);
       const std::string w = tw ? T + "[" + k + ", " + dd + "]" : T + "[" + dd + ", " + k + "]";
-      Case lce = op_case("linear_cross_entropy_" + r + "x" + k + "_" + T,
-                         {{"h", T + "[" + r + ", " + dd + "]"}, {"w", w}, {"labels", "i64[" + r + "]"}},
-                         std::string("linear_cross_entropy(%h, %w, %labels) {ignore_index = -100, transpose_w = ") +
-                             (tw ? "true" : "false") + "}",
-                         {T + "[]", T + "[" + r + ", " + dd + "]", w}, 1e-4);
+      Case lce = op_case(
+          "linear_cross_entropy_" + r + "x" + k + "_" + T,
+          {{"h", T + "[" + r + ", " + dd + "]"}, {"w", w}, {"labels", "i64[" + r + "]"}},
+          std::string(
+              "linear_cross_entropy(%h, %w, %labels) {ignore_index = -100, transpose_w = ") +
+              (tw ? "true" : "false") + "}",
+          {T + "[]", T + "[" + r + ", " + dd + "]", w}, 1e-4);
       lce.int_range["labels"] = {-1, classes};  // -1: the label the case turns into ignore_index
       c.push_back(std::move(lce));
     }
   }
   for (const char* t : {"f32", "i64"}) {
     const std::string T = t;
-    c.push_back(op_case("transpose_1_" + T, {{"x", T + "[1]"}}, "transpose(%x) {perm = [0]}", {T + "[1]"}));
-    c.push_back(op_case("transpose_4d_" + T, {{"x", T + "[3, 5, 1, 11]"}}, "transpose(%x) {perm = [3, 1, 0, 2]}",
-                        {T + "[11, 5, 3, 1]"}));
-    c.push_back(op_case("reshape_" + T, {{"x", T + "[2, 7, 3]"}}, "reshape(%x) {shape = [14, 3]}", {T + "[14, 3]"}));
+    c.push_back(
+        op_case("transpose_1_" + T, {{"x", T + "[1]"}}, "transpose(%x) {perm = [0]}", {T + "[1]"}));
+    c.push_back(op_case("transpose_4d_" + T, {{"x", T + "[3, 5, 1, 11]"}},
+                        "transpose(%x) {perm = [3, 1, 0, 2]}", {T + "[11, 5, 3, 1]"}));
+    c.push_back(op_case("reshape_" + T, {{"x", T + "[2, 7, 3]"}}, "reshape(%x) {shape = [14, 3]}",
+                        {T + "[14, 3]"}));
   }
   for (bool inverse : {false, true})
-    c.push_back(op_case(std::string("rope_") + (inverse ? "inverse" : "forward"), {{"x", "f32[3, 13, 2, 64]"}},
+    c.push_back(op_case(std::string("rope_") + (inverse ? "inverse" : "forward"),
+                        {{"x", "f32[3, 13, 2, 64]"}},
                         std::string("rope(%x) {inverse = ") + (inverse ? "true" : "false") +
                             ", seq_axis = 1, theta = 10000.0}",
                         {"f32[3, 13, 2, 64]"}, 1e-5));
   for (const char* it : {"i32", "i64"}) {
     const std::string I = it;
-    for (const auto& [rows, cols, n] : std::vector<std::tuple<int, int, int>>{{1, 1, 1}, {101, 64, 91}, {1031, 3, 500}}) {
+    for (const auto& [rows, cols, n] :
+         std::vector<std::tuple<int, int, int>>{{1, 1, 1}, {101, 64, 91}, {1031, 3, 500}}) {
       const std::string r = std::to_string(rows), k = std::to_string(cols), m = std::to_string(n);
-      Case g = op_case("gather_" + r + "x" + k + "_" + I, {{"t", "f32[" + r + ", " + k + "]"}, {"i", I + "[" + m + "]"}},
+      Case g = op_case("gather_" + r + "x" + k + "_" + I,
+                       {{"t", "f32[" + r + ", " + k + "]"}, {"i", I + "[" + m + "]"}},
                        "gather(%t, %i)", {"f32[" + m + ", " + k + "]"});
       Case s = op_case("scatter_add_" + r + "x" + k + "_" + I,
-                       {{"t", "f32[" + r + ", " + k + "]"}, {"i", I + "[" + m + "]"}, {"u", "f32[" + m + ", " + k + "]"}},
+                       {{"t", "f32[" + r + ", " + k + "]"},
+                        {"i", I + "[" + m + "]"},
+                        {"u", "f32[" + m + ", " + k + "]"}},
                        "scatter_add(%t, %i, %u)", {"f32[" + r + ", " + k + "]"});
       g.int_range["i"] = s.int_range["i"] = {0, rows};
       c.push_back(std::move(g));
@@ -140,7 +162,8 @@ std::vector<Case> op_cases() {
 // B = 2 and a prime S: one graph per kernel, the step graph shared.
 std::vector<Case> fused_cases() {
   ir::models::LlamaConfig cfg;
-  cfg.vocab = 32, cfg.hidden = 64, cfg.layers = 1, cfg.heads = 4, cfg.kv_heads = 2, cfg.ffn = 172, cfg.max_seq = 64;
+  cfg.vocab = 32, cfg.hidden = 64, cfg.layers = 1, cfg.heads = 4, cfg.kv_heads = 2, cfg.ffn = 172,
+  cfg.max_seq = 64;
   TrainerOptions options;
   options.optimizer.clip_norm = 1.0;
   CompiledStep step = Pipeline(options).run(ir::models::build_llama(cfg));
@@ -150,8 +173,12 @@ std::vector<Case> fused_cases() {
   std::set<std::string> seen;
   for (const ir::Node* n : g->nodes()) {
     if (n->op().name != "fused" || !seen.insert(n->attrs().get_string("kernel")).second) continue;
-    c.push_back({.name = "fused_" + std::to_string(c.size()) + "_" + n->results()[0]->name(), .graph = g, .node = n,
-                 .bindings = b, .tol = 1e-4, .lo = 0});
+    c.push_back({.name = "fused_" + std::to_string(c.size()) + "_" + n->results()[0]->name(),
+                 .graph = g,
+                 .node = n,
+                 .bindings = b,
+                 .tol = 1e-4,
+                 .lo = 0});
   }
   return c;
 }
@@ -176,13 +203,19 @@ std::vector<Device> devices_present() {
   Device host_gpu{.name = "host-gpu"};
   auto gpu = std::make_unique<devices::GpuDevice>(std::make_unique<jit::HostGpuRuntime>(), 1);
   host_gpu.host_compiler = std::make_unique<jit::HostOpCompiler>();
-  host_gpu.ops = std::make_unique<jit::GpuOps>(*gpu, [c = host_gpu.host_compiler.get()](const std::string& s, jit::KernelRun&) { return (*c)(s); });
+  host_gpu.ops = std::make_unique<jit::GpuOps>(
+      *gpu, [c = host_gpu.host_compiler.get()](const std::string& s, jit::KernelRun&) {
+        return (*c)(s);
+      });
   host_gpu.dev = std::move(gpu);
   out.push_back(std::move(host_gpu));
-  const char* real = devices::cuda::cuda_device_count() > 0 ? "cuda:0" : devices::hip::hip_device_count() > 0 ? "hip:0" : nullptr;
+  const char* real = devices::cuda::cuda_device_count() > 0 ? "cuda:0"
+                     : devices::hip::hip_device_count() > 0 ? "hip:0"
+                                                            : nullptr;
   if (real) {
     Device d{.name = real, .dev = make_device(real, 2)};
-    d.gpu_kernels = std::make_unique<jit::GpuKernels>(dynamic_cast<devices::GpuDevice&>(*d.dev), "");
+    d.gpu_kernels =
+        std::make_unique<jit::GpuKernels>(dynamic_cast<devices::GpuDevice&>(*d.dev), "");
     out.push_back(std::move(d));
   }
   return out;
@@ -201,21 +234,28 @@ void fill(Buffer& b, const Case& c, const std::string& name, std::mt19937& rng) 
   if (is_float(b.host.dtype)) {
     std::uniform_real_distribution<double> real(c.lo, 1);
     const bool tri = c.lower_triangular.contains(name);
-    const int64_t cols = b.host.shape.empty() ? 1 : b.host.shape.back(), rows = b.host.rank() < 2 ? 1 : b.host.shape[b.host.rank() - 2];
+    const int64_t cols = b.host.shape.empty() ? 1 : b.host.shape.back(),
+                  rows = b.host.rank() < 2 ? 1 : b.host.shape[b.host.rank() - 2];
     for (int64_t i = 0; i < n; ++i) {
       const double v = tri && i % cols > i / cols % rows ? 0.0 : real(rng);
-      if (b.host.dtype == DType::kF32) reinterpret_cast<float*>(b.bytes.data())[i] = static_cast<float>(v);
-      else reinterpret_cast<double*>(b.bytes.data())[i] = v;
+      if (b.host.dtype == DType::kF32)
+        reinterpret_cast<float*>(b.bytes.data())[i] = static_cast<float>(v);
+      else
+        reinterpret_cast<double*>(b.bytes.data())[i] = v;
     }
     return;
   }
-  auto range = c.int_range.contains(name) ? c.int_range.at(name) : std::pair<int64_t, int64_t>{1, 8};
-  std::uniform_int_distribution<int64_t> index(range.first, std::max(range.first, range.second - 1));
+  auto range =
+      c.int_range.contains(name) ? c.int_range.at(name) : std::pair<int64_t, int64_t>{1, 8};
+  std::uniform_int_distribution<int64_t> index(range.first,
+                                               std::max(range.first, range.second - 1));
   for (int64_t i = 0; i < n; ++i) {
     int64_t v = index(rng);
     if (v < 0) v = -100;  // an ignored label
-    if (b.host.dtype == DType::kI32) reinterpret_cast<int32_t*>(b.bytes.data())[i] = static_cast<int32_t>(v);
-    else if (b.host.dtype == DType::kI64) reinterpret_cast<int64_t*>(b.bytes.data())[i] = v;
+    if (b.host.dtype == DType::kI32)
+      reinterpret_cast<int32_t*>(b.bytes.data())[i] = static_cast<int32_t>(v);
+    else if (b.host.dtype == DType::kI64)
+      reinterpret_cast<int64_t*>(b.bytes.data())[i] = v;
   }
 }
 
@@ -234,8 +274,14 @@ void expect_close(const Buffer& got, const Buffer& want, double tol, const std::
   for (int64_t i = 0; i < n; ++i) {
     double g = 0, w = 0;
     switch (want.host.dtype) {
-      case DType::kF32: g = reinterpret_cast<const float*>(got.bytes.data())[i], w = reinterpret_cast<const float*>(want.bytes.data())[i]; break;
-      case DType::kF64: g = reinterpret_cast<const double*>(got.bytes.data())[i], w = reinterpret_cast<const double*>(want.bytes.data())[i]; break;
+      case DType::kF32:
+        g = reinterpret_cast<const float*>(got.bytes.data())[i],
+        w = reinterpret_cast<const float*>(want.bytes.data())[i];
+        break;
+      case DType::kF64:
+        g = reinterpret_cast<const double*>(got.bytes.data())[i],
+        w = reinterpret_cast<const double*>(want.bytes.data())[i];
+        break;
       default:
         ASSERT_EQ(std::memcmp(got.bytes.data(), want.bytes.data(), want.bytes.size()), 0) << what;
         return;
@@ -253,7 +299,8 @@ bool check(const Case& c, const ir::Node& n, const KernelEntry& k, Device& d, Ke
   for (const ir::Value* v : n.operands()) {
     in.push_back(buffer(*c.graph, *v, c.bindings, *d.dev));
     fill(in.back(), c, v->name(), rng);
-    d.dev->copy(in.back().device, in.back().bytes.data(), in.back().bytes.size(), devices::CopyKind::kHostToDevice);
+    d.dev->copy(in.back().device, in.back().bytes.data(), in.back().bytes.size(),
+                devices::CopyKind::kHostToDevice);
   }
   for (const ir::Value* v : n.results()) {
     out.push_back(buffer(*c.graph, *v, c.bindings, *d.dev));
@@ -261,9 +308,12 @@ bool check(const Case& c, const ir::Node& n, const KernelEntry& k, Device& d, Ke
   }
   ir::KernelArgs device{.op = n.op().name, .attrs = &n.attrs(), .bindings = &c.bindings};
   ir::KernelArgs reference = device;
-  for (Buffer& b : in) device.in.push_back({.dtype = b.host.dtype, .shape = b.host.shape, .data = b.device}), reference.in.push_back(b.host);
+  for (Buffer& b : in)
+    device.in.push_back({.dtype = b.host.dtype, .shape = b.host.shape, .data = b.device}),
+        reference.in.push_back(b.host);
   for (size_t i = 0; i < out.size(); ++i) {
-    device.out.push_back({.dtype = out[i].host.dtype, .shape = out[i].host.shape, .data = out[i].device});
+    device.out.push_back(
+        {.dtype = out[i].host.dtype, .shape = out[i].host.shape, .data = out[i].device});
     want[i].host.data = want[i].bytes.data();
     reference.out.push_back(want[i].host);
   }
@@ -272,9 +322,11 @@ bool check(const Case& c, const ir::Node& n, const KernelEntry& k, Device& d, Ke
     if (k.prepare) k.prepare(n, c.bindings, ctx);
     k.run(n, device, ctx);
     n.op().reference(reference);
-    for (Buffer& b : out) d.dev->copy(b.bytes.data(), b.device, b.bytes.size(), devices::CopyKind::kDeviceToHost);
+    for (Buffer& b : out)
+      d.dev->copy(b.bytes.data(), b.device, b.bytes.size(), devices::CopyKind::kDeviceToHost);
     d.dev->synchronize();
-    for (size_t i = 0; i < out.size(); ++i) expect_close(out[i], want[i], c.tol, what + " result " + std::to_string(i));
+    for (size_t i = 0; i < out.size(); ++i)
+      expect_close(out[i], want[i], c.tol, what + " result " + std::to_string(i));
   } catch (const DeviceError& e) {
     // The host build of the GPU ops has no BLAS; anything else is a failure.
     if (d.name != "host-gpu") ADD_FAILURE() << what << ": " << e.what();
@@ -285,11 +337,14 @@ bool check(const Case& c, const ir::Node& n, const KernelEntry& k, Device& d, Ke
   return ran;
 }
 
-// Whether some case holds a node that `k` is registered for (its op, and its dtype if it names one).
+// Whether some case holds a node that `k` is registered for (its op, and its dtype if it names
+// one).
 bool has_case(const KernelEntry& k, const std::vector<Case>& cases) {
   for (const Case& c : cases)
     for (const ir::Node* n : c.graph->nodes())
-      if (n->op().name == k.op && (!k.dtype || (!n->operands().empty() && n->operand(0)->dtype() == *k.dtype))) return true;
+      if (n->op().name == k.op &&
+          (!k.dtype || (!n->operands().empty() && n->operand(0)->dtype() == *k.dtype)))
+        return true;
   return false;
 }
 
@@ -302,9 +357,10 @@ std::vector<Case> every_case() {
 TEST(OpConformance, RegistryHasACaseForEveryKernel) {
   const std::vector<Case> cases = every_case();
   for (const KernelEntry* k : KernelRegistry::instance().entries())
-    EXPECT_TRUE(has_case(*k, cases)) << k->name << " (" << k->op << ", " << device_kind_name(k->device) << ", "
-                                     << (k->dtype ? dtype_name(*k->dtype) : "any dtype")
-                                     << ") has no case here: add one to op_cases()";
+    EXPECT_TRUE(has_case(*k, cases))
+        << k->name << " (" << k->op << ", " << device_kind_name(k->device) << ", "
+        << (k->dtype ? dtype_name(*k->dtype) : "any dtype")
+        << ") has no case here: add one to op_cases()";
 }
 
 TEST(OpConformance, EveryKernelMatchesTheReferenceOnEveryDevice) {
@@ -318,7 +374,9 @@ TEST(OpConformance, EveryKernelMatchesTheReferenceOnEveryDevice) {
       std::unique_ptr<jit::FusedRunner> runner;
       if (d.cache) runner = std::make_unique<jit::FusedRunner>(*c.graph, *d.cache);
       KernelContext ctx{.dev = d.dev.get(),
-                        .fused = d.gpu_kernels ? static_cast<jit::FusedKernels*>(d.gpu_kernels.get()) : runner.get(),
+                        .fused = d.gpu_kernels
+                                     ? static_cast<jit::FusedKernels*>(d.gpu_kernels.get())
+                                     : runner.get(),
                         .gpu_ops = d.gpu_kernels ? &d.gpu_kernels->ops() : d.ops.get()};
       for (const ir::Node* n : c.graph->nodes()) {
         if (c.node && n != c.node) continue;
@@ -342,8 +400,10 @@ TEST(OpConformance, EveryKernelMatchesTheReferenceOnEveryDevice) {
       EXPECT_TRUE(on.contains("cpu") && on.contains("sim")) << k->name << " " << k->op;
     } else if (on.empty()) {
       const bool needs_gpu = k->op == "fused" || k->op == "linear_cross_entropy";
-      if (!needs_gpu || real_gpu) ADD_FAILURE() << k->name << " " << k->op << " ran on no GPU-kind device";
-      else std::printf("%-45s not checked: needs a GPU\n", (k->name + " " + k->op).c_str());
+      if (!needs_gpu || real_gpu)
+        ADD_FAILURE() << k->name << " " << k->op << " ran on no GPU-kind device";
+      else
+        std::printf("%-45s not checked: needs a GPU\n", (k->name + " " + k->op).c_str());
     }
   }
 }

@@ -20,7 +20,8 @@ Data numbered(const std::vector<int64_t>& lengths) {
   Data d;
   for (size_t i = 0; i < lengths.size(); ++i) {
     d.emplace_back();
-    for (int64_t t = 0; t < lengths[i]; ++t) d.back().push_back(static_cast<int32_t>(i * 1000 + t + 1));
+    for (int64_t t = 0; t < lengths[i]; ++t)
+      d.back().push_back(static_cast<int32_t>(i * 1000 + t + 1));
   }
   return d;
 }
@@ -67,7 +68,8 @@ TEST(Batcher, PadsToTheBatchsLongestAndShiftsTargets) {
   EXPECT_EQ(b.batch, 2);
   EXPECT_EQ(b.seq, 5);
   EXPECT_EQ(b.tokens, (std::vector<int32_t>{1, 2, 3, 0, 0, 1001, 1002, 1003, 1004, 1005}));
-  EXPECT_EQ(b.targets, (std::vector<int32_t>{2, 3, -100, -100, -100, 1002, 1003, 1004, 1005, -100}));
+  EXPECT_EQ(b.targets,
+            (std::vector<int32_t>{2, 3, -100, -100, -100, 1002, 1003, 1004, 1005, -100}));
   EXPECT_EQ(b.real_tokens, 6);
   b = batcher.next();
   EXPECT_EQ(b.seq, 4);  // this batch's own longest
@@ -98,7 +100,8 @@ void check_epochs(const Data& data, BatchSpec spec, const std::vector<int64_t>& 
       sizes.push_back(b.batch);
     }
     EXPECT_EQ(sizes, expect_sizes);
-    EXPECT_EQ(std::set<int64_t>(order.begin(), order.end()).size(), data.size()) << "epoch " << epoch;
+    EXPECT_EQ(std::set<int64_t>(order.begin(), order.end()).size(), data.size())
+        << "epoch " << epoch;
     orders.push_back(order);
   }
   EXPECT_EQ(batcher.cursor().epoch, 3);
@@ -126,7 +129,9 @@ TEST(Batcher, WithoutShuffleBatchesComeInFileOrder) {
 
 TEST(Batcher, ShuffleIsFixedBySeedAndEpoch) {
   Data data = numbered(varied(10));
-  auto first = [&](uint64_t seed) { return ids(Batcher(data, {.batch_size = 10, .seed = seed}).next()); };
+  auto first = [&](uint64_t seed) {
+    return ids(Batcher(data, {.batch_size = 10, .seed = seed}).next());
+  };
   EXPECT_EQ(first(1), first(1));
   EXPECT_NE(first(1), first(2));
   // Pinned: our own Fisher-Yates over mt19937_64 gives this order with every standard library.
@@ -171,11 +176,13 @@ TEST(Batcher, ASequenceLongerThanTheBudgetGoesAlone) {
 
 TEST(Batcher, SeekReproducesAnUninterruptedRun) {
   Data data = numbered(varied(23));
-  for (BatchSpec spec : {BatchSpec{.batch_size = 5, .seed = 3}, BatchSpec{.token_budget = 64, .seed = 4}}) {
+  for (BatchSpec spec :
+       {BatchSpec{.batch_size = 5, .seed = 3}, BatchSpec{.token_budget = 64, .seed = 4}}) {
     Batcher straight(data, spec);
     std::vector<HostBatch> all;
     std::vector<Batcher::Cursor> cursors;
-    for (int i = 0; i < 40; ++i) cursors.push_back(straight.cursor()), all.push_back(straight.next());
+    for (int i = 0; i < 40; ++i)
+      cursors.push_back(straight.cursor()), all.push_back(straight.next());
     for (int stop : {0, 1, 4, 5, 13, 39}) {  // inside epochs and at their boundaries
       Batcher resumed(data, spec);
       resumed.seek(cursors[stop]);
@@ -200,16 +207,22 @@ TEST(Batcher, SeekToTheEndOfAnEpochIsTheStartOfTheNext) {
 
 TEST(Batcher, BadInputNamesWhatIsWrong) {
   Data data = numbered({3});
-  auto error = [&](const Data& d, BatchSpec s) { return message_of<InvalidArgument>([&] { Batcher(d, s); }); };
-  EXPECT_EQ(error(data, {.batch_size = 0}), "batch_size is 0; it must be at least 1 (or set token_budget)");
-  EXPECT_EQ(error(data, {.token_budget = -5}), "token_budget is -5; it must be 0 (use batch_size) or positive");
+  auto error = [&](const Data& d, BatchSpec s) {
+    return message_of<InvalidArgument>([&] { Batcher(d, s); });
+  };
+  EXPECT_EQ(error(data, {.batch_size = 0}),
+            "batch_size is 0; it must be at least 1 (or set token_budget)");
+  EXPECT_EQ(error(data, {.token_budget = -5}),
+            "token_budget is -5; it must be 0 (use batch_size) or positive");
   EXPECT_EQ(error({}, {}), "no sequences to batch: the dataset is empty");
   EXPECT_EQ(error({{1}, {}}, {}), "sequence 1 is empty: drop empty sequences before batching");
   Batcher batcher(data, {});
   EXPECT_EQ(message_of<InvalidArgument>([&] { batcher.seek({0, 2}); }),
-            "cannot seek to epoch 0, position 2: epochs count from 0 and positions from 0 to 1, the dataset's size (was the cursor saved with a different dataset?)");
+            "cannot seek to epoch 0, position 2: epochs count from 0 and positions from 0 to 1, "
+            "the dataset's size (was the cursor saved with a different dataset?)");
   EXPECT_EQ(message_of<InvalidArgument>([&] { batcher.seek({-1, 0}); }),
-            "cannot seek to epoch -1, position 0: epochs count from 0 and positions from 0 to 1, the dataset's size (was the cursor saved with a different dataset?)");
+            "cannot seek to epoch -1, position 0: epochs count from 0 and positions from 0 to 1, "
+            "the dataset's size (was the cursor saved with a different dataset?)");
 }
 
 }  // namespace

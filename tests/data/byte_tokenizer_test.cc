@@ -39,8 +39,9 @@ TEST(ByteTokenizer, DecodeRejectsIdsOutsideTheVocabulary) {
       ByteTokenizer().decode({97, bad});
       FAIL() << "no error for token " << bad;
     } catch (const InvalidArgument& e) {
-      EXPECT_EQ(std::string(e.what()), "token " + std::to_string(bad) +
-                                           " at position 1 is not a byte token: the byte tokenizer's ids are 0..257");
+      EXPECT_EQ(std::string(e.what()),
+                "token " + std::to_string(bad) +
+                    " at position 1 is not a byte token: the byte tokenizer's ids are 0..257");
     }
   }
 }

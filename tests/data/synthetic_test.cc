@@ -23,7 +23,8 @@ TEST(Synthetic, EverySequenceCountsWithAStrideOfOneTwoOrThree) {
     int32_t stride = (s[1] - s[0] + 10) % 10;  // learnable once the first two tokens are seen
     ASSERT_TRUE(stride >= 1 && stride <= 3) << stride;
     strides_seen[stride]++;
-    for (size_t t = 0; t < s.size(); ++t) ASSERT_EQ(s[t], (s[0] + static_cast<int32_t>(t) * stride) % 10);
+    for (size_t t = 0; t < s.size(); ++t)
+      ASSERT_EQ(s[t], (s[0] + static_cast<int32_t>(t) * stride) % 10);
   }
   for (int d = 1; d <= 3; ++d) EXPECT_GT(strides_seen[d], 100) << "stride " << d;
 }
@@ -37,16 +38,18 @@ TEST(Synthetic, UniformLengthsCoverTheBounds) {
 }
 
 TEST(Synthetic, LognormalLengthsAreSkewedTowardsShortSequences) {
-  LengthSummary s = summarize(make_synthetic({.lengths = "lognormal"}));  // bounds 16..256: mean 136
+  LengthSummary s =
+      summarize(make_synthetic({.lengths = "lognormal"}));  // bounds 16..256: mean 136
   EXPECT_GE(s.min, 16);
-  EXPECT_EQ(s.max, 256);           // the tail reaches max_len (about 1% is clipped there)
-  EXPECT_NEAR(s.median, 68, 8);    // (16 + 256) / 4, well below the bounds' mean of 136
-  EXPECT_GT(s.mean, s.median);     // a long right tail, as in instruction data
+  EXPECT_EQ(s.max, 256);         // the tail reaches max_len (about 1% is clipped there)
+  EXPECT_NEAR(s.median, 68, 8);  // (16 + 256) / 4, well below the bounds' mean of 136
+  EXPECT_GT(s.mean, s.median);   // a long right tail, as in instruction data
   EXPECT_LT(s.p90, 136 + 20);
 }
 
 TEST(Synthetic, LognormalWithEqualBoundsGivesThatLength) {
-  LengthSummary s = summarize(make_synthetic({.examples = 50, .min_len = 8, .max_len = 8, .lengths = "lognormal"}));
+  LengthSummary s = summarize(
+      make_synthetic({.examples = 50, .min_len = 8, .max_len = 8, .lengths = "lognormal"}));
   EXPECT_EQ(s.min, 8);
   EXPECT_EQ(s.max, 8);
 }
@@ -68,14 +71,19 @@ TEST(Synthetic, PinnedOutputIsTheSameOnEveryPlatform) {
 }
 
 TEST(Synthetic, BadSpecsNameTheField) {
-  auto error = [](SyntheticSpec s) { return message_of<InvalidArgument>([&] { make_synthetic(s); }); };
-  EXPECT_EQ(error({.vocab = 3}), "synthetic data: vocab is 3; it must be at least 4 (and fit in int32)");
+  auto error = [](SyntheticSpec s) {
+    return message_of<InvalidArgument>([&] { make_synthetic(s); });
+  };
+  EXPECT_EQ(error({.vocab = 3}),
+            "synthetic data: vocab is 3; it must be at least 4 (and fit in int32)");
   EXPECT_EQ(error({.examples = 0}), "synthetic data: examples is 0; it must be at least 1");
-  EXPECT_EQ(error({.min_len = 1}),
-            "synthetic data: min_len is 1; it must be at least 2 (a token and the token it predicts)");
+  EXPECT_EQ(
+      error({.min_len = 1}),
+      "synthetic data: min_len is 1; it must be at least 2 (a token and the token it predicts)");
   EXPECT_EQ(error({.min_len = 20, .max_len = 10}),
             "synthetic data: max_len is 10, below min_len (20): raise max_len or lower min_len");
-  EXPECT_EQ(error({.lengths = "zipf"}), "synthetic data: lengths is `zipf`; it must be uniform or lognormal");
+  EXPECT_EQ(error({.lengths = "zipf"}),
+            "synthetic data: lengths is `zipf`; it must be uniform or lognormal");
 }
 
 }  // namespace

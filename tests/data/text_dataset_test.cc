@@ -41,7 +41,8 @@ const char* kExpected = "expected a JSON object with string fields instruction, 
 
 TEST_F(TextDataset, JsonJoinsTheNonEmptyFieldsWithNewlines) {
   Examples ex = load("d.json", R"([{"instruction": "add", "input": "", "output": "1+1"},
-                                   {"output": "z", "extra": 3, "instruction": "x"}])", "json");
+                                   {"output": "z", "extra": 3, "instruction": "x"}])",
+                     "json");
   EXPECT_EQ(decoded(ex), (std::vector<std::string>{"add\n1+1", "x\nz"}));
   EXPECT_EQ(ex[0].front(), ByteTokenizer::kBos);
   EXPECT_EQ(ex[0].back(), ByteTokenizer::kEos);
@@ -50,16 +51,19 @@ TEST_F(TextDataset, JsonJoinsTheNonEmptyFieldsWithNewlines) {
 
 TEST_F(TextDataset, FieldsComeInTheSpecsOrder) {
   spec_.fields = {"b", "a"};
-  EXPECT_EQ(decoded(load("d.json", R"([{"a": "1", "b": "2"}])", "json")), std::vector<std::string>{"2\n1"});
+  EXPECT_EQ(decoded(load("d.json", R"([{"a": "1", "b": "2"}])", "json")),
+            std::vector<std::string>{"2\n1"});
 }
 
 TEST_F(TextDataset, JsonlSkipsBlankLinesAndAcceptsCrlf) {
-  Examples ex = load("d.jsonl", "{\"instruction\": \"a\"}\r\n\n   \n{\"output\": \"\\u00e9\"}\n", "jsonl");
+  Examples ex =
+      load("d.jsonl", "{\"instruction\": \"a\"}\r\n\n   \n{\"output\": \"\\u00e9\"}\n", "jsonl");
   EXPECT_EQ(decoded(ex), (std::vector<std::string>{"a", "\xc3\xa9"}));  // é as its two UTF-8 bytes
 }
 
 TEST_F(TextDataset, AllEmptyFieldsGiveBosEos) {
-  EXPECT_EQ(load("d.jsonl", R"({"instruction": "", "output": ""})", "jsonl"), (Examples{{256, 257}}));
+  EXPECT_EQ(load("d.jsonl", R"({"instruction": "", "output": ""})", "jsonl"),
+            (Examples{{256, 257}}));
 }
 
 TEST_F(TextDataset, LongExamplesKeepTheirFirstMaxLenTokens) {
@@ -69,12 +73,14 @@ TEST_F(TextDataset, LongExamplesKeepTheirFirstMaxLenTokens) {
 
 TEST_F(TextDataset, ShortExamplesAreDropped) {
   spec_.min_len = 4;  // BOS, 2 bytes, EOS
-  EXPECT_EQ(decoded(load("d.jsonl", "{\"output\": \"a\"}\n{\"output\": \"ab\"}\n", "jsonl")), std::vector<std::string>{"ab"});
+  EXPECT_EQ(decoded(load("d.jsonl", "{\"output\": \"a\"}\n{\"output\": \"ab\"}\n", "jsonl")),
+            std::vector<std::string>{"ab"});
 }
 
 TEST_F(TextDataset, TextIsCutIntoWindowsThatStartWithBos) {
   spec_.max_len = 4;
-  EXPECT_EQ(load("d.txt", "abcdefg", "text"), (Examples{{256, 'a', 'b', 'c'}, {256, 'd', 'e', 'f'}, {256, 'g'}}));
+  EXPECT_EQ(load("d.txt", "abcdefg", "text"),
+            (Examples{{256, 'a', 'b', 'c'}, {256, 'd', 'e', 'f'}, {256, 'g'}}));
   spec_.min_len = 3;  // the short last window goes
   EXPECT_EQ(load("d.txt", "abcdefg", "text").size(), 2u);
   EXPECT_TRUE(load("e.txt", "", "text").empty());
@@ -86,30 +92,40 @@ TEST_F(TextDataset, EmptyListsAndFilesGiveNoExamples) {
 }
 
 TEST_F(TextDataset, JsonlErrorsNamePathLineAndWhatWasExpected) {
-  EXPECT_EQ(error("{\"output\": \"a\"}\n\n12\n", "jsonl"), std::string("P:3: ") + kExpected + "; found a number");
+  EXPECT_EQ(error("{\"output\": \"a\"}\n\n12\n", "jsonl"),
+            std::string("P:3: ") + kExpected + "; found a number");
   EXPECT_EQ(error("[1]", "jsonl"), std::string("P:1: ") + kExpected + "; found an array");
-  EXPECT_EQ(error("{\"input\": 5}", "jsonl"), std::string("P:1: ") + kExpected + "; field `input` is a number");
+  EXPECT_EQ(error("{\"input\": 5}", "jsonl"),
+            std::string("P:1: ") + kExpected + "; field `input` is a number");
   EXPECT_EQ(error("{\"input\": \"a\", \"output\": null}", "jsonl"),
             std::string("P:1: ") + kExpected + "; field `output` is null");
-  EXPECT_EQ(error("{\"output\": [\"a\"]}", "jsonl"), std::string("P:1: ") + kExpected + "; field `output` is an array");
+  EXPECT_EQ(error("{\"output\": [\"a\"]}", "jsonl"),
+            std::string("P:1: ") + kExpected + "; field `output` is an array");
   EXPECT_EQ(error("{\"prompt\": \"a\", \"answer\": \"b\"}", "jsonl"),
-            std::string("P:1: ") + kExpected + "; found an object with none of these fields (its keys: answer, prompt)");
-  EXPECT_EQ(error("{}", "jsonl"), std::string("P:1: ") + kExpected + "; found an object with none of these fields (it is empty)");
+            std::string("P:1: ") + kExpected +
+                "; found an object with none of these fields (its keys: answer, prompt)");
+  EXPECT_EQ(error("{}", "jsonl"), std::string("P:1: ") + kExpected +
+                                      "; found an object with none of these fields (it is empty)");
 }
 
 TEST_F(TextDataset, JsonlSyntaxErrorsGiveLineAndColumn) {
   EXPECT_EQ(error("{\"output\": \"a\"}\n{\"output\": oops}\n", "jsonl"),
             std::string("P:2:12: ") + kExpected + "; found text that is not JSON");
   EXPECT_EQ(error("[\n{\"output\": \"a\"}\n]", "jsonl"),
-            std::string("P:1:2: ") + kExpected + "; found text that is not JSON (a JSON list? use format json)");
+            std::string("P:1:2: ") + kExpected +
+                "; found text that is not JSON (a JSON list? use format json)");
 }
 
 TEST_F(TextDataset, JsonErrorsNamePathAndExampleIndex) {
-  EXPECT_EQ(error(R"({"output": "a"})", "json"), "P: expected a JSON list of objects; found an object");
-  EXPECT_EQ(error(R"([{"output": "a"}, "b"])", "json"), std::string("P: example [1]: ") + kExpected + "; found a string");
-  EXPECT_EQ(error(R"([{"output": true}])", "json"), std::string("P: example [0]: ") + kExpected + "; field `output` is a boolean");
+  EXPECT_EQ(error(R"({"output": "a"})", "json"),
+            "P: expected a JSON list of objects; found an object");
+  EXPECT_EQ(error(R"([{"output": "a"}, "b"])", "json"),
+            std::string("P: example [1]: ") + kExpected + "; found a string");
+  EXPECT_EQ(error(R"([{"output": true}])", "json"),
+            std::string("P: example [0]: ") + kExpected + "; field `output` is a boolean");
   EXPECT_EQ(error(R"([{"text": "a"}])", "json"),
-            std::string("P: example [0]: ") + kExpected + "; found an object with none of these fields (its keys: text)");
+            std::string("P: example [0]: ") + kExpected +
+                "; found an object with none of these fields (its keys: text)");
   EXPECT_EQ(error("  \n", "json"), "P: expected a JSON list of objects; found an empty file");
 }
 
@@ -118,7 +134,8 @@ TEST_F(TextDataset, JsonSyntaxErrorsGiveLineAndColumn) {
   EXPECT_EQ(error("[\n  {\"output\": \"a\"},\n  {\"output\" \"b\"}\n]", "json"),
             "P:3:15: expected a JSON list of objects; found text that is not JSON");
   EXPECT_EQ(error("{\"output\": \"a\"}\n{\"output\": \"b\"}\n", "json"),
-            "P:2:1: expected a JSON list of objects; found text that is not JSON (one object per line? use format jsonl)");
+            "P:2:1: expected a JSON list of objects; found text that is not JSON (one object per "
+            "line? use format jsonl)");
 }
 
 TEST_F(TextDataset, AnErrorLoadsNothing) {
@@ -129,7 +146,8 @@ TEST_F(TextDataset, AnErrorLoadsNothing) {
 
 TEST_F(TextDataset, FilesThatCannotBeReadAreIoErrors) {
   spec_ = {.path = path_of("missing.json"), .format = "json"};
-  EXPECT_EQ(message_of<IoError>([&] { load_text_dataset(spec_); }), "cannot open " + spec_.path + ": check the path");
+  EXPECT_EQ(message_of<IoError>([&] { load_text_dataset(spec_); }),
+            "cannot open " + spec_.path + ": check the path");
   spec_.path = dir_.string();
   EXPECT_EQ(message_of<IoError>([&] { load_text_dataset(spec_); }),
             "cannot read " + spec_.path + ": it is a directory, not a dataset file");
@@ -138,16 +156,19 @@ TEST_F(TextDataset, FilesThatCannotBeReadAreIoErrors) {
 TEST_F(TextDataset, BadSpecsNameTheField) {
   EXPECT_EQ(error("", "csv"), "P: format `csv` is not one of json, jsonl, text");
   spec_.max_len = 1;
-  EXPECT_EQ(error("", "text"), "P: max_len is 1; it must be at least 2 (a token and the token it predicts)");
+  EXPECT_EQ(error("", "text"),
+            "P: max_len is 1; it must be at least 2 (a token and the token it predicts)");
   spec_.max_len = 8, spec_.min_len = 9;
   EXPECT_EQ(error("", "text"), "P: min_len is 9; it must be between 2 and max_len (8)");
   spec_.min_len = 2, spec_.fields = {};
   EXPECT_EQ(error("[]", "json"),
-            "P: fields is empty: name the JSON fields that make an example, e.g. instruction, input, output");
+            "P: fields is empty: name the JSON fields that make an example, e.g. instruction, "
+            "input, output");
 }
 
 TEST(Summarize, CountsMinMaxMeanMedianAndP90) {
-  Examples ex = {std::vector<int32_t>(10), std::vector<int32_t>(2), std::vector<int32_t>(4), std::vector<int32_t>(3)};
+  Examples ex = {std::vector<int32_t>(10), std::vector<int32_t>(2), std::vector<int32_t>(4),
+                 std::vector<int32_t>(3)};
   LengthSummary s = summarize(ex);
   EXPECT_EQ(s.count, 4);
   EXPECT_EQ(s.min, 2);
@@ -162,12 +183,13 @@ TEST(CodeAlpaca, LoadsAllExamplesWithinMaxLen) {
   const char* env = std::getenv("DISC_CODEALPACA");
   std::string path = env ? env : DISC_CODEALPACA_JSON;
   if (!std::filesystem::exists(path)) {
-    GTEST_SKIP() << "CodeAlpaca sample not found at " << path << " (set DISC_CODEALPACA to its path); not tested";
+    GTEST_SKIP() << "CodeAlpaca sample not found at " << path
+                 << " (set DISC_CODEALPACA to its path); not tested";
   }
   Examples ex = load_text_dataset({.path = path, .format = "json"});
   LengthSummary s = summarize(ex);
-  std::cout << "CodeAlpaca: " << s.count << " examples, lengths min " << s.min << " median " << s.median << " p90 "
-            << s.p90 << " max " << s.max << " mean " << s.mean << "\n";
+  std::cout << "CodeAlpaca: " << s.count << " examples, lengths min " << s.min << " median "
+            << s.median << " p90 " << s.p90 << " max " << s.max << " mean " << s.mean << "\n";
   EXPECT_EQ(s.count, 4535);
   EXPECT_EQ(s.max, 1024);  // 31 examples are longer and truncated
   EXPECT_GE(s.min, 80);

@@ -4,15 +4,16 @@
 // shorter than the queries, no keys, and enough keys that the heads split into several chunks.
 // Outputs and gradients start as NaN, so a value left unwritten shows; a second run must give
 // the same bits.
+#include "devices/cpu/block_attention.h"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "devices/cpu/block_attention.h"
 #include "ir/attribute.h"
 #include "ir/ops/kernels.h"
 #include "tests/devices/host_tensors.h"
@@ -59,20 +60,31 @@ struct Problem {
     dy = random_values<T>(c.heads * c.sq * c.dv, seed + 3);
     attrs.set("causal", c.causal);
     attrs.set("scale", 0.4);
-    out.resize(c.heads * c.sq * c.dv), dq.resize(q.size()), dk.resize(k.size()), dv.resize(v.size());
+    out.resize(c.heads * c.sq * c.dv), dq.resize(q.size()), dk.resize(k.size()),
+        dv.resize(v.size());
     ir::KernelArgs fwd{.op = "attention", .attrs = &attrs};
-    fwd.in = {ref(q, {c.heads, c.sq, c.d}), ref(k, {c.heads, c.sk, c.d}), ref(v, {c.heads, c.sk, c.dv})};
+    fwd.in = {ref(q, {c.heads, c.sq, c.d}), ref(k, {c.heads, c.sk, c.d}),
+              ref(v, {c.heads, c.sk, c.dv})};
     fwd.out = {ref(out, {c.heads, c.sq, c.dv})};
     ir::attention_kernel(fwd);
     ir::KernelArgs bwd{.op = "attention_grad", .attrs = &attrs};
     bwd.in = {fwd.in[0], fwd.in[1], fwd.in[2], ref(dy, {c.heads, c.sq, c.dv})};
-    bwd.out = {ref(dq, {c.heads, c.sq, c.d}), ref(dk, {c.heads, c.sk, c.d}), ref(dv, {c.heads, c.sk, c.dv})};
+    bwd.out = {ref(dq, {c.heads, c.sq, c.d}), ref(dk, {c.heads, c.sk, c.d}),
+               ref(dv, {c.heads, c.sk, c.dv})};
     ir::attention_grad_kernel(bwd);
   }
 
   AttentionArgs args() const {
-    return {.dtype = std::is_same_v<T, double> ? DType::kF64 : DType::kF32, .heads = c.heads, .sq = c.sq,
-            .sk = c.sk, .d = c.d, .dv = c.dv, .causal = c.causal, .scale = 0.4, .q = q.data(), .k = k.data(),
+    return {.dtype = std::is_same_v<T, double> ? DType::kF64 : DType::kF32,
+            .heads = c.heads,
+            .sq = c.sq,
+            .sk = c.sk,
+            .d = c.d,
+            .dv = c.dv,
+            .causal = c.causal,
+            .scale = 0.4,
+            .q = q.data(),
+            .k = k.data(),
             .v = v.data()};
   }
 };
@@ -82,7 +94,8 @@ void check_case(const AttentionCase& c, double tol) {
   auto dev = make_cpu_device(2);
   const Problem<T> p(c);
   const T nan = std::numeric_limits<T>::quiet_NaN();
-  std::vector<T> out(p.out.size(), nan), dq(p.dq.size(), nan), dk(p.dk.size(), nan), dv(p.dv.size(), nan);
+  std::vector<T> out(p.out.size(), nan), dq(p.dq.size(), nan), dk(p.dk.size(), nan),
+      dv(p.dv.size(), nan);
   attention_forward(*dev, p.args(), out.data());
   expect_close(out, p.out, tol, "out");
   attention_backward(*dev, p.args(), p.dy.data(), dq.data(), dk.data(), dv.data());
@@ -101,18 +114,24 @@ void check_case(const AttentionCase& c, double tol) {
 
 class BlockAttention : public ::testing::TestWithParam<AttentionCase> {};
 
-TEST_P(BlockAttention, F32MatchesReference) { check_case<float>(GetParam(), 2e-5); }
-TEST_P(BlockAttention, F64MatchesReference) { check_case<double>(GetParam(), 1e-12); }
+TEST_P(BlockAttention, F32MatchesReference) {
+  check_case<float>(GetParam(), 2e-5);
+}
+TEST_P(BlockAttention, F64MatchesReference) {
+  check_case<double>(GetParam(), 1e-12);
+}
 
 INSTANTIATE_TEST_SUITE_P(
     Sizes, BlockAttention,
     ::testing::Values(AttentionCase{1, 1, 1, 1, 1, true}, AttentionCase{2, 7, 7, 5, 3, true},
                       AttentionCase{3, 63, 63, 8, 8, true}, AttentionCase{2, 64, 64, 16, 16, true},
-                      AttentionCase{2, 65, 65, 16, 9, true}, AttentionCase{2, 131, 131, 64, 64, true},
-                      AttentionCase{1, 300, 300, 32, 32, true}, AttentionCase{2, 13, 29, 8, 5, false},
-                      AttentionCase{3, 70, 1, 4, 4, false}, AttentionCase{2, 1, 130, 8, 8, false},
-                      AttentionCase{2, 67, 67, 1, 1, false}, AttentionCase{2, 0, 5, 4, 4, false},
-                      AttentionCase{2, 3, 0, 4, 4, false}, AttentionCase{0, 5, 5, 4, 4, true},
+                      AttentionCase{2, 65, 65, 16, 9, true},
+                      AttentionCase{2, 131, 131, 64, 64, true},
+                      AttentionCase{1, 300, 300, 32, 32, true},
+                      AttentionCase{2, 13, 29, 8, 5, false}, AttentionCase{3, 70, 1, 4, 4, false},
+                      AttentionCase{2, 1, 130, 8, 8, false}, AttentionCase{2, 67, 67, 1, 1, false},
+                      AttentionCase{2, 0, 5, 4, 4, false}, AttentionCase{2, 3, 0, 4, 4, false},
+                      AttentionCase{0, 5, 5, 4, 4, true},
                       // 2 heads per chunk: 3 chunks
                       AttentionCase{5, 3, 4099, 4, 4, false}),
     case_name);
@@ -129,7 +148,8 @@ TEST(BlockAttention, ChunksHoldAtMostTheWorkspace) {
 TEST(BlockAttention, RejectsWhatItCannotRun) {
   auto dev = make_cpu_device(1);
   float x[8] = {};
-  AttentionArgs a{.heads = 1, .sq = 2, .sk = 3, .d = 1, .dv = 1, .causal = true, .q = x, .k = x, .v = x};
+  AttentionArgs a{
+      .heads = 1, .sq = 2, .sk = 3, .d = 1, .dv = 1, .causal = true, .q = x, .k = x, .v = x};
   EXPECT_THROW(attention_forward(*dev, a, x), InvalidArgument);  // causal needs sq == sk
   a.causal = false, a.dtype = DType::kBF16;
   EXPECT_THROW(attention_forward(*dev, a, x), InvalidArgument);

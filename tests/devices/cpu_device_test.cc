@@ -2,6 +2,8 @@
 // counts, and the oneDNN primitive cache.
 #include "devices/cpu/cpu_device.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -10,13 +12,13 @@
 #include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "devices/cpu/openmp_threads.h"
 
 // Under AddressSanitizer an impossible malloc aborts the process unless told to return null;
 // the device must see the null to throw OutOfMemory, as it does in a normal build.
-extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
+extern "C" const char* __asan_default_options() {
+  return "allocator_may_return_null=1";
+}
 
 namespace disc::devices {
 namespace {
@@ -59,8 +61,8 @@ TEST(CpuDevice, CopiesEveryKind) {
   auto dev = make_cpu_device(0);
   std::vector<uint8_t> src(1000);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7);
-  for (CopyKind kind : {CopyKind::kHostToDevice, CopyKind::kDeviceToHost,
-                        CopyKind::kDeviceToDevice}) {
+  for (CopyKind kind :
+       {CopyKind::kHostToDevice, CopyKind::kDeviceToHost, CopyKind::kDeviceToDevice}) {
     std::vector<uint8_t> dst(src.size());
     dev->copy(dst.data(), src.data(), src.size(), kind);
     dev->synchronize();
@@ -133,8 +135,16 @@ TEST(OnednnMatmul, CachesPrimitivesPerShape) {
 TEST(OnednnMatmul, FoldsSharedBIntoOneGemm) {
   cpu::OnednnMatmul mm;
   std::vector<float> a(4 * 3 * 5, 1.0f), b(5 * 2, 1.0f), c(4 * 3 * 2);
-  mm.run({.batch = 4, .m = 3, .n = 2, .k = 5, .a = a.data(), .b = b.data(), .c = c.data(),
-          .batch_stride_a = 15, .batch_stride_b = 0, .batch_stride_c = 6});
+  mm.run({.batch = 4,
+          .m = 3,
+          .n = 2,
+          .k = 5,
+          .a = a.data(),
+          .b = b.data(),
+          .c = c.data(),
+          .batch_stride_a = 15,
+          .batch_stride_b = 0,
+          .batch_stride_c = 6});
   mm.run({.m = 12, .n = 2, .k = 5, .a = a.data(), .b = b.data(), .c = c.data()});
   EXPECT_EQ(mm.cached_primitives(), 1u);
   for (float v : c) EXPECT_EQ(v, 5.0f);

@@ -1,9 +1,11 @@
 // GEMM conformance: every device present (the CPU; an NVIDIA or AMD GPU where there is one; the
 // column-major BLAS mapping the GPUs use, run as a loop) runs the same cases against a plain
-// triple loop in double precision. Cases cover each transpose combination, single, batched, strided-batch and
-// shared-B layouts, accumulation into C, and awkward sizes (1, primes, non-multiples of 16, one ~512^3 product).
-// Padding between batch entries and after rows holds NaN: reading it, or leaving C partly unwritten, shows up
-// as a NaN in the result or a changed pad.
+// triple loop in double precision. Cases cover each transpose combination, single, batched,
+// strided-batch and shared-B layouts, accumulation into C, and awkward sizes (1, primes,
+// non-multiples of 16, one ~512^3 product). Padding between batch entries and after rows holds NaN:
+// reading it, or leaving C partly unwritten, shows up as a NaN in the result or a changed pad.
+#include <gtest/gtest.h>
+
 #include <array>
 #include <cmath>
 #include <limits>
@@ -12,16 +14,13 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "devices/gpu/blas_gemm.h"
 #include "devices/cuda/cuda_device.h"
-#include "devices/hip/hip_device.h"
 #include "devices/device.h"
+#include "devices/gpu/blas_gemm.h"
+#include "devices/hip/hip_device.h"
 
 namespace disc::devices {
 namespace {
-
 
 enum class Layout { kSingle, kBatched, kPaddedBatch, kSharedB, kSharedBPadded, kPaddedRows };
 
@@ -45,14 +44,20 @@ Strides strides_for(const GemmCase& t) {
   const int64_t lda = t.ta ? t.m : t.k, ldb = t.tb ? t.k : t.n;
   const int64_t a = t.m * t.k, b = t.k * t.n, c = t.m * t.n;
   switch (t.layout) {
-    case Layout::kSingle: return {1, a, b, c, lda, ldb, t.n};
-    case Layout::kBatched: return {3, a, b, c, lda, ldb, t.n};
-    case Layout::kPaddedBatch: return {2, a + 5, b + 3, c + 7, lda, ldb, t.n};
-    case Layout::kSharedB: return {4, a, 0, c, lda, ldb, t.n};
-    case Layout::kSharedBPadded: return {3, a + 5, 0, c + 7, lda, ldb, t.n};
+    case Layout::kSingle:
+      return {1, a, b, c, lda, ldb, t.n};
+    case Layout::kBatched:
+      return {3, a, b, c, lda, ldb, t.n};
+    case Layout::kPaddedBatch:
+      return {2, a + 5, b + 3, c + 7, lda, ldb, t.n};
+    case Layout::kSharedB:
+      return {4, a, 0, c, lda, ldb, t.n};
+    case Layout::kSharedBPadded:
+      return {3, a + 5, 0, c + 7, lda, ldb, t.n};
     case Layout::kPaddedRows: {
       const int64_t rows_a = t.ta ? t.k : t.m, rows_b = t.tb ? t.n : t.k;
-      return {2, rows_a * (lda + 3), rows_b * (ldb + 2), t.m * (t.n + 5), lda + 3, ldb + 2, t.n + 5};
+      return {2,      rows_a * (lda + 3), rows_b * (ldb + 2), t.m * (t.n + 5), lda + 3, ldb + 2,
+              t.n + 5};
     }
   }
   return {};
@@ -90,8 +95,8 @@ class DeviceBuffer {
 // Random values in [-1, 1] inside the matrices ([rows, cols] with rows `lead` apart), NaN in
 // the gaps between batch entries and after rows.
 template <typename T>
-std::vector<T> make_operand(int64_t batch, int64_t stride, int64_t rows, int64_t cols,
-                            int64_t lead, std::mt19937& rng) {
+std::vector<T> make_operand(int64_t batch, int64_t stride, int64_t rows, int64_t cols, int64_t lead,
+                            std::mt19937& rng) {
   std::vector<T> v(extent(batch, stride, rows * lead), std::numeric_limits<T>::quiet_NaN());
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
   for (int64_t e = 0; e < batch; ++e) {
@@ -107,7 +112,8 @@ std::vector<T> make_operand(int64_t batch, int64_t stride, int64_t rows, int64_t
 // the rounding error of any summation order.
 template <typename T>
 void check_entry(const GemmCase& t, const Strides& s, int64_t e, const std::vector<T>& a,
-                 const std::vector<T>& b, const std::vector<T>& c0, const std::vector<T>& c, double rel) {
+                 const std::vector<T>& b, const std::vector<T>& c0, const std::vector<T>& c,
+                 double rel) {
   auto a_at = [&](int64_t i, int64_t p) {
     return double(a[e * s.a + (t.ta ? p * s.lda + i : i * s.lda + p)]);
   };
@@ -144,7 +150,8 @@ void check_gaps(const GemmCase& t, const Strides& s, const std::vector<T>& c) {
   for (int64_t i = 0; i < static_cast<int64_t>(c.size()); ++i) {
     const int64_t e = i / s.c, within = i % s.c, row = within / s.ldc, col = within % s.ldc;
     if (row < t.m && col < t.n) continue;
-    ASSERT_TRUE(std::isnan(c[i])) << "GEMM wrote into the gap at " << i << " (batch entry " << e << ")";
+    ASSERT_TRUE(std::isnan(c[i])) << "GEMM wrote into the gap at " << i << " (batch entry " << e
+                                  << ")";
   }
 }
 
@@ -153,15 +160,31 @@ void run_case(Device& dev, const GemmCase& t, double rel) {
   const Strides s = strides_for(t);
   std::mt19937 rng(static_cast<uint32_t>(t.m * 1000003 + t.n * 1009 + t.k));
   const int64_t b_batch = s.b == 0 ? 1 : s.batch;
-  const std::vector<T> a = make_operand<T>(s.batch, s.a, t.ta ? t.k : t.m, t.ta ? t.m : t.k, s.lda, rng);
-  const std::vector<T> b = make_operand<T>(b_batch, s.b, t.tb ? t.n : t.k, t.tb ? t.k : t.n, s.ldb, rng);
+  const std::vector<T> a =
+      make_operand<T>(s.batch, s.a, t.ta ? t.k : t.m, t.ta ? t.m : t.k, s.lda, rng);
+  const std::vector<T> b =
+      make_operand<T>(b_batch, s.b, t.tb ? t.n : t.k, t.tb ? t.k : t.n, s.ldb, rng);
   const std::vector<T> c0 = t.accumulate ? make_operand<T>(s.batch, s.c, t.m, t.n, s.ldc, rng)
-                                         : std::vector<T>(extent(s.batch, s.c, t.m * s.ldc), std::numeric_limits<T>::quiet_NaN());
+                                         : std::vector<T>(extent(s.batch, s.c, t.m * s.ldc),
+                                                          std::numeric_limits<T>::quiet_NaN());
   DeviceBuffer<T> da(dev, a), db(dev, b), dc(dev, c0);
-  dev.gemm({.dtype = t.dtype, .batch = s.batch, .m = t.m, .n = t.n, .k = t.k,
-            .transpose_a = t.ta, .transpose_b = t.tb, .accumulate = t.accumulate, .a = da.get(), .b = db.get(),
-            .c = dc.get(), .batch_stride_a = s.a, .batch_stride_b = s.b, .batch_stride_c = s.c,
-            .lda = s.lda, .ldb = s.ldb, .ldc = s.ldc});
+  dev.gemm({.dtype = t.dtype,
+            .batch = s.batch,
+            .m = t.m,
+            .n = t.n,
+            .k = t.k,
+            .transpose_a = t.ta,
+            .transpose_b = t.tb,
+            .accumulate = t.accumulate,
+            .a = da.get(),
+            .b = db.get(),
+            .c = dc.get(),
+            .batch_stride_a = s.a,
+            .batch_stride_b = s.b,
+            .batch_stride_c = s.c,
+            .lda = s.lda,
+            .ldb = s.ldb,
+            .ldc = s.ldc});
   const std::vector<T> c = dc.download();
   for (int64_t e = 0; e < s.batch; ++e) check_entry(t, s, e, a, b, c0, c, rel);
   check_gaps(t, s, c);
@@ -177,13 +200,17 @@ class ColumnMajorBlasLoop final : public Device {
   MemoryInfo memory_info() const override { return cpu_->memory_info(); }
   void* allocate(size_t bytes) override { return cpu_->allocate(bytes); }
   void deallocate(void* p, size_t bytes) override { cpu_->deallocate(p, bytes); }
-  void copy(void* dst, const void* src, size_t bytes, CopyKind kind) override { cpu_->copy(dst, src, bytes, kind); }
+  void copy(void* dst, const void* src, size_t bytes, CopyKind kind) override {
+    cpu_->copy(dst, src, bytes, kind);
+  }
   void synchronize() override {}
   int threads() const override { return 1; }
   void gemm(const GemmArgs& g) override {
     check_gemm_args(g);
-    if (g.dtype == DType::kF32) blas_loop<float>(column_major(g));
-    else blas_loop<double>(column_major(g));
+    if (g.dtype == DType::kF32)
+      blas_loop<float>(column_major(g));
+    else
+      blas_loop<double>(column_major(g));
   }
 
  private:
@@ -238,9 +265,9 @@ TEST_P(GemmConformance, MatchesReference) {
 
 std::vector<GemmCase> small_cases() {
   const std::vector<std::array<int64_t, 3>> sizes = {
-      {1, 1, 1},   {7, 13, 31},  {13, 31, 7},  {31, 7, 13},   {97, 13, 1},
-      {1, 97, 31}, {31, 1, 97},  {17, 33, 65}, {100, 50, 75}, {97, 97, 97}};
-  const Layout layouts[] = {Layout::kSingle, Layout::kBatched, Layout::kPaddedBatch,
+      {1, 1, 1},   {7, 13, 31}, {13, 31, 7},  {31, 7, 13},   {97, 13, 1},
+      {1, 97, 31}, {31, 1, 97}, {17, 33, 65}, {100, 50, 75}, {97, 97, 97}};
+  const Layout layouts[] = {Layout::kSingle,  Layout::kBatched,       Layout::kPaddedBatch,
                             Layout::kSharedB, Layout::kSharedBPadded, Layout::kPaddedRows};
   std::vector<GemmCase> cases;
   for (DType dtype : {DType::kF32, DType::kF64}) {
@@ -270,12 +297,18 @@ std::vector<GemmCase> large_cases() {
 
 const char* layout_name(Layout l) {
   switch (l) {
-    case Layout::kSingle: return "single";
-    case Layout::kBatched: return "batched";
-    case Layout::kPaddedBatch: return "paddedbatch";
-    case Layout::kSharedB: return "sharedB";
-    case Layout::kSharedBPadded: return "sharedBpadded";
-    case Layout::kPaddedRows: return "paddedrows";
+    case Layout::kSingle:
+      return "single";
+    case Layout::kBatched:
+      return "batched";
+    case Layout::kPaddedBatch:
+      return "paddedbatch";
+    case Layout::kSharedB:
+      return "sharedB";
+    case Layout::kSharedBPadded:
+      return "sharedBpadded";
+    case Layout::kPaddedRows:
+      return "paddedrows";
   }
   return "?";
 }
@@ -301,7 +334,11 @@ TEST(Gemm, EmptyKAccumulatesNothing) {
   auto dev = make_cpu_device(0);
   for (DType dtype : {DType::kF32, DType::kF64}) {
     std::vector<double> c(6, 7.0);
-    dev->gemm({.dtype = dtype, .m = 2, .n = dtype == DType::kF64 ? 3 : 6, .k = 0, .accumulate = true,
+    dev->gemm({.dtype = dtype,
+               .m = 2,
+               .n = dtype == DType::kF64 ? 3 : 6,
+               .k = 0,
+               .accumulate = true,
                .c = c.data()});
     for (double v : c) EXPECT_EQ(v, 7.0);
   }
@@ -318,11 +355,18 @@ TEST(Gemm, RejectsBadArguments) {
   EXPECT_THROW(dev->gemm({.dtype = DType::kBF16, .m = 2, .n = 2, .k = 2, .a = x, .b = x, .c = x}),
                InvalidArgument);
   EXPECT_THROW(dev->gemm({.m = -1, .n = 2, .k = 2, .a = x, .b = x, .c = x}), InvalidArgument);
-  EXPECT_THROW(dev->gemm({.m = 2, .n = 2, .k = 2, .a = x, .b = nullptr, .c = x}),
-               InvalidArgument);
+  EXPECT_THROW(dev->gemm({.m = 2, .n = 2, .k = 2, .a = x, .b = nullptr, .c = x}), InvalidArgument);
   try {
-    dev->gemm({.batch = 2, .m = 2, .n = 2, .k = 2, .a = x, .b = x, .c = x,
-               .batch_stride_a = 4, .batch_stride_b = 4, .batch_stride_c = 0});
+    dev->gemm({.batch = 2,
+               .m = 2,
+               .n = 2,
+               .k = 2,
+               .a = x,
+               .b = x,
+               .c = x,
+               .batch_stride_a = 4,
+               .batch_stride_b = 4,
+               .batch_stride_c = 0});
     FAIL() << "overlapping C entries were accepted";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("batch_stride_c=0"), std::string::npos) << e.what();

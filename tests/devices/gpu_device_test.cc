@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "devices/cuda/cuda_device.h"
 #include "devices/hip/hip_device.h"
-#include "base/error.h"
 
 namespace disc::devices {
 namespace {
@@ -26,7 +26,9 @@ struct Vendor {
   const char* absent;  // what the error says with no driver or runtime
 };
 
-void PrintTo(const Vendor& v, std::ostream* os) { *os << v.name; }  // test names, not bytes
+void PrintTo(const Vendor& v, std::ostream* os) {
+  *os << v.name;
+}  // test names, not bytes
 
 std::vector<Vendor> vendors() {
   return {{"cuda", [](std::string* w) { return cuda::cuda_device_count(w); },
@@ -45,8 +47,8 @@ class GpuDeviceTest : public ::testing::TestWithParam<Vendor> {
   }
 };
 
-#define GPU_OR_SKIP(dev)                                                \
-  auto dev = gpu();                                                     \
+#define GPU_OR_SKIP(dev) \
+  auto dev = gpu();      \
   if (!dev) GTEST_SKIP() << "no " << GetParam().name << " GPU here"
 
 TEST_P(GpuDeviceTest, WithoutAGpuTheErrorSaysWhy) {
@@ -60,7 +62,8 @@ TEST_P(GpuDeviceTest, WithoutAGpuTheErrorSaysWhy) {
   } catch (const DeviceError& e) {
     const std::string m = e.what();
     // No driver (the library is absent), a driver that does not start, or no device.
-    EXPECT_TRUE(m.find(GetParam().absent) != std::string::npos || m.find("Init") != std::string::npos ||
+    EXPECT_TRUE(m.find(GetParam().absent) != std::string::npos ||
+                m.find("Init") != std::string::npos ||
                 m.find("does not exist") != std::string::npos)
         << m;
   }
@@ -82,8 +85,9 @@ TEST_P(GpuDeviceTest, DescribesItself) {
   const MemoryInfo m = dev->memory_info();
   EXPECT_GT(m.total_bytes, int64_t{1} << 30);
   EXPECT_GT(m.free_bytes, 0);
-  std::printf("%s: %s, %s, %d multiprocessors, %lld MiB\n", dev->name().c_str(), dev->product().c_str(),
-              dev->arch().c_str(), dev->multiprocessors(), static_cast<long long>(m.total_bytes >> 20));
+  std::printf("%s: %s, %s, %d multiprocessors, %lld MiB\n", dev->name().c_str(),
+              dev->product().c_str(), dev->arch().c_str(), dev->multiprocessors(),
+              static_cast<long long>(m.total_bytes >> 20));
 }
 
 // Host to device, zero, device to device, device to host: the copy stream and the compute
@@ -131,12 +135,15 @@ TEST_P(GpuDeviceTest, AnAllocationPastTheMemoryIsOutOfMemory) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Vendors, GpuDeviceTest, ::testing::ValuesIn(vendors()),
-                         [](const ::testing::TestParamInfo<Vendor>& i) { return std::string(i.param.name); });
+                         [](const ::testing::TestParamInfo<Vendor>& i) {
+                           return std::string(i.param.name);
+                         });
 
 // The AMD architecture from the kernel driver's topology, on a folder laid out as sysfs is: a CPU
 // node, then GPU nodes (MI250X, RX 6900, MI300X, RX 7900).
 TEST(HipArch, ReadsTheGpuNodesOfTheKernelDriver) {
-  const auto root = std::filesystem::temp_directory_path() / ("disc-kfd-" + std::to_string(::getpid()));
+  const auto root =
+      std::filesystem::temp_directory_path() / ("disc-kfd-" + std::to_string(::getpid()));
   const std::vector<std::pair<int, const char*>> nodes = {
       {0, "cpu_cores_count 64\ngfx_target_version 0\n"},
       {1, "simd_count 440\ngfx_target_version 90010\n"},

@@ -1,5 +1,5 @@
-// The page-locked block cache of GPU devices (devices/gpu/host_block_cache.h), over plain memory: which
-// requests the driver sees, and how much stays cached.
+// The page-locked block cache of GPU devices (devices/gpu/host_block_cache.h), over plain memory:
+// which requests the driver sees, and how much stays cached.
 #include "devices/gpu/host_block_cache.h"
 
 #include <gtest/gtest.h>

@@ -2,12 +2,12 @@
 // kernel's results with the reference's.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <string>
 #include <type_traits>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "ir/tensor_ref.h"
 
@@ -16,13 +16,16 @@ namespace disc::devices::testing {
 // `v` (f32 or f64) as a tensor of `shape`.
 template <typename T>
 ir::TensorRef ref(std::vector<T>& v, std::vector<int64_t> shape) {
-  return {.dtype = std::is_same_v<T, double> ? DType::kF64 : DType::kF32, .shape = std::move(shape),
+  return {.dtype = std::is_same_v<T, double> ? DType::kF64 : DType::kF32,
+          .shape = std::move(shape),
           .data = v.data()};
 }
 
-// Every element within `tol`, relative to 1 + |want|; the first that is not names `what` and its index.
+// Every element within `tol`, relative to 1 + |want|; the first that is not names `what` and its
+// index.
 template <typename T>
-void expect_close(const std::vector<T>& got, const std::vector<T>& want, double tol, const std::string& what) {
+void expect_close(const std::vector<T>& got, const std::vector<T>& want, double tol,
+                  const std::string& what) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(double(want[i])))) << what << "[" << i << "]";

@@ -2,15 +2,16 @@
 // time in double: f32 and f64, w as [D, V] and as [V, D], sizes 1, primes, no rows, D = 0, ignored
 // labels and none counted, and enough classes that the rows span several panels. Results start as
 // NaN, so a value left unwritten shows; a second run must give the same bits.
+#include "devices/cpu/linear_cross_entropy.h"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "devices/cpu/linear_cross_entropy.h"
 #include "ir/attribute.h"
 #include "ir/op_registry.h"
 #include "ir/tensor_ref.h"
@@ -48,7 +49,8 @@ void check_case(const Case& c, double tol) {
     labels[r] = ignored ? -100 : static_cast<int64_t>(rng() % c.classes);
     count += !ignored;
   }
-  const std::vector<int64_t> w_shape = c.transpose_w ? std::vector{c.classes, c.d} : std::vector{c.d, c.classes};
+  const std::vector<int64_t> w_shape =
+      c.transpose_w ? std::vector{c.classes, c.d} : std::vector{c.d, c.classes};
 
   // The reference kernel's answers.
   std::vector<T> loss(1), dh(h.size()), dw(w.size());
@@ -56,15 +58,22 @@ void check_case(const Case& c, double tol) {
   attrs.set("ignore_index", int64_t{-100});
   attrs.set("transpose_w", c.transpose_w);
   ir::KernelArgs k{.op = "linear_cross_entropy", .attrs = &attrs};
-  k.in = {ref(h, {c.rows, c.d}), ref(w, w_shape),
+  k.in = {ref(h, {c.rows, c.d}),
+          ref(w, w_shape),
           {.dtype = DType::kI64, .shape = {c.rows}, .data = labels.data()}};
   k.out = {ref(loss, {}), ref(dh, {c.rows, c.d}), ref(dw, w_shape)};
   ir::OpRegistry::instance().get("linear_cross_entropy").reference(k);
 
   auto dev = make_cpu_device(2);
-  const LinearCrossEntropyArgs a{.dtype = std::is_same_v<T, double> ? DType::kF64 : DType::kF32, .rows = c.rows,
-                                 .d = c.d, .classes = c.classes, .transpose_w = c.transpose_w, .h = h.data(),
-                                 .w = w.data(), .labels = labels.data(), .count = count};
+  const LinearCrossEntropyArgs a{.dtype = std::is_same_v<T, double> ? DType::kF64 : DType::kF32,
+                                 .rows = c.rows,
+                                 .d = c.d,
+                                 .classes = c.classes,
+                                 .transpose_w = c.transpose_w,
+                                 .h = h.data(),
+                                 .w = w.data(),
+                                 .labels = labels.data(),
+                                 .count = count};
   const T nan = std::numeric_limits<T>::quiet_NaN();
   std::vector<T> got_loss(1, nan), got_dh(dh.size(), nan), got_dw(dw.size(), nan);
   linear_cross_entropy(*dev, a, got_loss.data(), got_dh.data(), got_dw.data());
@@ -81,13 +90,18 @@ void check_case(const Case& c, double tol) {
 
 class LinearCrossEntropy : public ::testing::TestWithParam<Case> {};
 
-TEST_P(LinearCrossEntropy, F32MatchesReference) { check_case<float>(GetParam(), 2e-5); }
-TEST_P(LinearCrossEntropy, F64MatchesReference) { check_case<double>(GetParam(), 1e-12); }
+TEST_P(LinearCrossEntropy, F32MatchesReference) {
+  check_case<float>(GetParam(), 2e-5);
+}
+TEST_P(LinearCrossEntropy, F64MatchesReference) {
+  check_case<double>(GetParam(), 1e-12);
+}
 
 INSTANTIATE_TEST_SUITE_P(
     Sizes, LinearCrossEntropy,
     ::testing::Values(Case{1, 1, 1, false}, Case{1, 5, 7, true}, Case{7, 3, 31, false, 3},
-                      Case{65, 17, 1000, true, 5}, Case{300, 8, 5, false, 7}, Case{13, 64, 97, true},
+                      Case{65, 17, 1000, true, 5}, Case{300, 8, 5, false, 7},
+                      Case{13, 64, 97, true},
                       Case{5, 4, 3, false, 1},  // every label ignored: loss 0, zero gradients
                       Case{0, 4, 3, false}, Case{6, 0, 11, true},
                       // 131072 f64 classes fill a panel in 32 rows: 3 panels
@@ -107,7 +121,14 @@ TEST(LinearCrossEntropy, RejectsWhatItCannotRun) {
   auto dev = make_cpu_device(1);
   float x[8] = {};
   int64_t label = 0;
-  LinearCrossEntropyArgs a{.dtype = DType::kBF16, .rows = 1, .d = 1, .classes = 1, .h = x, .w = x, .labels = &label, .count = 1};
+  LinearCrossEntropyArgs a{.dtype = DType::kBF16,
+                           .rows = 1,
+                           .d = 1,
+                           .classes = 1,
+                           .h = x,
+                           .w = x,
+                           .labels = &label,
+                           .count = 1};
   EXPECT_THROW(linear_cross_entropy(*dev, a, x, x, x), InvalidArgument);
   a.dtype = DType::kF32, a.classes = 0;
   EXPECT_THROW(linear_cross_entropy(*dev, a, x, x, x), InvalidArgument);

@@ -3,15 +3,15 @@
 // blocks) and both paths: A zero above its diagonal (block GEMMs) and any other A (a copy with
 // its upper triangle cleared). NaN above the diagonal blocks shows the block path never reads
 // there; NaN after C's rows shows nothing is written outside C.
+#include "devices/cpu/tril_gemm.h"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-
-#include "devices/cpu/tril_gemm.h"
 
 namespace disc::devices {
 namespace {
@@ -32,7 +32,9 @@ struct Problem {
   std::vector<float> a, b, c;
 };
 
-bool in_diagonal_block(int64_t r, int64_t c) { return r / kTrilBlock == c / kTrilBlock; }
+bool in_diagonal_block(int64_t r, int64_t c) {
+  return r / kTrilBlock == c / kTrilBlock;
+}
 
 Problem make_problem(const TrilCase& t) {
   Problem p{.s = t.s, .n = t.n, .lda = t.s + 3, .ldb = (t.tb ? t.s : t.n) + 2, .ldc = t.n + 1};
@@ -47,7 +49,8 @@ Problem make_problem(const TrilCase& t) {
       for (int64_t c = 0; c < t.s; ++c) {
         float v = dist(rng);
         if (c > r && t.upper == Upper::kZero) v = 0;
-        if (c > r && t.upper == Upper::kNaNOutsideDiagonalBlocks) v = in_diagonal_block(r, c) ? 0 : kNaN;
+        if (c > r && t.upper == Upper::kNaNOutsideDiagonalBlocks)
+          v = in_diagonal_block(r, c) ? 0 : kNaN;
         p.a[(e * t.s + r) * p.lda + c] = v;
       }
     }
@@ -80,10 +83,21 @@ TEST_P(TrilGemm, MatchesLowerTriangleProduct) {
   Problem p = make_problem(t);
   auto dev = make_cpu_device(2);
   const int64_t rows_b = t.tb ? t.n : t.s;
-  gemm_tril_a(*dev, {.batch = p.batch, .m = t.s, .n = t.n, .k = t.s, .transpose_a = t.ta,
-                     .transpose_b = t.tb, .a = p.a.data(), .b = p.b.data(), .c = p.c.data(),
-                     .batch_stride_a = t.s * p.lda, .batch_stride_b = rows_b * p.ldb,
-                     .batch_stride_c = t.s * p.ldc, .lda = p.lda, .ldb = p.ldb, .ldc = p.ldc});
+  gemm_tril_a(*dev, {.batch = p.batch,
+                     .m = t.s,
+                     .n = t.n,
+                     .k = t.s,
+                     .transpose_a = t.ta,
+                     .transpose_b = t.tb,
+                     .a = p.a.data(),
+                     .b = p.b.data(),
+                     .c = p.c.data(),
+                     .batch_stride_a = t.s * p.lda,
+                     .batch_stride_b = rows_b * p.ldb,
+                     .batch_stride_c = t.s * p.ldc,
+                     .lda = p.lda,
+                     .ldb = p.ldb,
+                     .ldc = p.ldc});
   for (int64_t e = 0; e < p.batch; ++e) {
     for (int64_t i = 0; i < t.s; ++i) {
       for (int64_t j = 0; j < p.ldc; ++j) {
@@ -94,7 +108,8 @@ TEST_P(TrilGemm, MatchesLowerTriangleProduct) {
         }
         double sum, magnitude;
         expected(t, p, e, i, j, sum, magnitude);
-        ASSERT_NEAR(got, sum, 1e-5 * magnitude + 1e-30) << "entry " << e << " C[" << i << "," << j << "]";
+        ASSERT_NEAR(got, sum, 1e-5 * magnitude + 1e-30)
+            << "entry " << e << " C[" << i << "," << j << "]";
       }
     }
   }
@@ -128,7 +143,8 @@ TEST(TrilGemmArgs, RejectsNonSquareA) {
     gemm_tril_a(*dev, {.m = 4, .n = 2, .k = 3, .a = x.data(), .b = x.data(), .c = x.data()});
     FAIL() << "a non-square A was accepted";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("A must be square, got m=4 k=3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("A must be square, got m=4 k=3"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -141,8 +157,9 @@ TEST(TrilGemmArgs, F64) {
     for (int64_t q = 0; q <= r; ++q) a[r * s + q] = 1.0 / (1 + r + q);
   }
   for (int64_t i = 0; i < s * n; ++i) b[i] = (i % 7) - 3;
-  gemm_tril_a(*dev, {.dtype = DType::kF64, .m = s, .n = n, .k = s, .a = a.data(),
-                     .b = b.data(), .c = c.data()});
+  gemm_tril_a(
+      *dev,
+      {.dtype = DType::kF64, .m = s, .n = n, .k = s, .a = a.data(), .b = b.data(), .c = c.data()});
   for (int64_t i = 0; i < s; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double want = 0;

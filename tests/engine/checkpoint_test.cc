@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/error.h"
 #include "devices/device.h"
 #include "engine/init.h"
 #include "engine/safetensors.h"
 #include "engine/trainer.h"
-#include "base/error.h"
 #include "ir/models/model.h"
 #include "memory/allocator.h"
 
@@ -22,7 +22,9 @@ namespace fs = std::filesystem;
 
 class ScratchDir {
  public:
-  ScratchDir() : dir_(fs::temp_directory_path() / ("disc-ckpt-" + std::to_string(::getpid()) + "-" + std::to_string(n_++))) {
+  ScratchDir()
+      : dir_(fs::temp_directory_path() /
+             ("disc-ckpt-" + std::to_string(::getpid()) + "-" + std::to_string(n_++))) {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -48,10 +50,13 @@ std::vector<char> bytes_of(const Tensor& t) {
   return bytes;
 }
 
-void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::trunc) << text; }
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::trunc) << text;
+}
 
 // A safetensors file with `header` as its JSON header and `data` after it.
-void write_raw_safetensors(const std::string& path, const std::string& header, const std::string& data) {
+void write_raw_safetensors(const std::string& path, const std::string& header,
+                           const std::string& data) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   uint64_t len = header.size();
   out.write(reinterpret_cast<const char*>(&len), 8);
@@ -73,8 +78,10 @@ TEST(Checkpoint, LoadThatDoesNotFitChangesNothing) {
   std::map<std::string, std::vector<char>> before;
   for (const auto& name : b.parameter_names()) before[name] = bytes_of(b.parameter(name));
   int differing = 0;
-  for (const auto& name : a.parameter_names()) differing += bytes_of(a.parameter(name)) != before[name];
-  ASSERT_GT(differing, 1) << "the two trainers must start from different parameters for this test to mean anything";
+  for (const auto& name : a.parameter_names())
+    differing += bytes_of(a.parameter(name)) != before[name];
+  ASSERT_GT(differing, 1)
+      << "the two trainers must start from different parameters for this test to mean anything";
 
   try {
     b.load(s.path("ck"));
@@ -82,7 +89,8 @@ TEST(Checkpoint, LoadThatDoesNotFitChangesNothing) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("`" + last + "`"), std::string::npos) << e.what();
   }
-  for (const auto& name : b.parameter_names()) EXPECT_EQ(bytes_of(b.parameter(name)), before[name]) << name << " was overwritten";
+  for (const auto& name : b.parameter_names())
+    EXPECT_EQ(bytes_of(b.parameter(name)), before[name]) << name << " was overwritten";
   EXPECT_EQ(b.steps_done(), 0);
 }
 
@@ -90,14 +98,16 @@ TEST(Checkpoint, CorruptTrainerJsonIsAnIoErrorNamingTheFile) {
   ScratchDir s;
   Trainer t = small_trainer(1);
   t.save(s.path("ck"), {{"epoch", "0"}});
-  for (const char* text : {"{\"step\": \"three\", \"extra\": {}}", "{\"extra\": {}}", "{\"step\": 3, \"extra\": {\"epoch\": 1}}",
-                           "[1, 2]", "{\"step\": -4, \"extra\": {}}", "{\"step\": 3"}) {
+  for (const char* text : {"{\"step\": \"three\", \"extra\": {}}", "{\"extra\": {}}",
+                           "{\"step\": 3, \"extra\": {\"epoch\": 1}}", "[1, 2]",
+                           "{\"step\": -4, \"extra\": {}}", "{\"step\": 3"}) {
     write_text(s.path("ck/trainer.json"), text);
     try {
       t.load(s.path("ck"));
       ADD_FAILURE() << "loaded " << text;
     } catch (const IoError& e) {
-      EXPECT_NE(std::string(e.what()).find(s.path("ck/trainer.json")), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(s.path("ck/trainer.json")), std::string::npos)
+          << e.what();
     } catch (const std::exception& e) {
       ADD_FAILURE() << text << " gave a non-IoError: " << e.what();
     }
@@ -113,9 +123,11 @@ TEST(Checkpoint, SaveRoundTripsAndReplacesAnOlderCheckpointOfTheSameName) {
   b.save(s.path("ck/step-1/"), {{"epoch", "2"}});  // a trailing slash names the same folder
   Trainer c = small_trainer(3);
   EXPECT_EQ(c.load(s.path("ck/step-1")), (std::map<std::string, std::string>{{"epoch", "2"}}));
-  for (const auto& name : b.parameter_names()) EXPECT_EQ(bytes_of(c.parameter(name)), bytes_of(b.parameter(name))) << name;
+  for (const auto& name : b.parameter_names())
+    EXPECT_EQ(bytes_of(c.parameter(name)), bytes_of(b.parameter(name))) << name;
   std::vector<std::string> left;
-  for (const auto& e : fs::directory_iterator(s.path("ck"))) left.push_back(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(s.path("ck")))
+    left.push_back(e.path().filename().string());
   EXPECT_EQ(left, std::vector<std::string>{"step-1"}) << "a staging folder was left behind";
 }
 
@@ -127,12 +139,15 @@ TEST(Checkpoint, MovesBetweenTheCpuAndADeviceTheHostCannotAddress) {
   gpu.save(s.path("from-gpu"));
   Trainer cpu = small_trainer(2);
   cpu.load(s.path("from-gpu"));
-  for (const auto& name : gpu.parameter_names()) EXPECT_EQ(bytes_of(cpu.parameter(name)), bytes_of(gpu.parameter(name))) << name;
+  for (const auto& name : gpu.parameter_names())
+    EXPECT_EQ(bytes_of(cpu.parameter(name)), bytes_of(gpu.parameter(name))) << name;
   Trainer other = small_trainer(3);
   other.save(s.path("from-cpu"));
   gpu.load(s.path("from-cpu"));
-  for (const auto& name : gpu.parameter_names()) EXPECT_EQ(bytes_of(gpu.parameter(name)), bytes_of(other.parameter(name))) << name;
-  EXPECT_NE(bytes_of(cpu.parameter(cpu.parameter_names()[0])), bytes_of(other.parameter(other.parameter_names()[0])));
+  for (const auto& name : gpu.parameter_names())
+    EXPECT_EQ(bytes_of(gpu.parameter(name)), bytes_of(other.parameter(name))) << name;
+  EXPECT_NE(bytes_of(cpu.parameter(cpu.parameter_names()[0])),
+            bytes_of(other.parameter(other.parameter_names()[0])));
 }
 
 TEST(Checkpoint, SaveWhereNoFolderCanBeIsAnIoError) {
@@ -144,7 +159,8 @@ TEST(Checkpoint, SaveWhereNoFolderCanBeIsAnIoError) {
   EXPECT_THROW(t.save("."), InvalidArgument);
   fs::create_directories(s.path("mine"));
   write_text(s.path("mine/notes.txt"), "keep me");
-  EXPECT_THROW(t.save(s.path("mine")), InvalidArgument);  // save replaces whole folders: not this one
+  EXPECT_THROW(t.save(s.path("mine")),
+               InvalidArgument);  // save replaces whole folders: not this one
   EXPECT_TRUE(fs::exists(s.path("mine/notes.txt")));
 }
 
@@ -158,10 +174,13 @@ TEST(Safetensors, HeaderCannotMakeTheReaderAllocateWhatTheFileLacks) {
   };
   const Case cases[] = {
       // 2^40 floats claimed, 8 bytes present: refused before a 4 TiB allocation is tried.
-      {R"({"x": {"dtype": "F32", "shape": [1099511627776], "data_offsets": [0, 4398046511104]}})", "outside the file"},
+      {R"({"x": {"dtype": "F32", "shape": [1099511627776], "data_offsets": [0, 4398046511104]}})",
+       "outside the file"},
       // 2^32 * 2^32 elements wrap to 0 in 64 bits: a size check after the product would pass.
-      {R"({"x": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}})", "too large"},
-      {R"({"x": {"dtype": "F64", "shape": [2305843009213693952], "data_offsets": [0, 0]}})", "too large"},
+      {R"({"x": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}})",
+       "too large"},
+      {R"({"x": {"dtype": "F64", "shape": [2305843009213693952], "data_offsets": [0, 0]}})",
+       "too large"},
       {R"({"x": {"dtype": "F32", "shape": [-2, -2], "data_offsets": [0, 16]}})", "negative"},
       {R"({"x": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", "needs 12"},
       {R"({"x": {"dtype": "F32", "shape": "big", "data_offsets": [0, 8]}})", "malformed header"},
@@ -173,7 +192,8 @@ TEST(Safetensors, HeaderCannotMakeTheReaderAllocateWhatTheFileLacks) {
       read_safetensors(s.path("t.safetensors"), alloc);
       ADD_FAILURE() << "accepted " << c.header;
     } catch (const IoError& e) {
-      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << c.header << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos)
+          << c.header << ": " << e.what();
     } catch (const std::exception& e) {
       ADD_FAILURE() << c.header << " gave a non-IoError: " << e.what();
     }
@@ -185,7 +205,8 @@ TEST(Safetensors, TruncatedFileIsAnIoError) {
   ScratchDir s;
   auto dev = devices::make_cpu_device(1);
   memory::DeviceAllocator alloc(*dev);
-  write_safetensors(s.path("t.safetensors"), {{"x", Tensor::from<float>({4}, {1, 2, 3, 4}, alloc)}});
+  write_safetensors(s.path("t.safetensors"),
+                    {{"x", Tensor::from<float>({4}, {1, 2, 3, 4}, alloc)}});
   fs::resize_file(s.path("t.safetensors"), fs::file_size(s.path("t.safetensors")) - 3);
   EXPECT_THROW(read_safetensors(s.path("t.safetensors"), alloc), IoError);
 }
@@ -194,7 +215,9 @@ TEST(Safetensors, NamesThatAreNotUtf8AreAnInvalidArgument) {
   ScratchDir s;
   auto dev = devices::make_cpu_device(1);
   memory::DeviceAllocator alloc(*dev);
-  EXPECT_THROW(write_safetensors(s.path("t.safetensors"), {{"\xff", Tensor::from<float>({1}, {1}, alloc)}}), InvalidArgument);
+  EXPECT_THROW(
+      write_safetensors(s.path("t.safetensors"), {{"\xff", Tensor::from<float>({1}, {1}, alloc)}}),
+      InvalidArgument);
   EXPECT_TRUE(fs::is_empty(s.path(""))) << "a temporary was left behind";
 }
 
@@ -232,7 +255,9 @@ TEST(Init, SymbolicShapesAreAClearError) {
     zero_state(g, alloc);
     FAIL() << "zero_state accepted a symbolic shape";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("`m.w` has the symbolic shape f32[B, 4]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("`m.w` has the symbolic shape f32[B, 4]"),
+              std::string::npos)
+        << e.what();
   }
   ir::models::Model m = one_param(DType::kBF16);
   EXPECT_THROW(init_params(m, 1, alloc), InvalidArgument);

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "devices/device.h"
 #include "engine/safetensors.h"
 #include "engine/trainer.h"
-#include "base/error.h"
 #include "ir/models/model.h"
 #include "memory/allocator.h"
 
@@ -50,7 +50,8 @@ namespace fs = std::filesystem;
 class Durability : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::canonical(fs::temp_directory_path()) / ("disc-durable-" + std::to_string(::getpid()));
+    dir_ =
+        fs::canonical(fs::temp_directory_path()) / ("disc-durable-" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -60,7 +61,8 @@ class Durability : public ::testing::Test {
   }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   static size_t open_fds() {
-    return static_cast<size_t>(std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator()));
+    return static_cast<size_t>(
+        std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator()));
   }
 
   fs::path dir_;
@@ -98,10 +100,14 @@ TEST_F(Durability, SaveSyncsBothFilesTheFolderAndItsParent) {
   EXPECT_TRUE(synced_file("state.safetensors")) << ::testing::PrintToString(synced);
   EXPECT_TRUE(synced_file("trainer.json")) << ::testing::PrintToString(synced);
   ASSERT_FALSE(synced.empty());
-  EXPECT_EQ(synced.back(), path("ck")) << "the parent must be synced after the rename: " << ::testing::PrintToString(synced);
+  EXPECT_EQ(synced.back(), path("ck"))
+      << "the parent must be synced after the rename: " << ::testing::PrintToString(synced);
   bool folder_synced = false;
-  for (const auto& p : synced) folder_synced |= p != path("ck") && fs::path(p).filename().string().find("step-00000007") != std::string::npos;
-  EXPECT_TRUE(folder_synced) << "the checkpoint folder itself was not synced: " << ::testing::PrintToString(synced);
+  for (const auto& p : synced)
+    folder_synced |= p != path("ck") &&
+                     fs::path(p).filename().string().find("step-00000007") != std::string::npos;
+  EXPECT_TRUE(folder_synced) << "the checkpoint folder itself was not synced: "
+                             << ::testing::PrintToString(synced);
   EXPECT_FALSE(final_existed_early) << "a partial checkpoint folder existed under its final name";
   EXPECT_TRUE(fs::exists(final + "/trainer.json"));
   EXPECT_TRUE(fs::exists(final + "/state.safetensors"));
@@ -120,7 +126,9 @@ TEST_F(Durability, FailedSyncLeaksNoDescriptorAndLeavesNoPartialFiles) {
   Trainer t = small_trainer();
   fds = open_fds();
   for (const char* failing : {"state.safetensors", "trainer.json", "step-00000001", "ck"}) {
-    on_fsync = [&](const std::string& p) { return fs::path(p).filename().string().find(failing) == std::string::npos; };
+    on_fsync = [&](const std::string& p) {
+      return fs::path(p).filename().string().find(failing) == std::string::npos;
+    };
     EXPECT_THROW(t.save(path("ck/step-00000001")), IoError) << "fsync of " << failing << " failed";
     on_fsync = nullptr;
     EXPECT_EQ(open_fds(), fds) << "a file descriptor leaked when fsync of " << failing << " failed";

@@ -1,7 +1,6 @@
 // The executor: symbol binding and its errors, library GEMM against the reference kernel,
 // memory freed after last use, updates applied to arguments.
 #include "engine/executor.h"
-#include "ir/binding.h"
 
 #include <gtest/gtest.h>
 
@@ -9,6 +8,7 @@
 #include <random>
 
 #include "devices/device.h"
+#include "ir/binding.h"
 #include "ir/op_registry.h"
 #include "ir/text_format.h"
 
@@ -25,8 +25,10 @@ class ExecutorTest : public ::testing::Test {
     std::mt19937_64 rng(seed);
     std::normal_distribution<double> n;
     for (int64_t i = 0; i < x.numel(); ++i) {
-      if (t == DType::kF32) x.data<float>()[i] = static_cast<float>(n(rng));
-      else x.data<double>()[i] = n(rng);
+      if (t == DType::kF32)
+        x.data<float>()[i] = static_cast<float>(n(rng));
+      else
+        x.data<double>()[i] = n(rng);
     }
     return x;
   }
@@ -68,7 +70,8 @@ void expect_reference_results(const ir::Graph& g, std::map<std::string, Tensor> 
     const Tensor& want = env.at(v);
     ASSERT_EQ(out[name].shape(), want.shape()) << name;
     for (int64_t i = 0; i < want.numel(); ++i) {
-      EXPECT_NEAR(out[name].data<float>()[i], want.data<float>()[i], 1e-4 * (1 + std::abs(want.data<float>()[i])))
+      EXPECT_NEAR(out[name].data<float>()[i], want.data<float>()[i],
+                  1e-4 * (1 + std::abs(want.data<float>()[i])))
           << name << "[" << i << "] at B=" << bind.at("B") << ", S=" << bind.at("S");
     }
   }
@@ -77,9 +80,9 @@ void expect_reference_results(const ir::Graph& g, std::map<std::string, Tensor> 
 TEST_F(ExecutorTest, LibraryGemmMatchesTheReferenceKernel) {
   auto g = ir::parse_graph(kMatmul);
   for (auto [b, s] : {std::pair{1, 1}, {2, 7}, {3, 31}}) {
-    expect_reference_results(*g, {{"x", random(DType::kF32, {b, s, 24})},
-                                  {"w", random(DType::kF32, {24, 13}, 2)}},
-                             {{"B", b}, {"S", s}}, alloc);
+    expect_reference_results(
+        *g, {{"x", random(DType::kF32, {b, s, 24})}, {"w", random(DType::kF32, {24, 13}, 2)}},
+        {{"B", b}, {"S", s}}, alloc);
   }
 }
 
@@ -104,9 +107,10 @@ TEST_F(ExecutorTest, TriangularProductsMatchTheReferenceKernel) {
 }
 )");
   for (auto [b, s] : {std::pair{1, 1}, {2, 7}, {3, 64}, {2, 150}}) {
-    expect_reference_results(*g, {{"p", random(DType::kF32, {b, s, s})},
-                                  {"y", random(DType::kF32, {b, s, 13}, 2)},
-                                  {"w", random(DType::kF32, {s, 5}, 3)}},
+    expect_reference_results(*g,
+                             {{"p", random(DType::kF32, {b, s, s})},
+                              {"y", random(DType::kF32, {b, s, 13}, 2)},
+                              {"w", random(DType::kF32, {s, 5}, 3)}},
                              {{"B", b}, {"S", s}}, alloc);
   }
 }
@@ -124,10 +128,13 @@ TEST_F(ExecutorTest, BadInputsAreRefusedNamingInputSymbolAndBound) {
   };
   Tensor w = random(DType::kF32, {24, 13});
   expect_error({{"x", random(DType::kF32, {2, 200, 24})}, {"w", w}},
-               "input `x` dim 1 is 200, so S = 200, outside S's range [1, 128]: raise the bound in the graph or cut the batch");
-  expect_error({{"x", random(DType::kF32, {2, 5, 23})}, {"w", w}},
-               "input `x` has shape [2, 5, 23], but f32[B, S, 24] is [2, 5, 24] for these symbol values");
-  expect_error({{"x", random(DType::kF64, {2, 5, 24})}, {"w", w}}, "input `x` is f64, the graph wants f32");
+               "input `x` dim 1 is 200, so S = 200, outside S's range [1, 128]: raise the bound in "
+               "the graph or cut the batch");
+  expect_error(
+      {{"x", random(DType::kF32, {2, 5, 23})}, {"w", w}},
+      "input `x` has shape [2, 5, 23], but f32[B, S, 24] is [2, 5, 24] for these symbol values");
+  expect_error({{"x", random(DType::kF64, {2, 5, 24})}, {"w", w}},
+               "input `x` is f64, the graph wants f32");
   expect_error({{"w", w}}, "no tensor given for input `x` (f32[B, S, 24])");
   expect_error({{"x", random(DType::kF32, {2, 5})}, {"w", w}},
                "input `x` has shape [2, 5], the graph wants f32[B, S, 24]");
@@ -145,11 +152,14 @@ TEST_F(ExecutorTest, EqualitiesAndMultiplesAreChecked) {
 }
 )");
   Executor ex(*g, alloc);
-  std::map<std::string, Tensor> ok = {{"a", random(DType::kF32, {2, 8})}, {"b", random(DType::kF32, {2, 8})}};
+  std::map<std::string, Tensor> ok = {{"a", random(DType::kF32, {2, 8})},
+                                      {"b", random(DType::kF32, {2, 8})}};
   EXPECT_NO_THROW(ex.run(ok));
-  std::map<std::string, Tensor> unequal = {{"a", random(DType::kF32, {2, 8})}, {"b", random(DType::kF32, {2, 12})}};
+  std::map<std::string, Tensor> unequal = {{"a", random(DType::kF32, {2, 8})},
+                                           {"b", random(DType::kF32, {2, 12})}};
   EXPECT_THROW(ex.run(unequal), ShapeError);
-  std::map<std::string, Tensor> odd = {{"a", random(DType::kF32, {2, 6})}, {"b", random(DType::kF32, {2, 6})}};
+  std::map<std::string, Tensor> odd = {{"a", random(DType::kF32, {2, 6})},
+                                       {"b", random(DType::kF32, {2, 6})}};
   try {
     ex.run(odd);
     ADD_FAILURE();
@@ -160,18 +170,22 @@ TEST_F(ExecutorTest, EqualitiesAndMultiplesAreChecked) {
 
 // A graph over `sym N in [1, 100000]` whose 8 nodes form a chain: %xi = node(%x(i-1)), from the
 // declarations `decls` (which declare %x0) to `output y = %x8`.
-std::unique_ptr<ir::Graph> chain_graph(const std::string& decls, const std::function<std::string(const std::string&)>& node) {
+std::unique_ptr<ir::Graph> chain_graph(const std::string& decls,
+                                       const std::function<std::string(const std::string&)>& node) {
   std::string text = "graph @g {\n  sym N in [1, 100000]\n  " + decls + "\n";
-  for (int i = 1; i <= 8; ++i) text += "  %x" + std::to_string(i) + " = " + node("%x" + std::to_string(i - 1)) + "\n";
+  for (int i = 1; i <= 8; ++i)
+    text += "  %x" + std::to_string(i) + " = " + node("%x" + std::to_string(i - 1)) + "\n";
   return ir::parse_graph(text + "  output y = %x8\n}\n");
 }
 
 TEST_F(ExecutorTest, ValuesAreFreedAfterTheirLastUse) {
   // A chain of 8 products [N, 4] x [4, 4] (a matmul never runs in place): at most the argument,
   // the weight, one live value and the one being written are held at once, not all 9.
-  auto g = chain_graph("input %x0 : f32[N, 4]\n  param %w : f32[4, 4]", [](const std::string& x) { return "matmul(" + x + ", %w) : f32[N, 4]"; });
+  auto g = chain_graph("input %x0 : f32[N, 4]\n  param %w : f32[4, 4]",
+                       [](const std::string& x) { return "matmul(" + x + ", %w) : f32[N, 4]"; });
   Executor ex(*g, alloc);
-  std::map<std::string, Tensor> args = {{"x0", random(DType::kF32, {1024, 4})}, {"w", random(DType::kF32, {4, 4}, 2)}};
+  std::map<std::string, Tensor> args = {{"x0", random(DType::kF32, {1024, 4})},
+                                        {"w", random(DType::kF32, {4, 4}, 2)}};
   StepStats stats;
   ex.run(args, &stats);
   EXPECT_EQ(stats.live_peak_bytes, 3 * 16384 + 64);
@@ -182,7 +196,8 @@ TEST_F(ExecutorTest, ValuesAreFreedAfterTheirLastUse) {
 TEST_F(ExecutorTest, ElementwiseChainsRunInPlace) {
   // 8 tanhs over [N] f32, each over a value that dies there: after the first, each writes over its
   // operand, so one allocation holds the chain (the argument is never overwritten).
-  auto g = chain_graph("input %x0 : f32[N]", [](const std::string& x) { return "tanh(" + x + ") : f32[N]"; });
+  auto g = chain_graph("input %x0 : f32[N]",
+                       [](const std::string& x) { return "tanh(" + x + ") : f32[N]"; });
   Executor ex(*g, alloc);
   std::map<std::string, Tensor> args = {{"x0", random(DType::kF32, {1024})}};
   const std::vector<float> x0 = args["x0"].to_vector<float>();
@@ -193,7 +208,8 @@ TEST_F(ExecutorTest, ElementwiseChainsRunInPlace) {
   EXPECT_EQ(args["x0"].to_vector<float>(), x0);
   for (int64_t i = 0; i < 1024; ++i) {
     float want = x0[i];
-    for (int k = 0; k < 8; ++k) want = std::tanh(want);  // what the reference kernel computes, element by element
+    for (int k = 0; k < 8; ++k)
+      want = std::tanh(want);  // what the reference kernel computes, element by element
     EXPECT_EQ(out["y"].data<float>()[i], want) << i;
   }
 }
@@ -228,8 +244,9 @@ TEST_F(ExecutorTest, KernelErrorsNameTheNode) {
     ex.run(args);
     ADD_FAILURE();
   } catch (const InvalidArgument& e) {
-    EXPECT_STREQ(e.what(), "<input>:5:3: node %e = gather: gather: index 7 at position 1 is outside "
-                           "[0, 4); check the token ids against the vocabulary size");
+    EXPECT_STREQ(e.what(),
+                 "<input>:5:3: node %e = gather: gather: index 7 at position 1 is outside "
+                 "[0, 4); check the token ids against the vocabulary size");
   }
 }
 

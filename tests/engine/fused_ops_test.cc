@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "devices/device.h"
-#include "ir/binding.h"
 #include "engine/executor.h"
+#include "ir/binding.h"
 #include "ir/text_format.h"
-#include "jit/fusion/fusion.h"
 #include "jit/cpu/kernel_cache.h"
+#include "jit/fusion/fusion.h"
 #include "memory/liveness.h"
 
 namespace disc::engine {
@@ -25,7 +25,7 @@ namespace {
 
 struct Case {
   const char* name;
-  const char* body;   // graph lines; D is replaced by the static extent
+  const char* body;    // graph lines; D is replaced by the static extent
   double atol = 1e-5;  // long sums of random signs cancel: absolute error on a small result
 };
 
@@ -70,11 +70,13 @@ const Case kCases[] = {
     {"row_reductions", R"(
   input %x : f32[R, S]
   %o1 = reduce_sum(%x) {axes = [1]} : f32[R]
-  %o2 = reduce_max(%x) {axes = [-1]} : f32[R])", 1e-4},
+  %o2 = reduce_max(%x) {axes = [-1]} : f32[R])",
+     1e-4},
     {"sum_of_squares_over_every_axis", R"(
   input %x : f32[R, S]
   %sq = mul(%x, %x) : f32[R, S]
-  %o1 = reduce_sum(%sq) {axes = [0, 1]} : f32[])", 1e-3},
+  %o1 = reduce_sum(%sq) {axes = [0, 1]} : f32[])",
+     1e-3},
     {"softmax_and_log_softmax", R"(
   input %x : f32[R, S]
   %o1 = softmax(%x) : f32[R, S]
@@ -83,7 +85,8 @@ const Case kCases[] = {
   input %y : f32[R, S]
   input %dy : f32[R, S]
   %o1 = softmax_grad(%y, %dy) : f32[R, S]
-  %o2 = log_softmax_grad(%y, %dy) : f32[R, S])", 1e-4},
+  %o2 = log_softmax_grad(%y, %dy) : f32[R, S])",
+     1e-4},
     {"rms_norm_with_residual", R"(
   input %x : f32[R, D]
   input %h : f32[R, D]
@@ -94,7 +97,8 @@ const Case kCases[] = {
   input %x : f32[R, D]
   input %w : f32[D]
   input %dy : f32[R, D]
-  %o1, %o2 = rms_norm_grad(%x, %w, %dy) {eps = 1e-05} : f32[R, D], f32[D])", 1e-4},
+  %o1, %o2 = rms_norm_grad(%x, %w, %dy) {eps = 1e-05} : f32[R, D], f32[D])",
+     1e-4},
     {"cross_entropy_and_its_gradient", R"(
   input %x : f32[R, D]
   input %labels : i64[R]
@@ -107,7 +111,8 @@ const Case kCases[] = {
   input %w : f32[D]
   input %b : f32[D]
   %o1 = add(%x, %h) : f32[R, D]
-  %o2 = layer_norm(%o1, %w, %b) {eps = 1e-05} : f32[R, D])", 1e-4},
+  %o2 = layer_norm(%o1, %w, %b) {eps = 1e-05} : f32[R, D])",
+     1e-4},
     {"gelu_tanh_and_its_gradient", R"(
   input %x : f32[R, S]
   input %dy : f32[R, S]
@@ -124,7 +129,8 @@ const Case kCases[] = {
   %m = causal_mask(%x) : f32[R, S, S]
   %o1 = softmax(%m) : f32[R, S, S]
   %g = softmax_grad(%o1, %dy) : f32[R, S, S]
-  %o2 = causal_mask(%g) {value = 0.0} : f32[R, S, S])", 1e-4},
+  %o2 = causal_mask(%g) {value = 0.0} : f32[R, S, S])",
+     1e-4},
     {"adamw_update", R"(
   input %p : f32[R, S]
   input %g : f32[R, S]
@@ -152,17 +158,20 @@ class FusedGraphs : public ::testing::Test {
   memory::DeviceAllocator alloc{*dev};
 
   // Normal floats; labels in [-1, classes) (-1 is the ignore index); AdamW's step 3.
-  std::map<std::string, Tensor> random_inputs(const ir::Graph& g, const ir::Bindings& b, int64_t classes,
-                                              uint64_t seed) {
+  std::map<std::string, Tensor> random_inputs(const ir::Graph& g, const ir::Bindings& b,
+                                              int64_t classes, uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> n;
     std::map<std::string, Tensor> args;
     for (const ir::Value* v : g.arguments()) {
       Tensor t = Tensor::empty(v->dtype(), ir::concrete_shape(g, *v, b), alloc);
       for (int64_t i = 0; i < t.numel(); ++i) {
-        if (v->name() == "labels") t.data<int64_t>()[i] = static_cast<int64_t>(rng() % (classes + 1)) - 1;
-        else if (v->dtype() == DType::kI64) t.data<int64_t>()[i] = 3;
-        else t.data<float>()[i] = n(rng);
+        if (v->name() == "labels")
+          t.data<int64_t>()[i] = static_cast<int64_t>(rng() % (classes + 1)) - 1;
+        else if (v->dtype() == DType::kI64)
+          t.data<int64_t>()[i] = 3;
+        else
+          t.data<float>()[i] = n(rng);
       }
       args.emplace(v->name(), t);
     }
@@ -172,15 +181,17 @@ class FusedGraphs : public ::testing::Test {
 
 class FusedOps : public FusedGraphs, public ::testing::WithParamInterface<Case> {};
 
-void expect_close(const std::map<std::string, Tensor>& got, const std::map<std::string, Tensor>& want,
-                  double atol, const std::string& where) {
+void expect_close(const std::map<std::string, Tensor>& got,
+                  const std::map<std::string, Tensor>& want, double atol,
+                  const std::string& where) {
   for (const auto& [name, w] : want) {
     const Tensor& o = got.at(name);
     ASSERT_EQ(o.shape(), w.shape()) << name << " " << where;
     for (int64_t i = 0; i < w.numel(); ++i) {
       const double a = o.data<float>()[i], b = w.data<float>()[i];
       if (std::isnan(b) || std::isinf(b)) {
-        EXPECT_TRUE(std::isnan(b) ? std::isnan(a) : a == b) << name << "[" << i << "] = " << a << ", want " << b << " " << where;
+        EXPECT_TRUE(std::isnan(b) ? std::isnan(a) : a == b)
+            << name << "[" << i << "] = " << a << ", want " << b << " " << where;
       } else {
         ASSERT_NEAR(a, b, atol + 1e-5 * std::abs(b)) << name << "[" << i << "] " << where;
       }
@@ -192,14 +203,26 @@ TEST_P(FusedOps, MatchTheReferenceKernelsInterpretedAndCompiled) {
   const Case& c = GetParam();
   jit::KernelCache kernels("");
   const bool static_extent = std::string(c.body).find('D') != std::string::npos;
-  for (int64_t d : static_extent ? std::vector<int64_t>{1, 17, 64, 1000} : std::vector<int64_t>{0}) {
+  for (int64_t d :
+       static_extent ? std::vector<int64_t>{1, 17, 64, 1000} : std::vector<int64_t>{0}) {
     auto g = ir::parse_graph(graph_text(c, d));
     const jit::FusionPlan plan = jit::plan_fusion(*g);
     std::unique_ptr<ir::Graph> fused = jit::apply_fusion(*g, plan);
     for (const ir::Node* n : fused->nodes())
-      ASSERT_EQ(n->op().name, "fused") << c.name << ": " << fused->describe(*n) << " was not fused\n" << plan.str();
-    Executor reference(*g, alloc), interpreted(*fused, alloc), compiled(*fused, alloc, {}, &kernels);
-    for (auto [r, s] : {std::pair{1, 1}, {3, 2}, {2, 15}, {5, 16}, {1, 17}, {3, 31}, {2, 33}, {2, 1000}, {300, 5}}) {
+      ASSERT_EQ(n->op().name, "fused")
+          << c.name << ": " << fused->describe(*n) << " was not fused\n"
+          << plan.str();
+    Executor reference(*g, alloc), interpreted(*fused, alloc),
+        compiled(*fused, alloc, {}, &kernels);
+    for (auto [r, s] : {std::pair{1, 1},
+                        {3, 2},
+                        {2, 15},
+                        {5, 16},
+                        {1, 17},
+                        {3, 31},
+                        {2, 33},
+                        {2, 1000},
+                        {300, 5}}) {
       const ir::Bindings b = {{"R", r}, {"S", s}};
       const std::string where = "at R=" + std::to_string(r) + ", S=" + std::to_string(s) +
                                 (static_extent ? ", D=" + std::to_string(d) : "");
@@ -259,15 +282,19 @@ TEST_F(FusedGraphs, BackgroundCompilationInterpretsUntilTheKernelsAreReady) {
   auto g = ir::parse_graph(graph_text(kCases[0], 0));
   std::unique_ptr<ir::Graph> fused = jit::apply_fusion(*g, jit::plan_fusion(*g));
   jit::KernelCache kernels("");
-  Executor reference(*g, alloc), background(*fused, alloc, {}, &kernels, /*background_compile=*/true);
+  Executor reference(*g, alloc),
+      background(*fused, alloc, {}, &kernels, /*background_compile=*/true);
   const auto nodes = fused->nodes();
-  const int64_t fused_nodes = std::count_if(nodes.begin(), nodes.end(), [](const ir::Node* n) { return n->op().name == "fused"; });
+  const int64_t fused_nodes = std::count_if(
+      nodes.begin(), nodes.end(), [](const ir::Node* n) { return n->op().name == "fused"; });
   for (int step = 0; step < 3; ++step) {
     std::map<std::string, Tensor> args = random_inputs(*g, {{"R", 5}, {"S", 33}}, 0, step);
     StepStats stats;
-    expect_close(background.run(args, &stats), reference.run(args), 1e-5, "step " + std::to_string(step));
+    expect_close(background.run(args, &stats), reference.run(args), 1e-5,
+                 "step " + std::to_string(step));
     if (step == 0) {
-      EXPECT_EQ(stats.kernel_compiles + stats.kernel_cache_loads, 0) << "the step waited for a compile";
+      EXPECT_EQ(stats.kernel_compiles + stats.kernel_cache_loads, 0)
+          << "the step waited for a compile";
     } else {
       EXPECT_EQ(stats.kernel_compiles, step == 1 ? fused_nodes : 0) << "compiled in the background";
       EXPECT_EQ(stats.interpreted_kernels, 0);
@@ -306,8 +333,9 @@ TEST_F(FusedGraphs, CausalProbabilitiesAreExactlyZeroAboveTheDiagonal) {
 // Labels outside [0, classes) that are not the ignore index fail every path with the count, and
 // a batch whose labels are all ignored has loss 0 and zero gradients, on every path.
 TEST_F(FusedGraphs, CrossEntropyRefusesLabelsOutsideTheClassesAndIgnoresAllIgnored) {
-  const Case* ce = std::find_if(std::begin(kCases), std::end(kCases),
-                                [](const Case& c) { return std::string(c.name) == "cross_entropy_and_its_gradient"; });
+  const Case* ce = std::find_if(std::begin(kCases), std::end(kCases), [](const Case& c) {
+    return std::string(c.name) == "cross_entropy_and_its_gradient";
+  });
   ASSERT_NE(ce, std::end(kCases));
   auto g = ir::parse_graph(graph_text(*ce, 10));
   std::unique_ptr<ir::Graph> fused = jit::apply_fusion(*g, jit::plan_fusion(*g));
@@ -328,7 +356,8 @@ TEST_F(FusedGraphs, CrossEntropyRefusesLabelsOutsideTheClassesAndIgnoresAllIgnor
   for (Executor* ex : {&reference, &interpreted, &compiled}) {
     auto out = ex->run(args);
     EXPECT_EQ(out.at("o1").data<float>()[0], 0.0f);
-    for (int64_t i = 0; i < out.at("o2").numel(); ++i) ASSERT_EQ(out.at("o2").data<float>()[i], 0.0f) << i;
+    for (int64_t i = 0; i < out.at("o2").numel(); ++i)
+      ASSERT_EQ(out.at("o2").data<float>()[i], 0.0f) << i;
   }
 }
 

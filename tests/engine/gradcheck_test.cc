@@ -8,9 +8,9 @@
 #include <set>
 
 #include "devices/device.h"
-#include "ir/binding.h"
 #include "engine/executor.h"
 #include "ir/autodiff.h"
+#include "ir/binding.h"
 #include "ir/op_registry.h"
 #include "ir/text_format.h"
 #include "op_cases.h"
@@ -28,7 +28,8 @@ bool positive_inputs(const std::string& op) {
 }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += to.size()) s.replace(p, from.size(), to);
+  for (size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += to.size())
+    s.replace(p, from.size(), to);
   return s;
 }
 
@@ -44,11 +45,20 @@ class GradCheck : public ::testing::Test {
     std::uniform_real_distribution<double> pos(0.5, 2.0);
     for (int64_t i = 0; i < t.numel(); ++i) {
       switch (v.dtype()) {
-        case DType::kF64: t.data<double>()[i] = positive_inputs(op) ? pos(rng) : normal(rng); break;
-        case DType::kI32: t.data<int32_t>()[i] = static_cast<int32_t>(rng() % 8); break;  // < every class/row count
-        case DType::kI64: t.data<int64_t>()[i] = static_cast<int64_t>(rng() % 1000); break;
-        case DType::kBool: t.data<bool>()[i] = rng() % 2; break;
-        default: ADD_FAILURE() << "unexpected input dtype";
+        case DType::kF64:
+          t.data<double>()[i] = positive_inputs(op) ? pos(rng) : normal(rng);
+          break;
+        case DType::kI32:
+          t.data<int32_t>()[i] = static_cast<int32_t>(rng() % 8);
+          break;  // < every class/row count
+        case DType::kI64:
+          t.data<int64_t>()[i] = static_cast<int64_t>(rng() % 1000);
+          break;
+        case DType::kBool:
+          t.data<bool>()[i] = rng() % 2;
+          break;
+        default:
+          ADD_FAILURE() << "unexpected input dtype";
       }
     }
     return t;
@@ -83,12 +93,14 @@ TEST_F(GradCheck, EveryDifferentiableOpMatchesFiniteDifferences) {
       std::vector<int64_t> all;
       for (int d = 0; d < r->rank(); ++d) all.push_back(d);
       ir::Value* prod = g->add("mul", {r, w});
-      loss = g->add("add", {loss, all.empty() ? prod : g->add("reduce_sum", {prod}, {{"axes", all}})});
+      loss =
+          g->add("add", {loss, all.empty() ? prod : g->add("reduce_sum", {prod}, {{"axes", all}})});
     }
     g->add_output("loss", loss);
     std::vector<ir::Value*> wrt;
     for (ir::Value* o : n.operands()) {
-      if (is_float(o->dtype()) && std::find(wrt.begin(), wrt.end(), o) == wrt.end()) wrt.push_back(o);
+      if (is_float(o->dtype()) && std::find(wrt.begin(), wrt.end(), o) == wrt.end())
+        wrt.push_back(o);
     }
     auto grads = ir::build_gradients(*g, loss, wrt);
     for (size_t i = 0; i < grads.size(); ++i) g->add_output("grad" + std::to_string(i), grads[i]);
@@ -118,7 +130,8 @@ TEST_F(GradCheck, EveryDifferentiableOpMatchesFiniteDifferences) {
   // Every op with a gradient rule was checked at least once.
   for (const ir::OpDef* op : ir::OpRegistry::instance().all()) {
     if (op->grad) {
-      EXPECT_TRUE(checked.contains(op->name)) << op->name << " has a gradient rule but no valid case to check";
+      EXPECT_TRUE(checked.contains(op->name))
+          << op->name << " has a gradient rule but no valid case to check";
     }
   }
 }

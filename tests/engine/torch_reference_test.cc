@@ -22,7 +22,8 @@ ir::models::Model build(const std::string& family, const json& c) {
   if (family == "llama") {
     ir::models::LlamaConfig lc;
     lc.vocab = c["vocab"], lc.hidden = c["hidden"], lc.layers = c["layers"], lc.heads = c["heads"];
-    lc.kv_heads = c["kv_heads"], lc.ffn = c["ffn"], lc.norm_eps = c["norm_eps"], lc.rope_theta = c["rope_theta"];
+    lc.kv_heads = c["kv_heads"], lc.ffn = c["ffn"], lc.norm_eps = c["norm_eps"],
+    lc.rope_theta = c["rope_theta"];
     return ir::models::build_llama(lc);
   }
   if (family == "gpt2") {
@@ -67,8 +68,10 @@ class TorchReference : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(TorchReference, LossGradientsAndAdamWStepsMatch) {
-  TensorFile ref = read_safetensors(std::string(DISC_TEST_DATA_DIR) + "/reference/" + GetParam() + ".safetensors", alloc);
-  json config = json::parse(ref.metadata.at("config")), optim = json::parse(ref.metadata.at("optimizer"));
+  TensorFile ref = read_safetensors(
+      std::string(DISC_TEST_DATA_DIR) + "/reference/" + GetParam() + ".safetensors", alloc);
+  json config = json::parse(ref.metadata.at("config")),
+       optim = json::parse(ref.metadata.at("optimizer"));
   ir::models::Model m = build(GetParam(), config);
   ir::OptimizerConfig opt;
   opt.beta1 = optim["beta1"], opt.beta2 = optim["beta2"], opt.eps = optim["eps"];
@@ -93,10 +96,12 @@ TEST_P(TorchReference, LossGradientsAndAdamWStepsMatch) {
     if (step > 1) continue;
     EXPECT_LT(relative_error(out.at("loss"), ref.tensors.at("loss")), 1e-4) << "loss";
     EXPECT_LT(relative_error(out.at("logits"), ref.tensors.at("logits")), 1e-4) << "logits";
-    EXPECT_LT(relative_error(out.at("grad_norm"), ref.tensors.at("grad_norm")), 1e-4) << "grad_norm";
+    EXPECT_LT(relative_error(out.at("grad_norm"), ref.tensors.at("grad_norm")), 1e-4)
+        << "grad_norm";
     double norm = ref.tensors.at("grad_norm").data<float>()[0];
     for (const ir::Value* p : m.params) {
-      const Tensor &mine = out.at("grad." + p->name()), &theirs = ref.tensors.at("grad." + p->name());
+      const Tensor &mine = out.at("grad." + p->name()),
+                   &theirs = ref.tensors.at("grad." + p->name());
       if (zero_gradient_in_exact_arithmetic(p->name())) {
         EXPECT_LT(max_abs(mine), 1e-6 * norm) << p->name();
         EXPECT_LT(max_abs(theirs), 1e-6 * norm) << p->name();
@@ -107,7 +112,9 @@ TEST_P(TorchReference, LossGradientsAndAdamWStepsMatch) {
   }
   for (const ir::Value* p : m.params) {
     if (zero_gradient_in_exact_arithmetic(p->name())) continue;  // checked above
-    EXPECT_LT(relative_error(args.at(p->name()), ref.tensors.at("after" + std::to_string(steps) + "." + p->name())), 1e-4)
+    EXPECT_LT(relative_error(args.at(p->name()),
+                             ref.tensors.at("after" + std::to_string(steps) + "." + p->name())),
+              1e-4)
         << p->name() << " after " << steps << " AdamW steps";
   }
 }

@@ -12,8 +12,8 @@
 #include "engine/init.h"
 #include "engine/pipeline.h"
 #include "engine/trainer.h"
-#include "ir/text_format.h"
 #include "ir/models/model.h"
+#include "ir/text_format.h"
 #include "ir/training_step.h"
 
 namespace disc::engine {
@@ -23,14 +23,17 @@ namespace {
 // {1, 2, 3} (mod vocab). The first two tokens reveal the stride, so attention can learn the
 // rest exactly. Right-padded to the longest sequence; padding targets are -100.
 std::map<std::string, Tensor> counting_batch(std::mt19937_64& rng, int64_t batch, int64_t min_len,
-                                             int64_t max_len, int64_t vocab, memory::Allocator& alloc) {
+                                             int64_t max_len, int64_t vocab,
+                                             memory::Allocator& alloc) {
   std::vector<int64_t> lens(batch);
   for (auto& l : lens) l = min_len + static_cast<int64_t>(rng() % (max_len - min_len + 1));
   int64_t s = *std::max_element(lens.begin(), lens.end());
   std::vector<int32_t> tokens(batch * s, 0), targets(batch * s, -100);
   for (int64_t b = 0; b < batch; ++b) {
-    int64_t start = static_cast<int64_t>(rng() % vocab), stride = 1 + static_cast<int64_t>(rng() % 3);
-    for (int64_t t = 0; t < lens[b]; ++t) tokens[b * s + t] = static_cast<int32_t>((start + t * stride) % vocab);
+    int64_t start = static_cast<int64_t>(rng() % vocab),
+            stride = 1 + static_cast<int64_t>(rng() % 3);
+    for (int64_t t = 0; t < lens[b]; ++t)
+      tokens[b * s + t] = static_cast<int32_t>((start + t * stride) % vocab);
     for (int64_t t = 0; t + 1 < lens[b]; ++t) targets[b * s + t] = tokens[b * s + t + 1];
   }
   return {{"tokens", Tensor::from<int32_t>({batch, s}, tokens, alloc)},
@@ -52,8 +55,8 @@ struct TrainRun {
   // Each update's value is an output too, so that every update copies it into its argument
   // instead of having its node write it there (memory/liveness.h).
   bool update_copies = false;
-  size_t* written_into = nullptr;       // receives how many updates were written in place
-  std::string* step_graph = nullptr;    // receives the graph the executor ran, printed
+  size_t* written_into = nullptr;     // receives how many updates were written in place
+  std::string* step_graph = nullptr;  // receives the graph the executor ran, printed
 };
 
 class Training : public ::testing::Test {
@@ -79,16 +82,19 @@ class Training : public ::testing::Test {
     if (run.update_copies) {
       pipeline.after({"training_step"}, [](const std::string&, CompiledStep& s) {
         ir::Graph& g = *s.model.graph;
-        for (const auto& [arg, v] : std::vector(g.updates())) g.add_output("kept." + arg->name(), v);
+        for (const auto& [arg, v] : std::vector(g.updates()))
+          g.add_output("kept." + arg->name(), v);
       });
     }
     CompiledStep compiled = pipeline.run(std::move(m));
     for (const StageRun& r : pipeline.runs()) {
-      if (r.stage == "attention" || r.stage == "linear_cross_entropy" || r.stage == "backward_recompute")
+      if (r.stage == "attention" || r.stage == "linear_cross_entropy" ||
+          r.stage == "backward_recompute")
         EXPECT_EQ(r.changed, !r.skipped) << r.stage << " found nothing to rewrite";
     }
     if (run.step_graph) *run.step_graph = ir::print_graph(compiled.graph());
-    Executor ex(compiled.graph(), alloc, {}, std::move(*compiled.schedule), run.kernels, run.background);
+    Executor ex(compiled.graph(), alloc, {}, std::move(*compiled.schedule), run.kernels,
+                run.background);
     ex.set_observer(run.observer);
     if (run.written_into) *run.written_into = ex.governor().liveness().written_into.size();
     std::map<std::string, Tensor> args = init_params(compiled.model, seed, alloc);
@@ -117,9 +123,13 @@ class Training : public ::testing::Test {
 
 TEST_F(Training, LlamaLearnsCountingWithVariableLengths) {
   std::vector<float> losses = train(300, 7);
-  auto mean = [](auto first, auto last) { return std::accumulate(first, last, 0.0) / std::distance(first, last); };
-  double start = mean(losses.begin(), losses.begin() + 10), end = mean(losses.end() - 20, losses.end());
-  std::printf("llama counting task: mean loss of steps 1-10 %.3f, of steps 281-300 %.3f\n", start, end);
+  auto mean = [](auto first, auto last) {
+    return std::accumulate(first, last, 0.0) / std::distance(first, last);
+  };
+  double start = mean(losses.begin(), losses.begin() + 10),
+         end = mean(losses.end() - 20, losses.end());
+  std::printf("llama counting task: mean loss of steps 1-10 %.3f, of steps 281-300 %.3f\n", start,
+              end);
   // ln(32) = 3.47 at the start; the tokens after the second are fully predictable.
   EXPECT_GT(start, 3.0);
   EXPECT_LT(end, 0.25 * start) << "loss fell only from " << start << " to " << end;
@@ -155,7 +165,8 @@ TEST_F(Training, CompiledKernelsGiveTheSameLossesWithinRoundingAndTheSameBitsEve
   EXPECT_EQ(second.kernel_compiles, 0);
   EXPECT_EQ(second.fused_kernels, first.fused_kernels);
   std::printf("%lld fused kernels run, %lld compiled, over 15 steps\n",
-              static_cast<long long>(first.fused_kernels), static_cast<long long>(first.kernel_compiles));
+              static_cast<long long>(first.fused_kernels),
+              static_cast<long long>(first.kernel_compiles));
 }
 
 // The head as one linear_cross_entropy op (chunks of rows, its own softmax rounding), on the
@@ -168,7 +179,8 @@ TEST_F(Training, LinearCrossEntropyOpGivesTheSameLossesWithinRoundingAndTheSameB
     std::vector<float> head = train(15, 11, run);
     EXPECT_EQ(head, train(15, 11, run));
     for (size_t i = 0; i < plain.size(); ++i)
-      EXPECT_NEAR(head[i], plain[i], 2e-5 * std::abs(plain[i]) * (i + 1)) << "step " << i + 1 << (fuse ? ", fused" : "");
+      EXPECT_NEAR(head[i], plain[i], 2e-5 * std::abs(plain[i]) * (i + 1))
+          << "step " << i + 1 << (fuse ? ", fused" : "");
   }
 }
 
@@ -178,12 +190,14 @@ TEST_F(Training, BackgroundCompilationGivesTheSameLossesWithinRounding) {
   jit::KernelCache kernels("");
   StepStats stats;
   std::vector<float> plain = train(15, 11);
-  std::vector<float> background = train(15, 11, {.fuse = true, .kernels = &kernels, .stats = &stats, .background = true});
+  std::vector<float> background =
+      train(15, 11, {.fuse = true, .kernels = &kernels, .stats = &stats, .background = true});
   for (size_t i = 0; i < plain.size(); ++i)
     EXPECT_NEAR(background[i], plain[i], 2e-5 * std::abs(plain[i]) * (i + 1)) << "step " << i + 1;
   EXPECT_GT(stats.interpreted_kernels + stats.kernel_compiles, 0);
   std::printf("%lld fused nodes interpreted while their kernels compiled, %lld kernels compiled\n",
-              static_cast<long long>(stats.interpreted_kernels), static_cast<long long>(stats.kernel_compiles));
+              static_cast<long long>(stats.interpreted_kernels),
+              static_cast<long long>(stats.kernel_compiles));
 }
 
 // A step compiles its kernels before it runs its first node (where LLVM's code is still in the
@@ -199,7 +213,12 @@ TEST_F(Training, AStepCompilesEveryKernelBeforeItsFirstNode) {
   StepStats stats;
   for (int64_t max_len : {12, 40, 100}) {  // lengths 8..12, 8..40, 8..100: new buckets each time
     first = true;
-    train(1, 11, {.fuse = true, .kernels = &kernels, .stats = &stats, .max_len = max_len, .observer = observe});
+    train(1, 11,
+          {.fuse = true,
+           .kernels = &kernels,
+           .stats = &stats,
+           .max_len = max_len,
+           .observer = observe});
     at_end.push_back(kernels.stats().compiles);
   }
   EXPECT_EQ(at_first_node, at_end);
@@ -230,13 +249,15 @@ TEST_F(Training, TriangularAttentionProductsGiveTheSameLossesWithinRoundingAndTh
 // same bits.
 TEST_F(Training, AttentionOpGivesTheSameLossesWithinRoundingAndTheSameBitsEveryRun) {
   jit::KernelCache kernels("");
-  for (const TrainRun& primitives : {TrainRun{.max_len = 150}, TrainRun{.fuse = true, .kernels = &kernels, .max_len = 150}}) {
+  for (const TrainRun& primitives :
+       {TrainRun{.max_len = 150}, TrainRun{.fuse = true, .kernels = &kernels, .max_len = 150}}) {
     TrainRun one_op = primitives;
     one_op.attention = true;
     std::vector<float> plain = train(10, 5, primitives), fused = train(10, 5, one_op);
     EXPECT_EQ(fused, train(10, 5, one_op));
     for (size_t i = 0; i < plain.size(); ++i)
-      EXPECT_NEAR(fused[i], plain[i], 2e-5 * std::abs(plain[i]) * (i + 1)) << "step " << i + 1 << (primitives.fuse ? " (JIT)" : "");
+      EXPECT_NEAR(fused[i], plain[i], 2e-5 * std::abs(plain[i]) * (i + 1))
+          << "step " << i + 1 << (primitives.fuse ? " (JIT)" : "");
   }
 }
 
@@ -262,7 +283,8 @@ TEST_F(Training, UpdatesWrittenInPlaceGiveTheSameLossesBitForBit) {
     in_place_run.written_into = &in_place;
     copies.update_copies = true;
     copies.written_into = &copied;
-    EXPECT_EQ(train(10, 5, in_place_run), train(10, 5, copies)) << (copies.fuse ? "JIT" : "reference kernels");
+    EXPECT_EQ(train(10, 5, in_place_run), train(10, 5, copies))
+        << (copies.fuse ? "JIT" : "reference kernels");
     EXPECT_GT(in_place, 0u);
     EXPECT_EQ(copied, 0u);
   }
@@ -274,27 +296,39 @@ TEST_F(Training, UpdatesWrittenInPlaceGiveTheSameLossesBitForBit) {
 TEST_F(Training, TheTrainersStepGivesTheSameLossesWithinRoundingAndTheSameBitsEveryRun) {
   jit::KernelCache kernels("");
   std::string graph;
-  const TrainRun all{.fuse = true, .kernels = &kernels, .tril = true, .attention = true, .cross_entropy = true,
-                     .backward_recompute = true, .step_graph = &graph};
+  const TrainRun all{.fuse = true,
+                     .kernels = &kernels,
+                     .tril = true,
+                     .attention = true,
+                     .cross_entropy = true,
+                     .backward_recompute = true,
+                     .step_graph = &graph};
   std::vector<float> plain = train(15, 11), step = train(15, 11, all);
   EXPECT_EQ(step, train(15, 11, all));
   for (size_t i = 0; i < plain.size(); ++i)
     EXPECT_NEAR(step[i], plain[i], 2e-5 * std::abs(plain[i]) * (i + 1)) << "step " << i + 1;
   TrainerOptions options;
   options.threads = 2, options.optimizer.weight_decay = 0.0, options.optimizer.clip_norm = 1.0;
-  Trainer trainer(ir::models::build_llama({.vocab = 32, .hidden = 64, .layers = 2, .heads = 4, .kv_heads = 2,
-                                           .ffn = 172, .max_seq = 64}),
+  Trainer trainer(ir::models::build_llama({.vocab = 32,
+                                           .hidden = 64,
+                                           .layers = 2,
+                                           .heads = 4,
+                                           .kv_heads = 2,
+                                           .ffn = 172,
+                                           .max_seq = 64}),
                   options);
   EXPECT_EQ(ir::print_graph(trainer.step_graph()), graph);
 }
 
 // Images whose label is the quadrant holding a bright square: learnable by a small CNN.
-std::map<std::string, Tensor> quadrant_batch(std::mt19937_64& rng, int64_t batch, memory::Allocator& alloc) {
+std::map<std::string, Tensor> quadrant_batch(std::mt19937_64& rng, int64_t batch,
+                                             memory::Allocator& alloc) {
   std::vector<float> images(batch * 16 * 16, 0.0f);
   std::vector<int32_t> labels(batch);
   for (int64_t b = 0; b < batch; ++b) {
     labels[b] = static_cast<int32_t>(rng() % 4);
-    int64_t y0 = (labels[b] / 2) * 8 + static_cast<int64_t>(rng() % 4), x0 = (labels[b] % 2) * 8 + static_cast<int64_t>(rng() % 4);
+    int64_t y0 = (labels[b] / 2) * 8 + static_cast<int64_t>(rng() % 4),
+            x0 = (labels[b] % 2) * 8 + static_cast<int64_t>(rng() % 4);
     for (int64_t y = y0; y < y0 + 4; ++y) {
       for (int64_t x = x0; x < x0 + 4; ++x) images[b * 256 + y * 16 + x] = 1.0f;
     }
@@ -327,7 +361,8 @@ TEST_F(Training, CnnLearnsWithSgdAndMomentum) {
 
 TEST_F(Training, Gpt2WithDropoutRunsAndDropoutFollowsTheSeed) {
   ir::models::Gpt2Config c;
-  c.vocab = 32, c.hidden = 32, c.layers = 1, c.heads = 2, c.ffn = 64, c.max_seq = 64, c.dropout = 0.1;
+  c.vocab = 32, c.hidden = 32, c.layers = 1, c.heads = 2, c.ffn = 64, c.max_seq = 64,
+  c.dropout = 0.1;
   ir::models::Model m = ir::models::build_gpt2(c);
   ir::build_training_step(*m.graph, m.loss, m.params, {});
   Executor ex(*m.graph, alloc);

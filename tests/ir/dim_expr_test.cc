@@ -9,7 +9,9 @@
 namespace disc::ir {
 namespace {
 
-DimExpr P(std::string_view s) { return parse_dim_expr(s); }
+DimExpr P(std::string_view s) {
+  return parse_dim_expr(s);
+}
 
 TEST(DimExpr, CanonicalFormIsIndependentOfSpelling) {
   EXPECT_EQ(P("S*B*4096").str(), "4096*B*S");
@@ -70,8 +72,8 @@ TEST(DimExpr, OverflowIsAnErrorNotWrapAround) {
 }
 
 TEST(DimExpr, SizeLimitsKeepArithmeticBounded) {
-  EXPECT_THROW(P("S^33"), ParseError);                          // degree above kMaxDegree
-  EXPECT_THROW(P("(A + B + C + D + E + 1)^8"), ParseError);     // more than kMaxTerms terms
+  EXPECT_THROW(P("S^33"), ParseError);                       // degree above kMaxDegree
+  EXPECT_THROW(P("(A + B + C + D + E + 1)^8"), ParseError);  // more than kMaxTerms terms
   EXPECT_NO_THROW(P("(A + B + 1)^4"));
 }
 
@@ -80,8 +82,9 @@ TEST(DimExpr, ParseErrorsAreLocated) {
     P("B * * S");
     ADD_FAILURE();
   } catch (const ParseError& e) {
-    EXPECT_STREQ(e.what(),
-                 "<dim>:1:5: expected a dim (integer, symbol or parenthesised expression), found `*`");
+    EXPECT_STREQ(
+        e.what(),
+        "<dim>:1:5: expected a dim (integer, symbol or parenthesised expression), found `*`");
   }
   EXPECT_THROW(P("B S"), ParseError);
   EXPECT_THROW(P("(B + 1"), ParseError);

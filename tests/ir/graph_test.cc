@@ -10,7 +10,9 @@
 namespace disc::ir {
 namespace {
 
-DimExpr sym(const char* s) { return DimExpr::symbol(s); }
+DimExpr sym(const char* s) {
+  return DimExpr::symbol(s);
+}
 
 TEST(Graph, BuildInferAndPrint) {
   Graph g("mlp");
@@ -104,8 +106,9 @@ TEST(Verifier, CatchesWhatTheApiCannotPrevent) {
     verify(*g);
     ADD_FAILURE();
   } catch (const VerifyError& e) {
-    EXPECT_STREQ(e.what(), "<input>:4:3: node %y = exp: result %y has type f32[B, 5] but the op "
-                           "gives f32[B, 4]");
+    EXPECT_STREQ(e.what(),
+                 "<input>:4:3: node %y = exp: result %y has type f32[B, 5] but the op "
+                 "gives f32[B, 4]");
   }
 }
 

@@ -17,12 +17,14 @@ double transposed_at(const Tensor& x, const std::vector<int64_t>& perm, int64_t 
   for (int64_t p : perm) out_shape.push_back(x.shape[p]);
   const auto in_strides = row_major_strides(x.shape), out_strides = row_major_strides(out_shape);
   int64_t src = 0;
-  for (size_t i = 0; i < perm.size(); ++i) src += (o / out_strides[i] % out_shape[i]) * in_strides[perm[i]];
+  for (size_t i = 0; i < perm.size(); ++i)
+    src += (o / out_strides[i] % out_shape[i]) * in_strides[perm[i]];
   return x.get(src);
 }
 
 TEST(LayoutKernels, TransposeEveryPermutationOnAwkwardShapes) {
-  const std::vector<std::vector<int64_t>> shapes = {{7}, {1, 5}, {3, 1, 2}, {2, 3, 5, 7}, {1, 13, 1, 64}, {5, 97, 3, 11}};
+  const std::vector<std::vector<int64_t>> shapes = {{7},          {1, 5},         {3, 1, 2},
+                                                    {2, 3, 5, 7}, {1, 13, 1, 64}, {5, 97, 3, 11}};
   for (DType t : {DType::kF32, DType::kI64}) {
     for (const auto& shape : shapes) {
       const Tensor x = random_tensor(shape, 7, t, -50, 50);
@@ -32,7 +34,8 @@ TEST(LayoutKernels, TransposeEveryPermutationOnAwkwardShapes) {
         const Tensor y = run("transpose", {{"perm", perm}}, {&x})[0];
         ASSERT_EQ(y.numel(), x.numel());
         for (int64_t o = 0; o < y.numel(); ++o)
-          ASSERT_EQ(y.get(o), transposed_at(x, perm, o)) << "perm " << ::testing::PrintToString(perm) << " at " << o;
+          ASSERT_EQ(y.get(o), transposed_at(x, perm, o))
+              << "perm " << ::testing::PrintToString(perm) << " at " << o;
       } while (std::next_permutation(perm.begin(), perm.end()));
     }
   }

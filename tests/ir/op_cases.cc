@@ -64,14 +64,17 @@ std::vector<ValidCase> valid_cases() {
       {"layer_norm", "layer_norm(%x, %v8, %v8) {eps = 0.001}", "f32[B, S, 8]"},
       {"cross_entropy", "cross_entropy(%x, %i)", "f32[]"},
       {"cross_entropy", "cross_entropy(%x, %i) {ignore_index = 0}", "f32[]"},
-      {"linear_cross_entropy", "linear_cross_entropy(%x, %w, %i)", "f32[], f32[B, S, 8], f32[8, 16]"},
-      {"linear_cross_entropy", "linear_cross_entropy(%x, %wide, %i) {ignore_index = 0, transpose_w = true}",
+      {"linear_cross_entropy", "linear_cross_entropy(%x, %w, %i)",
+       "f32[], f32[B, S, 8], f32[8, 16]"},
+      {"linear_cross_entropy",
+       "linear_cross_entropy(%x, %wide, %i) {ignore_index = 0, transpose_w = true}",
        "f32[], f32[B, S, 8], f32[9, 8]"},
       {"rope", "rope(%h)", "f32[B, S, 2, 8]"},
       {"rope", "rope(%x) {seq_axis = 1, theta = 500000.0}", "f32[B, S, 8]"},
       {"attention", "attention(%x, %y, %x)", "f32[B, S, 8]"},
       {"attention", "attention(%h, %h, %h) {causal = false, scale = 0.5}", "f32[B, S, 2, 8]"},
-      {"attention_grad", "attention_grad(%x, %y, %x, %y) {scale = 0.5}", "f32[B, S, 8], f32[B, S, 8], f32[B, S, 8]"},
+      {"attention_grad", "attention_grad(%x, %y, %x, %y) {scale = 0.5}",
+       "f32[B, S, 8], f32[B, S, 8], f32[B, S, 8]"},
       {"causal_mask", "causal_mask(%sq)", "f32[B, S, S]"},
       {"causal_mask", "causal_mask(%sq) {value = -10000.0}", "f32[B, S, S]"},
       {"dropout", "dropout(%x, %seed) {rate = 0.1, stream = 3}", "f32[B, S, 8]"},
@@ -108,15 +111,15 @@ std::vector<ValidCase> valid_cases() {
 
 std::vector<InvalidCase> invalid_cases() {
   std::vector<InvalidCase> cases;
-  for (const char* op : {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "sin", "cos",
-                         "gelu"}) {
+  for (const char* op :
+       {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "sin", "cos", "gelu"}) {
     cases.push_back({op, std::string(op) + "(%xi)", "expected a float dtype"});
   }
   for (const char* op : {"neg", "abs", "relu"}) {
     cases.push_back({op, std::string(op) + "(%c)", "expected a float or integer dtype"});
   }
-  for (const char* op : {"add", "sub", "mul", "div", "pow", "max", "min", "eq", "ne", "lt", "le",
-                         "gt", "ge"}) {
+  for (const char* op :
+       {"add", "sub", "mul", "div", "pow", "max", "min", "eq", "ne", "lt", "le", "gt", "ge"}) {
     cases.push_back({op, std::string(op) + "(%x, %m)", "ranks differ"});
   }
   std::vector<InvalidCase> more = {
@@ -154,7 +157,8 @@ std::vector<InvalidCase> invalid_cases() {
       {"rms_norm", "rms_norm(%x, %v8) {eps = 0.0}", "`eps` must be positive"},
       {"layer_norm", "layer_norm(%x, %v8)", "takes 3 operands, got 2"},
       {"cross_entropy", "cross_entropy(%x, %xi)", "without its last (class) dim"},
-      {"linear_cross_entropy", "linear_cross_entropy(%x, %wide, %i)", "w's first dim must equal h's last (D)"},
+      {"linear_cross_entropy", "linear_cross_entropy(%x, %wide, %i)",
+       "w's first dim must equal h's last (D)"},
       {"linear_cross_entropy", "linear_cross_entropy(%x, %w, %xi)", "must have the shape of h"},
       {"linear_cross_entropy", "linear_cross_entropy(%xi, %w, %i)", "expected a float dtype"},
       {"rope", "rope(%odd)", "must be even"},
@@ -182,7 +186,8 @@ std::vector<InvalidCase> invalid_cases() {
       {"conv2d_grad_weight", "conv2d_grad_weight(%img, %kern4, %dy)", "input channels"},
       {"max_pool2d_grad", "max_pool2d_grad(%img, %img) {kernel = [2, 2], stride = [2, 2]}",
        "dy dim 2 must equal"},
-      {"avg_pool2d_grad", "avg_pool2d_grad(%img, %pdy) {kernel = [2, 2]}", "missing attribute `stride`"},
+      {"avg_pool2d_grad", "avg_pool2d_grad(%img, %pdy) {kernel = [2, 2]}",
+       "missing attribute `stride`"},
       {"sgd_update", "sgd_update(%x, %y, %x, %v8)", "(lr) must be a scalar"},
       {"adamw_update", "adamw_update(%x, %y, %x, %y, %s, %s)", "(step) must be an i64 scalar"},
   };

@@ -15,7 +15,9 @@ namespace {
 
 using testing::case_graph;
 
-const Node& result_node(const Graph& g) { return *g.find_value("r")->producer(); }
+const Node& result_node(const Graph& g) {
+  return *g.find_value("r")->producer();
+}
 
 TEST(Ops, ValidUsesInferTheExpectedType) {
   for (const auto& c : testing::valid_cases()) {
@@ -41,7 +43,7 @@ TEST(Ops, ValidUsesRejectAWrongDeclaredType) {
     SCOPED_TRACE(c.node);
     // Same shape, other dtype (of the first result): the declared type no longer matches.
     std::string other = c.type.rfind("f64", 0) == 0 ? "f32" + c.type.substr(3)
-                                                      : "f64" + c.type.substr(c.type.find('['));
+                                                    : "f64" + c.type.substr(c.type.find('['));
     std::string first = other.substr(0, other.find(']') + 1);
     try {
       parse_graph(case_graph(c.node, other), "<case>");
@@ -55,7 +57,8 @@ TEST(Ops, ValidUsesRejectAWrongDeclaredType) {
 TEST(Ops, InvalidUsesFailWithTheirMessageAndLocation) {
   // The node sits on the line after the preamble.
   std::string preamble = testing::kCasePreamble;
-  std::string at = "<case>:" + std::to_string(std::count(preamble.begin(), preamble.end(), '\n') + 1) + ":";
+  std::string at =
+      "<case>:" + std::to_string(std::count(preamble.begin(), preamble.end(), '\n') + 1) + ":";
   for (const auto& c : testing::invalid_cases()) {
     SCOPED_TRACE(c.node);
     try {
@@ -114,7 +117,7 @@ TEST(Ops, CostsAreSymbolic) {
   const Node& n = result_node(*g);
   std::vector<TensorType> in = {n.operand(0)->type(), n.operand(1)->type()};
   OpCost c = n.op().cost_of(in, {n.result()->type()}, n.attrs());
-  EXPECT_EQ(c.flops.str(), "256*B*S");  // 2 * (B*S*16 outputs) * K=8
+  EXPECT_EQ(c.flops.str(), "256*B*S");       // 2 * (B*S*16 outputs) * K=8
   EXPECT_EQ(c.bytes.str(), "96*B*S + 512");  // 4 bytes * (8BS + 128 + 16BS)
 
   auto e = parse_graph(case_graph("add(%x, %y)", "f32[B, S, 8]"));

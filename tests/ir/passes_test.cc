@@ -1,10 +1,9 @@
 // The pass framework and the passes (canonicalize, cse, dce, tril, attention, linear_cross_entropy,
 // backward_recompute).
-#include "ir/pass.h"
-
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "ir/pass.h"
 #include "ir/text_format.h"
 
 namespace disc::ir {
@@ -149,8 +148,10 @@ TEST(Passes, UnknownPassNamesSuggest) {
     make_pass("canonicalise");
     ADD_FAILURE();
   } catch (const InvalidArgument& e) {
-    EXPECT_STREQ(e.what(), "unknown pass `canonicalise` (did you mean `canonicalize`?); passes: "
-                           "verify, canonicalize, cse, dce, tril, attention, linear_cross_entropy, backward_recompute");
+    EXPECT_STREQ(e.what(),
+                 "unknown pass `canonicalise` (did you mean `canonicalize`?); passes: "
+                 "verify, canonicalize, cse, dce, tril, attention, linear_cross_entropy, "
+                 "backward_recompute");
   }
   PassManager pm;
   EXPECT_THROW(pm.dump_after({"csee"}, nullptr), InvalidArgument);
@@ -389,7 +390,8 @@ TEST(Passes, BackwardRecomputeMakesMemoryBoundValuesAgainFromWhatTheBackwardRead
   output dg = %dg
 }
 )";
-  EXPECT_EQ(run("backward_recompute", forward + backward_before + rest), forward + backward_after + rest);
+  EXPECT_EQ(run("backward_recompute", forward + backward_before + rest),
+            forward + backward_after + rest);
   // Without an output `loss` there is no backward to tell apart.
   std::string no_loss = forward + backward_before + rest;
   no_loss.replace(no_loss.find("output loss"), 11, "output l0ss");

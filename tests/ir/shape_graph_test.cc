@@ -10,7 +10,9 @@
 namespace disc::ir {
 namespace {
 
-DimExpr P(std::string_view s) { return parse_dim_expr(s); }
+DimExpr P(std::string_view s) {
+  return parse_dim_expr(s);
+}
 
 class ShapeGraphTest : public ::testing::Test {
  protected:
@@ -30,7 +32,7 @@ TEST_F(ShapeGraphTest, UnionOfEqualSymbols) {
   EXPECT_EQ(sg.canonical(P("B2*B3")).str(), "B^2");
   EXPECT_TRUE(sg.is_independent("B"));
   EXPECT_FALSE(sg.is_independent("B3"));
-  EXPECT_EQ(sg.find("B")->lo, 4);   // ranges intersect: [4, 16]
+  EXPECT_EQ(sg.find("B")->lo, 4);  // ranges intersect: [4, 16]
   EXPECT_EQ(sg.find("B")->hi, 16);
   EXPECT_EQ(sg.facts(), (std::vector<std::string>{"B in [4, 16]", "B2 = B", "B3 = B"}));
 }
@@ -81,7 +83,7 @@ TEST_F(ShapeGraphTest, ContradictionsAreErrors) {
   sym("S", 1, 64);
   EXPECT_THROW(sg.assert_equal(P("3"), P("4"), "test"), ShapeError);
   EXPECT_THROW(sg.assert_equal(P("B"), P("B + 1"), "test"), ShapeError);
-  EXPECT_THROW(sg.assert_equal(P("B"), P("100"), "test"), ShapeError);     // outside [1, 64]
+  EXPECT_THROW(sg.assert_equal(P("B"), P("100"), "test"), ShapeError);        // outside [1, 64]
   EXPECT_THROW(sg.assert_equal(P("B*S"), P("B*S + S"), "test"), ShapeError);  // S >= 1
   try {
     sg.assert_equal(P("8*B*S"), P("7*B"), "reshape of [B, S, 8] to [B, 7]");
@@ -98,13 +100,13 @@ TEST_F(ShapeGraphTest, ComparisonsThatMustBeDecided) {
   EXPECT_EQ(cmp("B*S", "B*S"), Ordering::kEQ);
   EXPECT_EQ(cmp("B*S + 1", "B*S"), Ordering::kGT);
   EXPECT_EQ(cmp("4096*B*S", "2048*B*S"), Ordering::kGT);
-  EXPECT_EQ(cmp("B*S", "B"), Ordering::kGE);        // equal when S = 1
+  EXPECT_EQ(cmp("B*S", "B"), Ordering::kGE);  // equal when S = 1
   EXPECT_EQ(cmp("B", "B*S"), Ordering::kLE);
   EXPECT_EQ(cmp("2*B*S", "B + S"), Ordering::kGE);  // 2BS - B - S >= 0 when B, S >= 1
   EXPECT_EQ(cmp("S", "5000"), Ordering::kLT);       // S <= 4096
   EXPECT_EQ(cmp("B", "0"), Ordering::kGT);
   EXPECT_EQ(cmp("Z", "0"), Ordering::kGE);
-  EXPECT_EQ(cmp("B*S", "300000"), Ordering::kLT);   // 64 * 4096 = 262144
+  EXPECT_EQ(cmp("B*S", "300000"), Ordering::kLT);  // 64 * 4096 = 262144
   EXPECT_EQ(cmp("B*S", "262144"), Ordering::kLE);
   EXPECT_EQ(cmp("S^2", "S"), Ordering::kGE);
   EXPECT_EQ(cmp("B - 65", "0"), Ordering::kLT);
@@ -164,7 +166,7 @@ TEST_F(ShapeGraphTest, DeclarationErrors) {
   EXPECT_THROW(sym("B", 1, 8), InvalidArgument);
   EXPECT_THROW(sym("C", 5, 4), InvalidArgument);
   EXPECT_THROW(sym("D", -1, 4), InvalidArgument);
-  EXPECT_THROW(sym("E", 5, 7, 8), InvalidArgument);  // no multiple of 8 in [5, 7]
+  EXPECT_THROW(sym("E", 5, 7, 8), InvalidArgument);                 // no multiple of 8 in [5, 7]
   EXPECT_THROW(sg.add_symbol({"F", 1, 8, 1, 9}), InvalidArgument);  // hint outside
 }
 

@@ -1,4 +1,6 @@
 // The text format: exact round trips, and clear errors for malformed input.
+#include "ir/text_format.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -6,7 +8,6 @@
 
 #include "base/error.h"
 #include "ir/pass.h"
-#include "ir/text_format.h"
 #include "op_cases.h"
 
 namespace disc::ir {
@@ -103,27 +104,48 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Malformed{"", "m.disc:1:1: expected `graph`, found end of input"},
         Malformed{"graph g {}", "m.disc:1:7: expected a graph name such as `@model`, found `g`"},
-        Malformed{"graph @g {\n  input %x : f32[4]\n", "m.disc:3:1: expected `}` to close the graph, found end of input"},
-        Malformed{"graph @g {\n  input %x : f33[4]\n}", "m.disc:2:14: unknown dtype `f33` (f32, f64, bf16, f16, i32, i64, bool)"},
-        Malformed{"graph @g {\n  input %x : f32[4 4]\n}", "m.disc:2:20: expected `,` or `]` in the shape, found integer 4"},
-        Malformed{"graph @g {\n  sym B in [1 8]\n}", "m.disc:2:15: expected `,` between the bounds, found integer 8"},
-        Malformed{"graph @g {\n  sym B in [8, 1]\n}", "m.disc:2:3: symbol B: range [8, 1] is empty or negative"},
-        Malformed{"graph @g {\n  sym B in [1, 8]\n  sym B in [1, 8]\n}", "m.disc:3:3: symbol B: declared twice; give each symbol one declaration"},
-        Malformed{"graph @g {\n  input %x : f32[Q]\n}", "m.disc:2:18: symbol Q is not declared; declare it with `sym Q in [lo, hi]`"},
-        Malformed{"graph @g {\n  input %x : f32[4]\n  input %x : f32[4]\n}", "m.disc:3:9: value %x is defined twice"},
-        Malformed{"graph @g {\n  input %x : f32[4]\n  %y = exp(%xx) : f32[4]\n}", "m.disc:3:12: value %xx is not defined before this use (did you mean `x`?)"},
-        Malformed{"graph @g {\n  input %x : f32[4]\n  %y = expp(%x) : f32[4]\n}", "m.disc:3:8: unknown op `expp` (did you mean `exp`?)"},
-        Malformed{"graph @g {\n  input %x : f32[4]\n  %y = exp(%x) : f32[5]\n}", "m.disc:3:3: node %y = exp: result 0 is declared f32[5] but the op gives f32[4]"},
-        Malformed{"graph @g {\n  input %x : f32[4]\n  %y = exp(%x) {k = 1, k = 2} : f32[4]\n}", "m.disc:3:24: attribute `k` is given twice"},
-        Malformed{"graph @g {\n  input %x : f32[4]\n  %y = exp(%x) f32[4]\n}", "m.disc:3:16: expected `:` before the result types, found `f32`"},
-        Malformed{"graph @g {\n  input %x : f32[99999999999999999999]\n}", "m.disc:2:18: integer 99999999999999999999 does not fit in 64 bits"},
+        Malformed{"graph @g {\n  input %x : f32[4]\n",
+                  "m.disc:3:1: expected `}` to close the graph, found end of input"},
+        Malformed{"graph @g {\n  input %x : f33[4]\n}",
+                  "m.disc:2:14: unknown dtype `f33` (f32, f64, bf16, f16, i32, i64, bool)"},
+        Malformed{"graph @g {\n  input %x : f32[4 4]\n}",
+                  "m.disc:2:20: expected `,` or `]` in the shape, found integer 4"},
+        Malformed{"graph @g {\n  sym B in [1 8]\n}",
+                  "m.disc:2:15: expected `,` between the bounds, found integer 8"},
+        Malformed{"graph @g {\n  sym B in [8, 1]\n}",
+                  "m.disc:2:3: symbol B: range [8, 1] is empty or negative"},
+        Malformed{"graph @g {\n  sym B in [1, 8]\n  sym B in [1, 8]\n}",
+                  "m.disc:3:3: symbol B: declared twice; give each symbol one declaration"},
+        Malformed{"graph @g {\n  input %x : f32[Q]\n}",
+                  "m.disc:2:18: symbol Q is not declared; declare it with `sym Q in [lo, hi]`"},
+        Malformed{"graph @g {\n  input %x : f32[4]\n  input %x : f32[4]\n}",
+                  "m.disc:3:9: value %x is defined twice"},
+        Malformed{"graph @g {\n  input %x : f32[4]\n  %y = exp(%xx) : f32[4]\n}",
+                  "m.disc:3:12: value %xx is not defined before this use (did you mean `x`?)"},
+        Malformed{"graph @g {\n  input %x : f32[4]\n  %y = expp(%x) : f32[4]\n}",
+                  "m.disc:3:8: unknown op `expp` (did you mean `exp`?)"},
+        Malformed{"graph @g {\n  input %x : f32[4]\n  %y = exp(%x) : f32[5]\n}",
+                  "m.disc:3:3: node %y = exp: result 0 is declared f32[5] but the op gives f32[4]"},
+        Malformed{"graph @g {\n  input %x : f32[4]\n  %y = exp(%x) {k = 1, k = 2} : f32[4]\n}",
+                  "m.disc:3:24: attribute `k` is given twice"},
+        Malformed{"graph @g {\n  input %x : f32[4]\n  %y = exp(%x) f32[4]\n}",
+                  "m.disc:3:16: expected `:` before the result types, found `f32`"},
+        Malformed{"graph @g {\n  input %x : f32[99999999999999999999]\n}",
+                  "m.disc:2:18: integer 99999999999999999999 does not fit in 64 bits"},
         Malformed{"graph @g {\n  input %x : f32[4] $\n}", "m.disc:2:21: unexpected character `$`"},
-        Malformed{"graph @g {\n  %y = constant() {value = \"1} : f32[]\n}", "m.disc:2:28: string is not closed with \""},
-        Malformed{"graph @g {\n  output y = %y\n}", "m.disc:2:14: value %y is not defined before this use"},
-        Malformed{"graph @g {\n  sym B in [1, 8]\n  input %x : f32[B/3]\n}", "m.disc:3:19: B is not exactly divisible by 3"},
-        Malformed{"graph @g {\n  sym f32 in [1, 8]\n}", "m.disc:2:3: `f32` is reserved and cannot name a symbol"},
-        Malformed{"graph @g {\n}\ngraph @h {\n}", "m.disc:3:1: expected end of input after the graph's `}`, found `graph`"},
-        Malformed{"graph @g {\n  input %x : f32[4]\n  oops\n}", "m.disc:3:3: expected a statement (`sym`, `input`, `param`, `state`, `%name = op(...)`, `output` or `update`), found `oops`"}));
+        Malformed{"graph @g {\n  %y = constant() {value = \"1} : f32[]\n}",
+                  "m.disc:2:28: string is not closed with \""},
+        Malformed{"graph @g {\n  output y = %y\n}",
+                  "m.disc:2:14: value %y is not defined before this use"},
+        Malformed{"graph @g {\n  sym B in [1, 8]\n  input %x : f32[B/3]\n}",
+                  "m.disc:3:19: B is not exactly divisible by 3"},
+        Malformed{"graph @g {\n  sym f32 in [1, 8]\n}",
+                  "m.disc:2:3: `f32` is reserved and cannot name a symbol"},
+        Malformed{"graph @g {\n}\ngraph @h {\n}",
+                  "m.disc:3:1: expected end of input after the graph's `}`, found `graph`"},
+        Malformed{"graph @g {\n  input %x : f32[4]\n  oops\n}",
+                  "m.disc:3:3: expected a statement (`sym`, `input`, `param`, `state`, `%name = "
+                  "op(...)`, `output` or `update`), found `oops`"}));
 
 TEST(TextFormat, DeepNestingIsAnErrorNotACrash) {
   std::string deep = "graph @g {\n  input %x : f32[" + std::string(10000, '(') + "1" +
@@ -132,8 +154,9 @@ TEST(TextFormat, DeepNestingIsAnErrorNotACrash) {
 }
 
 TEST(TextFormat, HugeExpressionsAreErrorsNotHangs) {
-  std::string big = "graph @g {\n  sym A in [1, 2]\n  sym B in [1, 2]\n  sym C in [1, 2]\n"
-                    "  input %x : f32[(A + B + C + 1)^30]\n}";
+  std::string big =
+      "graph @g {\n  sym A in [1, 2]\n  sym B in [1, 2]\n  sym C in [1, 2]\n"
+      "  input %x : f32[(A + B + C + 1)^30]\n}";
   EXPECT_THROW(parse_graph(big), ParseError);
   EXPECT_THROW(parse_graph("graph @g {\n  input %x : f32[9223372036854775807 * 2]\n}"), ParseError);
 }

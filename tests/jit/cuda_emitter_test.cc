@@ -1,9 +1,9 @@
 // The CUDA C emitter, without a GPU: every kernel it writes (each fusion pattern, every op, every
 // kernel of a llama training step) is compiled by NVRTC for Hopper (sm_90: PTX and cubin) and by
-// hiprtc for AMD's CDNA 2 and RDNA 3, and run on the CPU through the host build of its source (cuda_host_runner.h) against the
-// interpreter. The host build runs one thread per block, so each reduction sums its row in
-// order in f32: the tolerances are looser than the LLVM emitter's (a sequential f32 sum of 32000
-// terms errs by ~1e-5 relative, against 64 partial sums there).
+// hiprtc for AMD's CDNA 2 and RDNA 3, and run on the CPU through the host build of its source
+// (cuda_host_runner.h) against the interpreter. The host build runs one thread per block, so each
+// reduction sums its row in order in f32: the tolerances are looser than the LLVM emitter's (a
+// sequential f32 sum of 32000 terms errs by ~1e-5 relative, against 64 partial sums there).
 #include "jit/gpu/cuda_emitter.h"
 
 #include <gtest/gtest.h>
@@ -35,7 +35,11 @@ struct Pattern {
 };
 
 std::vector<Pattern> patterns() {
-  const std::vector<Fill> adamw = {Fill{}, Fill{}, Fill{}, Fill{.lo = 0, .hi = 2}, Fill{.lo = 1e-4, .hi = 1e-2},
+  const std::vector<Fill> adamw = {Fill{},
+                                   Fill{},
+                                   Fill{},
+                                   Fill{.lo = 0, .hi = 2},
+                                   Fill{.lo = 1e-4, .hi = 1e-2},
                                    Fill{.lo = 1, .hi = 1000, .labels = false}};
   std::vector<Pattern> p = {
       {"broadcasts", kBroadcasts},
@@ -46,32 +50,44 @@ std::vector<Pattern> patterns() {
       {"cross_entropy", kCrossEntropy},
       {"adamw", kAdamW, kArithmetic, adamw},
       {"compares", kCompares, {.rtol = 0, .atol = 0}},
-      {"logsumexp", "kernel inputs=1 outputs=1 space=0 types=f32,f32\n%0 = load 0 full\n"
-                    "%1 = reduce_logsumexp %0\nstore 1 row %1", kArithmetic, {Fill{.lo = -30, .hi = 30}}},
-      {"load_at", "kernel inputs=2 outputs=1 space=0 types=f32,i64,f32\n%0 = load 0 full\n%1 = load 1 row\n"
-                  "%2 = load_at 0 full %1\n%3 = mul %0 %2\nstore 2 full %3", kArithmetic,
+      {"logsumexp",
+       "kernel inputs=1 outputs=1 space=0 types=f32,f32\n%0 = load 0 full\n"
+       "%1 = reduce_logsumexp %0\nstore 1 row %1",
+       kArithmetic,
+       {Fill{.lo = -30, .hi = 30}}},
+      {"load_at",
+       "kernel inputs=2 outputs=1 space=0 types=f32,i64,f32\n%0 = load 0 full\n%1 = load 1 row\n"
+       "%2 = load_at 0 full %1\n%3 = mul %0 %2\nstore 2 full %3",
+       kArithmetic,
        {Fill{}, Fill{.lo = -5, .hi = 40, .labels = false}}},
   };
   // Every unary op per element, on a row's max and on a scalar; every binary op against a column.
-  for (KOp op : {KOp::kNeg, KOp::kAbs, KOp::kExp, KOp::kLog, KOp::kSqrt, KOp::kRsqrt, KOp::kTanh, KOp::kSigmoid,
-                 KOp::kSilu, KOp::kRelu}) {
+  for (KOp op : {KOp::kNeg, KOp::kAbs, KOp::kExp, KOp::kLog, KOp::kSqrt, KOp::kRsqrt, KOp::kTanh,
+                 KOp::kSigmoid, KOp::kSilu, KOp::kRelu}) {
     const std::string n(kop_name(op));
     p.push_back({kop_name(op).data(),
-                 "kernel inputs=2 outputs=3 space=0 types=f32,f32,f32,f32,f32\n%0 = load 0 full\n%1 = load 1 scalar\n"
-                 "%2 = " + n + " %0\n%3 = reduce_max %0\n%4 = " + n + " %3\n%5 = " + n + " %1\n"
-                 "store 2 full %2\nstore 3 row %4\nstore 4 scalar %5",
-                 kEightUlp, {Fill{.lo = -90, .hi = 90, .specials = true}, Fill{.lo = 0.5, .hi = 3}}});
+                 "kernel inputs=2 outputs=3 space=0 types=f32,f32,f32,f32,f32\n%0 = load 0 "
+                 "full\n%1 = load 1 scalar\n"
+                 "%2 = " +
+                     n + " %0\n%3 = reduce_max %0\n%4 = " + n + " %3\n%5 = " + n +
+                     " %1\n"
+                     "store 2 full %2\nstore 3 row %4\nstore 4 scalar %5",
+                 kEightUlp,
+                 {Fill{.lo = -90, .hi = 90, .specials = true}, Fill{.lo = 0.5, .hi = 3}}});
   }
   for (KOp op : {KOp::kAdd, KOp::kSub, KOp::kMul, KOp::kDiv, KOp::kMax, KOp::kMin, KOp::kPow})
     p.push_back({kop_name(op).data(),
-                 "kernel inputs=2 outputs=1 space=0 types=f32,f32,f32\n%0 = load 0 full\n%1 = load 1 col\n%2 = " +
+                 "kernel inputs=2 outputs=1 space=0 types=f32,f32,f32\n%0 = load 0 full\n%1 = load "
+                 "1 col\n%2 = " +
                      std::string(kop_name(op)) + " %0 %1\nstore 2 full %2",
-                 kEightUlp, {Fill{.lo = -3, .hi = 3, .specials = true}, Fill{.lo = -3, .hi = 3}}});
+                 kEightUlp,
+                 {Fill{.lo = -3, .hi = 3, .specials = true}, Fill{.lo = -3, .hi = 3}}});
   return p;
 }
 
 // Every kernel in one program for `arch`: the helpers once, then each body.
-GpuCode compile_all(GpuVendor v, const std::vector<CudaKernelSource>& sources, const std::string& arch) {
+GpuCode compile_all(GpuVendor v, const std::vector<CudaKernelSource>& sources,
+                    const std::string& arch) {
   std::string src = sources.at(0).math + sources[0].reductions;
   for (const CudaKernelSource& s : sources) src += s.body;
   return RuntimeCompiler::get(v).compile(src, "kernels.cu", arch);
@@ -81,7 +97,11 @@ GpuCode compile_all(GpuVendor v, const std::vector<CudaKernelSource>& sources, c
 // object (AMD: an ELF whose string table holds the kernels' names).
 void expect_entries(GpuVendor v, const GpuCode& o, const std::vector<CudaKernelSource>& sources) {
   EXPECT_GT(o.binary.size(), 1000u);
-  EXPECT_EQ(o.binary.compare(0, 4, "\x7f" "ELF"), 0) << "a cubin and an AMD code object are ELF images";
+  EXPECT_EQ(o.binary.compare(0, 4,
+                             "\x7f"
+                             "ELF"),
+            0)
+      << "a cubin and an AMD code object are ELF images";
   const bool nv = v == GpuVendor::kNvidia;
   const std::string& where = nv ? o.text : o.binary;
   auto has = [&](const std::string& fn) {
@@ -160,11 +180,17 @@ TEST(CudaEmitter, PatternsAndOpsMatchTheInterpreterOnTheHost) {
   for (size_t i = 0; i < ps.size(); ++i) {
     SCOPED_TRACE(ps[i].name);
     const KernelIR& k = kernels[2 * i].first;
-    auto dynamic = [&](const KernelIR&, const Case& c, void** b) { host.run(2 * i, c.rows, c.cols, b); };
-    auto fixed = [&](const KernelIR&, const Case& c, void** b) { host.run(2 * i + 1, c.rows, c.cols, b); };
+    auto dynamic = [&](const KernelIR&, const Case& c, void** b) {
+      host.run(2 * i, c.rows, c.cols, b);
+    };
+    auto fixed = [&](const KernelIR&, const Case& c, void** b) {
+      host.run(2 * i + 1, c.rows, c.cols, b);
+    };
     for (int64_t cols : kCols)
-      for (int64_t rows : kRows) check_kernel_with(dynamic, k, {rows, cols, false}, ps[i].tol, ps[i].fills);
-    for (int64_t rows : kRows) check_kernel_with(fixed, k, {rows, 17, true}, ps[i].tol, ps[i].fills);
+      for (int64_t rows : kRows)
+        check_kernel_with(dynamic, k, {rows, cols, false}, ps[i].tol, ps[i].fills);
+    for (int64_t rows : kRows)
+      check_kernel_with(fixed, k, {rows, 17, true}, ps[i].tol, ps[i].fills);
     if (::testing::Test::HasFailure()) return;
   }
 }
@@ -195,7 +221,9 @@ TEST(CudaEmitter, TheTotalsKernelCountsBadLabels) {
     host.run(0, 3, 17, buffers);
     ADD_FAILURE() << "labels 9 and 16 of 5 classes passed";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("2 labels are outside the classes [0, 17)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("2 labels are outside the classes [0, 17)"),
+              std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(loss[0], -1.0f);
 }
@@ -205,7 +233,8 @@ TEST(CudaEmitter, ASumOverNoRowsIsZero) {
   const KernelIR k = KernelIR::parse(kRmsNormGrad);
   const CudaHostRunner host({{k, kAnyExtent}});
   auto run = [&](const KernelIR&, const Case& c, void** b) { host.run(0, c.rows, c.cols, b); };
-  for (int64_t cols : {1, 17}) check_kernel_with(run, k, {.rows = 0, .cols = cols}, {.rtol = 0, .atol = 0});
+  for (int64_t cols : {1, 17})
+    check_kernel_with(run, k, {.rows = 0, .cols = cols}, {.rtol = 0, .atol = 0});
 }
 
 TEST(CudaEmitter, BlockSizeFollowsTheBucketAndSumsGroupRows) {
@@ -219,13 +248,15 @@ TEST(CudaEmitter, BlockSizeFollowsTheBucketAndSumsGroupRows) {
   EXPECT_EQ(grad.rows_per_group, kSumBlockRows);
   ASSERT_EQ(grad.summed.size(), 1u);
   EXPECT_EQ(grad.sums_per_group(100), 100);  // one column sum: a float per column per group
-  const CudaKernelSource mean = emit_cuda_kernel(KernelIR::parse(kCrossEntropyMean), kAnyExtent, "k");
+  const CudaKernelSource mean =
+      emit_cuda_kernel(KernelIR::parse(kCrossEntropyMean), kAnyExtent, "k");
   EXPECT_TRUE(mean.has_totals);
   EXPECT_EQ(mean.sums_per_group(100), 1);  // a mean loss: one float per group
 }
 
 TEST(CudaEmitter, RefusesBuffersItCannotLoad) {
-  const KernelIR k = KernelIR::parse("kernel inputs=1 outputs=1 space=0 types=bf16,f32\n%0 = load 0 full\nstore 1 full %0");
+  const KernelIR k = KernelIR::parse(
+      "kernel inputs=1 outputs=1 space=0 types=bf16,f32\n%0 = load 0 full\nstore 1 full %0");
   EXPECT_THROW(emit_cuda_kernel(k, kAnyExtent, "k"), CompileError);
 }
 
@@ -239,7 +270,8 @@ TEST(RuntimeCompiler, ACompileErrorCarriesTheLog) {
                   v == GpuVendor::kNvidia ? "sm_90" : "gfx90a");
       ADD_FAILURE() << "compiled";
     } catch (const CompileError& e) {
-      EXPECT_NE(std::string(e.what()).find("bad.cu does not compile for"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("bad.cu does not compile for"), std::string::npos)
+          << e.what();
       EXPECT_NE(std::string(e.what()).find("undeclared"), std::string::npos) << e.what();
     }
   }
@@ -254,7 +286,8 @@ TEST(RuntimeCompiler, AnArchitectureNvrtcDoesNotKnowIsNamed) {
     nvrtc.compile("extern \"C\" __global__ void k() {}", "k.cu", "sm_11");
     ADD_FAILURE() << "compiled for sm_11";
   } catch (const CompileError& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot compile for sm_11; it knows"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot compile for sm_11; it knows"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(nvrtc.compile("", "k.cu", "hopper"), CompileError);
   EXPECT_THROW(nvrtc.compile("", "k.cu", "gfx90a"), CompileError);

@@ -61,8 +61,10 @@ class CudaHostRunner {
     }
     const std::string cc = dir_.path() + "/kernels.cc", so = dir_.path() + "/kernels.so";
     std::ofstream(cc) << src;
-    const std::string cmd = std::string(DISC_TEST_CXX) + " -std=c++17 -O1 -w -shared -fPIC -o " + so + " " + cc;
-    if (std::system(cmd.c_str()) != 0) throw CompileError("the host build of the CUDA kernels failed: " + cmd);
+    const std::string cmd =
+        std::string(DISC_TEST_CXX) + " -std=c++17 -O1 -w -shared -fPIC -o " + so + " " + cc;
+    if (std::system(cmd.c_str()) != 0)
+      throw CompileError("the host build of the CUDA kernels failed: " + cmd);
     handle_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle_) throw CompileError(std::string("dlopen: ") + dlerror());
   }
@@ -79,11 +81,12 @@ class CudaHostRunner {
     std::vector<float> sums(static_cast<size_t>(gpu_sums_floats(s, rows, cols)) + 1, -777.0f);
     const int64_t groups = (rows + s.rows_per_group - 1) / s.rows_per_group;
     for (const GpuLaunch& l : gpu_launches(s, rows, cols, 1)) {
-      entry(l.function + "_host")(l.kind == GpuLaunch::Kind::kSums ? groups : rows, cols, buffers, totals.data(),
-                                  sums.data());
+      entry(l.function + "_host")(l.kind == GpuLaunch::Kind::kSums ? groups : rows, cols, buffers,
+                                  totals.data(), sums.data());
       if (l.kind != GpuLaunch::Kind::kTotals) continue;
       for (size_t j = 0; j < k.code.size(); ++j)
-        if (k.code[j].op == KOp::kCheckLabels && totals[j] != 0) throw_bad_labels(static_cast<int64_t>(totals[j]), cols);
+        if (k.code[j].op == KOp::kCheckLabels && totals[j] != 0)
+          throw_bad_labels(static_cast<int64_t>(totals[j]), cols);
     }
   }
 
@@ -91,26 +94,28 @@ class CudaHostRunner {
   // extern "C" entries of one signature, casting the buffers to the kernel's parameter types.
   static std::string wrapper(const KernelIR& k, const CudaKernelSource& s) {
     auto cast = [&](int b) {
-      const char* t = k.types[b] == DType::kF64   ? "double"
-                      : k.types[b] == DType::kI32 ? "int"
-                      : k.types[b] == DType::kI64 ? "long long"
+      const char* t = k.types[b] == DType::kF64    ? "double"
+                      : k.types[b] == DType::kI32  ? "int"
+                      : k.types[b] == DType::kI64  ? "long long"
                       : k.types[b] == DType::kBool ? "unsigned char"
-                                                       : "float";
-      return std::string("(") + (b < k.inputs ? "const " : "") + t + "*)b[" + std::to_string(b) + "]";
+                                                   : "float";
+      return std::string("(") + (b < k.inputs ? "const " : "") + t + "*)b[" + std::to_string(b) +
+             "]";
     };
     std::string bufs;
     for (int b = 0; b < k.buffers(); ++b) bufs += ", " + cast(b);
-    const std::string sig = "(long long rows, long long cols, void* const* b, double* totals, float* sums)";
-    std::string w = "extern \"C\" void " + s.name + "_host" + sig + " { " + s.name + "(rows, cols" + bufs +
-                    ", totals, sums); }\n";
+    const std::string sig =
+        "(long long rows, long long cols, void* const* b, double* totals, float* sums)";
+    std::string w = "extern \"C\" void " + s.name + "_host" + sig + " { " + s.name + "(rows, cols" +
+                    bufs + ", totals, sums); }\n";
     if (s.has_totals)
-      w += "extern \"C\" void " + s.name + "_totals_host" + sig + " { " + s.name + "_totals(rows, cols" + bufs +
-           ", totals); }\n";
+      w += "extern \"C\" void " + s.name + "_totals_host" + sig + " { " + s.name +
+           "_totals(rows, cols" + bufs + ", totals); }\n";
     if (!s.summed.empty()) {
       std::string outs;
       for (int b : s.summed) outs += ", (float*)b[" + std::to_string(b) + "]";
-      w += "extern \"C\" void " + s.name + "_sums_host" + sig + " { " + s.name + "_sums(rows, cols, sums" + outs +
-           "); }\n";
+      w += "extern \"C\" void " + s.name + "_sums_host" + sig + " { " + s.name +
+           "_sums(rows, cols, sums" + outs + "); }\n";
     }
     return w;
   }

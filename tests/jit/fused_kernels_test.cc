@@ -26,7 +26,8 @@ TEST(FusedKernels, EveryKernelOfALlamaTrainingStep) {
     SCOPED_TRACE(k.str());
     for (int64_t cols : extents)
       for (bool is_static : {true, false})
-        check_kernel(cache, k, {.rows = 3, .cols = cols, .is_static = is_static}, {.rtol = 1e-4, .atol = 1e-4});
+        check_kernel(cache, k, {.rows = 3, .cols = cols, .is_static = is_static},
+                     {.rtol = 1e-4, .atol = 1e-4});
     if (::testing::Test::HasFailure()) return;
   }
   std::printf("%zu distinct kernels of %zu groups compiled and checked\n", kernels.size(), groups);

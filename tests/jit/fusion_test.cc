@@ -1,5 +1,7 @@
 // Which nodes the fusion planner puts in one kernel, where that choice is made for memory: a
 // normalization joins the residual add that feeds it only when nothing else reads the sum.
+#include "jit/fusion/fusion.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,7 +9,6 @@
 #include <string>
 
 #include "ir/text_format.h"
-#include "jit/fusion/fusion.h"
 
 namespace disc::jit {
 namespace {
@@ -50,8 +51,9 @@ TEST(FusionPlan, ANormWhoseInputOthersReadTooGetsAKernelOfItsOwn) {
     EXPECT_EQ(adds.nodes.size(), 2u) << plan.str();
     ASSERT_EQ(alone.nodes.size(), 1u) << plan.str();
     EXPECT_TRUE(alone.nodes[0]->op().name.ends_with("norm")) << plan.str();
-    EXPECT_TRUE(std::any_of(alone.inputs.begin(), alone.inputs.end(), [](const ir::Value* v) { return v->name() == "sum"; }))
-        << plan.str();
+    EXPECT_TRUE(std::any_of(alone.inputs.begin(), alone.inputs.end(), [](const ir::Value* v) {
+      return v->name() == "sum";
+    })) << plan.str();
   }
 }
 

@@ -22,7 +22,8 @@ constexpr Bucket kAnyExtent{0, std::numeric_limits<int64_t>::max()};
 
 TEST(GpuLaunches, TotalsRowsAndSumsInOrderWithTheirGrids) {
   // The mean cross-entropy: totals (the count of counted labels), rows in groups of 64, one sum.
-  const CudaKernelSource mean = emit_cuda_kernel(KernelIR::parse(kCrossEntropyMean), kAnyExtent, "k");
+  const CudaKernelSource mean =
+      emit_cuda_kernel(KernelIR::parse(kCrossEntropyMean), kAnyExtent, "k");
   std::vector<GpuLaunch> l = gpu_launches(mean, 1000, 32000, 264);
   ASSERT_EQ(l.size(), 3u);
   EXPECT_EQ(l[0].function, "k_totals");
@@ -30,7 +31,7 @@ TEST(GpuLaunches, TotalsRowsAndSumsInOrderWithTheirGrids) {
   EXPECT_EQ(l[1].function, "k");
   EXPECT_EQ(l[1].shape.grid, 16u);  // ceil(1000 / 64) groups
   EXPECT_EQ(l[2].function, "k_sums");
-  EXPECT_EQ(l[2].shape.grid, 1u);   // one summed float
+  EXPECT_EQ(l[2].shape.grid, 1u);  // one summed float
   EXPECT_EQ(gpu_sums_floats(mean, 1000, 32000), 16);
   // Softmax: a block per row, at most max_blocks; nothing to total or sum; no rows, no launch.
   const CudaKernelSource softmax = emit_cuda_kernel(KernelIR::parse(kSoftmax), kAnyExtent, "s");
@@ -57,8 +58,11 @@ TEST(GpuKernelCompiler, CachesBinariesOnDiskPerArchitecture) {
   GpuKernelCompiler first(GpuVendor::kNvidia, "sm_90", dir.path());
   const GpuKernelCompiler::Compiled a = first.compile(softmax, 100, false);
   EXPECT_FALSE(a.from_cache);
-  EXPECT_EQ(a.binary.compare(0, 4, "\x7f" "ELF"), 0);
-  EXPECT_TRUE(first.compile(softmax, 120, false).from_cache);  // same bucket (65..128), in memory
+  EXPECT_EQ(a.binary.compare(0, 4,
+                             "\x7f"
+                             "ELF"),
+            0);
+  EXPECT_TRUE(first.compile(softmax, 120, false).from_cache);   // same bucket (65..128), in memory
   EXPECT_FALSE(first.compile(softmax, 200, false).from_cache);  // another bucket
   GpuKernelCompiler second(GpuVendor::kNvidia, "sm_90", dir.path());
   const GpuKernelCompiler::Compiled b = second.compile(softmax, 100, false);
@@ -73,8 +77,10 @@ TEST(GpuKernelCompiler, CachesBinariesOnDiskPerArchitecture) {
 // On a GPU: every pattern against the interpreter, through device memory.
 TEST(GpuKernels, PatternsMatchTheInterpreterOnTheGpu) {
   std::unique_ptr<devices::GpuDevice> gpu;
-  if (devices::cuda::cuda_device_count() > 0) gpu = devices::cuda::make_cuda_device(0);
-  else if (devices::hip::hip_device_count() > 0) gpu = devices::hip::make_hip_device(0);
+  if (devices::cuda::cuda_device_count() > 0)
+    gpu = devices::cuda::make_cuda_device(0);
+  else if (devices::hip::hip_device_count() > 0)
+    gpu = devices::hip::make_hip_device(0);
   if (!gpu) GTEST_SKIP() << "no GPU here";
   GpuKernels kernels(*gpu, "");
   auto run = [&](const KernelIR& k, const Case& c, void** host) {
@@ -89,14 +95,17 @@ TEST(GpuKernels, PatternsMatchTheInterpreterOnTheGpu) {
       gpu->copy(dev[b], host[b], bytes[b], devices::CopyKind::kHostToDevice);
     }
     kernels.run(k, c.rows, c.cols, c.is_static, dev.data());
-    for (int b = k.inputs; b < k.buffers(); ++b) gpu->copy(host[b], dev[b], bytes[b], devices::CopyKind::kDeviceToHost);
+    for (int b = k.inputs; b < k.buffers(); ++b)
+      gpu->copy(host[b], dev[b], bytes[b], devices::CopyKind::kDeviceToHost);
     gpu->synchronize();
     for (int b = 0; b < k.buffers(); ++b) gpu->deallocate(dev[b], bytes[b]);
   };
-  for (const char* text : {kBroadcasts, kSoftmax, kRmsNorm, kRmsNormGrad, kCrossEntropyMean, kCrossEntropy, kCompares}) {
+  for (const char* text : {kBroadcasts, kSoftmax, kRmsNorm, kRmsNormGrad, kCrossEntropyMean,
+                           kCrossEntropy, kCompares}) {
     const KernelIR k = KernelIR::parse(text);
     for (int64_t cols : kCols)
-      for (int64_t rows : kRows) check_kernel_with(run, k, {rows, cols, false}, {.rtol = 1e-5, .atol = 1e-5});
+      for (int64_t rows : kRows)
+        check_kernel_with(run, k, {rows, cols, false}, {.rtol = 1e-5, .atol = 1e-5});
     if (::testing::Test::HasFailure()) return;
   }
 }

@@ -1,9 +1,9 @@
-// The GPU op kernels (jit/gpu/gpu_ops.h) against the reference kernels, on random inputs and awkward
-// sizes (1, primes, a head size of 64). Without a GPU the same GpuOps code runs through a host
-// build of the kernels' source (host_gpu_runtime.h: one thread strides over every item, which is
-// what each GPU thread computes for its own); NVRTC and hiprtc, where present, compile the source
-// for Hopper and AMD's CDNA 2 and RDNA 2; on a GPU (cuda:0 or hip:0) the kernels run there. Transpose, gather and scatter_add
-// must match bit for bit, rope and attention within f32 rounding.
+// The GPU op kernels (jit/gpu/gpu_ops.h) against the reference kernels, on random inputs and
+// awkward sizes (1, primes, a head size of 64). Without a GPU the same GpuOps code runs through a
+// host build of the kernels' source (host_gpu_runtime.h: one thread strides over every item, which
+// is what each GPU thread computes for its own); NVRTC and hiprtc, where present, compile the
+// source for Hopper and AMD's CDNA 2 and RDNA 2; on a GPU (cuda:0 or hip:0) the kernels run there.
+// Transpose, gather and scatter_add must match bit for bit, rope and attention within f32 rounding.
 #include "jit/gpu/gpu_ops.h"
 
 #include <gtest/gtest.h>
@@ -23,8 +23,8 @@
 #include "ir/op_registry.h"
 #include "jit/gpu/gpu_kernels.h"
 #include "jit/gpu/gpu_op_source.h"
-#include "jit/hash.h"
 #include "jit/gpu/runtime_compiler.h"
+#include "jit/hash.h"
 #include "tests/jit/host_gpu_runtime.h"
 #include "tests/jit/host_op_compiler.h"
 
@@ -52,7 +52,8 @@ Tensor random(DType t, std::vector<int64_t> shape, std::mt19937& rng, int64_t bo
   std::uniform_int_distribution<int64_t> index(0, std::max<int64_t>(bound - 1, 0));
   for (int64_t i = 0; i < n; ++i) {
     if (t == DType::kF32) reinterpret_cast<float*>(x.bytes.data())[i] = real(rng);
-    if (t == DType::kI32) reinterpret_cast<int32_t*>(x.bytes.data())[i] = static_cast<int32_t>(index(rng));
+    if (t == DType::kI32)
+      reinterpret_cast<int32_t*>(x.bytes.data())[i] = static_cast<int32_t>(index(rng));
     if (t == DType::kI64) reinterpret_cast<int64_t*>(x.bytes.data())[i] = index(rng);
   }
   return x;
@@ -84,18 +85,32 @@ std::vector<OpCase> cases(bool with_gemms) {
   transpose(DType::kI64, {5, 2, 3}, {2, 0, 1});
   for (bool inverse : {false, true})
     for (bool in_place : {false, true})
-      for (const std::vector<int64_t>& s : {std::vector<int64_t>{1, 1, 1, 2}, {2, 7, 3, 8}, {3, 13, 2, 64}})
-        c.push_back({"rope", {{"seq_axis", int64_t{1}}, {"theta", inverse ? 500.0 : 10000.0}, {"inverse", inverse}},
-                     {random(DType::kF32, s, rng)}, {make(DType::kF32, s)}, 1e-6, in_place});
+      for (const std::vector<int64_t>& s :
+           {std::vector<int64_t>{1, 1, 1, 2}, {2, 7, 3, 8}, {3, 13, 2, 64}})
+        c.push_back(
+            {"rope",
+             {{"seq_axis", int64_t{1}}, {"theta", inverse ? 500.0 : 10000.0}, {"inverse", inverse}},
+             {random(DType::kF32, s, rng)},
+             {make(DType::kF32, s)},
+             1e-6,
+             in_place});
   for (DType it : {DType::kI32, DType::kI64})
-    for (auto [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {11, 5, 6}, {101, 64, 91}, {1031, 3, 500}}) {
-      c.push_back({"gather", {}, {random(DType::kF32, {rows, cols}, rng), random(it, {n}, rng, rows)},
+    for (auto [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
+                                 {11, 5, 6},
+                                 {101, 64, 91},
+                                 {1031, 3, 500}}) {
+      c.push_back({"gather",
+                   {},
+                   {random(DType::kF32, {rows, cols}, rng), random(it, {n}, rng, rows)},
                    {make(DType::kF32, {n, cols})}});
       for (bool in_place : {false, true})
-        c.push_back({"scatter_add", {},
+        c.push_back({"scatter_add",
+                     {},
                      {random(DType::kF32, {rows, cols}, rng), random(it, {n}, rng, rows),
                       random(DType::kF32, {n, cols}, rng)},
-                     {make(DType::kF32, {rows, cols})}, 0, in_place});
+                     {make(DType::kF32, {rows, cols})},
+                     0,
+                     in_place});
     }
   struct Attn {
     std::vector<int64_t> lead;
@@ -103,39 +118,51 @@ std::vector<OpCase> cases(bool with_gemms) {
     bool causal;
     double scale;
   };
-  for (const Attn& a : {Attn{{1}, 1, 1, 4, 4, true, 0.5}, Attn{{2, 3}, 17, 17, 8, 8, true, 0.125},
-                        Attn{{1, 2}, 5, 7, 16, 3, false, 0.3}, Attn{{1, 2}, 131, 131, 64, 64, true, 0.125}}) {
+  for (const Attn& a :
+       {Attn{{1}, 1, 1, 4, 4, true, 0.5}, Attn{{2, 3}, 17, 17, 8, 8, true, 0.125},
+        Attn{{1, 2}, 5, 7, 16, 3, false, 0.3}, Attn{{1, 2}, 131, 131, 64, 64, true, 0.125}}) {
     auto shape = [&](int64_t s, int64_t d) {
       std::vector<int64_t> v = a.lead;
       v.push_back(s), v.push_back(d);
       return v;
     };
     const ir::Attributes attrs{{"causal", a.causal}, {"scale", a.scale}};
-    Tensor q = random(DType::kF32, shape(a.sq, a.d), rng), k = random(DType::kF32, shape(a.sk, a.d), rng);
-    Tensor v = random(DType::kF32, shape(a.sk, a.dv), rng), dout = random(DType::kF32, shape(a.sq, a.dv), rng);
+    Tensor q = random(DType::kF32, shape(a.sq, a.d), rng),
+           k = random(DType::kF32, shape(a.sk, a.d), rng);
+    Tensor v = random(DType::kF32, shape(a.sk, a.dv), rng),
+           dout = random(DType::kF32, shape(a.sq, a.dv), rng);
     c.push_back({"attention", attrs, {q, k, v}, {make(DType::kF32, shape(a.sq, a.dv))}, 2e-5});
-    c.push_back({"attention_grad", attrs, {q, k, v, dout},
+    c.push_back({"attention_grad",
+                 attrs,
+                 {q, k, v, dout},
                  {make(DType::kF32, shape(a.sq, a.d)), make(DType::kF32, shape(a.sk, a.d)),
                   make(DType::kF32, shape(a.sk, a.dv))},
                  2e-5});
   }
-  for (auto [rows, d, classes, tw] : {std::tuple<int64_t, int64_t, int64_t, bool>{1, 1, 1, false}, {13, 7, 29, true},
-                                     {300, 64, 1031, false}, {67, 32, 9001, true}}) {
+  for (auto [rows, d, classes, tw] : {std::tuple<int64_t, int64_t, int64_t, bool>{1, 1, 1, false},
+                                      {13, 7, 29, true},
+                                      {300, 64, 1031, false},
+                                      {67, 32, 9001, true}}) {
     if (!with_gemms) break;
     Tensor labels = random(DType::kI64, {rows}, rng, classes);
     if (rows > 2) reinterpret_cast<int64_t*>(labels.bytes.data())[2] = -100;  // ignored
-    c.push_back({"linear_cross_entropy", {{"ignore_index", int64_t{-100}}, {"transpose_w", tw}},
-                 {random(DType::kF32, {rows, d}, rng),
-                  random(DType::kF32, tw ? std::vector<int64_t>{classes, d} : std::vector<int64_t>{d, classes}, rng),
-                  labels},
-                 {make(DType::kF32, {}), make(DType::kF32, {rows, d}),
-                  make(DType::kF32, tw ? std::vector<int64_t>{classes, d} : std::vector<int64_t>{d, classes})},
-                 1e-4});
+    c.push_back(
+        {"linear_cross_entropy",
+         {{"ignore_index", int64_t{-100}}, {"transpose_w", tw}},
+         {random(DType::kF32, {rows, d}, rng),
+          random(DType::kF32,
+                 tw ? std::vector<int64_t>{classes, d} : std::vector<int64_t>{d, classes}, rng),
+          labels},
+         {make(DType::kF32, {}), make(DType::kF32, {rows, d}),
+          make(DType::kF32,
+               tw ? std::vector<int64_t>{classes, d} : std::vector<int64_t>{d, classes})},
+         1e-4});
   }
   for (size_t i = 0; i < c.size(); ++i) {
     std::string shape;
     for (int64_t d : c[i].in[0].shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
-    c[i].name = "case " + std::to_string(i) + " " + c[i].op + " " + shape + (c[i].in_place ? " in place" : "");
+    c[i].name = "case " + std::to_string(i) + " " + c[i].op + " " + shape +
+                (c[i].in_place ? " in place" : "");
   }
   return c;
 }
@@ -169,7 +196,8 @@ void run_on(devices::GpuDevice& dev, GpuOps& ops, OpCase& c) {
   if (c.in_place) out[0].data = in[0].data;
   ops.run(c.op, args_of(c, in, out));
   for (size_t o = 0; o < c.out.size(); ++o)
-    dev.copy(c.out[o].bytes.data(), out[o].data, c.out[o].bytes.size(), devices::CopyKind::kDeviceToHost);
+    dev.copy(c.out[o].bytes.data(), out[o].data, c.out[o].bytes.size(),
+             devices::CopyKind::kDeviceToHost);
   dev.synchronize();
 }
 
@@ -181,13 +209,15 @@ void expect_matches_reference(OpCase& c) {
   ir::OpRegistry::instance().get(c.op).reference(args_of(c, in, out));
   for (size_t o = 0; o < want.size(); ++o) {
     if (c.tol == 0) {
-      EXPECT_EQ(std::memcmp(c.out[o].bytes.data(), want[o].bytes.data(), want[o].bytes.size()), 0) << c.name << " result " << o;
+      EXPECT_EQ(std::memcmp(c.out[o].bytes.data(), want[o].bytes.data(), want[o].bytes.size()), 0)
+          << c.name << " result " << o;
       continue;
     }
     const auto* got = reinterpret_cast<const float*>(c.out[o].bytes.data());
     const auto* ref = reinterpret_cast<const float*>(want[o].bytes.data());
     for (int64_t i = 0, n = want[o].ref().numel(); i < n; ++i)
-      ASSERT_NEAR(got[i], ref[i], c.tol * (1 + std::abs(ref[i]))) << c.name << " result " << o << " [" << i << "]";
+      ASSERT_NEAR(got[i], ref[i], c.tol * (1 + std::abs(ref[i])))
+          << c.name << " result " << o << " [" << i << "]";
   }
 }
 
@@ -202,7 +232,9 @@ void check_every_case(devices::GpuDevice& dev, GpuOps& ops, bool with_gemms) {
 void check_bad_index(devices::GpuDevice& dev, GpuOps& ops) {
   std::mt19937 rng(3);
   for (const char* op : {"gather", "scatter_add"}) {
-    OpCase c{op, {}, {random(DType::kF32, {11, 5}, rng), random(DType::kI64, {6}, rng, 11)},
+    OpCase c{op,
+             {},
+             {random(DType::kF32, {11, 5}, rng), random(DType::kI64, {6}, rng, 11)},
              {make(DType::kF32, {op == std::string("gather") ? 6 : 11, 5})}};
     if (c.op == "scatter_add") c.in.push_back(random(DType::kF32, {6, 5}, rng));
     reinterpret_cast<int64_t*>(c.in[1].bytes.data())[4] = 11;
@@ -210,7 +242,9 @@ void check_bad_index(devices::GpuDevice& dev, GpuOps& ops) {
       run_on(dev, ops, c);
       ADD_FAILURE() << op << ": no error for index 11 of 11 rows";
     } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find("index 11 at position 4 is outside [0, 11)"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("index 11 at position 4 is outside [0, 11)"),
+                std::string::npos)
+          << e.what();
     }
   }
 }
@@ -248,7 +282,9 @@ TEST(GpuOps, HostBuildOfTheCrossEntropyRowsMatchesTheReference) {
   Tensor h = random(DType::kF32, {rows, d}, rng), w = random(DType::kF32, {d, classes}, rng);
   Tensor labels = random(DType::kI64, {rows}, rng, classes);
   reinterpret_cast<int64_t*>(labels.bytes.data())[5] = -100;
-  OpCase c{"linear_cross_entropy", {{"ignore_index", int64_t{-100}}, {"transpose_w", false}}, {h, w, labels},
+  OpCase c{"linear_cross_entropy",
+           {{"ignore_index", int64_t{-100}}, {"transpose_w", false}},
+           {h, w, labels},
            {make(DType::kF32, {}), make(DType::kF32, {rows, d}), make(DType::kF32, {d, classes})}};
   std::vector<ir::TensorRef> in = {c.in[0].ref(), c.in[1].ref(), c.in[2].ref()}, out;
   for (Tensor& t : c.out) out.push_back(t.ref());
@@ -291,8 +327,13 @@ TEST(GpuOps, SourceCompilesWithNvrtcForHopper) {
   std::string why;
   if (!RuntimeCompiler::available(GpuVendor::kNvidia, &why)) GTEST_SKIP() << "cannot: " << why;
   for (const char* sizes : {"", "DISC_ATTENTION(64, 64)\n", "DISC_ATTENTION(16, 3)\n"}) {
-    const GpuCode c = RuntimeCompiler::get(GpuVendor::kNvidia).compile(std::string(gpu_op_source()) + sizes, "ops.cu", "sm_90");
-    EXPECT_EQ(c.binary.compare(0, 4, "\x7f" "ELF"), 0) << sizes;
+    const GpuCode c = RuntimeCompiler::get(GpuVendor::kNvidia)
+                          .compile(std::string(gpu_op_source()) + sizes, "ops.cu", "sm_90");
+    EXPECT_EQ(c.binary.compare(0, 4,
+                               "\x7f"
+                               "ELF"),
+              0)
+        << sizes;
     EXPECT_NE(c.text.find(".entry disc_rope"), std::string::npos);
     EXPECT_NE(c.text.find(".entry disc_lce_rows_i64"), std::string::npos);
   }
@@ -302,18 +343,22 @@ TEST(GpuOps, SourceCompilesWithHiprtcForAmd) {
   std::string why;
   if (!RuntimeCompiler::available(GpuVendor::kAmd, &why)) GTEST_SKIP() << "cannot: " << why;
   for (const char* arch : {"gfx90a", "gfx1030"}) {
-    const GpuCode c = RuntimeCompiler::get(GpuVendor::kAmd)
-                          .compile(std::string(gpu_op_source()) + "DISC_ATTENTION(64, 64)\n", "ops.cu", arch);
+    const GpuCode c =
+        RuntimeCompiler::get(GpuVendor::kAmd)
+            .compile(std::string(gpu_op_source()) + "DISC_ATTENTION(64, 64)\n", "ops.cu", arch);
     EXPECT_FALSE(c.binary.empty()) << arch;
   }
 }
 
 TEST(GpuOps, MatchTheReferenceKernelsOnAGpu) {
   std::unique_ptr<devices::GpuDevice> gpu;
-  if (devices::cuda::cuda_device_count() > 0) gpu = devices::cuda::make_cuda_device(0);
-  else if (devices::hip::hip_device_count() > 0) gpu = devices::hip::make_hip_device(0);
+  if (devices::cuda::cuda_device_count() > 0)
+    gpu = devices::cuda::make_cuda_device(0);
+  else if (devices::hip::hip_device_count() > 0)
+    gpu = devices::hip::make_hip_device(0);
   if (!gpu) GTEST_SKIP() << "no GPU here";
-  GpuKernelCompiler compiler(gpu->arch().rfind("sm_", 0) == 0 ? GpuVendor::kNvidia : GpuVendor::kAmd, gpu->arch(), "");
+  GpuKernelCompiler compiler(
+      gpu->arch().rfind("sm_", 0) == 0 ? GpuVendor::kNvidia : GpuVendor::kAmd, gpu->arch(), "");
   GpuOps ops(*gpu, [&](const std::string& source, KernelRun&) {
     return compiler.compile_source(std::to_string(fnv1a(source)), source, "ops.cu").binary;
   });

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "devices/gpu/gpu_runtime.h"
 #include "base/error.h"
+#include "devices/gpu/gpu_runtime.h"
 
 namespace disc::jit {
 
@@ -33,7 +33,9 @@ class HostGpuRuntime final : public devices::GpuRuntime {
   void make_current() const override {}
 
   devices::MemoryInfo memory_info() const override { return {}; }
-  void* allocate(size_t bytes) override { return std::aligned_alloc(256, (bytes + 255) / 256 * 256); }
+  void* allocate(size_t bytes) override {
+    return std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  }
   void free(void* p) override { std::free(p); }
   void* allocate_host(size_t bytes) override { return allocate(bytes); }
   void free_host(void* p) override { std::free(p); }

@@ -91,11 +91,14 @@ class HostOpCompiler {
     std::string entries = kHostEntries;
     std::istringstream lines(source);
     for (std::string line; std::getline(lines, line);)
-      if (line.rfind("DISC_ATTENTION(", 0) == 0) entries += "DISC_HOST_" + line.substr(5) + "\n";  // DISC_HOST_ATTENTION(D, DV)
+      if (line.rfind("DISC_ATTENTION(", 0) == 0)
+        entries += "DISC_HOST_" + line.substr(5) + "\n";  // DISC_HOST_ATTENTION(D, DV)
     const std::string cc = so + ".cc";
     std::ofstream(cc) << kHostPrelude << kHostAtomics << source << entries;
-    const std::string cmd = std::string(DISC_TEST_CXX) + " -std=c++17 -O1 -w -shared -fPIC -o " + so + " " + cc;
-    if (std::system(cmd.c_str()) != 0) throw CompileError("the host build of the GPU op kernels failed: " + cmd);
+    const std::string cmd =
+        std::string(DISC_TEST_CXX) + " -std=c++17 -O1 -w -shared -fPIC -o " + so + " " + cc;
+    if (std::system(cmd.c_str()) != 0)
+      throw CompileError("the host build of the GPU op kernels failed: " + cmd);
     built_.insert(so);
     return so;
   }

@@ -117,8 +117,8 @@ struct HostBuffer {
   float f32(int64_t i) const { return reinterpret_cast<const float*>(storage.data())[i]; }
 };
 
-inline HostBuffer make_buffer(DType t, std::vector<int64_t> shape, const Fill& fill,
-                              int64_t cols, std::mt19937& rng) {
+inline HostBuffer make_buffer(DType t, std::vector<int64_t> shape, const Fill& fill, int64_t cols,
+                              std::mt19937& rng) {
   HostBuffer b{t, std::move(shape), {}};
   b.storage.assign(static_cast<size_t>(b.numel() + 1), 0);  // 8 bytes per element at most
   const bool integer = t == DType::kI32 || t == DType::kI64;
@@ -127,9 +127,7 @@ inline HostBuffer make_buffer(DType t, std::vector<int64_t> shape, const Fill& f
       fill.labels ? 0 : static_cast<int64_t>(fill.lo),
       fill.labels ? std::max<int64_t>(cols - 1, 0) : static_cast<int64_t>(fill.hi));
   for (int64_t i = 0; i < b.numel(); ++i) {
-    double v = integer                 ? static_cast<double>(ints(rng))
-               : t == DType::kBool ? rng() % 2
-                                       : u(rng);
+    double v = integer ? static_cast<double>(ints(rng)) : t == DType::kBool ? rng() % 2 : u(rng);
     if (fill.specials && !integer && i % 5 == 2) v = special(i / 5);
     b.set(i, v);
   }

@@ -113,7 +113,8 @@ TEST(LlvmCompiler, LoopVectorisesToTheHostWidth) {
 TEST(LlvmCompiler, ModulesWhoseLoopsAreDoneSkipTheVectoriser) {
   LlvmCompiler compiler({.keep_optimized_ir = true});
   llvm::orc::ThreadSafeModule m = axpy_module(key("axpy-done"));
-  m.withModuleDo([](llvm::Module& mod) { mod.addModuleFlag(llvm::Module::Error, "disc.loops_done", 1); });
+  m.withModuleDo(
+      [](llvm::Module& mod) { mod.addModuleFlag(llvm::Module::Error, "disc.loops_done", 1); });
   const CompiledKernel k = compiler.compile(std::move(m), "axpy");
   ASSERT_NE(k.optimized_ir.find("define void @axpy"), std::string::npos) << k.optimized_ir;
   EXPECT_EQ(k.optimized_ir.find(" x float>"), std::string::npos) << k.optimized_ir;

@@ -81,8 +81,8 @@ TEST(LlvmEmitter, CrossEntropyMeanWithRowTotalsAndASummedScalarStore) {
   const KernelIR k = parse(kCrossEntropyMean);
   check_everywhere(cache, k, {.rtol = 1e-5, .atol = 1e-5}, {Fill{.lo = -10, .hi = 10}});
   for (bool is_static : {true, false})
-    check_kernel(cache, k, {.rows = 1000, .cols = 33, .is_static = is_static}, {.rtol = 1e-5, .atol = 1e-5},
-                 {Fill{.lo = -10, .hi = 10}});
+    check_kernel(cache, k, {.rows = 1000, .cols = 33, .is_static = is_static},
+                 {.rtol = 1e-5, .atol = 1e-5}, {Fill{.lo = -10, .hi = 10}});
 }
 
 // The one-pass logsumexp (a running max per lane, the sum rescaled when it grows) against the
@@ -131,7 +131,8 @@ TEST(LlvmEmitter, CheckLabelsFailsTheRunWithTheCount) {
     run_kernel(k, cache.get(k, 17, false).fn, 3, 17, buffers);
     ADD_FAILURE() << "labels 9 and 16 of 5 classes passed";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("2 labels are outside the classes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("2 labels are outside the classes"), std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(loss[0], -1.0f);  // nothing written
 }

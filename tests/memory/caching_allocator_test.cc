@@ -3,16 +3,15 @@
 // included), and trim() gives back what no step reused for kIdleTrims steps.
 #include "memory/caching_allocator.h"
 
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "devices/simulated/simulated_device.h"
 #include "base/error.h"
+#include "devices/simulated/simulated_device.h"
 
 namespace disc::memory {
 namespace {
@@ -54,15 +53,17 @@ TEST_F(CachingAllocatorTest, WithoutACapASmallerRequestReusesABlockUpToTwiceItsS
 size_t resident_pages(const char* p, size_t bytes) {
   std::vector<unsigned char> pages(bytes / devices::kPageSize);
   EXPECT_EQ(mincore(const_cast<char*>(p), bytes, pages.data()), 0);
-  return static_cast<size_t>(std::count_if(pages.begin(), pages.end(), [](unsigned char x) { return x & 1; }));
+  return static_cast<size_t>(
+      std::count_if(pages.begin(), pages.end(), [](unsigned char x) { return x & 1; }));
 }
 
-TEST_F(CachingAllocatorTest, WithACapALargerBlockServesARequestAndGivesBackItsSlackWhenTheCapNeedsRoom) {
+TEST_F(CachingAllocatorTest,
+       WithACapALargerBlockServesARequestAndGivesBackItsSlackWhenTheCapNeedsRoom) {
   CachingAllocator a(*dev, 4 << 20);
   auto* p = static_cast<char*>(a.allocate(3 << 20));
   std::memset(p, 1, 3 << 20);
   a.deallocate(p, 3 << 20);
-  EXPECT_EQ(a.allocate(2 << 20), p);  // 3 MiB is at most twice 2 MiB
+  EXPECT_EQ(a.allocate(2 << 20), p);             // 3 MiB is at most twice 2 MiB
   EXPECT_EQ(a.stats().reserved_bytes, 3 << 20);  // the slack stays, counted, while there is room
   EXPECT_EQ(resident_pages(p + (2 << 20), 1 << 20), 256u);
   void* q = a.allocate(2 << 20);  // 5 MiB would pass the cap: p's slack goes back
@@ -133,7 +134,8 @@ TEST_F(CachingAllocatorTest, CachedBlocksCountAgainstTheCapAndGoBackWhenNeeded) 
   CachingAllocator a(*dev, 4 * 65536);
   void* p = a.allocate(2 * 65536);
   a.deallocate(p, 2 * 65536);  // cached: 128 KiB reserved, nothing live, smaller than 136 KiB
-  void* q = a.allocate(2 * 65536 + 8192);  // 136 KiB more would make 264 KiB > 256 KiB: the cache goes
+  void* q =
+      a.allocate(2 * 65536 + 8192);  // 136 KiB more would make 264 KiB > 256 KiB: the cache goes
   EXPECT_EQ(a.stats().reserved_bytes, 2 * 65536 + 8192);
   EXPECT_LE(a.stats().reserved_peak_bytes, 4 * 65536);
   a.deallocate(q, 2 * 65536 + 8192);
@@ -146,7 +148,8 @@ TEST_F(CachingAllocatorTest, RefusesPastTheCapWithLiveBytesAndTheCap) {
     a.allocate(200 << 10);
     ADD_FAILURE() << "allocated past the cap";
   } catch (const OutOfMemory& e) {
-    EXPECT_NE(std::string(e.what()).find("past the cap of 1048576 bytes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("past the cap of 1048576 bytes"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("921600 bytes are live"), std::string::npos) << e.what();
   }
   EXPECT_EQ(a.stats().live_bytes, 900 << 10);  // the failed request changed nothing
@@ -162,7 +165,8 @@ TEST_F(CachingAllocatorTest, TrimGivesBackBlocksNoStepReusedForKIdleTrims) {
   for (int step = 1; step <= CachingAllocator::kIdleTrims; ++step) {
     a.deallocate(a.allocate(1 << 20), 1 << 20);  // each "step" reuses only the 1 MiB block
     a.trim();
-    EXPECT_EQ(a.stats().reserved_bytes, 3 << 20) << "the 2 MiB block is idle for " << step << " steps: kept";
+    EXPECT_EQ(a.stats().reserved_bytes, 3 << 20)
+        << "the 2 MiB block is idle for " << step << " steps: kept";
   }
   a.deallocate(a.allocate(1 << 20), 1 << 20);
   a.trim();

@@ -5,7 +5,6 @@
 // before the first step; offload on the simulated device gives the same numbers; and the
 // process's resident memory follows the allocator's reservations.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,11 +14,11 @@
 #include <random>
 
 #include "base/bytes.h"
+#include "base/error.h"
 #include "devices/cuda/cuda_device.h"
 #include "devices/hip/hip_device.h"
 #include "devices/simulated/simulated_device.h"
 #include "engine/trainer.h"
-#include "base/error.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define DISC_TEST_ASAN 1
@@ -31,7 +30,9 @@
 #ifdef DISC_TEST_ASAN
 // The resident-memory test measures what freeing gives back; ASan's quarantine would hold every
 // freed heap block for later checks instead.
-extern "C" const char* __asan_default_options() { return "quarantine_size_mb=0"; }
+extern "C" const char* __asan_default_options() {
+  return "quarantine_size_mb=0";
+}
 #endif
 
 namespace disc::engine {
@@ -46,20 +47,40 @@ const std::vector<Shape> kShapes = {{3, 11}, {6, 24}, {1, 5}, {5, 17}};
 // "llama" runs attention as one op (the default); "llama-primitives" as matmul, mask, softmax.
 ir::models::Model build(const std::string& family, int64_t vocab = 40) {
   if (family.starts_with("llama")) {
-    return ir::models::build_llama({.vocab = vocab, .hidden = 32, .layers = 2, .heads = 4, .kv_heads = 2, .ffn = 64, .max_batch = 6, .max_seq = 24});
+    return ir::models::build_llama({.vocab = vocab,
+                                    .hidden = 32,
+                                    .layers = 2,
+                                    .heads = 4,
+                                    .kv_heads = 2,
+                                    .ffn = 64,
+                                    .max_batch = 6,
+                                    .max_seq = 24});
   }
   if (family == "gpt2") {
-    return ir::models::build_gpt2({.vocab = vocab, .hidden = 32, .layers = 2, .heads = 4, .ffn = 64, .max_batch = 6, .max_seq = 24, .dropout = 0.1});
+    return ir::models::build_gpt2({.vocab = vocab,
+                                   .hidden = 32,
+                                   .layers = 2,
+                                   .heads = 4,
+                                   .ffn = 64,
+                                   .max_batch = 6,
+                                   .max_seq = 24,
+                                   .dropout = 0.1});
   }
-  return ir::models::build_mlp({.in = 24, .classes = 7, .hidden = {48, 48, 48, 48}, .max_batch = 6 * 24});
+  return ir::models::build_mlp(
+      {.in = 24, .classes = 7, .hidden = {48, 48, 48, 48}, .max_batch = 6 * 24});
 }
 
 TrainerOptions options(const std::string& family, const memory::GovernorOptions& memory,
-                               const std::string& device = "cpu") {
-  return {.device = device, .threads = 2, .seed = 7, .memory = memory, .fuse_attention = family != "llama-primitives"};
+                       const std::string& device = "cpu") {
+  return {.device = device,
+          .threads = 2,
+          .seed = 7,
+          .memory = memory,
+          .fuse_attention = family != "llama-primitives"};
 }
 
-Batch make_batch(const std::string& family, Shape sh, uint64_t seed, int64_t step, memory::Allocator& alloc) {
+Batch make_batch(const std::string& family, Shape sh, uint64_t seed, int64_t step,
+                 memory::Allocator& alloc) {
   std::mt19937_64 rng(seed * 1000 + static_cast<uint64_t>(step));
   if (family == "mlp") {  // rows = b * s, so that the mlp's batch also changes every step
     const int64_t rows = sh.b * sh.s;
@@ -67,7 +88,8 @@ Batch make_batch(const std::string& family, Shape sh, uint64_t seed, int64_t ste
     std::vector<int32_t> labels(rows);
     for (auto& v : x) v = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
     for (auto& l : labels) l = static_cast<int32_t>(rng() % 7);
-    return {{"x", Tensor::from<float>({rows, 24}, x, alloc)}, {"labels", Tensor::from<int32_t>({rows}, labels, alloc)}};
+    return {{"x", Tensor::from<float>({rows, 24}, x, alloc)},
+            {"labels", Tensor::from<int32_t>({rows}, labels, alloc)}};
   }
   std::vector<int32_t> tokens(sh.b * sh.s), targets(sh.b * sh.s);
   for (auto& t : tokens) t = static_cast<int32_t>(rng() % 40);
@@ -84,18 +106,22 @@ struct Outcome {
   int64_t live_peak = 0, reserved_peak = 0, evictions = 0, recomputes = 0, reloads = 0, staged = 0;
 };
 
-Outcome train(const std::string& family, const memory::GovernorOptions& memory, const std::string& device = "cpu") {
+Outcome train(const std::string& family, const memory::GovernorOptions& memory,
+              const std::string& device = "cpu") {
   Trainer t(build(family), options(family, memory, device));
   Outcome o;
   for (size_t i = 0; i < kShapes.size(); ++i) {
-    StepResult r = t.step(make_batch(family, kShapes[i], 7, static_cast<int64_t>(i), t.allocator()), 1e-2);
+    StepResult r =
+        t.step(make_batch(family, kShapes[i], 7, static_cast<int64_t>(i), t.allocator()), 1e-2);
     o.losses.push_back(r.loss), o.norms.push_back(r.grad_norm);
     o.live_peak = std::max(o.live_peak, r.stats.live_peak_bytes);
     o.reserved_peak = std::max(o.reserved_peak, r.stats.reserved_peak_bytes);
-    o.evictions += r.stats.evictions, o.recomputes += r.stats.recomputes, o.reloads += r.stats.reloads;
+    o.evictions += r.stats.evictions, o.recomputes += r.stats.recomputes,
+        o.reloads += r.stats.reloads;
     o.staged += r.stats.host_staged_nodes;
   }
-  for (const auto& name : t.parameter_names()) o.params[name] = t.parameter(name).to_vector<float>();
+  for (const auto& name : t.parameter_names())
+    o.params[name] = t.parameter(name).to_vector<float>();
   return o;
 }
 
@@ -110,13 +136,16 @@ void expect_same_numbers(const Outcome& a, const Outcome& b) {
 }
 
 // The smallest cap the planner reaches at the largest shape, and the lower bound there.
-std::pair<int64_t, int64_t> feasible_and_bound(const std::string& family, const memory::GovernorOptions& memory,
+std::pair<int64_t, int64_t> feasible_and_bound(const std::string& family,
+                                               const memory::GovernorOptions& memory,
                                                const std::string& device = "cpu") {
   Trainer t(build(family), options(family, memory, device));
   const ir::Bindings largest = t.largest_shape();
   const int64_t held = t.bytes_held_for(largest);
   memory::Governor& gov = t.governor();
-  const int64_t bound = memory::plan_memory(t.graph(), gov.liveness(), gov.candidates(), largest, held, {}).lower_bound;
+  const int64_t bound =
+      memory::plan_memory(t.graph(), gov.liveness(), gov.candidates(), largest, held, {})
+          .lower_bound;
   return {gov.smallest_feasible_cap(largest, held), bound};
 }
 
@@ -128,15 +157,18 @@ TEST(GovernedMemory, RecomputesThatReadEvictedValuesRerunThemFirstWithTheSameNum
   Trainer t(build("llama"), options("llama", {.cap = smallest}));
   const ir::Bindings largest = t.largest_shape();
   const memory::MemoryPlan& plan = t.governor().plan(largest, t.bytes_held_for(largest));
-  const auto reruns = std::count_if(plan.evictions.begin(), plan.evictions.end(),
-                                    [](const memory::Eviction& e) { return !e.rerun_first.empty(); });
-  EXPECT_GT(reruns, 0) << "no recompute reruns an evicted value at " << smallest << " bytes (lower bound " << bound << ")";
+  const auto reruns =
+      std::count_if(plan.evictions.begin(), plan.evictions.end(),
+                    [](const memory::Eviction& e) { return !e.rerun_first.empty(); });
+  EXPECT_GT(reruns, 0) << "no recompute reruns an evicted value at " << smallest
+                       << " bytes (lower bound " << bound << ")";
   expect_same_numbers(train("llama", {}), train("llama", {.cap = smallest}));
   // The step reruns each temporary once for all the regenerations before a node that read it,
   // and holds no more than the plan counted.
   int64_t planned = 0;
   for (const auto& runs : plan.regen_runs) {
-    for (const memory::RegenRun& u : runs) planned += static_cast<int64_t>(t.governor().candidates()[u.candidate].recompute.size());
+    for (const memory::RegenRun& u : runs)
+      planned += static_cast<int64_t>(t.governor().candidates()[u.candidate].recompute.size());
   }
   const StepResult r = t.step(make_batch("llama", kShapes[1], 7, 0, t.allocator()), 1e-2);
   EXPECT_EQ(r.stats.recomputes, planned);
@@ -153,7 +185,8 @@ TEST_P(GovernedTraining, EveryCapGivesTheSameNumbersAndStaysUnderIt) {
   auto [smallest, bound] = feasible_and_bound(family, {.cap = peak});
   ASSERT_LT(smallest, peak) << "the governor saves nothing";
   EXPECT_GE(smallest, bound);
-  for (int64_t cap : {peak, peak - (peak - smallest) / 3, peak - 2 * (peak - smallest) / 3, smallest}) {
+  for (int64_t cap :
+       {peak, peak - (peak - smallest) / 3, peak - 2 * (peak - smallest) / 3, smallest}) {
     SCOPED_TRACE("cap " + std::to_string(cap) + " of peak " + std::to_string(peak));
     const Outcome capped = train(family, {.cap = cap});
     expect_same_numbers(free_run, capped);
@@ -174,9 +207,12 @@ TEST_P(GovernedTraining, ACapBelowTheLowerBoundIsRefusedBeforeTheFirstStep) {
     ADD_FAILURE() << "a cap of " << bound - 4096 << " was accepted, lower bound " << bound;
   } catch (const OutOfMemory& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("is below the lower bound " + human_bytes(bound)), std::string::npos) << what;
+    EXPECT_NE(what.find("is below the lower bound " + human_bytes(bound)), std::string::npos)
+        << what;
     EXPECT_NE(what.find("plus what step"), std::string::npos) << what;
-    EXPECT_NE(what.find("smallest cap the planner reaches is " + human_bytes(smallest)), std::string::npos) << what;
+    EXPECT_NE(what.find("smallest cap the planner reaches is " + human_bytes(smallest)),
+              std::string::npos)
+        << what;
   }
 }
 
@@ -188,7 +224,9 @@ TEST_P(GovernedTraining, ACapBelowTheParametersAndStateSaysSo) {
     Trainer t(build(family), options(family, {.cap = 64 << 10}));
     ADD_FAILURE() << "a cap of 64 KiB was accepted";
   } catch (const OutOfMemory& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot hold the parameters and optimizer state"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot hold the parameters and optimizer state"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -231,9 +269,11 @@ TEST_P(GovernedTraining, TheGpuPathGivesTheCpusNumbersOnMemoryTheHostCannotAddre
 // matmul and reshape never are; on the CPU nothing is.
 TEST(GpuPath, TheOpsStagedOnTheHostAreNamed) {
   EXPECT_TRUE(Trainer(build("llama"), options("llama", {})).staged_ops().empty());
-  const std::vector<std::string> ops = Trainer(build("llama"), options("llama", {}, "sim-gpu")).staged_ops();
+  const std::vector<std::string> ops =
+      Trainer(build("llama"), options("llama", {}, "sim-gpu")).staged_ops();
   EXPECT_NE(std::find(ops.begin(), ops.end(), "attention"), ops.end());
-  EXPECT_NE(std::find(ops.begin(), ops.end(), "fused"), ops.end());  // sim-gpu compiles no GPU kernels
+  EXPECT_NE(std::find(ops.begin(), ops.end(), "fused"),
+            ops.end());  // sim-gpu compiles no GPU kernels
   EXPECT_EQ(std::find(ops.begin(), ops.end(), "matmul"), ops.end());
   EXPECT_EQ(std::find(ops.begin(), ops.end(), "reshape"), ops.end());
   EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
@@ -243,16 +283,20 @@ TEST(GpuPath, TheOpsStagedOnTheHostAreNamed) {
 // rounding (cuBLAS and the GPU kernels sum in other orders), with and without a cap.
 TEST_P(GovernedTraining, OnAGpuTheLossesFollowTheCpusWithinRounding) {
   std::string device;
-  if (devices::cuda::cuda_device_count() > 0) device = "cuda:0";
-  else if (devices::hip::hip_device_count() > 0) device = "hip:0";
+  if (devices::cuda::cuda_device_count() > 0)
+    device = "cuda:0";
+  else if (devices::hip::hip_device_count() > 0)
+    device = "hip:0";
   if (device.empty()) GTEST_SKIP() << "no GPU here";
   const std::string family = GetParam();
   const Outcome cpu = train(family, {});
   auto [smallest, bound] = feasible_and_bound(family, {.cap = 1 << 30, .offload = true}, device);
-  for (const memory::GovernorOptions& m : {memory::GovernorOptions{}, memory::GovernorOptions{.cap = smallest, .offload = true}}) {
+  for (const memory::GovernorOptions& m :
+       {memory::GovernorOptions{}, memory::GovernorOptions{.cap = smallest, .offload = true}}) {
     const Outcome gpu = train(family, m, device);
     ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
-    for (size_t i = 0; i < cpu.losses.size(); ++i) EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 * std::fabs(cpu.losses[i])) << i;
+    for (size_t i = 0; i < cpu.losses.size(); ++i)
+      EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 * std::fabs(cpu.losses[i])) << i;
     if (m.cap > 0) EXPECT_LE(gpu.reserved_peak, m.cap);
   }
 }
@@ -262,12 +306,20 @@ TEST_P(GovernedTraining, OnAGpuTheLossesFollowTheCpusWithinRounding) {
 // LLVM for nodes staged from sim-gpu), the next step of that shape compiles nothing.
 TEST(GpuSteps, CompilesAreCounted) {
   std::vector<std::string> names = {"sim-gpu"};
-  if (devices::cuda::cuda_device_count() > 0) names.push_back("cuda:0");
-  else if (devices::hip::hip_device_count() > 0) names.push_back("hip:0");
+  if (devices::cuda::cuda_device_count() > 0)
+    names.push_back("cuda:0");
+  else if (devices::hip::hip_device_count() > 0)
+    names.push_back("hip:0");
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
-    Trainer t(ir::models::build_llama({.vocab = 64, .hidden = 32, .layers = 1, .heads = 2, .kv_heads = 1, .ffn = 64,
-                                       .max_batch = 4, .max_seq = 64}),
+    Trainer t(ir::models::build_llama({.vocab = 64,
+                                       .hidden = 32,
+                                       .layers = 1,
+                                       .heads = 2,
+                                       .kv_heads = 1,
+                                       .ffn = 64,
+                                       .max_batch = 4,
+                                       .max_seq = 64}),
               {.device = name, .threads = 2});
     std::vector<int32_t> tokens(2 * 17, 3);
     Batch batch{{"tokens", Tensor::from<int32_t>({2, 17}, tokens, t.allocator())},
@@ -280,8 +332,12 @@ TEST(GpuSteps, CompilesAreCounted) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, GovernedTraining, ::testing::Values("llama", "llama-primitives", "gpt2", "mlp"),
-                         [](const auto& info) { return info.param == "llama-primitives" ? std::string("llama_primitives") : info.param; });
+INSTANTIATE_TEST_SUITE_P(Families, GovernedTraining,
+                         ::testing::Values("llama", "llama-primitives", "gpt2", "mlp"),
+                         [](const auto& info) {
+                           return info.param == "llama-primitives" ? std::string("llama_primitives")
+                                                                   : info.param;
+                         });
 
 int64_t resident_bytes() {
   std::ifstream statm("/proc/self/statm");
@@ -293,13 +349,21 @@ int64_t resident_bytes() {
 TEST(GovernedMemory, ResidentMemoryFollowsTheReservations) {
   // A llama whose logits alone take 8 * 256 * 2048 * 4 = 16 MiB: the step's activations are tens
   // of MiB, well above the margin that kernels' own scratch and the libraries take.
-  auto model = ir::models::build_llama({.vocab = 2048, .hidden = 128, .layers = 2, .heads = 4, .kv_heads = 2, .ffn = 256, .max_batch = 8, .max_seq = 256});
+  auto model = ir::models::build_llama({.vocab = 2048,
+                                        .hidden = 128,
+                                        .layers = 2,
+                                        .heads = 4,
+                                        .kv_heads = 2,
+                                        .ffn = 256,
+                                        .max_batch = 8,
+                                        .max_seq = 256});
   Trainer t(std::move(model), {.threads = 2, .memory = {.cap = 160 << 20}});
   constexpr int64_t kMargin = 16 << 20;
   int64_t worst = INT64_MIN, rss0 = 0, reserved0 = 0;
   bool measuring = false;
   t.set_observer([&](const StepEvent&) {
-    const int64_t grown = resident_bytes() - rss0, reserved = t.allocator().stats().reserved_bytes - reserved0;
+    const int64_t grown = resident_bytes() - rss0,
+                  reserved = t.allocator().stats().reserved_bytes - reserved0;
     if (measuring) worst = std::max(worst, grown - reserved);
   });
   // The first round compiles the JIT's kernels for both shape buckets; LLVM's memory for that
@@ -322,7 +386,8 @@ TEST(GovernedMemory, ResidentMemoryFollowsTheReservations) {
   }
   EXPECT_GT(compiles[0], 0);
   EXPECT_EQ(compiles[1], 0);
-  EXPECT_LE(worst, kMargin) << "resident memory grew " << worst << " bytes more than the reservations";
+  EXPECT_LE(worst, kMargin) << "resident memory grew " << worst
+                            << " bytes more than the reservations";
 }
 
 }  // namespace

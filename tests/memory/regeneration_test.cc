@@ -9,8 +9,8 @@
 #include <random>
 
 #include "devices/device.h"
-#include "ir/binding.h"
 #include "engine/executor.h"
+#include "ir/binding.h"
 #include "ir/text_format.h"
 
 namespace disc::engine {
@@ -24,9 +24,12 @@ struct Case {
   int64_t recomputes;  // nodes the plan reruns
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.file; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.file;
+}
 
-std::map<std::string, Tensor> random_args(const ir::Graph& g, const ir::Bindings& b, memory::Allocator& alloc) {
+std::map<std::string, Tensor> random_args(const ir::Graph& g, const ir::Bindings& b,
+                                          memory::Allocator& alloc) {
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<float> u(-0.5f, 0.5f);
   std::map<std::string, Tensor> args;
@@ -69,7 +72,9 @@ INSTANTIATE_TEST_SUITE_P(Golden, Regeneration,
                              Case{"remat_shared_rerun.disc", 16896, {{"N", 1024}, {"M", 4096}}, 4},
                              // attention_grad once, keeping %dk: 1.
                              Case{"remat_keep.disc", 131072, {{"N", 1024}, {"M", 24576}}, 1}),
-                         [](const auto& info) { return info.param.file.substr(0, info.param.file.find('.')); });
+                         [](const auto& info) {
+                           return info.param.file.substr(0, info.param.file.find('.'));
+                         });
 
 }  // namespace
 }  // namespace disc::engine

@@ -19,9 +19,24 @@ namespace disc::memory {
 namespace {
 
 std::unique_ptr<ir::Graph> training_step(const std::string& family) {
-  ir::models::Model m = family == "llama" ? ir::models::build_llama({.vocab = 50, .hidden = 32, .layers = 2, .heads = 4, .kv_heads = 2, .ffn = 64, .max_batch = 8, .max_seq = 32})
-                        : family == "gpt2" ? ir::models::build_gpt2({.vocab = 50, .hidden = 32, .layers = 2, .heads = 4, .ffn = 64, .max_batch = 8, .max_seq = 32, .dropout = 0.1})
-                                           : ir::models::build_mlp({.in = 20, .classes = 5, .hidden = {16, 16}});
+  ir::models::Model m = family == "llama" ? ir::models::build_llama({.vocab = 50,
+                                                                     .hidden = 32,
+                                                                     .layers = 2,
+                                                                     .heads = 4,
+                                                                     .kv_heads = 2,
+                                                                     .ffn = 64,
+                                                                     .max_batch = 8,
+                                                                     .max_seq = 32})
+                        : family == "gpt2"
+                            ? ir::models::build_gpt2({.vocab = 50,
+                                                      .hidden = 32,
+                                                      .layers = 2,
+                                                      .heads = 4,
+                                                      .ffn = 64,
+                                                      .max_batch = 8,
+                                                      .max_seq = 32,
+                                                      .dropout = 0.1})
+                            : ir::models::build_mlp({.in = 20, .classes = 5, .hidden = {16, 16}});
   ir::build_training_step(*m.graph, m.loss, m.params, {});
   return std::move(m.graph);
 }
@@ -56,11 +71,14 @@ void expect_valid(const ir::Graph& g, const std::vector<const ir::Node*>& order)
     for (const auto& [arg, v] : l.copies_after[i]) {
       ++copies;
       EXPECT_GE(i, at.at(v->producer()));
-      for (const ir::Node* reader : arg->users()) EXPECT_LE(at.at(reader), i) << "%" << arg->name() << " read after its update";
+      for (const ir::Node* reader : arg->users())
+        EXPECT_LE(at.at(reader), i) << "%" << arg->name() << " read after its update";
     }
   }
   for (const auto& [v, arg] : l.written_into) {
-    for (const ir::Node* reader : arg->users()) EXPECT_LE(at.at(reader), at.at(v->producer())) << "%" << arg->name() << " read after its update";
+    for (const ir::Node* reader : arg->users())
+      EXPECT_LE(at.at(reader), at.at(v->producer()))
+          << "%" << arg->name() << " read after its update";
   }
   EXPECT_EQ(copies + l.written_into.size(), g.updates().size());
 }
@@ -160,7 +178,8 @@ TEST(Liveness, RefusesAnUpdateThatTakesAnArgumentItself) {
     analyze_liveness(*g, {nodes.begin(), nodes.end()});
     ADD_FAILURE() << "accepted";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("takes the argument `v` itself"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("takes the argument `v` itself"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -225,13 +244,15 @@ TEST(Remat, CandidatesNeverIncludeOutputsOrOptimizerWork) {
     EXPECT_GE(c.regen_before - c.evict_after, 2);
     EXPECT_LE(c.recompute.size(), static_cast<size_t>(kMaxChain));
     for (const ir::Node* n : c.recompute) {
-      for (const ir::Value* r : n->results()) EXPECT_FALSE(kept.contains(r) && r != c.value) << "%" << r->name();
+      for (const ir::Value* r : n->results())
+        EXPECT_FALSE(kept.contains(r) && r != c.value) << "%" << r->name();
       EXPECT_NE(n->op().name, "adamw_update");
     }
     if (!c.recompute.empty()) {
       EXPECT_EQ(c.recompute.back(), c.value->producer());
     }
-    for (const ir::Value* leaf : c.leaves) EXPECT_TRUE(l.live_at(leaf, c.regen_before)) << "%" << leaf->name();
+    for (const ir::Value* leaf : c.leaves)
+      EXPECT_TRUE(l.live_at(leaf, c.regen_before)) << "%" << leaf->name();
   }
 }
 

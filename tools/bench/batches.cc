@@ -15,15 +15,19 @@ std::string find_data_file(const std::string& path) {
   return std::filesystem::exists(p) ? p.lexically_normal().string() : "";
 }
 
-std::vector<std::vector<int32_t>> codealpaca_examples(const std::string& path, int64_t max_len, uint64_t seed,
-                                                      std::string& source) {
+std::vector<std::vector<int32_t>> codealpaca_examples(const std::string& path, int64_t max_len,
+                                                      uint64_t seed, std::string& source) {
   if (const std::string found = find_data_file(path); !found.empty()) {
     source = found + " (byte lengths)";
     return data::load_text_dataset({.path = found, .format = "json", .max_len = max_len});
   }
   source = "synthetic log-normal lengths (" + path + " not found)";
-  return data::make_synthetic(
-      {.vocab = 256, .examples = 4535, .min_len = 16, .max_len = max_len, .lengths = "lognormal", .seed = seed});
+  return data::make_synthetic({.vocab = 256,
+                               .examples = 4535,
+                               .min_len = 16,
+                               .max_len = max_len,
+                               .lengths = "lognormal",
+                               .seed = seed});
 }
 
 data::HostBatch randomize(const data::HostBatch& b, int64_t vocab, std::mt19937_64& rng) {

@@ -26,8 +26,8 @@ data::HostBatch pad_to(const data::HostBatch& b, int64_t seq);
 // CodeAlpaca's examples as byte tokens (only their lengths matter to the benchmarks), truncated at
 // max_len, from `path` (found as find_data_file finds it); synthetic log-normal lengths like
 // CodeAlpaca's when the file is missing. `source` says which.
-std::vector<std::vector<int32_t>> codealpaca_examples(const std::string& path, int64_t max_len, uint64_t seed,
-                                                      std::string& source);
+std::vector<std::vector<int32_t>> codealpaca_examples(const std::string& path, int64_t max_len,
+                                                      uint64_t seed, std::string& source);
 
 // The longest sequence length among the batches.
 int64_t longest(const std::vector<data::HostBatch>& bs);

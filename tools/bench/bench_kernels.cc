@@ -22,14 +22,14 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/executor.h"
 #include "engine/trainer.h"
-#include "base/error.h"
 #include "ir/text_format.h"
-#include "jit/fusion/fused_op.h"
-#include "jit/fusion/fusion.h"
 #include "jit/cpu/kernel_cache.h"
 #include "jit/cpu/target.h"
+#include "jit/fusion/fused_op.h"
+#include "jit/fusion/fusion.h"
 #include "json_file.h"
 #include "memory/caching_allocator.h"
 #include "timing.h"
@@ -144,9 +144,10 @@ class Triad {
  private:
   void pass() {
     const float s = 3.0f;
-    tbb::parallel_for(tbb::blocked_range<size_t>(0, a_.size(), 1 << 16), [&](const tbb::blocked_range<size_t>& k) {
-      for (size_t i = k.begin(); i < k.end(); ++i) a_[i] = b_[i] + s * c_[i];
-    });
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, a_.size(), 1 << 16),
+                      [&](const tbb::blocked_range<size_t>& k) {
+                        for (size_t i = k.begin(); i < k.end(); ++i) a_[i] = b_[i] + s * c_[i];
+                      });
     if (a_[a_.size() / 2] != 7.0f) throw Error("triad computed a wrong value");
   }
 
@@ -166,7 +167,8 @@ engine::Tensor random_tensor(const ir::Value& v, const ir::Bindings& b, std::mt1
     for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
   } else if (v.dtype() == DType::kI32) {  // labels: columns of the logits
     const int64_t classes = v.shape().empty() ? 1 : 32000;
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<int32_t>()[i] = static_cast<int32_t>(rng() % classes);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<int32_t>()[i] = static_cast<int32_t>(rng() % classes);
   } else if (v.dtype() == DType::kI64) {  // the optimizer's step
     for (int64_t i = 0; i < t.numel(); ++i) t.data<int64_t>()[i] = 3;
   } else {
@@ -182,8 +184,9 @@ struct Timing {
 };
 
 // The fastest of `repeats` runs after a warm-up; `between` (untimed here) runs before each.
-Timing time_runs(engine::Executor& ex, std::map<std::string, engine::Tensor> args, int repeats,
-                 const std::function<void()>& between = [] {}) {
+Timing time_runs(
+    engine::Executor& ex, std::map<std::string, engine::Tensor> args, int repeats,
+    const std::function<void()>& between = [] {}) {
   Timing t{.seconds = 1e30};
   engine::StepStats stats;
   t.outputs = ex.run(args, &stats);  // warm-up: compiles, plans, faults pages in
@@ -197,12 +200,14 @@ Timing time_runs(engine::Executor& ex, std::map<std::string, engine::Tensor> arg
   return t;
 }
 
-double max_rel_diff(const std::map<std::string, engine::Tensor>& a, const std::map<std::string, engine::Tensor>& b) {
+double max_rel_diff(const std::map<std::string, engine::Tensor>& a,
+                    const std::map<std::string, engine::Tensor>& b) {
   double worst = 0;
   for (const auto& [name, t] : a) {
     const float *x = t.data<float>(), *y = b.at(name).data<float>();
     for (int64_t i = 0; i < t.numel(); ++i)
-      worst = std::max(worst, std::abs(double(x[i]) - y[i]) / std::max(1e-3, std::abs(double(x[i]))));
+      worst =
+          std::max(worst, std::abs(double(x[i]) - y[i]) / std::max(1e-3, std::abs(double(x[i]))));
   }
   return worst;
 }
@@ -214,9 +219,11 @@ struct Row {
 };
 
 // The fused runs alternate with runs of `triad`, so that both see the same machine.
-Row run_pattern(const Pattern& p, const Options& o, memory::Allocator& alloc, jit::KernelCache& cache, Triad& triad) {
+Row run_pattern(const Pattern& p, const Options& o, memory::Allocator& alloc,
+                jit::KernelCache& cache, Triad& triad) {
   std::unique_ptr<ir::Graph> g = ir::parse_graph(p.graph, p.name);
-  const ir::Bindings b{{"R", std::max<int64_t>(1, static_cast<int64_t>(p.rows * o.scale))}, {"S", 512}};
+  const ir::Bindings b{{"R", std::max<int64_t>(1, static_cast<int64_t>(p.rows * o.scale))},
+                       {"S", 512}};
   std::mt19937_64 rng(1);
   std::map<std::string, engine::Tensor> args;
   int64_t bytes = 0;
@@ -242,18 +249,21 @@ int run(const Options& o) {
   tbb::global_control threads(tbb::global_control::max_allowed_parallelism, o.threads);
   jit::register_fused_op();
   const jit::Target t = jit::host_target();
-  std::printf("bench_kernels: memory-bound kernels, fused JIT vs reference, against STREAM triad\n");
-  std::printf("%d threads, best of %d runs each; host %s, %d-bit vectors\n", o.threads, o.repeats, t.cpu.c_str(), t.vector_bits);
+  std::printf(
+      "bench_kernels: memory-bound kernels, fused JIT vs reference, against STREAM triad\n");
+  std::printf("%d threads, best of %d runs each; host %s, %d-bit vectors\n", o.threads, o.repeats,
+              t.cpu.c_str(), t.vector_bits);
   // The machine is shared and its bandwidth drifts: each kernel is compared with a triad whose
   // runs alternate with the kernel's.
   const int64_t triad_floats = static_cast<int64_t>((32 << 20) * std::max(o.scale, 0.25));
-  std::printf("triad: a = b + s*c over 3 x %lld MiB, its runs alternating with each fused kernel's\n\n",
-              static_cast<long long>(triad_floats * 4 >> 20));
+  std::printf(
+      "triad: a = b + s*c over 3 x %lld MiB, its runs alternating with each fused kernel's\n\n",
+      static_cast<long long>(triad_floats * 4 >> 20));
   std::unique_ptr<devices::Device> dev = engine::make_device("cpu", o.threads);
   memory::CachingAllocator alloc(*dev, 0);  // as the trainer: outputs reuse freed blocks
   jit::KernelCache cache("");
-  std::printf("  %-30s %6s %12s %12s %12s %9s %8s %9s\n", "kernel", "MiB", "triad", "reference", "fused JIT",
-              "of triad", "kernels", "max rel.");
+  std::printf("  %-30s %6s %12s %12s %12s %9s %8s %9s\n", "kernel", "MiB", "triad", "reference",
+              "fused JIT", "of triad", "kernels", "max rel.");
   bool all_met = true;
   nlohmann::json rows = nlohmann::json::array();
   for (const Pattern& p : kPatterns) {
@@ -263,22 +273,35 @@ int run(const Options& o) {
     const bool lowered = r.fused_kernels > 0;
     const double share = r.fused_gbs / triad;
     all_met = all_met && lowered && share >= kGoal;
-    std::printf("  %-30s %6.0f %7.1f GB/s %7.1f GB/s %7.1f GB/s %8.0f%% %8lld %9.1e%s\n", r.name.c_str(), r.mib, triad,
-                r.reference_gbs, r.fused_gbs, 100 * share, static_cast<long long>(r.fused_kernels), r.rel_diff,
+    std::printf("  %-30s %6.0f %7.1f GB/s %7.1f GB/s %7.1f GB/s %8.0f%% %8lld %9.1e%s\n",
+                r.name.c_str(), r.mib, triad, r.reference_gbs, r.fused_gbs, 100 * share,
+                static_cast<long long>(r.fused_kernels), r.rel_diff,
                 lowered ? "" : "  (not lowered: reference kernels)");
-    rows.push_back({{"kernel", r.name}, {"mib", r.mib}, {"triad_gbs", triad},
-                    {"reference_gbs", r.reference_gbs}, {"fused_gbs", r.fused_gbs},
-                    {"share_of_triad", share}, {"fused_kernels", r.fused_kernels},
+    rows.push_back({{"kernel", r.name},
+                    {"mib", r.mib},
+                    {"triad_gbs", triad},
+                    {"reference_gbs", r.reference_gbs},
+                    {"fused_gbs", r.fused_gbs},
+                    {"share_of_triad", share},
+                    {"fused_kernels", r.fused_kernels},
                     {"max_rel_diff", r.rel_diff}});
   }
-  std::printf("\nGB/s: bytes each argument read once and each output written once, over the fastest run;\n"
-              "kernels: JIT kernels per run; max rel.: largest difference of a fused output from the reference\n");
-  std::printf("goal: every fused kernel at >= %.0f%% of triad: %s\n", 100 * kGoal, all_met ? "met" : "NOT MET");
+  std::printf(
+      "\nGB/s: bytes each argument read once and each output written once, over the fastest run;\n"
+      "kernels: JIT kernels per run; max rel.: largest difference of a fused output from the "
+      "reference\n");
+  std::printf("goal: every fused kernel at >= %.0f%% of triad: %s\n", 100 * kGoal,
+              all_met ? "met" : "NOT MET");
   std::printf("%s\n", machine_load().c_str());
   if (!o.json.empty()) {
-    write_json(o.json, {{"threads", o.threads}, {"repeats", o.repeats}, {"scale", o.scale},
-                        {"host", t.cpu}, {"vector_bits", t.vector_bits}, {"kernels", rows},
-                        {"goal_met", all_met}, {"machine_load", machine_load()}});
+    write_json(o.json, {{"threads", o.threads},
+                        {"repeats", o.repeats},
+                        {"scale", o.scale},
+                        {"host", t.cpu},
+                        {"vector_bits", t.vector_bits},
+                        {"kernels", rows},
+                        {"goal_met", all_met},
+                        {"machine_load", machine_load()}});
   }
   return 0;
 }
@@ -289,7 +312,9 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   disc::bench::Options o;
   CLI::App app{"bench_kernels: fused JIT kernels vs reference kernels vs STREAM triad"};
-  app.add_option("--threads", o.threads, "CPU threads")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("--threads", o.threads, "CPU threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   app.add_option("--repeats", o.repeats, "Timed runs per kernel; the fastest counts")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));

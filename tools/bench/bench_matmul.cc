@@ -9,14 +9,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <oneapi/dnnl/dnnl.hpp>
-
-#include "devices/cpu/tril_gemm.h"
 #include "devices/cpu/cpu_device.h"
+#include "devices/cpu/tril_gemm.h"
 #include "json_file.h"
 #include "peak_flops.h"
 
@@ -32,7 +31,7 @@ struct Shape {
   int64_t m, n, k;
   bool transpose_b = false;
   bool transpose_a = false;
-  int64_t batch = 1;  // products with their own A, B and C, densely packed
+  int64_t batch = 1;    // products with their own A, B and C, densely packed
   bool tril_a = false;  // devices::gemm_tril_a; GFLOP/s count the whole product's work
 };
 
@@ -60,10 +59,19 @@ class Operands {
     for (int i = 0; i < 3; ++i) dev_.deallocate(ptr_[i], bytes(i));
   }
   devices::GemmArgs args(const Shape& s) const {
-    return {.dtype = DType::kF32, .batch = s.batch, .m = s.m, .n = s.n, .k = s.k,
-            .transpose_a = s.transpose_a, .transpose_b = s.transpose_b,
-            .a = ptr_[0], .b = ptr_[1], .c = ptr_[2],
-            .batch_stride_a = s.m * s.k, .batch_stride_b = s.k * s.n, .batch_stride_c = s.m * s.n};
+    return {.dtype = DType::kF32,
+            .batch = s.batch,
+            .m = s.m,
+            .n = s.n,
+            .k = s.k,
+            .transpose_a = s.transpose_a,
+            .transpose_b = s.transpose_b,
+            .a = ptr_[0],
+            .b = ptr_[1],
+            .c = ptr_[2],
+            .batch_stride_a = s.m * s.k,
+            .batch_stride_b = s.k * s.n,
+            .batch_stride_c = s.m * s.n};
   }
 
  private:
@@ -121,7 +129,9 @@ nlohmann::json bench_shape(devices::cpu::CpuDevice& dev, const Shape& s, double 
   std::printf("%-34s %9.3f %10.1f %9.1f%%  %s\n", s.label.c_str(), seconds * 1e3, gflops,
               peak > 0 ? 100 * gflops * 1e9 / peak : 0.0,
               s.tril_a ? "row blocks below the diagonal" : dev.onednn().impl_name(g).c_str());
-  return {{"gemm", s.label}, {"ms", seconds * 1e3}, {"gflops", gflops},
+  return {{"gemm", s.label},
+          {"ms", seconds * 1e3},
+          {"gflops", gflops},
           {"share_of_peak", peak > 0 ? gflops * 1e9 / peak : 0.0}};
 }
 
@@ -178,10 +188,13 @@ int main(int argc, char** argv) {
     const bench::PeakFlops peak = bench::measure_peak_flops(dev.threads(), bench::kPeakSeconds);
     bench::print_header(dev, peak);
     nlohmann::json rows = nlohmann::json::array();
-    for (const bench::Shape& s : bench::shapes()) rows.push_back(bench::bench_shape(dev, s, peak.all_threads));
+    for (const bench::Shape& s : bench::shapes())
+      rows.push_back(bench::bench_shape(dev, s, peak.all_threads));
     if (!json_path.empty()) {
-      bench::write_json(json_path, {{"threads", dev.threads()}, {"peak_gflops_one_thread", peak.one_thread * 1e-9},
-                                    {"peak_gflops", peak.all_threads * 1e-9}, {"gemms", rows}});
+      bench::write_json(json_path, {{"threads", dev.threads()},
+                                    {"peak_gflops_one_thread", peak.one_thread * 1e-9},
+                                    {"peak_gflops", peak.all_threads * 1e-9},
+                                    {"gemms", rows}});
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_matmul: %s\n", e.what());

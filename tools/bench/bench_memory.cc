@@ -6,9 +6,9 @@
 // ids would use 258 of the 32000 rows. Each batch is padded to its own longest sequence.
 //
 // For each batch size, over the same batches and at the same cap (half the unoptimised peak):
-//   dynamic  no governor: graph order, no cap, no remat, no backward recompute -> the unoptimised peak
-//   static   every batch padded to its bucket (next power of two), schedule + remat under the cap
-//   disc     dynamic shapes, schedule + remat under the cap
+//   dynamic  no governor: graph order, no cap, no remat, no backward recompute -> the unoptimised
+//   peak static   every batch padded to its bucket (next power of two), schedule + remat under the
+//   cap disc     dynamic shapes, schedule + remat under the cap
 // (where static or disc cannot run at that cap, both run again at the smallest cap both fit),
 // then tokens/s against caps for one batch size, from none down to the smallest cap the planner
 // reaches, and the goals as met / not met. Each run first takes a warm-up pass over its
@@ -19,23 +19,23 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "base/bytes.h"
 #include "apps/data/batcher.h"
 #include "apps/data/synthetic.h"
 #include "apps/data/text_dataset.h"
+#include "base/bytes.h"
+#include "base/error.h"
 #include "batches.h"
 #include "devices/cpu/openmp_spin.h"
 #include "engine/trainer.h"
-#include "base/error.h"
 #include "json_file.h"
 #include "memory/memory_plan.h"
 #include "process_memory.h"
@@ -131,7 +131,7 @@ struct Result {
   int64_t peak_rss = 0;        // the process's peak resident memory over the run
   double step_ms_median = 0, step_ms_p10 = 0, step_ms_p90 = 0;  // over every timed step
   int64_t warm_compiles = 0, timed_compiles = 0;  // JIT kernels compiled (no disk cache)
-  std::vector<float> losses;   // warm-up pass, then the timed passes
+  std::vector<float> losses;                      // warm-up pass, then the timed passes
   bool ran() const { return refused.empty(); }
 };
 
@@ -151,7 +151,8 @@ std::string exceeds_machine(engine::Trainer& t, int64_t cap) {
   const int64_t need = cap > 0 ? cap : 2 * t.governor().plan(b, t.bytes_held_for(b)).peak;
   const int64_t free = t.device().memory_info().free_bytes;
   if (need <= free) return "";
-  return "skipped: it may reserve " + human_bytes(need) + " and the machine has " + human_bytes(free) + " free";
+  return "skipped: it may reserve " + human_bytes(need) + " and the machine has " +
+         human_bytes(free) + " free";
 }
 
 // The process's CPU time and minor page faults so far. CPU time is the second measure of speed:
@@ -220,7 +221,9 @@ Result run(const Options& o, const Run& spec) {
     trainer = std::make_unique<engine::Trainer>(
         ir::models::build_llama(bounded(o.model, batches)),
         // Fused JIT kernels, as disc-train runs by default, for every system compared.
-        engine::TrainerOptions{.threads = o.threads, .seed = o.seed, .memory = spec.memory,
+        engine::TrainerOptions{.threads = o.threads,
+                               .seed = o.seed,
+                               .memory = spec.memory,
                                .backward_recompute = spec.backward_recompute});
   } catch (const OutOfMemory& e) {
     r.refused = e.what();
@@ -284,9 +287,9 @@ void print_row(const std::string& name, int64_t cap, const Result& r, const Resu
     std::snprintf(ratio, sizeof ratio, "%.2fx", r.tokens_per_s / base->tokens_per_s);
   std::printf("  %-24s %9s %10s %10s %10s %9.0f %9.0f %7s %6.1f %8.1f%% %6.0fk %8.2fs %5.1fs\n",
               name.c_str(), c.c_str(), human_bytes(r.live_peak).c_str(),
-              human_bytes(r.reserved_peak).c_str(), human_bytes(r.peak_rss).c_str(),
-              r.tokens_per_s, r.cpu_tokens_per_s, ratio, r.evictions_per_step,
-              100 * r.recompute_share, r.faults_per_step / 1e3, r.first_visit_ms / 1e3, r.setup_s);
+              human_bytes(r.reserved_peak).c_str(), human_bytes(r.peak_rss).c_str(), r.tokens_per_s,
+              r.cpu_tokens_per_s, ratio, r.evictions_per_step, 100 * r.recompute_share,
+              r.faults_per_step / 1e3, r.first_visit_ms / 1e3, r.setup_s);
   if (r.live_peak > r.planned_peak) {
     std::printf("    ^ live peak %s is above the plan's %s\n", human_bytes(r.live_peak).c_str(),
                 human_bytes(r.planned_peak).c_str());
@@ -344,8 +347,9 @@ void print_feasibility(const char* what, const Feasibility& f, int64_t seq) {
   std::printf(
       "  %-6s at S=%-5lld held before the step %s, scheduled peak %s, lower bound %s, smallest "
       "feasible cap %s = %.3fx the bound (search %.2f s)\n",
-      what, static_cast<long long>(seq), human_bytes(f.held).c_str(), human_bytes(f.unplanned).c_str(),
-      human_bytes(f.lower_bound).c_str(), human_bytes(f.smallest).c_str(),
+      what, static_cast<long long>(seq), human_bytes(f.held).c_str(),
+      human_bytes(f.unplanned).c_str(), human_bytes(f.lower_bound).c_str(),
+      human_bytes(f.smallest).c_str(),
       static_cast<double>(f.smallest) / static_cast<double>(f.lower_bound), f.search_s);
 }
 
@@ -388,7 +392,8 @@ Comparison compare(const Options& o, const std::vector<std::vector<int32_t>>& ex
   c.padded_f = feasibility(o, c.w.padded);
   c.dynamic = run(o, {"B=" + std::to_string(batch_size) + " dynamic",
                       {.cap = 0, .schedule = false, .remat = false},
-                      &c.w.dynamic, /*backward_recompute=*/false});
+                      &c.w.dynamic,
+                      /*backward_recompute=*/false});
   if (c.dynamic.ran())
     c.cap = static_cast<int64_t>(kHalf * static_cast<double>(c.dynamic.live_peak));
   run_governed(o, c);
@@ -441,8 +446,10 @@ const Result* measured(const Comparison& c, int64_t cap, bool padded) {
 // One system's points: disc (dynamic shapes) or static (padded to buckets), both with schedule
 // and remat. A cap below the system's smallest feasible one is refused without a run.
 std::vector<std::pair<int64_t, Result>> curve_points(const Options& o, const Comparison& c,
-                                                     const std::vector<int64_t>& caps, bool padded) {
-  const std::string label = std::string(padded ? "static curve B=" : "curve B=") + std::to_string(c.w.batch_size);
+                                                     const std::vector<int64_t>& caps,
+                                                     bool padded) {
+  const std::string label =
+      std::string(padded ? "static curve B=" : "curve B=") + std::to_string(c.w.batch_size);
   const int64_t smallest = (padded ? c.padded_f : c.dynamic_f).smallest;
   const std::vector<data::HostBatch>& batches = padded ? c.w.padded : c.w.dynamic;
   std::vector<std::pair<int64_t, Result>> out;
@@ -454,7 +461,8 @@ std::vector<std::pair<int64_t, Result>> curve_points(const Options& o, const Com
       r.refused = "exceeds the cap: its smallest feasible cap is " + human_bytes(smallest);
     } else {
       r = run(o, {label + " cap " + (cap ? human_bytes(cap) : "none"),
-                  {.cap = cap, .schedule = true, .remat = true}, &batches});
+                  {.cap = cap, .schedule = true, .remat = true},
+                  &batches});
     }
     out.emplace_back(cap, r);
   }
@@ -535,8 +543,8 @@ std::string goal_a(const Comparison& c) {
     return format(
         "(a) B=%lld: at %s (half the unoptimised peak) disc reaches %.0f%% [%.0f%%] of the "
         "uncapped dynamic run's tokens/s (goal >= %.0f%%): %s",
-        b, human_bytes(c.cap).c_str(), 100 * a, 100 * cpu_ratio(c.disc, c.dynamic), 100 * kGoalThroughput,
-        verdict(a >= kGoalThroughput));
+        b, human_bytes(c.cap).c_str(), 100 * a, 100 * cpu_ratio(c.disc, c.dynamic),
+        100 * kGoalThroughput, verdict(a >= kGoalThroughput));
   }
 }
 
@@ -557,14 +565,15 @@ std::string goal_c(const Comparison& c) {
     return format(
         "(c) B=%lld: %s; at %s, the smallest cap both fit, disc runs %.2fx [%.2fx] static (goal "
         ">= %.1fx): %s",
-        b, at_half, human_bytes(c.equal_cap).c_str(), s, cpu_ratio(c.disc_eq, c.padded_eq), kGoalSpeedup,
-        verdict(s >= kGoalSpeedup));
+        b, at_half, human_bytes(c.equal_cap).c_str(), s, cpu_ratio(c.disc_eq, c.padded_eq),
+        kGoalSpeedup, verdict(s >= kGoalSpeedup));
   }
   return format("(c) B=%lld: %s: no cap at which both static and disc ran", b, verdict(false));
 }
 
 // The goals' verdicts, one line each.
-std::vector<std::string> goals(const std::vector<Comparison>& cs, const Comparison& cc, const Curve& cv) {
+std::vector<std::string> goals(const std::vector<Comparison>& cs, const Comparison& cc,
+                               const Curve& cv) {
   std::vector<std::string> out;
   for (const Comparison& c : cs) out.push_back(goal_a(c));
   if (cv.unlimited.ran() && cv.at_half.ran()) {
@@ -580,7 +589,8 @@ std::vector<std::string> goals(const std::vector<Comparison>& cs, const Comparis
     out.push_back(format(
         "(b) B=%lld: smallest feasible cap %s = %.3fx the lower bound %s (goal <= %.2fx): %s",
         static_cast<long long>(c.w.batch_size), human_bytes(c.dynamic_f.smallest).c_str(), ratio,
-        human_bytes(c.dynamic_f.lower_bound).c_str(), kGoalFeasible, verdict(ratio <= kGoalFeasible)));
+        human_bytes(c.dynamic_f.lower_bound).c_str(), kGoalFeasible,
+        verdict(ratio <= kGoalFeasible)));
   }
   for (const Comparison& c : cs) out.push_back(goal_c(c));
   return out;
@@ -594,19 +604,27 @@ json to_json(const Result& r) {
     j["refused"] = r.refused;
     return j;
   }
-  j.update({{"live_peak_bytes", r.live_peak},        {"reserved_peak_bytes", r.reserved_peak},
-            {"peak_rss_bytes", r.peak_rss},          {"tokens_per_s", r.tokens_per_s},
-            {"cpu_tokens_per_s", r.cpu_tokens_per_s}, {"evictions_per_step", r.evictions_per_step},
-            {"recompute_share", r.recompute_share},  {"faults_per_step", r.faults_per_step},
-            {"step_ms_median", r.step_ms_median},    {"step_ms_p10", r.step_ms_p10},
-            {"step_ms_p90", r.step_ms_p90},          {"warmup_compiles", r.warm_compiles},
+  j.update({{"live_peak_bytes", r.live_peak},
+            {"reserved_peak_bytes", r.reserved_peak},
+            {"peak_rss_bytes", r.peak_rss},
+            {"tokens_per_s", r.tokens_per_s},
+            {"cpu_tokens_per_s", r.cpu_tokens_per_s},
+            {"evictions_per_step", r.evictions_per_step},
+            {"recompute_share", r.recompute_share},
+            {"faults_per_step", r.faults_per_step},
+            {"step_ms_median", r.step_ms_median},
+            {"step_ms_p10", r.step_ms_p10},
+            {"step_ms_p90", r.step_ms_p90},
+            {"warmup_compiles", r.warm_compiles},
             {"timed_compiles", r.timed_compiles}});
   return j;
 }
 
 json to_json(const Feasibility& f) {
-  return {{"held_bytes", f.held}, {"scheduled_peak_bytes", f.unplanned},
-          {"lower_bound_bytes", f.lower_bound}, {"smallest_cap_bytes", f.smallest}};
+  return {{"held_bytes", f.held},
+          {"scheduled_peak_bytes", f.unplanned},
+          {"lower_bound_bytes", f.lower_bound},
+          {"smallest_cap_bytes", f.smallest}};
 }
 
 json run_json(const std::string& system, int64_t cap, const Result& r) {
@@ -630,28 +648,44 @@ json to_json(const Comparison& c) {
     runs.push_back(run_json("static (buckets), schedule + remat", c.equal_cap, c.padded_eq));
     runs.push_back(run_json("disc, schedule + remat", c.equal_cap, c.disc_eq));
   }
-  return {{"batch", c.w.batch_size}, {"seqs", seqs}, {"padded_seqs", padded},
-          {"real_tokens", real},      {"half_cap_bytes", c.cap},
-          {"equal_cap_bytes", c.equal_cap}, {"disc_feasibility", to_json(c.dynamic_f)},
-          {"static_feasibility", to_json(c.padded_f)}, {"runs", runs}};
+  return {{"batch", c.w.batch_size},
+          {"seqs", seqs},
+          {"padded_seqs", padded},
+          {"real_tokens", real},
+          {"half_cap_bytes", c.cap},
+          {"equal_cap_bytes", c.equal_cap},
+          {"disc_feasibility", to_json(c.dynamic_f)},
+          {"static_feasibility", to_json(c.padded_f)},
+          {"runs", runs}};
 }
 
 json report(const Options& o, const std::string& source, const std::vector<Comparison>& cs,
             const Comparison& cc, const Curve& cv, const std::vector<std::string>& verdicts) {
   const auto& m = o.model;
-  json j = {{"workload", {{"model", "llama"}, {"layers", m.layers}, {"hidden", m.hidden},
-                          {"heads", m.heads}, {"kv_heads", m.kv_heads}, {"ffn", m.ffn},
-                          {"vocab", m.vocab}, {"max_len", o.max_len}, {"steps", o.steps},
-                          {"threads", o.threads}, {"seed", o.seed}, {"data", source}}},
+  json j = {{"workload",
+             {{"model", "llama"},
+              {"layers", m.layers},
+              {"hidden", m.hidden},
+              {"heads", m.heads},
+              {"kv_heads", m.kv_heads},
+              {"ffn", m.ffn},
+              {"vocab", m.vocab},
+              {"max_len", o.max_len},
+              {"steps", o.steps},
+              {"threads", o.threads},
+              {"seed", o.seed},
+              {"data", source}}},
             {"machine_load", machine_load()},
             {"batches", json::array()},
             {"goals", verdicts}};
   for (const Comparison& c : cs) j["batches"].push_back(to_json(c));
   json points = json::array();
-  for (const auto& [cap, r] : cv.points) points.push_back(run_json("disc, schedule + remat", cap, r));
+  for (const auto& [cap, r] : cv.points)
+    points.push_back(run_json("disc, schedule + remat", cap, r));
   for (const auto& [cap, r] : cv.static_points)
     points.push_back(run_json("static (buckets), schedule + remat", cap, r));
-  j["curve"] = {{"batch", cc.w.batch_size}, {"unoptimised_peak_bytes", cc.dynamic.live_peak},
+  j["curve"] = {{"batch", cc.w.batch_size},
+                {"unoptimised_peak_bytes", cc.dynamic.live_peak},
                 {"points", points}};
   return j;
 }
@@ -764,7 +798,8 @@ int main(int argc, char** argv) {
     const std::vector<std::string> verdicts = bench::goals(cs, cc, cv);
     std::printf("goals (tokens/s ratios on the wall clock [in CPU time])\n");
     for (const std::string& line : verdicts) std::printf("  %s\n", line.c_str());
-    if (!json_path.empty()) bench::write_json(json_path, bench::report(o, source, cs, cc, cv, verdicts));
+    if (!json_path.empty())
+      bench::write_json(json_path, bench::report(o, source, cs, cc, cv, verdicts));
     std::printf("\ntotal %.0f s; %s\n", bench::now_seconds() - t0, bench::machine_load().c_str());
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_memory: %s\n", e.what());

@@ -47,10 +47,10 @@
 #include "apps/data/batcher.h"
 #include "apps/data/synthetic.h"
 #include "apps/data/text_dataset.h"
+#include "base/error.h"
 #include "batches.h"
 #include "devices/cpu/openmp_spin.h"
 #include "engine/trainer.h"
-#include "base/error.h"
 #include "json_file.h"
 #include "op_profile.h"
 #include "process_memory.h"
@@ -160,7 +160,7 @@ struct Pass {
   int64_t compiles = 0, cache_loads = 0, kernels_per_step = 0;
   double compile_ms = 0;
   std::vector<double> kernel_compile_ms;  // each kernel compiled: emission and code generation
-  int64_t tracked_peak_bytes = 0;  // the most bytes the allocator reserved in a step
+  int64_t tracked_peak_bytes = 0;         // the most bytes the allocator reserved in a step
 };
 
 void add_step(Pass& p, const engine::StepResult& s, double seconds) {
@@ -250,8 +250,10 @@ struct Summary {
 };
 
 Summary summarize(const System& s, int64_t tokens) {
-  Summary r{.warm_compiles = s.warm.compiles, .first_loss = s.warm.losses.front(),
-            .tracked_peak_bytes = s.tracked_peak_bytes, .peak_rss_bytes = s.peak_rss_bytes};
+  Summary r{.warm_compiles = s.warm.compiles,
+            .first_loss = s.warm.losses.front(),
+            .tracked_peak_bytes = s.tracked_peak_bytes,
+            .peak_rss_bytes = s.peak_rss_bytes};
   std::vector<double> steps;
   double fastest = 1e300, slowest = 0;
   for (const Pass& p : s.timed) {
@@ -523,12 +525,14 @@ bool print_compiles(const System& fused, const Summary& s, const Compiles& c) {
   std::printf("compiles (disc fused)\n");
   const Pass& w = fused.warm;
   if (w.compiles == 0) {
-    std::printf("  warm-up: no kernel compiled (from an empty cache?); median per kernel: not measured\n");
+    std::printf(
+        "  warm-up: no kernel compiled (from an empty cache?); median per kernel: not measured\n");
   } else {
     const std::vector<double>& ms = w.kernel_compile_ms;
     const double median = percentile(ms, 0.5);
     std::printf(
-        "  warm-up: %lld kernels compiled in %.0f ms, %lld loaded from the cache; per kernel: median "
+        "  warm-up: %lld kernels compiled in %.0f ms, %lld loaded from the cache; per kernel: "
+        "median "
         "%.2f ms (goal <= %.0f ms): %s; 90th percentile %.2f ms, longest %.2f ms\n",
         static_cast<long long>(w.compiles), w.compile_ms, static_cast<long long>(w.cache_loads),
         median, kGoalCompileMs, verdict(median <= kGoalCompileMs), percentile(ms, 0.9),
@@ -690,13 +694,16 @@ int run(const Options& o) {
   const Compiles c = measure_compiles(o, batches, dir.path());
   std::printf("\n");
   print_table(su, sf, torch.get());
-  std::printf("  disc's process held %.0f MiB resident before the first step (libraries, both trainers' "
-              "parameters and optimizer state)\n\n", static_cast<double>(resident_before) / (1 << 20));
+  std::printf(
+      "  disc's process held %.0f MiB resident before the first step (libraries, both trainers' "
+      "parameters and optimizer state)\n\n",
+      static_cast<double>(resident_before) / (1 << 20));
   print_ratios(su, sf, torch.get());
   std::printf("\n");
   const bool cache_ok = print_compiles(fused, sf, c);
   if (o.profile)
-    for (const System* s : {&unfused, &fused}) s->profile.print(s->name + ", last timed pass (observed, so slower)", 60);
+    for (const System* s : {&unfused, &fused})
+      s->profile.print(s->name + ", last timed pass (observed, so slower)", 60);
   if (!o.json.empty()) {
     json j = report(o, batches, su, sf, fused, torch.get(), c);
     j["resident_before_first_step_bytes"] = resident_before;

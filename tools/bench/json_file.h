@@ -2,9 +2,8 @@
 // for anyone comparing runs.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace disc::bench {
 

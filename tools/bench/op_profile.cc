@@ -17,9 +17,10 @@ std::string label(const ir::Node& n) {
   if (n.op().name == "fused") return "fused " + ir::dims_str(n.attrs().get_dims("shape"));
   if (n.op().name != "matmul") return n.op().name;
   const ir::Attributes& a = n.attrs();
-  return "matmul " + ir::dims_str(n.operand(0)->shape()) + (a.get_bool("transpose_a") ? "^T " : " ") +
-         ir::dims_str(n.operand(1)->shape()) + (a.get_bool("transpose_b") ? "^T" : "") +
-         (a.get_bool("sum_batch") ? " summed" : "") + (a.get_bool("tril_a") ? " tril" : "");
+  return "matmul " + ir::dims_str(n.operand(0)->shape()) +
+         (a.get_bool("transpose_a") ? "^T " : " ") + ir::dims_str(n.operand(1)->shape()) +
+         (a.get_bool("transpose_b") ? "^T" : "") + (a.get_bool("sum_batch") ? " summed" : "") +
+         (a.get_bool("tril_a") ? " tril" : "");
 }
 
 }  // namespace
@@ -27,8 +28,8 @@ std::string label(const ir::Node& n) {
 engine::StepObserver OpProfile::observer() {
   return [this](const engine::StepEvent& e) {
     using K = engine::StepEvent::Kind;
-    const std::string name = e.kind == K::kRun     ? label(*e.node)
-                             : e.kind == K::kEvict ? "(evict)"
+    const std::string name = e.kind == K::kRun      ? label(*e.node)
+                             : e.kind == K::kEvict  ? "(evict)"
                              : e.kind == K::kReload ? "(reload)"
                                                     : "(recompute)";
     Entry& entry = ops_[name];
@@ -39,13 +40,15 @@ engine::StepObserver OpProfile::observer() {
 
 void OpProfile::print(const std::string& title, int top) const {
   std::vector<std::pair<std::string, Entry>> sorted(ops_.begin(), ops_.end());
-  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.us > b.second.us; });
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second.us > b.second.us; });
   double total = 0;
   for (const auto& [name, e] : sorted) total += e.us;
   std::printf("\n%s: %.0f ms observed, the %d longest ops\n", title.c_str(), total / 1e3, top);
   for (int i = 0; i < top && i < static_cast<int>(sorted.size()); ++i) {
     const auto& [name, e] = sorted[i];
-    std::printf("  %-48s %9.1f ms  %5.1f%%  %7lld runs\n", name.c_str(), e.us / 1e3, 100 * e.us / total, e.runs);
+    std::printf("  %-48s %9.1f ms  %5.1f%%  %7lld runs\n", name.c_str(), e.us / 1e3,
+                100 * e.us / total, e.runs);
   }
 }
 

@@ -20,9 +20,13 @@ int64_t status_kb(const std::string& name) {
 
 }  // namespace
 
-int64_t resident_bytes() { return status_kb("VmRSS"); }
+int64_t resident_bytes() {
+  return status_kb("VmRSS");
+}
 
-int64_t peak_resident_bytes() { return status_kb("VmHWM"); }
+int64_t peak_resident_bytes() {
+  return status_kb("VmHWM");
+}
 
 bool reset_peak_resident() {
   std::ofstream out("/proc/self/clear_refs");

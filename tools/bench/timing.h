@@ -1,5 +1,5 @@
-// Clock, machine-load and timing-statistics helpers shared by the benchmarks: they run on a shared machine, so each
-// prints how busy it was beside its timings.
+// Clock, machine-load and timing-statistics helpers shared by the benchmarks: they run on a shared
+// machine, so each prints how busy it was beside its timings.
 #pragma once
 
 #include <string>

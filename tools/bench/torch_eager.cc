@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "engine/safetensors.h"
 #include "base/error.h"
+#include "engine/safetensors.h"
 #include "timing.h"
 
 namespace disc::bench {

@@ -35,18 +35,18 @@ void write_torch_workload(const std::string& dir, engine::Trainer& initial, cons
 struct TorchRun {
   std::string python = "/usr/bin/python3";  // Debian's, with python3-torch
   int threads = 2;
-  int repeats = 1;  // timed passes per variant in one run of the script
-  bool checkpoint = true;  // also with activation checkpointing per layer
+  int repeats = 1;             // timed passes per variant in one run of the script
+  bool checkpoint = true;      // also with activation checkpointing per layer
   std::string device = "cpu";  // or "cuda" (cuda:N): PyTorch on an NVIDIA GPU
 };
 
 struct TorchTiming {
   double tokens_per_s = 0;  // real tokens over the fastest pass's seconds
   std::vector<double> passes_tokens_per_s;
-  double step_ms_median = 0;  // over every timed step
-  std::vector<double> step_ms;  // every timed step
-  int64_t peak_rss_bytes = 0;  // the script's peak resident memory over these passes
-  int64_t peak_device_bytes = 0;  // on a GPU: the most bytes PyTorch's allocator handed out
+  double step_ms_median = 0;          // over every timed step
+  std::vector<double> step_ms;        // every timed step
+  int64_t peak_rss_bytes = 0;         // the script's peak resident memory over these passes
+  int64_t peak_device_bytes = 0;      // on a GPU: the most bytes PyTorch's allocator handed out
   int64_t reserved_device_bytes = 0;  // ... and the most it reserved from the device
 };
 

@@ -3,22 +3,22 @@
 //
 //   disc-opt model.disc --passes=verify,canonicalize,cse,dce --facts
 //   disc-opt model.disc --passes=canonicalize,dce --dump-after=canonicalize
-//   disc-opt --model llama --train adamw            (the Trainer's compile pipeline on a model family)
-//   disc-opt --model llama --train adamw --dump-after=fusion,schedule
+//   disc-opt --model llama --train adamw            (the Trainer's compile pipeline on a model
+//   family) disc-opt --model llama --train adamw --dump-after=fusion,schedule
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <sstream>
 
 #include "base/error.h"
+#include "engine/pipeline.h"
+#include "ir/binding.h"
 #include "ir/models/model.h"
 #include "ir/op_registry.h"
-#include "engine/pipeline.h"
 #include "ir/pass.h"
 #include "ir/text_format.h"
 #include "jit/fusion/fused_op.h"
 #include "jit/fusion/fusion.h"
 #include "memory/governor.h"
-#include "ir/binding.h"
 
 namespace {
 
@@ -48,43 +48,54 @@ void print_ops() {
 // A model family at its default (small) size.
 disc::ir::models::Model build_model(const std::string& family) {
   namespace m = disc::ir::models;
-  return family == "llama" ? m::build_llama({})
+  return family == "llama"  ? m::build_llama({})
          : family == "gpt2" ? m::build_gpt2({})
          : family == "mlp"  ? m::build_mlp({})
          : family == "cnn"  ? m::build_cnn({})
-                            : throw disc::InvalidArgument("unknown model `" + family + "`; models: llama, gpt2, mlp, cnn");
+                            : throw disc::InvalidArgument("unknown model `" + family +
+                                                          "`; models: llama, gpt2, mlp, cnn");
 }
 
 // The Trainer's compile pipeline (engine/pipeline.h) on a model family's training step: the
 // step graph the executor would run, and with `dump` each named stage's result as it ends.
-std::unique_ptr<disc::ir::Graph> compile_step(disc::ir::models::Model model, const std::string& train,
-                                              const std::string& dump, const std::string& disable, bool stats) {
+std::unique_ptr<disc::ir::Graph> compile_step(disc::ir::models::Model model,
+                                              const std::string& train, const std::string& dump,
+                                              const std::string& disable, bool stats) {
   disc::engine::TrainerOptions options;
-  if (train == "sgd") options.optimizer.kind = disc::ir::OptimizerConfig::Kind::kSgd;
-  else if (train != "adamw") throw disc::InvalidArgument("unknown optimizer `" + train + "`; use adamw or sgd");
+  if (train == "sgd")
+    options.optimizer.kind = disc::ir::OptimizerConfig::Kind::kSgd;
+  else if (train != "adamw")
+    throw disc::InvalidArgument("unknown optimizer `" + train + "`; use adamw or sgd");
   options.optimizer.clip_norm = 1.0;
   disc::engine::Pipeline pipeline(options);
   for (const auto& name : disc::engine::split_names(disable)) pipeline.disable(name);
   if (!dump.empty()) {
-    pipeline.after(disc::engine::split_names(dump), [](const std::string& stage, disc::engine::CompiledStep& s) {
-      std::cout << "// ----- after " << stage << " -----\n" << disc::engine::Pipeline::print_stage(stage, s);
-    });
+    pipeline.after(disc::engine::split_names(dump),
+                   [](const std::string& stage, disc::engine::CompiledStep& s) {
+                     std::cout << "// ----- after " << stage << " -----\n"
+                               << disc::engine::Pipeline::print_stage(stage, s);
+                   });
   }
   disc::engine::CompiledStep step = pipeline.run(std::move(model));
   if (stats) {
     for (const auto& r : pipeline.runs())
-      std::cerr << "stage " << r.stage << ": " << (r.skipped ? "skipped" : r.changed ? "changed" : "unchanged") << ", "
-                << r.ms << " ms\n";
+      std::cerr << "stage " << r.stage << ": "
+                << (r.skipped   ? "skipped"
+                    : r.changed ? "changed"
+                                : "unchanged")
+                << ", " << r.ms << " ms\n";
   }
   return step.fused ? std::move(step.fused) : std::move(step.model.graph);
 }
 
 // The governor's view of the graph: schedule with symbolic bytes, candidates, plan at `shape`
 // (nothing is held before the step: the plan counts produced values only).
-void print_memory(const disc::ir::Graph& g, const disc::memory::GovernorOptions& options, const std::string& shape) {
+void print_memory(const disc::ir::Graph& g, const disc::memory::GovernorOptions& options,
+                  const std::string& shape) {
   disc::memory::Governor gov(g, options);
   const disc::ir::Bindings b = disc::ir::parse_bindings(shape, g, disc::ir::largest_bindings(g));
-  std::cout << "// ----- memory -----\n" << disc::memory::print_schedule(g, gov.liveness()) << gov.report(b, 0);
+  std::cout << "// ----- memory -----\n"
+            << disc::memory::print_schedule(g, gov.liveness()) << gov.report(b, 0);
 }
 
 }  // namespace
@@ -96,26 +107,38 @@ int main(int argc, char** argv) {
   std::string model, train;
   app.add_option("file", file, "Graph file in the disc text format ('-' reads standard input)");
   app.add_option("--passes", passes, passes_help())->capture_default_str();
-  app.add_option("--dump-after", dump, "Print the graph after these passes (comma-separated, or 'all'); with --train, "
-                                       "after these pipeline stages");
-  app.add_option("--disable", disable, "Skip these passes (comma-separated); with --train, these pipeline stages");
+  app.add_option("--dump-after", dump,
+                 "Print the graph after these passes (comma-separated, or 'all'); with --train, "
+                 "after these pipeline stages");
+  app.add_option("--disable", disable,
+                 "Skip these passes (comma-separated); with --train, these pipeline stages");
   app.add_flag("--facts", facts, "Print the symbolic shape facts after the graph");
   app.add_flag("--stats", stats, "Print per-pass timing and whether each changed the graph");
   app.add_flag("--list-ops", list_ops, "List every op in the registry and exit");
-  app.add_option("--model", model, "Instead of a file, build a model family: llama, gpt2, mlp, cnn");
-  std::string stages = "With --model: the training step as the Trainer compiles it, with this optimizer: adamw or sgd. "
-                       "The pipeline's stages:";
+  app.add_option("--model", model,
+                 "Instead of a file, build a model family: llama, gpt2, mlp, cnn");
+  std::string stages =
+      "With --model: the training step as the Trainer compiles it, with this optimizer: adamw or "
+      "sgd. "
+      "The pipeline's stages:";
   for (const std::string& d : disc::engine::Pipeline::stage_descriptions()) stages += "\n  " + d;
   app.add_option("--train", train, stages);
   bool memory = false, offload = false;
   int64_t cap = 0;
   std::string shape;
-  app.add_flag("--memory", memory, "Print the memory governor's schedule (bytes held per step), eviction candidates and plan");
+  app.add_flag(
+      "--memory", memory,
+      "Print the memory governor's schedule (bytes held per step), eviction candidates and plan");
   app.add_option("--cap", cap, "With --memory: the cap in bytes for the plan (0: none)");
-  app.add_option("--shape", shape, "With --memory: symbol values for the plan, e.g. B=8,S=64 (default: upper bounds)");
-  app.add_flag("--offload", offload, "With --memory: allow offload to the host as well as recompute");
+  app.add_option(
+      "--shape", shape,
+      "With --memory: symbol values for the plan, e.g. B=8,S=64 (default: upper bounds)");
+  app.add_flag("--offload", offload,
+               "With --memory: allow offload to the host as well as recompute");
   bool fuse = false;
-  app.add_flag("--fuse", fuse, "After the passes, plan the fusion of memory-bound ops: print the plan (which nodes land in which kernel) and the graph with `fused` nodes");
+  app.add_flag("--fuse", fuse,
+               "After the passes, plan the fusion of memory-bound ops: print the plan (which nodes "
+               "land in which kernel) and the graph with `fused` nodes");
   CLI11_PARSE(app, argc, argv);
 
   if (list_ops) {
@@ -142,7 +165,8 @@ int main(int argc, char** argv) {
       m.graph->add_output("loss", m.loss);
       g = std::move(m.graph);
     } else if (file == "-") {
-      std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+      std::string text((std::istreambuf_iterator<char>(std::cin)),
+                       std::istreambuf_iterator<char>());
       g = disc::ir::parse_graph(text, "<stdin>");
     } else {
       g = disc::ir::parse_graph_file(file);
@@ -154,7 +178,8 @@ int main(int argc, char** argv) {
       pm.disable(name);
     }
     if (!dump.empty()) {
-      pm.dump_after(disc::engine::split_names(dump), [](const std::string& pass, const disc::ir::Graph& graph) {
+      pm.dump_after(disc::engine::split_names(dump), [](const std::string& pass,
+                                                        const disc::ir::Graph& graph) {
         std::cout << "// ----- after " << pass << " -----\n" << disc::ir::print_graph(graph);
       });
     }
@@ -172,8 +197,10 @@ int main(int argc, char** argv) {
     if (stats) {
       for (const auto& r : runs) {
         std::cerr << "pass " << r.pass << ": "
-                  << (r.skipped ? "disabled" : r.changed ? "changed" : "unchanged") << ", "
-                  << r.ms << " ms\n";
+                  << (r.skipped   ? "disabled"
+                      : r.changed ? "changed"
+                                  : "unchanged")
+                  << ", " << r.ms << " ms\n";
       }
     }
   } catch (const disc::Error& e) {

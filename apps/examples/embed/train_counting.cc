@@ -5,19 +5,22 @@
 #include <cstdlib>
 #include <random>
 
+#include "base/error.h"
 #include "devices/cpu/openmp_spin.h"
 #include "engine/trainer.h"
-#include "base/error.h"
 
 using namespace disc;
 
 // Sequences start anywhere and count by a per-sequence stride of 1..3 (mod vocab).
-engine::Batch counting_batch(std::mt19937_64& rng, int64_t batch, int64_t vocab, memory::Allocator& alloc) {
+engine::Batch counting_batch(std::mt19937_64& rng, int64_t batch, int64_t vocab,
+                             memory::Allocator& alloc) {
   int64_t seq = 8 + static_cast<int64_t>(rng() % 25);  // a new length every step
   std::vector<int32_t> tokens(batch * seq), targets(batch * seq, -100);
   for (int64_t b = 0; b < batch; ++b) {
-    int64_t start = static_cast<int64_t>(rng() % vocab), stride = 1 + static_cast<int64_t>(rng() % 3);
-    for (int64_t t = 0; t < seq; ++t) tokens[b * seq + t] = static_cast<int32_t>((start + t * stride) % vocab);
+    int64_t start = static_cast<int64_t>(rng() % vocab),
+            stride = 1 + static_cast<int64_t>(rng() % 3);
+    for (int64_t t = 0; t < seq; ++t)
+      tokens[b * seq + t] = static_cast<int32_t>((start + t * stride) % vocab);
     for (int64_t t = 0; t + 1 < seq; ++t) targets[b * seq + t] = tokens[b * seq + t + 1];
   }
   return {{"tokens", engine::Tensor::from<int32_t>({batch, seq}, tokens, alloc)},
