@@ -178,7 +178,11 @@ std::string Pipeline::print_stage(const std::string& stage, const CompiledStep& 
     return text + ir::print_graph(s.graph());
   }
   if (stage == "schedule" && s.schedule) return memory::print_schedule(s.graph(), s.schedule->live);
-  if (stage == "remat" && s.schedule) return memory::print_candidates(s.schedule->candidates);
+  if (stage == "remat" && s.schedule) {
+    if (s.schedule->candidates.empty())
+      return "// no eviction candidates (no memory cap, or remat and offload off)\n";
+    return memory::print_candidates(s.schedule->candidates);
+  }
   return ir::print_graph(s.graph());
 }
 

@@ -89,8 +89,9 @@ class Training : public ::testing::Test {
     CompiledStep compiled = pipeline.run(std::move(m));
     for (const StageRun& r : pipeline.runs()) {
       if (r.stage == "attention" || r.stage == "linear_cross_entropy" ||
-          r.stage == "backward_recompute")
+          r.stage == "backward_recompute") {
         EXPECT_EQ(r.changed, !r.skipped) << r.stage << " found nothing to rewrite";
+      }
     }
     if (run.step_graph) *run.step_graph = ir::print_graph(compiled.graph());
     Executor ex(compiled.graph(), alloc, {}, std::move(*compiled.schedule), run.kernels,
