@@ -163,6 +163,7 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
   executor_ =
       std::make_unique<Executor>(step_graph(), *alloc_, memory, std::move(*compiled_.schedule),
                                  kernels_.get(), options.background_compile, gpu_kernels_.get());
+  compiled_.schedule.reset();  // the governor holds it now: governor().liveness(), candidates()
   try {
     state_ = init_params(compiled_.model, options.seed, *alloc_);
     state_.merge(zero_state(*compiled_.model.graph, *alloc_));

@@ -57,7 +57,8 @@ class Trainer {
   const ir::Graph& graph() const { return *compiled_.model.graph; }
   // The graph the executor runs: graph() with its fused groups as `fused` nodes when options.jit.
   const ir::Graph& step_graph() const { return compiled_.graph(); }
-  // What the compile pipeline made (engine/pipeline.h): the graph, the fusion plan.
+  // What the compile pipeline made (engine/pipeline.h): the graph, the fusion plan (the schedule
+  // and candidates are the governor's now: governor()).
   const CompiledStep& compiled() const { return compiled_; }
   std::vector<std::string> parameter_names() const;
   const Tensor& parameter(const std::string& name) const;
