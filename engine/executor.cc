@@ -30,14 +30,8 @@ struct Executor::Run {
 Executor::Executor(const ir::Graph& g, memory::Allocator& alloc,
                    const memory::GovernorOptions& memory, jit::KernelCache* kernels,
                    bool background_compile, jit::GpuKernels* gpu_kernels)
-    : Executor(
-          g, alloc, memory,
-          [&] {
-            memory::StepSchedule s = memory::schedule_ops(g, memory);
-            s.candidates = memory::remat_candidates(g, s, memory);
-            return s;
-          }(),
-          kernels, background_compile, gpu_kernels) {}
+    : Executor(g, alloc, memory, memory::schedule_step(g, memory), kernels, background_compile,
+               gpu_kernels) {}
 
 Executor::Executor(const ir::Graph& g, memory::Allocator& alloc,
                    const memory::GovernorOptions& memory, memory::StepSchedule schedule,
@@ -53,6 +47,9 @@ Executor::Executor(const ir::Graph& g, memory::Allocator& alloc,
                    : host      ? fused_.get()
                                : nullptr,
           .gpu_ops = gpu_kernels ? &gpu_kernels->ops() : nullptr};
+  // The runners of fused kernels: the device's, and the host's for nodes staged from it.
+  if (ctx_.fused) runners_.push_back(ctx_.fused);
+  if (fused_ && fused_.get() != ctx_.fused) runners_.push_back(fused_.get());
   place_nodes();
 }
 
@@ -63,8 +60,10 @@ void Executor::place_nodes() {
   for (const ir::Node* n : g_.nodes()) {
     Placement p{.kernel = KernelRegistry::instance().find(*n, ctx_)};
     if (!p.kernel && kind != DeviceKind::kHost) {
-      if (!host_) host_ = devices::make_cpu_device(alloc_.device().threads());
-      host_ctx_ = {.dev = host_.get(), .fused = fused_.get()};
+      if (!host_) {
+        host_ = devices::make_cpu_device(alloc_.device().threads());
+        host_ctx_ = {.dev = host_.get(), .fused = fused_.get()};
+      }
       p.staged = true;
       p.host_kernel = KernelRegistry::instance().find(*n, host_ctx_);
     }
@@ -75,6 +74,8 @@ void Executor::place_nodes() {
                             std::string(device_kind_name(kind)) + " kernel" + dtype +
                             " and no reference kernel yet");
     }
+    if (const KernelEntry* k = p.staged ? p.host_kernel : p.kernel; k && k->prepare)
+      prepared_.push_back({n, k, p.staged ? &host_ctx_ : &ctx_});
     placement_[n] = p;
   }
 }
@@ -202,30 +203,19 @@ void Executor::run_staged(const ir::Node& n, const KernelEntry* k, const ir::Ker
                       [](int64_t t, const auto& b) { return t + static_cast<int64_t>(b.size()); });
 }
 
-// The runners of fused kernels: the device's, and the host's for nodes staged from it.
-std::vector<jit::FusedKernels*> Executor::runners() const {
-  std::vector<jit::FusedKernels*> out;
-  for (jit::FusedKernels* f : {ctx_.fused, static_cast<jit::FusedKernels*>(fused_.get())})
-    if (f && std::find(out.begin(), out.end(), f) == out.end()) out.push_back(f);
-  return out;
-}
-
 void Executor::wait_for_compiles() {
-  for (jit::FusedKernels* f : runners()) f->wait_for_background();
+  for (jit::FusedKernels* f : runners_) f->wait_for_background();
 }
 
 // Every kernel of the step's buckets first, back to back: LLVM compiles each in about two thirds
 // of the time it takes between nodes, whose data have pushed its own out of the caches. (In the
 // background, they are only queued here.)
 void Executor::compile_kernels(Run& r) {
-  for (jit::FusedKernels* f : runners())
+  for (jit::FusedKernels* f : runners_)
     for (const jit::KernelRun& k : f->finished_in_background()) count(k, r);
-  for (const ir::Node* n : g_.nodes()) {
-    const Placement& p = placement_.at(n);
-    const KernelEntry* k = p.staged ? p.host_kernel : p.kernel;
-    if (!k || !k->prepare) continue;
+  for (const auto& [n, k, ctx] : prepared_) {
     try {
-      count(k->prepare(*n, r.b, p.staged ? host_ctx_ : ctx_), r);
+      count(k->prepare(*n, r.b, *ctx), r);
     } catch (const Error& e) {
       rethrow_with_context(e, g_.describe(*n) + ": ");
     }

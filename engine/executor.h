@@ -78,6 +78,10 @@ class Executor {
            memory::StepSchedule schedule, jit::KernelCache* kernels = nullptr,
            bool background_compile = false, jit::GpuKernels* gpu_kernels = nullptr);
 
+  // The kernel contexts' addresses are kept (prepared_): an executor stays where it is made.
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
   // `args` holds every graph argument by name; updates are written into those tensors.
   // Returns the graph's outputs by name.
   std::map<std::string, Tensor> run(std::map<std::string, Tensor>& args,
@@ -114,7 +118,6 @@ class Executor {
   // n on the host over copies of its operands, its results copied back to the device.
   void run_staged(const ir::Node& n, const KernelEntry* k, const ir::KernelArgs& args, Run& r);
   void compile_kernels(Run& r);
-  std::vector<jit::FusedKernels*> runners() const;
   void count(const jit::KernelRun& k, Run& r);
 
   const ir::Graph& g_;
@@ -126,6 +129,14 @@ class Executor {
   std::unique_ptr<devices::Device> host_;    // runs the nodes staged from a device on the host
   KernelContext host_ctx_;                   // ... with this
   std::unordered_map<const ir::Node*, Placement> placement_;
+  std::vector<jit::FusedKernels*> runners_;  // the runners of fused kernels, each once
+  // The nodes whose kernel compiles ahead (KernelEntry::prepare), in graph order.
+  struct Prepared {
+    const ir::Node* node;
+    const KernelEntry* kernel;
+    KernelContext* ctx;
+  };
+  std::vector<Prepared> prepared_;
 };
 
 }  // namespace disc::engine

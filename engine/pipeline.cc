@@ -170,13 +170,16 @@ CompiledStep Pipeline::run(ir::models::Model model) {
   return s;
 }
 
+std::string Pipeline::print_fusion_plan(const jit::FusionPlan& plan) {
+  std::string text = "// fusion plan:\n";
+  std::istringstream lines(plan.str());
+  for (std::string line; std::getline(lines, line);) text += "//   " + line + "\n";
+  return text;
+}
+
 std::string Pipeline::print_stage(const std::string& stage, const CompiledStep& s) {
-  if (stage == "fusion" && s.fusion) {
-    std::string text = "// fusion plan:\n";
-    std::istringstream lines(s.fusion->str());
-    for (std::string line; std::getline(lines, line);) text += "//   " + line + "\n";
-    return text + ir::print_graph(s.graph());
-  }
+  if (stage == "fusion" && s.fusion)
+    return print_fusion_plan(*s.fusion) + ir::print_graph(s.graph());
   if (stage == "schedule" && s.schedule) return memory::print_schedule(s.graph(), s.schedule->live);
   if (stage == "remat" && s.schedule) {
     if (s.schedule->candidates.empty())

@@ -73,6 +73,8 @@ class Pipeline {
   // The stage's result as text: the fusion plan and the fused graph after `fusion`, the schedule
   // after `schedule`, the candidates after `remat`, the graph after any other stage.
   static std::string print_stage(const std::string& stage, const CompiledStep& s);
+  // The plan as comment lines (the graph text's `//`), as print_stage gives it after `fusion`.
+  static std::string print_fusion_plan(const jit::FusionPlan& plan);
 
  private:
   TrainerOptions options_;

@@ -49,6 +49,14 @@ void solve_dim(const ShapeGraph& shapes, const DimExpr& d, int64_t n, const std:
   b[x] = v;
 }
 
+Bindings independent_of(const ShapeGraph& shapes, const Bindings& b) {
+  Bindings independent;
+  for (const auto& [name, v] : b) {
+    if (shapes.is_independent(name)) independent[name] = v;
+  }
+  return independent;
+}
+
 }  // namespace
 
 Bindings bind_symbols(const Graph& g, const ShapeOf& args) {
@@ -93,18 +101,6 @@ std::vector<int64_t> concrete_shape(const Graph& g, const Value& v, const Bindin
   for (const auto& d : v.shape()) out.push_back(g.shapes().canonical(d).evaluate(b));
   return out;
 }
-
-namespace {
-
-Bindings independent_of(const ShapeGraph& shapes, const Bindings& b) {
-  Bindings independent;
-  for (const auto& [name, v] : b) {
-    if (shapes.is_independent(name)) independent[name] = v;
-  }
-  return independent;
-}
-
-}  // namespace
 
 Bindings largest_bindings(const Graph& g) {
   const ShapeGraph& shapes = g.shapes();

@@ -33,12 +33,14 @@ std::vector<Candidate> remat_candidates(const ir::Graph& g, const StepSchedule& 
   return find_candidates(g, s.live);
 }
 
+StepSchedule schedule_step(const ir::Graph& g, const GovernorOptions& options) {
+  StepSchedule s = schedule_ops(g, options);
+  s.candidates = remat_candidates(g, s, options);
+  return s;
+}
+
 Governor::Governor(const ir::Graph& g, const GovernorOptions& options)
-    : Governor(g, options, [&] {
-        StepSchedule s = schedule_ops(g, options);
-        s.candidates = remat_candidates(g, s, options);
-        return s;
-      }()) {}
+    : Governor(g, options, schedule_step(g, options)) {}
 
 Governor::Governor(const ir::Graph& g, const GovernorOptions& options, StepSchedule s)
     : g_(g),

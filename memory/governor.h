@@ -38,6 +38,8 @@ StepSchedule schedule_ops(const ir::Graph& g, const GovernorOptions& options);
 // The eviction candidates of `s`'s order, where `options` has a cap and a way to regenerate.
 std::vector<Candidate> remat_candidates(const ir::Graph& g, const StepSchedule& s,
                                         const GovernorOptions& options);
+// Both: the schedule with its candidates.
+StepSchedule schedule_step(const ir::Graph& g, const GovernorOptions& options);
 
 class Governor {
  public:

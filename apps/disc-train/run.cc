@@ -206,11 +206,8 @@ int plan(const Config& c, const std::string& shape, const std::string& dump_afte
   }
   std::istringstream report(trainer.governor().report(b, trainer.bytes_held_for(b)));
   for (std::string line; std::getline(report, line);) std::cout << "// " << line << "\n";
-  if (const auto& fusion = trainer.compiled().fusion) {
-    std::istringstream lines(fusion->str());
-    std::cout << "// fusion plan:\n";
-    for (std::string line; std::getline(lines, line);) std::cout << "//   " << line << "\n";
-  }
+  if (const auto& fusion = trainer.compiled().fusion)
+    std::cout << engine::Pipeline::print_fusion_plan(*fusion);
   std::cout << "// execution order:\n";
   const auto& order = trainer.governor().liveness().order;
   for (size_t i = 0; i < order.size(); ++i)

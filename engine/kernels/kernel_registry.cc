@@ -38,7 +38,8 @@ const KernelEntry* KernelRegistry::find(const ir::Node& n, const KernelContext& 
       n.operands().empty() ? std::nullopt : std::optional<DType>(n.operand(0)->dtype());
   for (bool exact : {true, false}) {
     for (const KernelEntry& k : it->second) {
-      if (exact ? k.dtype != dtype || !k.dtype : k.dtype.has_value()) continue;
+      const bool matches = exact ? k.dtype && k.dtype == dtype : !k.dtype;
+      if (!matches) continue;
       if (!k.supports || k.supports(n, ctx)) return &k;
     }
   }

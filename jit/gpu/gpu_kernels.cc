@@ -126,14 +126,18 @@ KernelRun GpuKernels::run(const ir::Node& n, const ir::KernelArgs& a) {
   std::vector<void*> buffers;
   for (const ir::TensorRef& r : refs) buffers.push_back(r.data);
   KernelRun r{.fused = true};  // compiles here only for a bucket prepare() did not see
-  load(*f->kernel, f->fingerprint, s.cols, f->cols_static, &r);
-  run(*f->kernel, f->fingerprint, s.rows, s.cols, f->cols_static, buffers.data());
+  run_loaded(*f->kernel, load(*f->kernel, f->fingerprint, s.cols, f->cols_static, &r), s.rows,
+             s.cols, buffers.data());
   return r;
 }
 
 void GpuKernels::run(const KernelIR& k, uint64_t fingerprint, int64_t rows, int64_t cols,
                      bool cols_static, void* const* buffers) {
-  const Loaded& l = load(k, fingerprint, cols, cols_static);
+  run_loaded(k, load(k, fingerprint, cols, cols_static), rows, cols, buffers);
+}
+
+void GpuKernels::run_loaded(const KernelIR& k, const Loaded& l, int64_t rows, int64_t cols,
+                            void* const* buffers) {
   const CudaKernelSource& s = l.source;
   const size_t n = k.code.size();
   void* totals = s.has_totals ? totals_.get(n * sizeof(double)) : nullptr;

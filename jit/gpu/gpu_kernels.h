@@ -120,6 +120,9 @@ class GpuKernels final : public FusedKernels {
   };
   // The kernel for the bucket of `cols`, compiled and loaded on first use; `compiled` (if given)
   // says what that took.
+  // Launches `l`, k's kernel for the bucket of `cols`, as the emitter's protocol says.
+  void run_loaded(const KernelIR& k, const Loaded& l, int64_t rows, int64_t cols,
+                  void* const* buffers);
   const Loaded& load(const KernelIR& k, uint64_t fingerprint, int64_t cols, bool cols_static,
                      KernelRun* compiled = nullptr);
   const FusedKernel& kernel_of(const ir::Node& n);

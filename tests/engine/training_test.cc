@@ -64,11 +64,20 @@ class Training : public ::testing::Test {
   std::unique_ptr<devices::Device> dev = devices::make_cpu_device(2);
   memory::DeviceAllocator alloc{*dev};
 
+  // The llama these tests train, for sequences up to `max_len`.
+  static ir::models::LlamaConfig llama(int64_t max_len) {
+    return {.vocab = 32,
+            .hidden = 64,
+            .layers = 2,
+            .heads = 4,
+            .kv_heads = 2,
+            .ffn = 172,
+            .max_seq = std::max<int64_t>(64, max_len)};
+  }
+
   // Trains for `steps` from `seed`; returns the loss of every step.
   std::vector<float> train(int steps, uint64_t seed, const TrainRun& run = {}) {
-    ir::models::LlamaConfig c;
-    c.vocab = 32, c.hidden = 64, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.ffn = 172;
-    c.max_seq = std::max<int64_t>(64, run.max_len);
+    const ir::models::LlamaConfig c = llama(run.max_len);
     ir::models::Model m = ir::models::build_llama(c);
     // The Trainer's pipeline, with the stages the run asks for.
     TrainerOptions options;
@@ -310,14 +319,7 @@ TEST_F(Training, TheTrainersStepGivesTheSameLossesWithinRoundingAndTheSameBitsEv
     EXPECT_NEAR(step[i], plain[i], 2e-5 * std::abs(plain[i]) * (i + 1)) << "step " << i + 1;
   TrainerOptions options;
   options.threads = 2, options.optimizer.weight_decay = 0.0, options.optimizer.clip_norm = 1.0;
-  Trainer trainer(ir::models::build_llama({.vocab = 32,
-                                           .hidden = 64,
-                                           .layers = 2,
-                                           .heads = 4,
-                                           .kv_heads = 2,
-                                           .ffn = 172,
-                                           .max_seq = 64}),
-                  options);
+  Trainer trainer(ir::models::build_llama(llama(TrainRun{}.max_len)), options);
   EXPECT_EQ(ir::print_graph(trainer.step_graph()), graph);
 }
 
