@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -10,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string_view>
+#include <tuple>
 
 #include "base/error.h"
 
@@ -30,11 +33,39 @@ std::string code_of(DType t) {
   return "?";
 }
 
-// Checks an entry against the data section before anything is allocated: a header may claim any
-// shape, and only the file's own size says how much there is to read.
-Tensor read_entry(const std::string& path, const std::string& name, const nlohmann::json& e,
-                  std::string_view data, memory::Allocator& alloc) {
-  auto fail = [&](const std::string& what) -> Tensor {
+// The metadata key under which a tensor's CRC-32 is recorded: a flipped bit, a NaN written by a
+// tool or a torn sector in a checkpoint must fail the read instead of training silently.
+const std::string kChecksumPrefix = "crc32/";
+
+uint32_t checksum(const void* p, size_t n) {
+  uLong c = crc32(0L, Z_NULL, 0);
+  const auto* b = static_cast<const Bytef*>(p);
+  while (n > 0) {  // zlib takes 32-bit lengths
+    uInt chunk = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    c = crc32(c, b, chunk);
+    b += chunk, n -= chunk;
+  }
+  return static_cast<uint32_t>(c);
+}
+
+std::string hex(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
+
+// One header entry, checked against the data section before anything is allocated: a header may
+// claim any shape, and only the file's own size says how much there is to read.
+struct Entry {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+};
+
+Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& e,
+                  uint64_t data_size) {
+  auto fail = [&](const std::string& what) -> Entry {
     throw IoError(path + ": tensor `" + name + "`: " + what);
   };
   if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") ||
@@ -43,28 +74,65 @@ Tensor read_entry(const std::string& path, const std::string& name, const nlohma
   }
   auto code = dtype_codes().find(e["dtype"].get<std::string>());
   if (code == dtype_codes().end()) return fail("unsupported dtype " + e["dtype"].dump());
-  std::vector<int64_t> shape = e["shape"].get<std::vector<int64_t>>();
+  Entry out{name, code->second, e["shape"].get<std::vector<int64_t>>()};
   auto offsets = e["data_offsets"].get<std::vector<uint64_t>>();
-  uint64_t bytes = dtype_size(code->second);
-  for (int64_t d : shape) {
+  uint64_t bytes = dtype_size(out.dtype);
+  for (int64_t d : out.shape) {
     if (d < 0) return fail("shape " + e["shape"].dump() + " has a negative dim");
     if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) ||
         bytes > static_cast<uint64_t>(INT64_MAX)) {
       return fail("shape " + e["shape"].dump() + " is too large for any file");
     }
   }
-  if (offsets.size() != 2 || offsets[1] < offsets[0] || offsets[1] > data.size()) {
+  if (offsets.size() != 2 || offsets[1] < offsets[0] || offsets[1] > data_size) {
     return fail("data_offsets " + e["data_offsets"].dump() + " lie outside the file's " +
-                std::to_string(data.size()) + " data bytes (truncated file?)");
+                std::to_string(data_size) + " data bytes (truncated file?)");
   }
   if (offsets[1] - offsets[0] != bytes) {
     return fail("data_offsets " + e["data_offsets"].dump() + " hold " +
                 std::to_string(offsets[1] - offsets[0]) + " bytes, but " + code->first +
                 e["shape"].dump() + " needs " + std::to_string(bytes));
   }
-  Tensor t = Tensor::empty(code->second, shape, alloc);
-  t.upload(data.data() + offsets[0]);
-  return t;
+  if (offsets[0] % dtype_size(out.dtype) != 0) {
+    return fail("data_offsets " + e["data_offsets"].dump() + " start inside an element (" +
+                code->first + " is " + std::to_string(dtype_size(out.dtype)) +
+                " bytes): the file is corrupt");
+  }
+  out.begin = offsets[0], out.end = offsets[1];
+  return out;
+}
+
+// The safetensors spec: the tensors' byte ranges tile the data section, no overlaps, no holes.
+void check_tiling(const std::string& path, std::vector<Entry> entries, uint64_t data_size) {
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
+  });
+  uint64_t at = 0;
+  for (const Entry& e : entries) {
+    if (e.begin != at) {
+      throw IoError(path + ": tensor `" + e.name + "` starts at data byte " +
+                    std::to_string(e.begin) + ", but the previous tensor ends at " +
+                    std::to_string(at) + (e.begin < at ? " (overlapping" : " (a hole") +
+                    " in the data section, which the safetensors format forbids)");
+    }
+    at = e.end;
+  }
+  if (at != data_size) {
+    throw IoError(path + ": the tensors cover " + std::to_string(at) + " of the " +
+                  std::to_string(data_size) + " data bytes (trailing bytes: corrupt file?)");
+  }
+}
+
+void verify_checksum(const std::string& path, const Entry& e, std::string_view bytes,
+                     const std::map<std::string, std::string>& metadata) {
+  auto it = metadata.find(kChecksumPrefix + e.name);
+  if (it == metadata.end()) return;  // a file not written by disc
+  std::string actual = hex(checksum(bytes.data(), bytes.size()));
+  if (it->second != actual) {
+    throw IoError(path + ": tensor `" + e.name + "` fails its checksum (recorded crc32 " +
+                  it->second + ", read " + actual +
+                  "): the file was changed or damaged after it was written");
+  }
 }
 
 // Closes the file and removes the temporary on every way out, unless released.
@@ -87,6 +155,15 @@ class TempFile {
       if (w < 0 && errno == EINTR) continue;
       if (w < 0) throw IoError("cannot write " + path_ + ": " + std::strerror(errno));
       c += w, n -= static_cast<size_t>(w);
+    }
+  }
+  void write_at(uint64_t offset, const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    while (n > 0) {
+      ssize_t w = ::pwrite(fd_, c, n, static_cast<off_t>(offset));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) throw IoError("cannot write " + path_ + ": " + std::strerror(errno));
+      c += w, n -= static_cast<size_t>(w), offset += static_cast<uint64_t>(w);
     }
   }
   // fsync, close and rename over `target`.
@@ -118,6 +195,32 @@ class TempFile {
   int fd_ = -1;
 };
 
+// The header with each tensor's checksum (placeholders of the same width before they are known).
+std::string header_text(const std::map<std::string, Tensor>& tensors,
+                        std::map<std::string, std::string> metadata,
+                        const std::map<std::string, uint32_t>& sums, const std::string& path) {
+  nlohmann::json header;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    auto sum = sums.find(name);
+    metadata[kChecksumPrefix + name] = sum == sums.end() ? "00000000" : hex(sum->second);
+    header[name] = {{"dtype", code_of(t.dtype())},
+                    {"shape", t.shape()},
+                    {"data_offsets", {offset, offset + static_cast<uint64_t>(t.bytes())}}};
+    offset += t.bytes();
+  }
+  header["__metadata__"] = metadata;
+  std::string raw;
+  try {
+    raw = header.dump();
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument("cannot write " + path + ": tensor names and metadata must be UTF-8 (" +
+                          e.what() + ")");
+  }
+  raw.append((8 - raw.size() % 8) % 8, ' ');
+  return raw;
+}
+
 }  // namespace
 
 TensorFile read_safetensors(const std::string& path, memory::Allocator& alloc) {
@@ -145,49 +248,51 @@ TensorFile read_safetensors(const std::string& path, memory::Allocator& alloc) {
   std::string_view data =
       std::string_view(bytes).substr(8 + header_len);  // no copy of a large file
   TensorFile out;
+  std::vector<Entry> entries;
   try {
     for (const auto& [name, entry] : header.items()) {
       if (name == "__metadata__") {
         for (const auto& [k, v] : entry.items()) out.metadata[k] = v.get<std::string>();
         continue;
       }
-      out.tensors[name] = read_entry(path, name, entry, data, alloc);
+      entries.push_back(parse_entry(path, name, entry, data.size()));
     }
   } catch (const nlohmann::json::exception& e) {
     throw IoError(path + ": malformed header (" + e.what() + ")");
   }
+  check_tiling(path, entries, data.size());
+  for (const Entry& e : entries) {
+    std::string_view raw = data.substr(e.begin, e.end - e.begin);
+    verify_checksum(path, e, raw, out.metadata);
+    Tensor t = Tensor::empty(e.dtype, e.shape, alloc);
+    t.upload(raw.data());
+    out.tensors[e.name] = std::move(t);
+  }
+  std::erase_if(out.metadata, [](const auto& kv) { return kv.first.starts_with(kChecksumPrefix); });
   return out;
 }
 
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  nlohmann::json header;
-  if (!metadata.empty()) header["__metadata__"] = metadata;
-  uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    header[name] = {{"dtype", code_of(t.dtype())},
-                    {"shape", t.shape()},
-                    {"data_offsets", {offset, offset + static_cast<uint64_t>(t.bytes())}}};
-    offset += t.bytes();
-  }
-  std::string raw;
-  try {
-    raw = header.dump();
-  } catch (const nlohmann::json::exception& e) {
-    throw InvalidArgument("cannot write " + path + ": tensor names and metadata must be UTF-8 (" +
-                          e.what() + ")");
-  }
-  raw.append((8 - raw.size() % 8) % 8, ' ');
+  // One pass over the data, one tensor's host copy at a time: the header goes first with
+  // placeholder checksums, and is written again over itself (same length) once they are known.
+  std::map<std::string, uint32_t> sums;
+  std::string header = header_text(tensors, metadata, sums, path);
   TempFile tmp(path + ".tmp." + std::to_string(::getpid()));
-  uint64_t len = raw.size();
+  uint64_t len = header.size();
   tmp.write_all(&len, 8);
-  tmp.write_all(raw.data(), raw.size());
+  tmp.write_all(header.data(), header.size());
   std::vector<std::byte> host;
   for (const auto& [name, t] : tensors) {
     host.resize(static_cast<size_t>(t.bytes()));
     t.download(host.data());
+    sums[name] = checksum(host.data(), host.size());
     tmp.write_all(host.data(), host.size());
   }
+  std::string final_header = header_text(tensors, metadata, sums, path);
+  if (final_header.size() != header.size())
+    throw Error("safetensors header changed length while writing " + path);  // a bug
+  tmp.write_at(8, final_header.data(), final_header.size());
   tmp.commit(path);
 }
 

@@ -55,6 +55,9 @@ class Tensor {
   // The same storage read as `shape`, which must hold as many elements (InvalidArgument else).
   Tensor reshaped(std::vector<int64_t> shape) const;
   std::string describe() const;  // "f32[2, 3]"
+  // Elements that are NaN or infinite (0 for tensors that are not floating point): a checkpoint
+  // or a weight that holds one is not a state to train from.
+  int64_t count_nonfinite() const;
 
  private:
   struct Storage {

@@ -242,6 +242,14 @@ void Trainer::set_parameter(const std::string& name, const Tensor& value) {
 }
 
 void Trainer::save(const std::string& dir, const std::map<std::string, std::string>& extra) const {
+  for (const auto& [name, t] : state_) {
+    if (int64_t bad = t.count_nonfinite(); bad > 0) {
+      throw InvalidArgument("cannot save a checkpoint to " + dir + ": `" + name + "` holds " +
+                            std::to_string(bad) +
+                            " NaN or infinite values (the training diverged); resume from an "
+                            "earlier checkpoint, with a lower learning rate");
+    }
+  }
   fs::path final = fs::path(dir).lexically_normal();
   if (!final.has_filename()) final = final.parent_path();  // "ck/step-1/"
   if (final.empty() || final.filename() == "." || final.filename() == "..") {
@@ -299,6 +307,10 @@ std::map<std::string, std::string> Trainer::load(const std::string& dir) {
       throw InvalidArgument("checkpoint " + dir + " holds `" + name + "` as " +
                             it->second.describe() + ", the model has " + t.describe() +
                             ": it belongs to a different model");
+    }
+    if (int64_t bad = it->second.count_nonfinite(); bad > 0) {
+      throw IoError("checkpoint " + dir + " holds " + std::to_string(bad) +
+                    " NaN or infinite values in `" + name + "`: it cannot be trained from");
     }
   }
   for (const auto& [name, t] : state_) t.copy_from(file.tensors.at(name));

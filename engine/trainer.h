@@ -81,10 +81,12 @@ class Trainer {
   // Writes parameters and optimizer state to DIR/state.safetensors and the step count plus
   // `extra` (the caller's data cursor, RNG and schedule state) to DIR/trainer.json. Both are
   // written into a hidden sibling `.NAME.partial`, synced, and renamed into place, so a folder
-  // under its final name is always complete.
+  // under its final name is always complete. Refuses (InvalidArgument) a state that holds NaN or
+  // infinite values: a diverged run never writes a checkpoint.
   void save(const std::string& dir, const std::map<std::string, std::string>& extra = {}) const;
-  // Restores a checkpoint written by save(); returns its `extra`. Throws IoError for a missing or
-  // incomplete checkpoint and InvalidArgument when it belongs to a different model.
+  // Restores a checkpoint written by save(); returns its `extra`. Throws IoError for a missing,
+  // incomplete or damaged checkpoint (a tensor failing its checksum, or NaN or infinite values)
+  // and InvalidArgument when it belongs to a different model.
   std::map<std::string, std::string> load(const std::string& dir);
 
  private:

@@ -12,8 +12,8 @@ packages=(
   llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev libzstd-dev clang-format-19
   # oneDNN (its CMake package needs the OpenCL loader) and oneTBB for the CPU device.
   libdnnl-dev ocl-icd-opencl-dev libtbb-dev
-  # Config, logging, CLI, JSON.
-  libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
+  # Checksums, config, logging, CLI, JSON.
+  zlib1g-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   # Tests and benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev
   # hiprtc (in the HIP runtime), so that the tests compile the GPU kernels for AMD GPUs too; the

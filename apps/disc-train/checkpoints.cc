@@ -1,8 +1,14 @@
 #include "checkpoints.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "base/error.h"
@@ -87,7 +93,7 @@ std::vector<std::string> complete_checkpoints(const std::string& dir) {
   return out;
 }
 
-void prune_checkpoints(const std::string& dir, int64_t keep) {
+void prune_checkpoints(const std::string& dir, int64_t keep, const std::string& protect) {
   auto all = folders(dir, "", "");
   std::vector<int64_t> complete_steps;
   for (const auto& [step, p] : all) {
@@ -98,10 +104,43 @@ void prune_checkpoints(const std::string& dir, int64_t keep) {
   int64_t oldest_kept =
       complete_steps[n > static_cast<size_t>(keep) ? n - static_cast<size_t>(keep) : 0];
   for (const auto& [step, p] : all) {
-    if (step < oldest_kept) remove_folder(p);
+    std::error_code ec;
+    if (step < oldest_kept && !(!protect.empty() && fs::equivalent(p, protect, ec)))
+      remove_folder(p);
   }
   // A staging folder outlives its save only when the process died mid-save.
   for (const auto& [step, p] : folders(dir, ".", ".partial")) remove_folder(p);
+}
+
+CheckpointLock::CheckpointLock(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw IoError("cannot create checkpoint.dir " + dir + ": " + ec.message());
+  const std::string path = (fs::path(dir) / ".lock").string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw IoError("cannot create " + path + ": " + std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    char pid[32] = {};
+    ssize_t n = ::pread(fd_, pid, sizeof pid - 1, 0);
+    ::close(fd_);
+    if (err != EWOULDBLOCK) throw IoError("cannot lock " + path + ": " + std::strerror(err));
+    std::string who = n > 0 ? std::string(pid, static_cast<size_t>(n)) : "";
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    throw InvalidArgument("checkpoint.dir " + dir + " is in use by another run (pid " +
+                          (who.empty() ? "unknown" : who) +
+                          "): wait for it to end, or choose another checkpoint.dir");
+  }
+  std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
+    int err = errno;
+    ::close(fd_);
+    throw IoError("cannot write " + path + ": " + std::strerror(err));
+  }
+}
+
+CheckpointLock::~CheckpointLock() {
+  ::close(fd_);  // releases the lock; the file stays, a later run locks it again
 }
 
 }  // namespace disc::apps

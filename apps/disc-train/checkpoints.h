@@ -5,7 +5,7 @@
 //
 // Only names this app writes are touched: `step-` and the step zero-padded to 8 digits (more
 // digits only past 99,999,999), and Trainer::save's staging folders `.step-XXXXXXXX.partial`.
-// Anything else in the folder is the user's and stays.
+// Anything else in the folder is the user's and stays, and `.lock` (CheckpointLock).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +24,23 @@ std::vector<std::string> checkpoint_folders(const std::string& dir);
 // Checkpoint folders that hold both files, oldest first.
 std::vector<std::string> complete_checkpoints(const std::string& dir);
 // Deletes all but the newest `keep` complete checkpoints, incomplete ones older than those, and
-// leftover staging folders of interrupted saves.
-void prune_checkpoints(const std::string& dir, int64_t keep);
+// leftover staging folders of interrupted saves; never `protect` (the newest checkpoint known to
+// be good: the one this run wrote last or resumed from), even when newer ones that may be damaged
+// outnumber `keep`.
+void prune_checkpoints(const std::string& dir, int64_t keep, const std::string& protect = "");
+
+// An exclusive lock on a checkpoint folder for one run: DIR/.lock, flock'ed and holding the pid.
+// Creates DIR. A second run on the same folder is refused (InvalidArgument) with the first one's
+// pid; the lock goes with the process, however it ends.
+class CheckpointLock {
+ public:
+  explicit CheckpointLock(const std::string& dir);
+  ~CheckpointLock();
+  CheckpointLock(const CheckpointLock&) = delete;
+  CheckpointLock& operator=(const CheckpointLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 
 }  // namespace disc::apps

@@ -32,6 +32,9 @@ int main(int argc, char** argv) {
   add_common(run);
   run->add_flag("--resume", flags.resume,
                 "Continue from the newest complete checkpoint in checkpoint.dir");
+  run->add_flag("--allow-changes", flags.allow_changes,
+                "With --resume: continue although keys that change the numbers (model, data, "
+                "optimizer, schedule, seed) differ from the checkpoint's run");
   CLI::App* print = app.add_subcommand("print-config", "Print the resolved config with defaults");
   add_common(print);
   CLI::App* check =

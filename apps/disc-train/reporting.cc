@@ -62,9 +62,10 @@ void replace_file(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-MetricsFile::MetricsFile(const std::string& path, int64_t keep_through_step) {
+MetricsFile::MetricsFile(const std::string& path, int64_t keep_through_step) : path_(path) {
   ensure_parent(path);
   std::error_code ec;
+  int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
   if (keep_through_step >= 0 && std::filesystem::exists(path, ec)) {
     std::ifstream in(path);
     if (!in) throw IoError("cannot read metrics file " + path + " to continue it");
@@ -78,11 +79,15 @@ MetricsFile::MetricsFile(const std::string& path, int64_t keep_through_step) {
     }
     if (in.bad()) throw IoError("cannot read metrics file " + path + ": the read failed part way");
     replace_file(path, kept);
-    out_.open(path, std::ios::app);
   } else {
-    out_.open(path, std::ios::trunc);
+    flags |= O_TRUNC;
   }
-  if (!out_) throw IoError("cannot write metrics file " + path);
+  fd_ = ::open(path.c_str(), flags, 0644);
+  if (fd_ < 0) throw IoError("cannot write metrics file " + path + ": " + std::strerror(errno));
+}
+
+MetricsFile::~MetricsFile() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void MetricsFile::write(const StepReport& r) {
@@ -112,8 +117,20 @@ void MetricsFile::write(const StepReport& r) {
                       {"grad_norm", r.result.grad_norm},
                       {"batch", r.batch},
                       {"seq", r.seq}};
-  out_ << j.dump() << "\n";
-  out_.flush();
+  const std::string line = j.dump() + "\n";
+  const off_t before = ::lseek(fd_, 0, SEEK_END);
+  size_t done = 0;
+  while (done < line.size()) {
+    ssize_t w = ::write(fd_, line.data() + done, line.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) {
+      int err = errno;
+      // Best effort: the torn line goes; the error below is what the user must see.
+      if (before >= 0 && done > 0) (void)!::ftruncate(fd_, before);
+      throw IoError("cannot write metrics file " + path_ + ": " + std::strerror(err));
+    }
+    done += static_cast<size_t>(w);
+  }
 }
 
 Progress::Progress(const std::string& mode, int64_t total, int64_t every)
@@ -200,9 +217,7 @@ void Trace::end_step(double step_us) {
 void Trace::write() const {
   if (path_.empty()) return;
   ensure_parent(path_);
-  std::ofstream out(path_, std::ios::trunc);
-  out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n" << events_ << "\n]}\n";
-  if (!out) throw IoError("cannot write trace file " + path_);
+  replace_file(path_, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n" + events_ + "\n]}\n");
 }
 
 }  // namespace disc::apps

@@ -20,16 +20,21 @@ struct StepReport {
   int64_t live_bytes = 0;  // held after the step: parameters, optimizer state
 };
 
-// Appends one JSON object per step to a .jsonl file.
+// Appends one JSON object per step to a .jsonl file. A write that fails (a full disk) throws
+// IoError with the path and the reason at once, and leaves no torn line behind.
 class MetricsFile {
  public:
   // `keep_through_step` >= 0 (a resumed run) drops lines of later steps first, replacing the file
   // atomically (a temporary beside it, then rename); -1 truncates.
   MetricsFile(const std::string& path, int64_t keep_through_step);
+  ~MetricsFile();
+  MetricsFile(const MetricsFile&) = delete;
+  MetricsFile& operator=(const MetricsFile&) = delete;
   void write(const StepReport& r);
 
  private:
-  std::ofstream out_;
+  std::string path_;
+  int fd_ = -1;
 };
 
 // A progress bar on a terminal, log lines every `every` steps otherwise.
@@ -56,7 +61,8 @@ class Trace {
   // Observer for the trainer while step `step` runs; `offset_us` places the step on the timeline.
   engine::StepObserver observer(int64_t step);
   void end_step(double step_us);
-  void write() const;  // no-op without a path
+  // Replaces the file with every step traced so far (atomically); a no-op without a path.
+  void write() const;
 
  private:
   std::string path_;

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -16,8 +17,10 @@
 #include "ir/binding.h"
 #include "ir/text_format.h"
 #include "reporting.h"
+#include "run_identity.h"
 #include "schedule.h"
 #include "setup.h"
+#include "stop_signals.h"
 
 namespace disc::apps {
 namespace {
@@ -81,14 +84,23 @@ void refuse_mixing_runs(const std::string& ckdir) {
       "): pass --resume to continue it, or choose another checkpoint.dir, or delete the folder");
 }
 
-// Loads the newest checkpoint that reads back whole, warning about each newer one it skips
-// (a crash or a full disk can leave one incomplete or corrupt). Returns the folder loaded.
-std::string resume(const std::string& ckdir, engine::Trainer& trainer, data::Batcher& batcher) {
+// Loads the newest checkpoint that reads back whole and verifies (checksums, finite values, a
+// step that matches its folder's name), warning about each newer one it skips (a crash, a full
+// disk or a damaged file). Refuses a checkpoint of a different run (run_identity.h). Returns the
+// folder loaded.
+std::string resume(const std::string& ckdir, engine::Trainer& trainer, data::Batcher& batcher,
+                   const std::map<std::string, std::string>& identity, bool allow_changes) {
   auto folders = checkpoint_folders(ckdir);
   std::string skipped;
   for (auto it = folders.rbegin(); it != folders.rend(); ++it) {
     try {
       auto extra = trainer.load(*it);  // all or nothing: a failed load leaves the trainer as it was
+      auto named = checkpoint_step(std::filesystem::path(*it).filename().string());
+      if (named != trainer.steps_done()) {
+        throw IoError(*it + "/trainer.json says step " + std::to_string(trainer.steps_done()) +
+                      ", its folder's name another");
+      }
+      check_same_run(extra, identity, *it, allow_changes);
       batcher.seek(cursor_of(extra, *it));
       return *it;
     } catch (const IoError& e) {
@@ -101,35 +113,100 @@ std::string resume(const std::string& ckdir, engine::Trainer& trainer, data::Bat
                         "; run without --resume to start fresh");
 }
 
+// Where a run writes while it goes: metrics (a line per step), the trace of chosen steps (written
+// as each ends), the progress display, and checkpoints (with the newest one known to be good,
+// which pruning keeps).
+struct RunOutputs {
+  std::unique_ptr<MetricsFile> metrics;
+  std::string metrics_path;
+  Trace trace;
+  Progress progress;
+  std::string ckdir;
+  int64_t every = 0, keep = 0;
+  std::string verified;  // the checkpoint this run resumed from or wrote last
+
+  void checkpoint(engine::Trainer& trainer, const data::Batcher& batcher,
+                  std::map<std::string, std::string> extra) {
+    auto cursor = batcher.cursor();
+    extra["epoch"] = std::to_string(cursor.epoch);
+    extra["position"] = std::to_string(cursor.position);
+    const std::string path = checkpoint_path(ckdir, trainer.steps_done());
+    trainer.save(path, extra);
+    verified = path;
+    prune_checkpoints(ckdir, keep, verified);
+  }
+};
+
+// Totals for the summary line and the memory report.
+struct RunTotals {
+  int64_t tokens = 0, peak = 0, steps = 0, evictions = 0, compiles = 0;
+  int64_t planned_peak = -1;
+  std::pair<ir::Bindings, int64_t> peak_step;  // the shape of the step with the highest planned
+                                               // peak, and the bytes held as it started
+  double ms = 0;
+  float first = 0, last = 0;
+
+  void add(const StepReport& r) {
+    const engine::StepStats& st = r.result.stats;
+    if (st.planned_peak_bytes > planned_peak) {
+      planned_peak = st.planned_peak_bytes;
+      peak_step = {st.bindings, st.held_before_step_bytes};
+    }
+    tokens += r.tokens, ms += st.ms, evictions += st.evictions, compiles += st.kernel_compiles;
+    peak = std::max(peak, st.live_peak_bytes);
+    if (steps++ == 0) first = r.result.loss;
+    last = r.result.loss;
+  }
+};
+
+// The trace and the memory report, written however the run ends.
+void write_reports(RunOutputs& out, const RunTotals& totals, engine::Trainer& trainer,
+                   const ir::Graph& g) {
+  out.trace.write();
+  if (!out.metrics_path.empty() && totals.steps > 0) {
+    const std::string svg =
+        (std::filesystem::path(out.metrics_path).parent_path() / "memory.svg").string();
+    engine::write_memory_report(svg, g, trainer.governor(), totals.peak_step.first,
+                                totals.peak_step.second);
+  }
+}
+
 }  // namespace
 
 int run_training(const Config& c, const RunFlags& f) {
   RunSetup s = make_setup(
       c);  // every bad input fails here or in the checks below, before anything is written
   check_outputs(c);
-  std::string ckdir = c.get_string("checkpoint.dir");
-  if (f.resume && ckdir.empty())
+  RunOutputs out{nullptr,
+                 c.get_string("logging.metrics"),
+                 Trace(c.get_string("logging.trace"), c.get_ints("logging.trace_steps"),
+                       c.get_bytes("memory.cap")),
+                 Progress(c.get_string("logging.progress"), c.get_int("train.steps"),
+                          c.get_int("logging.every")),
+                 c.get_string("checkpoint.dir"),
+                 c.get_int("checkpoint.every"),
+                 c.get_int("checkpoint.keep")};
+  if (f.resume && out.ckdir.empty())
     throw InvalidArgument("--resume needs checkpoint.dir: set it to the run's checkpoint folder");
-  if (f.resume && checkpoint_folders(ckdir).empty()) {
-    throw InvalidArgument("no complete checkpoint in " + ckdir +
+  std::unique_ptr<CheckpointLock> lock;  // taken before the folder's contents are looked at
+  if (!out.ckdir.empty()) lock = std::make_unique<CheckpointLock>(out.ckdir);
+  if (f.resume && checkpoint_folders(out.ckdir).empty()) {
+    throw InvalidArgument("no complete checkpoint in " + out.ckdir +
                           " to resume from; run without --resume to start fresh");
   }
-  if (!f.resume && !ckdir.empty()) refuse_mixing_runs(ckdir);
+  if (!f.resume && !out.ckdir.empty()) refuse_mixing_runs(out.ckdir);
+  const std::map<std::string, std::string> identity = run_identity(c, s.examples);
   const ir::Graph& g = *s.model.graph;
   engine::Trainer trainer(std::move(s.model), s.trainer);
   data::Batcher batcher(s.examples, s.batching);
   if (f.resume) {
-    std::string from = resume(ckdir, trainer, batcher);
-    spdlog::info("resumed from {} at step {}", from, trainer.steps_done());
+    out.verified = resume(out.ckdir, trainer, batcher, identity, f.allow_changes);
+    spdlog::info("resumed from {} at step {}", out.verified, trainer.steps_done());
   }
+  if (!out.metrics_path.empty())
+    out.metrics =
+        std::make_unique<MetricsFile>(out.metrics_path, f.resume ? trainer.steps_done() : -1);
   int64_t total = c.get_int("train.steps"), seed = c.get_int("train.seed");
-  std::string metrics_path = c.get_string("logging.metrics");
-  std::unique_ptr<MetricsFile> metrics;
-  if (!metrics_path.empty())
-    metrics = std::make_unique<MetricsFile>(metrics_path, f.resume ? trainer.steps_done() : -1);
-  Trace trace(c.get_string("logging.trace"), c.get_ints("logging.trace_steps"),
-              c.get_bytes("memory.cap"));
-  Progress progress(c.get_string("logging.progress"), total, c.get_int("logging.every"));
   Schedule lr = schedule_of(c);
   spdlog::info("disc-train: {}; {} steps", s.describe, total);
   if (const std::vector<std::string> staged = trainer.staged_ops(); !staged.empty())
@@ -137,45 +214,51 @@ int run_training(const Config& c, const RunFlags& f) {
         "{}: these ops have no kernel on the device yet and run on the host over copies (slow): {}",
         trainer.device().name(), fmt::join(staged, ", "));
 
-  int64_t tokens = 0, peak = 0, steps_run = 0, evictions = 0, compiles = 0;
-  std::pair<ir::Bindings, int64_t>
-      peak_step;  // the shape of the step with the highest planned peak
-  double ms = 0;
-  float first = 0, last = 0;
-  for (int64_t step = trainer.steps_done() + 1; step <= total; ++step) {
+  StopSignals signals;
+  RunTotals totals;
+  int code = 0;
+  for (int64_t step = trainer.steps_done() + 1; step <= total && code == 0; ++step) {
     data::HostBatch hb = batcher.next();
-    if (trace.wants(step)) trainer.set_observer(trace.observer(step));
+    if (out.trace.wants(step)) trainer.set_observer(out.trace.observer(step));
     StepReport r{trainer.step(to_tensors(hb, trainer, g, seed, step), lr.at(step)),
                  hb.real_tokens,
                  hb.batch,
                  hb.seq,
                  lr.at(step),
                  trainer.allocator().stats().live_bytes};
-    if (trace.wants(step)) trainer.set_observer({}), trace.end_step(r.result.stats.ms * 1e3);
-    if (metrics) metrics->write(r);
-    progress.update(r);
-    if (r.result.stats.planned_peak_bytes > peak)
-      peak_step = {r.result.stats.bindings, r.result.stats.held_before_step_bytes};
-    tokens += r.tokens, ms += r.result.stats.ms, evictions += r.result.stats.evictions;
-    compiles += r.result.stats.kernel_compiles;
-    peak = std::max(peak, r.result.stats.live_peak_bytes);
-    if (steps_run++ == 0) first = r.result.loss;
-    last = r.result.loss;
-    if (!ckdir.empty() && (step % c.get_int("checkpoint.every") == 0 || step == total)) {
-      auto cursor = batcher.cursor();
-      trainer.save(checkpoint_path(ckdir, step), {{"epoch", std::to_string(cursor.epoch)},
-                                                  {"position", std::to_string(cursor.position)}});
-      prune_checkpoints(ckdir, c.get_int("checkpoint.keep"));
+    if (out.trace.wants(step)) {
+      trainer.set_observer({});
+      out.trace.end_step(r.result.stats.ms * 1e3);
+      out.trace.write();  // a run that dies later keeps the steps traced so far
+    }
+    if (out.metrics) out.metrics->write(r);
+    out.progress.update(r);
+    totals.add(r);
+    if (!std::isfinite(r.result.loss) || !std::isfinite(r.result.grad_norm)) {
+      spdlog::error(
+          "training diverged at step {}: loss {}, gradient norm {}; no checkpoint was "
+          "written from this state{}. Lower schedule.lr or optimizer.clip_norm, or "
+          "check the data",
+          step, r.result.loss, r.result.grad_norm,
+          out.verified.empty() ? "" : " (the newest good one is " + out.verified + ")");
+      code = 1;
+      break;
+    }
+    const bool stop = signals.received() != 0;
+    if (!out.ckdir.empty() && (step % out.every == 0 || step == total || stop))
+      out.checkpoint(trainer, batcher, identity);
+    if (stop) {
+      spdlog::warn("{}: stopped after step {}{}", StopSignals::name(signals.received()), step,
+                   out.ckdir.empty()
+                       ? ""
+                       : "; checkpoint " + out.verified + " written: continue with --resume");
+      code = 128 + signals.received();
     }
   }
-  trace.write();
-  if (!metrics_path.empty() && steps_run > 0) {
-    const std::string svg =
-        (std::filesystem::path(metrics_path).parent_path() / "memory.svg").string();
-    engine::write_memory_report(svg, g, trainer.governor(), peak_step.first, peak_step.second);
-  }
-  progress.finish(summary_line(steps_run, tokens, ms, peak, first, last, compiles, evictions));
-  return 0;
+  write_reports(out, totals, trainer, g);
+  out.progress.finish(summary_line(totals.steps, totals.tokens, totals.ms, totals.peak,
+                                   totals.first, totals.last, totals.compiles, totals.evictions));
+  return code;
 }
 
 int validate(const Config& c) {

@@ -6,9 +6,13 @@
 namespace disc::apps {
 
 struct RunFlags {
-  bool resume = false;  // continue from the newest complete checkpoint in checkpoint.dir
+  bool resume = false;         // continue from the newest complete checkpoint in checkpoint.dir
+  bool allow_changes = false;  // resume although config keys that change the numbers differ
 };
 
+// 0 when the run finished; 1 when it diverged (a loss or gradient norm not finite: nothing is
+// saved from that state); 128 + the signal when SIGINT, SIGTERM or SIGHUP stopped it after a step
+// (checkpoint, trace and report written first).
 int run_training(const Config& c, const RunFlags& f);
 int validate(const Config& c);
 // Prints the symbols, the governor's schedule, candidates and memory plan at `shape` ("B=8,S=64";

@@ -1,10 +1,12 @@
 #include "setup.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -233,8 +235,26 @@ engine::TrainerOptions trainer_options(const Config& c) {
   return t;
 }
 
-// Refuses an output path that cannot be written, without creating anything: the path itself when
-// it exists, else its nearest existing ancestor, which must be a writable folder.
+// Tries what a run will do: open an existing file for writing (without changing it), or create a
+// file in `folder` and remove it again. Permission bits alone do not say (root passes every access
+// check; a read-only mount refuses everything). Returns errno, 0 when the write would work.
+int probe_write(const std::string& file, const std::string& folder) {
+  int fd = -1;
+  std::string created;
+  if (!file.empty()) {
+    fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  } else {
+    created = folder + "/.disc-write-probe-XXXXXX";
+    fd = ::mkstemp(created.data());
+  }
+  if (fd < 0) return errno;
+  ::close(fd);
+  if (!created.empty()) ::unlink(created.c_str());
+  return 0;
+}
+
+// Refuses an output path that cannot be written, leaving nothing behind: the path itself when it
+// exists, else its nearest existing ancestor, which must be a folder a file can be created in.
 void check_output(const std::string& key, const std::string& path, bool folder) {
   if (path.empty()) return;
   auto refuse = [&](const std::string& why) {
@@ -246,8 +266,13 @@ void check_output(const std::string& key, const std::string& path, bool folder) 
   if (::stat(path.c_str(), &st) == 0) {
     if (folder && !S_ISDIR(st.st_mode)) refuse("it exists and is not a folder");
     if (!folder && S_ISDIR(st.st_mode)) refuse("it is a folder; name a file");
-    if (::access(path.c_str(), W_OK) != 0)
-      refuse(std::string("no permission (") + std::strerror(errno) + ")");
+    // Outputs are replaced by renaming a new file over them: never over a device or a pipe.
+    if (!folder && !S_ISREG(st.st_mode)) refuse("it is not a regular file");
+    int err = folder ? probe_write("", path) : probe_write(path, "");
+    if (err == 0 && !folder)
+      err = probe_write(
+          "", fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string());
+    if (err != 0) refuse(std::strerror(err));
     return;
   }
   fs::path ancestor = fs::path(path).lexically_normal();
@@ -260,9 +285,41 @@ void check_output(const std::string& key, const std::string& path, bool folder) 
   if (::stat(ancestor.c_str(), &st) != 0)
     refuse(ancestor.string() + " cannot be read (" + std::strerror(errno) + ")");
   if (!S_ISDIR(st.st_mode)) refuse(ancestor.string() + " is a file, not a folder");
-  if (::access(ancestor.c_str(), W_OK | X_OK) != 0) {
-    refuse("no permission to create anything in " + ancestor.string() + " (" +
-           std::strerror(errno) + ")");
+  if (int err = probe_write("", ancestor.string()); err != 0)
+    refuse("nothing can be created in " + ancestor.string() + " (" + std::strerror(err) + ")");
+}
+
+}  // namespace
+
+namespace {
+
+// Refuses an output that is an input or another output: writing it would destroy the other.
+void check_distinct(const Config& c) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<std::string, std::string>> paths = {
+      {"the config file", c.file()},
+      {"data.path", resolve_path(c, c.get_string("data.path"))},
+      {"model.graph", resolve_path(c, c.get_string("model.graph"))},
+      {"logging.metrics", c.get_string("logging.metrics")},
+      {"logging.trace", c.get_string("logging.trace")},
+      {"checkpoint.dir", c.get_string("checkpoint.dir")},
+      {"jit.cache_dir", c.get_string("jit.cache_dir")}};
+  if (const std::string m = c.get_string("logging.metrics"); !m.empty())
+    paths.emplace_back("the memory report beside logging.metrics",
+                       (fs::path(m).parent_path() / "memory.svg").string());
+  const size_t inputs = 3;
+  for (size_t i = inputs; i < paths.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      const auto& [out_key, out] = paths[i];
+      const auto& [other_key, other] = paths[j];
+      if (out.empty() || other.empty()) continue;
+      std::error_code ec1, ec2;
+      fs::path a = fs::weakly_canonical(out, ec1), b = fs::weakly_canonical(other, ec2);
+      if (!ec1 && !ec2 && a == b) {
+        throw InvalidArgument(out_key + " is " + out + ", which is also " + other_key +
+                              ": writing it would destroy that; choose another path");
+      }
+    }
   }
 }
 
@@ -272,6 +329,8 @@ void check_outputs(const Config& c) {
   check_output("logging.metrics", c.get_string("logging.metrics"), false);
   check_output("logging.trace", c.get_string("logging.trace"), false);
   check_output("checkpoint.dir", c.get_string("checkpoint.dir"), true);
+  check_output("jit.cache_dir", c.get_string("jit.cache_dir"), true);
+  check_distinct(c);
 }
 
 std::string resolve_path(const Config& c, const std::string& path) {

@@ -25,8 +25,10 @@ struct RunSetup {
 
 RunSetup make_setup(const Config& c);
 
-// Refuses outputs (logging.metrics, logging.trace, checkpoint.dir) that cannot be written, e.g. a
-// path under a regular file, before a run writes anything. Creates nothing.
+// Refuses outputs (logging.metrics, logging.trace, checkpoint.dir, jit.cache_dir) that cannot be
+// written (a path under a regular file, a read-only folder: tried, not guessed from permission
+// bits) and any output that is an input (config, data, graph) or another output, before a run
+// writes anything. Leaves nothing behind.
 void check_outputs(const Config& c);
 
 // An input path from the config: a relative path that does not exist from the working directory

@@ -3,9 +3,11 @@
 // reader allocate what the file does not hold, and init honours each parameter's dtype.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "base/error.h"
 #include "devices/device.h"
@@ -219,6 +221,141 @@ TEST(Safetensors, NamesThatAreNotUtf8AreAnInvalidArgument) {
       write_safetensors(s.path("t.safetensors"), {{"\xff", Tensor::from<float>({1}, {1}, alloc)}}),
       InvalidArgument);
   EXPECT_TRUE(fs::is_empty(s.path(""))) << "a temporary was left behind";
+}
+
+TEST(Safetensors, ByteRangesMustTileTheDataSection) {
+  ScratchDir s;
+  auto dev = devices::make_cpu_device(1);
+  memory::DeviceAllocator alloc(*dev);
+  struct Case {
+    const char* header;
+    const char* message;
+  };
+  const Case cases[] = {
+      {R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+           "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+       "overlapping"},
+      {R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+           "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})",
+       "a hole"},
+      {R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", "trailing bytes"},
+      {R"({"a": {"dtype": "I32", "shape": [1], "data_offsets": [2, 6]},
+           "b": {"dtype": "BF16", "shape": [1], "data_offsets": [0, 2]},
+           "c": {"dtype": "BF16", "shape": [3], "data_offsets": [6, 12]}})",
+       "inside an element"},
+  };
+  for (const Case& c : cases) {
+    write_raw_safetensors(s.path("t.safetensors"), c.header, std::string(12, '\0'));
+    try {
+      read_safetensors(s.path("t.safetensors"), alloc);
+      ADD_FAILURE() << "accepted " << c.header;
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos)
+          << c.header << ": " << e.what();
+    }
+  }
+  // The same tensors tiling the section are read.
+  write_raw_safetensors(s.path("t.safetensors"),
+                        R"({"b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]},
+                            "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})",
+                        std::string(12, '\0'));
+  EXPECT_EQ(read_safetensors(s.path("t.safetensors"), alloc).tensors.size(), 2u);
+}
+
+TEST(Safetensors, AFlippedBitFailsTheTensorsChecksum) {
+  ScratchDir s;
+  auto dev = devices::make_cpu_device(1);
+  memory::DeviceAllocator alloc(*dev);
+  const std::string path = s.path("t.safetensors");
+  write_safetensors(path,
+                    {{"a", Tensor::from<float>({2}, {1, 2}, alloc)},
+                     {"b", Tensor::from<float>({3}, {3, 4, 5}, alloc)}},
+                    {{"note", "kept"}});
+  TensorFile good = read_safetensors(path, alloc);
+  EXPECT_EQ(good.metadata, (std::map<std::string, std::string>{{"note", "kept"}}))
+      << "the checksums are the reader's business, not the caller's";
+  const auto size = fs::file_size(path);
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(size) - 2);  // inside b, the last tensor
+  f.put('\x40');
+  f.close();
+  try {
+    read_safetensors(path, alloc);
+    FAIL() << "a file with a flipped bit was read";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor `b` fails its checksum"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Tensor, CountsNanAndInfiniteElementsOfEveryFloatType) {
+  auto dev = devices::make_cpu_device(1);
+  memory::DeviceAllocator alloc(*dev);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const float max = std::numeric_limits<float>::max();
+  EXPECT_EQ(Tensor::from<float>({5}, {1, inf, -inf, nan, max}, alloc).count_nonfinite(), 3);
+  EXPECT_EQ(Tensor::from<double>({3}, {1e308, -std::numeric_limits<double>::infinity(), 0}, alloc)
+                .count_nonfinite(),
+            1);
+  // bf16 0x7f80 is +inf, 0xff81 a NaN, 0x7f7f the largest finite; f16 0x7c00 is +inf, 0x7bff
+  // the largest finite.
+  Tensor bf16 = Tensor::empty(DType::kBF16, {3}, alloc),
+         f16 = Tensor::empty(DType::kF16, {2}, alloc);
+  const uint16_t bf16_bits[] = {0x7f80, 0xff81, 0x7f7f}, f16_bits[] = {0x7c00, 0x7bff};
+  bf16.upload(bf16_bits), f16.upload(f16_bits);
+  EXPECT_EQ(bf16.count_nonfinite(), 2);
+  EXPECT_EQ(f16.count_nonfinite(), 1);
+  EXPECT_EQ(Tensor::from<int32_t>({1}, {-1}, alloc).count_nonfinite(), 0);
+}
+
+// A NaN in a checkpoint is not a state to train from, even when its checksum holds (a tool that
+// rewrote the file, or a run before checksums).
+TEST(Checkpoint, NanOrInfinityInACheckpointIsRefusedAndChangesNothing) {
+  ScratchDir s;
+  Trainer a = small_trainer(1), b = small_trainer(2);
+  a.save(s.path("ck"));
+  memory::Allocator& alloc = b.allocator();
+  TensorFile file = read_safetensors(s.path("ck/state.safetensors"), alloc);
+  const std::string name = file.tensors.begin()->first;
+  Tensor& t = file.tensors[name];
+  std::vector<float> v = t.to_vector<float>();
+  v[v.size() / 2] = std::numeric_limits<float>::infinity();
+  t.upload(v.data());
+  write_safetensors(s.path("ck/state.safetensors"), file.tensors, file.metadata);
+  const std::vector<char> before = bytes_of(b.parameter(name));
+  try {
+    b.load(s.path("ck"));
+    FAIL() << "a checkpoint holding infinity loaded";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("1 NaN or infinite values in `" + name + "`"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(bytes_of(b.parameter(name)), before);
+}
+
+// A diverged run must not write its state over good checkpoints, however the NaN got in (a ReLU
+// can hide one from the loss and the gradient norm); a load of a good one makes saving possible
+// again.
+TEST(Checkpoint, SaveRefusesAStateThatIsNotFinite) {
+  ScratchDir s;
+  Trainer t = small_trainer(1);
+  const std::string w = t.parameter_names()[0];
+  std::vector<float> v = t.parameter(w).to_vector<float>();
+  t.save(s.path("good"));
+  v[0] = std::nanf("");
+  t.set_parameter(w, Tensor::from<float>(t.parameter(w).shape(), v, t.allocator()));
+  try {
+    t.save(s.path("bad"));
+    FAIL() << "a NaN state was saved";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("`" + w + "` holds 1 NaN or infinite values"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(s.path("bad")));
+  t.load(s.path("good"));
+  EXPECT_NO_THROW(t.save(s.path("again")));
 }
 
 // A model whose only parameter is `w`, of `dtype`, initialised normal(0, 0.5).

@@ -1,0 +1,104 @@
+#include "run_identity.h"
+
+#include <spdlog/spdlog.h>
+
+#include <sstream>
+
+#include "base/error.h"
+#include "config_schema.h"
+
+namespace disc::apps {
+namespace {
+
+const std::string kPrefix = "run.";
+
+enum class Change { kFree, kWarn, kRefuse };
+
+Change change_of(const std::string& key) {
+  for (const char* free : {"logging.", "checkpoint.", "memory.", "jit.cache_dir", "data.path"}) {
+    if (key.rfind(free, 0) == 0) return Change::kFree;
+  }
+  for (const char* warn : {"train.steps", "device.", "jit.buckets", "model.max_batch"}) {
+    if (key.rfind(warn, 0) == 0) return Change::kWarn;
+  }
+  return Change::kRefuse;
+}
+
+// A key's value in one canonical spelling (3e-3 and 0.003 are the same learning rate).
+std::string text(const Config& c, const ConfigKey& k) {
+  std::ostringstream out;
+  switch (k.kind) {
+    case KeyKind::kInt: out << c.get_int(k.path); break;
+    case KeyKind::kFloat: out.precision(17), out << c.get_float(k.path); break;
+    case KeyKind::kBool: out << (c.get_bool(k.path) ? "true" : "false"); break;
+    case KeyKind::kBytes: out << c.get_bytes(k.path); break;
+    case KeyKind::kStrings:
+      for (const std::string& s : c.get_strings(k.path)) out << s << ",";
+      break;
+    case KeyKind::kInts:
+      for (int64_t v : c.get_ints(k.path)) out << v << ",";
+      break;
+    default: out << c.get_string(k.path);
+  }
+  return out.str();
+}
+
+// FNV-1a over every example's length and tokens: the same data in another file is the same run.
+std::string fingerprint(const std::vector<std::vector<int32_t>>& examples) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xff)) * 1099511628211ull;
+  };
+  mix(examples.size());
+  for (const auto& e : examples) {
+    mix(e.size());
+    for (int32_t t : e) mix(static_cast<uint32_t>(t));
+  }
+  return std::to_string(examples.size()) + " examples, hash " + std::to_string(h);
+}
+
+}  // namespace
+
+std::map<std::string, std::string> run_identity(const Config& c,
+                                                const std::vector<std::vector<int32_t>>& examples) {
+  std::map<std::string, std::string> out;
+  for (const ConfigKey& k : config_schema()) {
+    if (change_of(k.path) != Change::kFree) out[kPrefix + k.path] = text(c, k);
+  }
+  out[kPrefix + "examples"] = fingerprint(examples);
+  return out;
+}
+
+void check_same_run(const std::map<std::string, std::string>& recorded,
+                    const std::map<std::string, std::string>& now, const std::string& checkpoint,
+                    bool allow_changes) {
+  if (!recorded.contains(kPrefix + "examples")) {
+    spdlog::warn("checkpoint {} does not record its run's config (written by an older disc): "
+                 "cannot check that this run continues it",
+                 checkpoint);
+    return;
+  }
+  std::string refused;
+  for (const auto& [entry, value] : now) {
+    auto it = recorded.find(entry);
+    if (it == recorded.end() || it->second == value) continue;
+    const std::string key = entry.substr(kPrefix.size());
+    const std::string what = key + " was " + it->second + ", is " + value;
+    if (key != "examples" && change_of(key) == Change::kWarn) {
+      spdlog::warn("resuming {} with a change: {}", checkpoint, what);
+    } else {
+      refused += (refused.empty() ? "" : "; ") + what;
+    }
+  }
+  if (refused.empty()) return;
+  if (allow_changes) {
+    spdlog::warn("resuming {} with changes (--allow-changes; not bit-exact): {}", checkpoint,
+                 refused);
+    return;
+  }
+  throw InvalidArgument("--resume would not continue the run in " + checkpoint + ": " + refused +
+                        ". Set them back, or pass --allow-changes to continue anyway (the steps "
+                        "will differ from an uninterrupted run), or start a fresh run");
+}
+
+}  // namespace disc::apps
