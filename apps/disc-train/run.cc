@@ -188,16 +188,18 @@ int run_training(const Config& c, const RunFlags& f) {
                  c.get_int("checkpoint.keep")};
   if (f.resume && out.ckdir.empty())
     throw InvalidArgument("--resume needs checkpoint.dir: set it to the run's checkpoint folder");
-  std::unique_ptr<CheckpointLock> lock;  // taken before the folder's contents are looked at
-  if (!out.ckdir.empty()) lock = std::make_unique<CheckpointLock>(out.ckdir);
   if (f.resume && checkpoint_folders(out.ckdir).empty()) {
     throw InvalidArgument("no complete checkpoint in " + out.ckdir +
                           " to resume from; run without --resume to start fresh");
   }
-  if (!f.resume && !out.ckdir.empty()) refuse_mixing_runs(out.ckdir);
   const std::map<std::string, std::string> identity = run_identity(c, s.examples);
   const ir::Graph& g = *s.model.graph;
-  engine::Trainer trainer(std::move(s.model), s.trainer);
+  engine::Trainer trainer(std::move(s.model), s.trainer);  // may still refuse (device, cap)
+  // The lock creates the folder, so it comes after what may refuse the run; and before the
+  // folder's contents are looked at, so that no other run changes them meanwhile.
+  std::unique_ptr<CheckpointLock> lock;
+  if (!out.ckdir.empty()) lock = std::make_unique<CheckpointLock>(out.ckdir);
+  if (!f.resume && !out.ckdir.empty()) refuse_mixing_runs(out.ckdir);
   data::Batcher batcher(s.examples, s.batching);
   if (f.resume) {
     out.verified = resume(out.ckdir, trainer, batcher, identity, f.allow_changes);

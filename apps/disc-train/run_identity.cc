@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <sstream>
 
 #include "base/error.h"
@@ -28,17 +29,29 @@ Change change_of(const std::string& key) {
 std::string text(const Config& c, const ConfigKey& k) {
   std::ostringstream out;
   switch (k.kind) {
-    case KeyKind::kInt: out << c.get_int(k.path); break;
-    case KeyKind::kFloat: out.precision(17), out << c.get_float(k.path); break;
-    case KeyKind::kBool: out << (c.get_bool(k.path) ? "true" : "false"); break;
-    case KeyKind::kBytes: out << c.get_bytes(k.path); break;
+    case KeyKind::kInt:
+      out << c.get_int(k.path);
+      break;
+    case KeyKind::kFloat: {  // the shortest text that reads back as the same double
+      char buf[32];
+      auto [end, err] = std::to_chars(buf, buf + sizeof buf, c.get_float(k.path));
+      out << std::string(buf, end);
+      break;
+    }
+    case KeyKind::kBool:
+      out << (c.get_bool(k.path) ? "true" : "false");
+      break;
+    case KeyKind::kBytes:
+      out << c.get_bytes(k.path);
+      break;
     case KeyKind::kStrings:
       for (const std::string& s : c.get_strings(k.path)) out << s << ",";
       break;
     case KeyKind::kInts:
       for (int64_t v : c.get_ints(k.path)) out << v << ",";
       break;
-    default: out << c.get_string(k.path);
+    default:
+      out << c.get_string(k.path);
   }
   return out.str();
 }
@@ -73,9 +86,10 @@ void check_same_run(const std::map<std::string, std::string>& recorded,
                     const std::map<std::string, std::string>& now, const std::string& checkpoint,
                     bool allow_changes) {
   if (!recorded.contains(kPrefix + "examples")) {
-    spdlog::warn("checkpoint {} does not record its run's config (written by an older disc): "
-                 "cannot check that this run continues it",
-                 checkpoint);
+    spdlog::warn(
+        "checkpoint {} does not record its run's config (written by an older disc): "
+        "cannot check that this run continues it",
+        checkpoint);
     return;
   }
   std::string refused;
@@ -83,7 +97,9 @@ void check_same_run(const std::map<std::string, std::string>& recorded,
     auto it = recorded.find(entry);
     if (it == recorded.end() || it->second == value) continue;
     const std::string key = entry.substr(kPrefix.size());
-    const std::string what = key + " was " + it->second + ", is " + value;
+    const std::string what = key == "examples"
+                                 ? "the examples were " + it->second + ", are " + value
+                                 : key + " was " + it->second + ", is " + value;
     if (key != "examples" && change_of(key) == Change::kWarn) {
       spdlog::warn("resuming {} with a change: {}", checkpoint, what);
     } else {

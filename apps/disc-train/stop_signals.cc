@@ -41,14 +41,20 @@ StopSignals::~StopSignals() {
   for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &previous[i], nullptr);
 }
 
-int StopSignals::received() const { return first_signal.load(); }
+int StopSignals::received() const {
+  return first_signal.load();
+}
 
 const char* StopSignals::name(int signal) {
   switch (signal) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    case SIGHUP: return "SIGHUP";
-    default: return "a signal";
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
+    default:
+      return "a signal";
   }
 }
 

@@ -7,7 +7,7 @@ namespace disc::apps {
 
 class StopSignals {
  public:
-  StopSignals();  // installs the handlers; one instance at a time
+  StopSignals();   // installs the handlers; one instance at a time
   ~StopSignals();  // restores the handlers that were there before
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;

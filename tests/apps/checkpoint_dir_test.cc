@@ -57,7 +57,7 @@ TEST(CheckpointDir, FreshRunRefusesAFolderWithAnotherRunsCheckpoints) {
   auto first = testing::run_command(run(s, "train.steps=4 checkpoint.dir=" + s.path("ck")));
   ASSERT_EQ(first.code, 0) << first.out;
   auto before = names_in(s.path("ck"));
-  ASSERT_EQ(before, (std::vector<std::string>{"step-00000002", "step-00000004"}));
+  ASSERT_EQ(before, (std::vector<std::string>{".lock", "step-00000002", "step-00000004"}));
   auto ck_time = fs::last_write_time(s.path("ck/step-00000004/trainer.json"));
 
   auto second = testing::run_command(run(s, "train.steps=6 checkpoint.dir=" + s.path("ck") +
@@ -86,8 +86,8 @@ TEST(CheckpointDir, PruningTouchesOnlyTheFoldersDiscTrainNames) {
       run(s, "train.steps=6 checkpoint.keep=1 checkpoint.dir=" + s.path("ck")));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(names_in(s.path("ck")),
-            (std::vector<std::string>{"step-000-mine", "step-0000000", "step-00000001-backup",
-                                      "step-00000006", "step-notes"}));
+            (std::vector<std::string>{".lock", "step-000-mine", "step-0000000",
+                                      "step-00000001-backup", "step-00000006", "step-notes"}));
 }
 
 struct Damage {
