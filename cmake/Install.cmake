@@ -1,10 +1,15 @@
-# `cmake --install`: headers under include/disc, the static libraries, the CMake package
+# `cmake --install`: headers under include/disc (included as <disc/engine/trainer.h>), the
+# example configs under share/disc/configs, the static libraries, the CMake package
 # (find_package(disc CONFIG) -> disc::disc) and a pkg-config file.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 add_library(disc INTERFACE)
 target_link_libraries(disc INTERFACE disc_engine)
+# <disc/engine/trainer.h> for consumers; the headers include each other as "engine/...", which the
+# libraries' include/disc covers.
+target_include_directories(disc INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+target_compile_features(disc INTERFACE cxx_std_20)
 add_library(disc::disc ALIAS disc)
 
 install(TARGETS disc disc_engine disc_memory disc_jit disc_devices disc_ir disc_base EXPORT discTargets
@@ -14,6 +19,9 @@ foreach(dir base ir devices jit memory engine)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/disc
           FILES_MATCHING PATTERN "*.h")
 endforeach()
+install(FILES ${PROJECT_BINARY_DIR}/generated/base/version.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/disc/base)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/configs DESTINATION ${CMAKE_INSTALL_DATADIR}/disc)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/discConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/discConfig.cmake
                               INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/disc)

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/training_step.h"
-#include "memory/governor.h"
+#include "ir/optimizer_config.h"
+#include "memory/governor_options.h"
 
 namespace disc::engine {
 

@@ -61,10 +61,12 @@ class Tensor {
 
  private:
   struct Storage {
-    Storage(memory::Allocator& a, size_t n) : alloc(&a), data(a.allocate(n)), bytes(n) {}
+    Storage(memory::Allocator& a, size_t n)
+        : keep(a.keep_alive()), alloc(&a), data(a.allocate(n)), bytes(n) {}
     Storage(const Storage&) = delete;
     Storage& operator=(const Storage&) = delete;
     ~Storage() { alloc->deallocate(data, bytes); }
+    std::shared_ptr<void> keep;  // the allocator's owner, released after the deallocate
     memory::Allocator* alloc;
     void* data;
     size_t bytes;

@@ -14,9 +14,16 @@
 #include "devices/cuda/cuda_device.h"
 #include "devices/hip/hip_device.h"
 #include "devices/simulated/simulated_device.h"
+#include "engine/executor.h"
 #include "engine/init.h"
+#include "engine/pipeline.h"
 #include "engine/safetensors.h"
 #include "ir/binding.h"
+#include "ir/models/model.h"
+#include "jit/cpu/kernel_cache.h"
+#include "memory/caching_allocator.h"
+#include "memory/governor.h"
+#include "memory/liveness.h"
 
 namespace disc::engine {
 namespace {
@@ -114,6 +121,33 @@ std::pair<int64_t, std::map<std::string, std::string>> read_trainer_json(const s
   }
 }
 
+// The training step's inputs that step() fills in itself.
+bool supplied_by_the_trainer(const std::string& input) {
+  return input == "lr" || input == "step";
+}
+
+// The bytes of the parameters and the optimizer state, as the device will allocate them.
+int64_t state_bytes(const ir::Graph& g) {
+  int64_t held = 0;
+  for (const ir::Value* a : g.arguments())
+    if (a->role() == ir::Role::kParameter || a->role() == ir::Role::kState)
+      held += static_cast<int64_t>(
+          devices::allocation_size(static_cast<size_t>(memory::concrete_bytes(*a, {}))));
+  return held;
+}
+
+// A model too large for the machine is refused before its parameters are drawn (a minute of
+// work for a model that can never train), naming both numbers.
+void refuse_what_the_device_cannot_hold(const ir::Graph& g, const devices::Device& device) {
+  const int64_t held = state_bytes(g);
+  const devices::MemoryInfo m = device.memory_info();
+  if (m.free_bytes > 0 && held > m.free_bytes) {
+    throw OutOfMemory("the parameters and optimizer state need " + human_bytes(held) + ", but " +
+                      device.name() + " has " + human_bytes(m.free_bytes) + " free (of " +
+                      human_bytes(m.total_bytes) + "): train a smaller model");
+  }
+}
+
 }  // namespace
 
 int check_device_name(const std::string& name) {
@@ -144,36 +178,60 @@ std::unique_ptr<devices::Device> make_device(const std::string& name, int thread
   }
 }
 
+// Everything the public header keeps out of sight.
+struct Trainer::Impl {
+  // The device and its allocator, owned together with every tensor made through the allocator
+  // (Tensor's storage holds on to them, memory::Allocator::keep_alive): a tensor the caller keeps
+  // may outlive the Trainer. The device goes last.
+  struct Owned {
+    std::unique_ptr<devices::Device> device;
+    std::unique_ptr<memory::CachingAllocator> alloc;
+  };
+  std::shared_ptr<Owned> owned_;
+  devices::Device* device_ = nullptr;
+  memory::CachingAllocator* alloc_ = nullptr;
+  CompiledStep compiled_;                         // the schedule went to the executor's governor
+  std::unique_ptr<jit::KernelCache> kernels_;     // with options.jit
+  std::unique_ptr<jit::GpuKernels> gpu_kernels_;  // with options.jit on a GPU
+  std::unique_ptr<Executor> executor_;
+  std::map<std::string, Tensor> state_;  // parameters and optimizer state by name
+  int64_t step_ = 0;
+};
+
 Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
-                 const std::function<void(Pipeline&)>& configure) {
-  device_ = make_device(options.device, options.threads);
-  alloc_ = std::make_unique<memory::CachingAllocator>(*device_, options.memory.cap);
+                 const std::function<void(Pipeline&)>& configure)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->owned_ = std::make_shared<Impl::Owned>();
+  impl_->owned_->device = make_device(options.device, options.threads);
+  impl_->owned_->alloc =
+      std::make_unique<memory::CachingAllocator>(*impl_->owned_->device, options.memory.cap);
+  impl_->device_ = impl_->owned_->device.get();
+  impl_->alloc_ = impl_->owned_->alloc.get();
+  impl_->alloc_->set_owner(impl_->owned_);
   TrainerOptions compile = options;
-  compile.memory.offload = options.memory.offload && device_->separate_memory();
+  compile.memory.offload = options.memory.offload && impl_->device_->separate_memory();
   Pipeline pipeline(compile);
   if (configure) configure(pipeline);
-  compiled_ = pipeline.run(std::move(model));
+  impl_->compiled_ = pipeline.run(std::move(model));
   const memory::GovernorOptions& memory = compile.memory;
   if (options.jit) {
-    kernels_ = std::make_unique<jit::KernelCache>(options.kernel_cache_dir, options.buckets);
-    if (auto* gpu = dynamic_cast<devices::GpuDevice*>(device_.get()))
-      gpu_kernels_ =
+    impl_->kernels_ = std::make_unique<jit::KernelCache>(options.kernel_cache_dir, options.buckets);
+    if (auto* gpu = dynamic_cast<devices::GpuDevice*>(impl_->device_))
+      impl_->gpu_kernels_ =
           std::make_unique<jit::GpuKernels>(*gpu, options.kernel_cache_dir, options.buckets);
   }
-  executor_ =
-      std::make_unique<Executor>(step_graph(), *alloc_, memory, std::move(*compiled_.schedule),
-                                 kernels_.get(), options.background_compile, gpu_kernels_.get());
-  compiled_.schedule.reset();  // the governor holds it now: governor().liveness(), candidates()
+  impl_->executor_ = std::make_unique<Executor>(
+      step_graph(), *impl_->alloc_, memory, std::move(*impl_->compiled_.schedule),
+      impl_->kernels_.get(), options.background_compile, impl_->gpu_kernels_.get());
+  impl_->compiled_.schedule
+      .reset();  // the governor holds it now: governor().liveness(), candidates()
+  refuse_what_the_device_cannot_hold(*impl_->compiled_.model.graph, *impl_->device_);
   try {
-    state_ = init_params(compiled_.model, options.seed, *alloc_);
-    state_.merge(zero_state(*compiled_.model.graph, *alloc_));
+    impl_->state_ = init_params(impl_->compiled_.model, options.seed, *impl_->alloc_);
+    impl_->state_.merge(zero_state(*impl_->compiled_.model.graph, *impl_->alloc_));
   } catch (const OutOfMemory&) {
     // The allocator's own message would name one tensor; say what the cap has to hold first.
-    int64_t held = 0;
-    for (const ir::Value* a : compiled_.model.graph->arguments())
-      if (a->role() == ir::Role::kParameter || a->role() == ir::Role::kState)
-        held += static_cast<int64_t>(
-            devices::allocation_size(static_cast<size_t>(memory::concrete_bytes(*a, {}))));
+    const int64_t held = state_bytes(*impl_->compiled_.model.graph);
     throw OutOfMemory(
         "the memory cap " + human_bytes(memory.cap) +
         " cannot hold the parameters and optimizer state (" + human_bytes(held) +
@@ -181,40 +239,91 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
   }
   if (memory.cap > 0 && options.check_cap) {
     const ir::Bindings largest = largest_shape();
-    executor_->governor().check_cap(largest, bytes_held_for(largest));
+    impl_->executor_->governor().check_cap(largest, bytes_held_for(largest));
   }
 }
 
+Trainer::~Trainer() = default;
+Trainer::Trainer(Trainer&&) noexcept = default;
+Trainer& Trainer::operator=(Trainer&&) noexcept = default;
+
+int64_t Trainer::steps_done() const {
+  return impl_->step_;
+}
+const ir::Graph& Trainer::graph() const {
+  return *impl_->compiled_.model.graph;
+}
+const ir::Graph& Trainer::step_graph() const {
+  return impl_->compiled_.graph();
+}
+const CompiledStep& Trainer::compiled() const {
+  return impl_->compiled_;
+}
+memory::Allocator& Trainer::allocator() {
+  return *impl_->alloc_;
+}
+void Trainer::release_cached_memory() {
+  impl_->alloc_->release_cache();
+}
+memory::Governor& Trainer::governor() {
+  return impl_->executor_->governor();
+}
+std::vector<std::string> Trainer::staged_ops() const {
+  return impl_->executor_->staged_ops();
+}
+void Trainer::set_observer(StepObserver observer) {
+  impl_->executor_->set_observer(std::move(observer));
+}
+devices::Device& Trainer::device() {
+  return *impl_->device_;
+}
+
+std::vector<std::string> Trainer::input_names() const {
+  std::vector<std::string> names;
+  for (const ir::Value* a : impl_->compiled_.model.graph->arguments())
+    if (a->role() == ir::Role::kInput && !supplied_by_the_trainer(a->name()))
+      names.push_back(a->name());
+  return names;
+}
+
 ir::Bindings Trainer::largest_shape() const {
-  return ir::largest_bindings(*compiled_.model.graph);
+  return ir::largest_bindings(*impl_->compiled_.model.graph);
 }
 
 int64_t Trainer::bytes_held_for(const ir::Bindings& b) const {
   int64_t total = 0;
-  for (const auto& [name, t] : state_)
+  for (const auto& [name, t] : impl_->state_)
     total += static_cast<int64_t>(devices::allocation_size(t.bytes()));
-  for (const ir::Value* a : compiled_.model.graph->arguments()) {
+  for (const ir::Value* a : impl_->compiled_.model.graph->arguments()) {
     if (a->role() == ir::Role::kInput) total += memory::concrete_bytes(*a, b);
   }
   return total;
 }
 
 StepResult Trainer::step(const Batch& batch, double lr) {
-  std::map<std::string, Tensor> args = state_;  // shares storage: updates land in state_
+  std::map<std::string, Tensor> args =
+      impl_->state_;  // shares storage: updates land in impl_->state_
   for (const auto& [name, t] : batch) {
-    if (state_.contains(name))
+    if (impl_->state_.contains(name))
       throw InvalidArgument("batch entry `" + name + "` names a parameter, not an input");
+    const ir::Value* v = impl_->compiled_.model.graph->find_value(name);
+    if (v == nullptr || v->role() != ir::Role::kInput || supplied_by_the_trainer(name)) {
+      std::string inputs;
+      for (const std::string& i : input_names()) inputs += (inputs.empty() ? "" : ", ") + i;
+      throw InvalidArgument("batch entry `" + name +
+                            "` is not an input of the model; its inputs are " + inputs);
+    }
     args[name] = t;
   }
-  DType t = compiled_.model.loss->dtype();
-  args["lr"] = t == DType::kF64 ? Tensor::from<double>({}, {lr}, *alloc_)
-                                : Tensor::from<float>({}, {static_cast<float>(lr)}, *alloc_);
-  if (compiled_.model.graph->find_value("step"))
-    args["step"] = Tensor::from<int64_t>({}, {step_ + 1}, *alloc_);
+  DType t = impl_->compiled_.model.loss->dtype();
+  args["lr"] = t == DType::kF64 ? Tensor::from<double>({}, {lr}, *impl_->alloc_)
+                                : Tensor::from<float>({}, {static_cast<float>(lr)}, *impl_->alloc_);
+  if (impl_->compiled_.model.graph->find_value("step"))
+    args["step"] = Tensor::from<int64_t>({}, {impl_->step_ + 1}, *impl_->alloc_);
   StepResult r;
-  auto out = executor_->run(args, &r.stats);
-  alloc_->trim();  // blocks no step reused for a few steps go back to the system
-  r.step = ++step_;
+  auto out = impl_->executor_->run(args, &r.stats);
+  impl_->alloc_->trim();  // blocks no step reused for a few steps go back to the system
+  r.step = ++impl_->step_;
   r.loss = out.at("loss").to_vector<float>()[0];
   r.grad_norm = out.at("grad_norm").to_vector<float>()[0];
   return r;
@@ -222,13 +331,14 @@ StepResult Trainer::step(const Batch& batch, double lr) {
 
 std::vector<std::string> Trainer::parameter_names() const {
   std::vector<std::string> names;
-  for (const ir::Value* p : compiled_.model.params) names.push_back(p->name());
+  for (const ir::Value* p : impl_->compiled_.model.params) names.push_back(p->name());
   return names;
 }
 
 const Tensor& Trainer::parameter(const std::string& name) const {
-  auto it = state_.find(name);
-  if (it == state_.end()) throw InvalidArgument("no parameter or state named `" + name + "`");
+  auto it = impl_->state_.find(name);
+  if (it == impl_->state_.end())
+    throw InvalidArgument("no parameter or state named `" + name + "`");
   return it->second;
 }
 
@@ -242,7 +352,7 @@ void Trainer::set_parameter(const std::string& name, const Tensor& value) {
 }
 
 void Trainer::save(const std::string& dir, const std::map<std::string, std::string>& extra) const {
-  for (const auto& [name, t] : state_) {
+  for (const auto& [name, t] : impl_->state_) {
     if (int64_t bad = t.count_nonfinite(); bad > 0) {
       throw InvalidArgument("cannot save a checkpoint to " + dir + ": `" + name + "` holds " +
                             std::to_string(bad) +
@@ -261,10 +371,11 @@ void Trainer::save(const std::string& dir, const std::map<std::string, std::stri
   check_replaceable(final);
   std::string meta;
   try {
-    meta =
-        nlohmann::json{{"step", step_}, {"graph", compiled_.model.graph->name()}, {"extra", extra}}
-            .dump(2) +
-        "\n";
+    meta = nlohmann::json{{"step", impl_->step_},
+                          {"graph", impl_->compiled_.model.graph->name()},
+                          {"extra", extra}}
+               .dump(2) +
+           "\n";
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument("checkpoint extra data must be UTF-8 text: " + std::string(e.what()));
   }
@@ -275,8 +386,8 @@ void Trainer::save(const std::string& dir, const std::map<std::string, std::stri
   if (ec)
     throw IoError("cannot create checkpoint folder " + staging.string() + ": " + ec.message());
   try {
-    write_safetensors((staging / "state.safetensors").string(), state_,
-                      {{"graph", compiled_.model.graph->name()}});
+    write_safetensors((staging / "state.safetensors").string(), impl_->state_,
+                      {{"graph", impl_->compiled_.model.graph->name()}});
     write_text_durably((staging / "trainer.json").string(), meta);
     sync_folder(staging.string());
     // Only a complete checkpoint gets the final name; an older one of the same step goes first.
@@ -294,10 +405,10 @@ void Trainer::save(const std::string& dir, const std::map<std::string, std::stri
 
 std::map<std::string, std::string> Trainer::load(const std::string& dir) {
   auto [step, extra] = read_trainer_json(dir + "/trainer.json");
-  TensorFile file = read_safetensors(dir + "/state.safetensors", *alloc_);
+  TensorFile file = read_safetensors(dir + "/state.safetensors", *impl_->alloc_);
   // Every tensor is checked before any is copied: a checkpoint that does not fit leaves the
   // trainer as it was.
-  for (const auto& [name, t] : state_) {
+  for (const auto& [name, t] : impl_->state_) {
     auto it = file.tensors.find(name);
     if (it == file.tensors.end()) {
       throw InvalidArgument("checkpoint " + dir + " lacks `" + name +
@@ -313,8 +424,8 @@ std::map<std::string, std::string> Trainer::load(const std::string& dir) {
                     " NaN or infinite values in `" + name + "`: it cannot be trained from");
     }
   }
-  for (const auto& [name, t] : state_) t.copy_from(file.tensors.at(name));
-  step_ = step;
+  for (const auto& [name, t] : impl_->state_) t.copy_from(file.tensors.at(name));
+  impl_->step_ = step;
   return extra;
 }
 

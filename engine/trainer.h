@@ -1,12 +1,15 @@
 // The embedding API: train a fixed-topology model whose batch shapes change every step.
 //
 //   #include <disc/engine/trainer.h>
+//   #include <disc/ir/models/model.h>
 //   using namespace disc;
-//   engine::TrainerOptions opt;                        // device, threads, seed, optimizer, memory
-//   cap engine::Trainer trainer(ir::models::build_llama({}), opt); engine::Batch batch = ...; //
-//   "tokens", "targets": i32[B, S], any B, S engine::StepResult r = trainer.step(batch,
-//   /*lr=*/3e-4); std::printf("loss %.4f, peak %lld bytes\n", r.loss, (long
-//   long)r.stats.live_peak_bytes); trainer.save("ckpt/step-000100", {{"data_cursor", "1234"}});
+//   engine::TrainerOptions opt;  // device, threads, seed, optimizer, memory cap
+//   engine::Trainer trainer(ir::models::build_llama({}), opt);
+//   engine::Batch batch = {  // the model's inputs: "tokens", "targets": i32[B, S], any B, S
+//       {"tokens", engine::Tensor::from<int32_t>({B, S}, tokens, trainer.allocator())},
+//       {"targets", engine::Tensor::from<int32_t>({B, S}, targets, trainer.allocator())}};
+//   engine::StepResult r = trainer.step(batch, /*lr=*/3e-4);
+//   trainer.save("ckpt/step-000100", {{"data_cursor", "1234"}});
 //
 // With options.memory.cap set, no step holds more device bytes than the cap (allocator caches
 // included): the governor schedules, evicts and regenerates to keep it, and the constructor
@@ -14,6 +17,9 @@
 //
 // Errors are disc exceptions (base/error.h): InvalidArgument, ShapeError (a batch that violates
 // the graph's symbolic shapes), OutOfMemory, IoError. Nothing aborts the host process.
+//
+// This header pulls in no compiler, JIT or planner: what it names from them (the graph, the
+// governor, the pipeline) is declared here and defined in their own headers.
 #pragma once
 
 #include <functional>
@@ -23,15 +29,27 @@
 #include <vector>
 
 #include "devices/device.h"
-#include "engine/executor.h"
 #include "engine/options.h"
-#include "engine/pipeline.h"
+#include "engine/step_stats.h"
 #include "engine/tensor.h"
-#include "ir/models/model.h"
-#include "ir/training_step.h"
-#include "memory/caching_allocator.h"
+#include "ir/dim_expr.h"
+
+// The public API names these; their headers (the graph, the planner, the compile pipeline) are
+// for callers that look inside.
+namespace disc::ir {
+class Graph;
+namespace models {
+struct Model;
+}
+}  // namespace disc::ir
+namespace disc::memory {
+class Governor;
+}
 
 namespace disc::engine {
+
+class Pipeline;
+struct CompiledStep;
 
 using Batch = std::map<std::string, Tensor>;
 
@@ -46,37 +64,47 @@ class Trainer {
  public:
   // Builds the training step from a model through the compile pipeline (engine/pipeline.h) and
   // initialises its parameters from options.seed. `configure`, when given, sees the pipeline
-  // before it runs (to print a stage's result, as `disc-train plan --dump-after` does).
+  // before it runs (to print a stage's result, as `disc-train plan --dump-after` does). Refuses
+  // (OutOfMemory) parameters and optimizer state that the device cannot hold, before it
+  // allocates them.
   Trainer(ir::models::Model model, const TrainerOptions& options,
           const std::function<void(Pipeline&)>& configure = nullptr);
+  ~Trainer();
+  Trainer(Trainer&&) noexcept;
+  Trainer& operator=(Trainer&&) noexcept;
 
-  // One training step on `batch` (the model's inputs by name) at learning rate `lr`.
+  // One training step on `batch` (the model's inputs by name, each once; InvalidArgument for a
+  // name that is no input) at learning rate `lr`.
   StepResult step(const Batch& batch, double lr);
 
-  int64_t steps_done() const { return step_; }
-  const ir::Graph& graph() const { return *compiled_.model.graph; }
+  int64_t steps_done() const;
+  const ir::Graph& graph() const;
   // The graph the executor runs: graph() with its fused groups as `fused` nodes when options.jit.
-  const ir::Graph& step_graph() const { return compiled_.graph(); }
+  const ir::Graph& step_graph() const;
   // What the compile pipeline made (engine/pipeline.h): the graph, the fusion plan (the schedule
   // and candidates are the governor's now: governor()).
-  const CompiledStep& compiled() const { return compiled_; }
+  const CompiledStep& compiled() const;
+  // The model's inputs by name, as a batch must give them (e.g. "tokens", "targets").
+  std::vector<std::string> input_names() const;
   std::vector<std::string> parameter_names() const;
   const Tensor& parameter(const std::string& name) const;
   // Copies `value` into the parameter (same dtype and shape, else InvalidArgument).
   void set_parameter(const std::string& name, const Tensor& value);
-  memory::Allocator& allocator() { return *alloc_; }
+  // Where batch tensors are made (Tensor::from<int32_t>({B, S}, values, trainer.allocator())).
+  // Tensors keep the allocator and the device alive: they may outlive the Trainer.
+  memory::Allocator& allocator();
   // Gives the allocator's cached free blocks back to the device (the next step reserves afresh):
   // memory for other work between phases, or another trainer in the same process.
-  void release_cached_memory() { alloc_->release_cache(); }
-  memory::Governor& governor() { return executor_->governor(); }
+  void release_cached_memory();
+  memory::Governor& governor();
   // On a GPU, the ops that have no GPU kernel yet and run on the host over copies.
-  std::vector<std::string> staged_ops() const { return executor_->staged_ops(); }
+  std::vector<std::string> staged_ops() const;
   // Every symbol at its upper bound: the batch that needs the most memory.
   ir::Bindings largest_shape() const;
   // Bytes held as a step at `b` starts: parameters, optimizer state and the step's inputs.
   int64_t bytes_held_for(const ir::Bindings& b) const;
-  void set_observer(StepObserver observer) { executor_->set_observer(std::move(observer)); }
-  devices::Device& device() { return *device_; }
+  void set_observer(StepObserver observer);
+  devices::Device& device();
 
   // Writes parameters and optimizer state to DIR/state.safetensors and the step count plus
   // `extra` (the caller's data cursor, RNG and schedule state) to DIR/trainer.json. Both are
@@ -90,14 +118,8 @@ class Trainer {
   std::map<std::string, std::string> load(const std::string& dir);
 
  private:
-  CompiledStep compiled_;  // the schedule went to the executor's governor
-  std::unique_ptr<devices::Device> device_;
-  std::unique_ptr<memory::CachingAllocator> alloc_;
-  std::unique_ptr<jit::KernelCache> kernels_;     // with options.jit
-  std::unique_ptr<jit::GpuKernels> gpu_kernels_;  // with options.jit on a GPU
-  std::unique_ptr<Executor> executor_;
-  std::map<std::string, Tensor> state_;  // parameters and optimizer state by name
-  int64_t step_ = 0;
+  struct Impl;  // the compiled step, the executor, the kernels (engine/trainer.cc)
+  std::unique_ptr<Impl> impl_;
 };
 
 // The devices this build can create: "cpu", "sim" (the CPU with its memory counted as a

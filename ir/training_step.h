@@ -12,18 +12,9 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/optimizer_config.h"
 
 namespace disc::ir {
-
-struct OptimizerConfig {
-  enum class Kind { kSgd, kAdamW };
-  Kind kind = Kind::kAdamW;
-  double weight_decay = 0.01;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
-  double momentum = 0.9;                          // SGD
-  bool nesterov = false;                          // SGD
-  double clip_norm = 0;                           // 0: no clipping
-};
 
 // The forward graph's other outputs (a model's `logits`) are dropped: kept, they would hold their
 // bytes to the end of the step. With debug_outputs they stay, and each parameter's gradient

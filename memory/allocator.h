@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "devices/device.h"
 
@@ -28,6 +29,15 @@ class Allocator {
   virtual const AllocatorStats& stats() const = 0;
   virtual void reset_peak() = 0;
   virtual devices::Device& device() = 0;
+
+  // What each tensor made here holds on to, so that the allocator and its device outlive it (the
+  // Trainer owns both and hands tensors to callers who may keep them longer): set by the owner;
+  // empty where the caller keeps the allocator alive itself.
+  std::shared_ptr<void> keep_alive() const { return owner_.lock(); }
+  void set_owner(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
+
+ private:
+  std::weak_ptr<void> owner_;
 };
 
 // Allocates straight from a device and counts live and peak bytes (reserved equals live).

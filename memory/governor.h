@@ -13,17 +13,11 @@
 #include <utility>
 #include <vector>
 
+#include "memory/governor_options.h"
 #include "memory/memory_plan.h"
 #include "memory/scheduler.h"
 
 namespace disc::memory {
-
-struct GovernorOptions {
-  int64_t cap = 0;       // bytes; 0: none
-  bool schedule = true;  // memory-aware op order (else the graph's order)
-  bool remat = true;     // recompute evicted values
-  bool offload = false;  // copy evicted values to the host (devices with separate memory)
-};
 
 // The compile-time half of the governor, computed once per graph: the op order and its liveness
 // (the pipeline's `schedule` stage) and the eviction candidates (its `remat` stage).

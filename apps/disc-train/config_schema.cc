@@ -110,7 +110,9 @@ const std::vector<ConfigKey>& config_schema() {
       {"jit.cross_entropy", K::kBool, "true",
        "the head's matmul and cross-entropy as one op, by chunks of rows (no logits held)"},
       {"jit.buckets", K::kInts, "[]", "shape-bucket boundaries for S ([]: powers of two)"},
-      {"jit.cache_dir", K::kString, "", "on-disk kernel cache ('': none)"},
+      {"jit.cache_dir", K::kString, "auto",
+       "on-disk kernel cache: auto ($XDG_CACHE_HOME/disc/kernels, else ~/.cache/disc/kernels), a "
+       "folder, or '' for none"},
       {"jit.background_compile", K::kBool, "false",
        "compile new buckets in the background, interpreting meanwhile (no stall; runs not "
        "bit-identical)"},

@@ -7,18 +7,39 @@
 //   disc-train plan --config run.yaml [--shape B=8,S=64]  (schedule, evictions, memory plan)
 //
 // Bad input: one line on stderr naming what and where, exit code 2, nothing written.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <iostream>
 
 #include "base/error.h"
+#include "base/version.h"
 #include "config.h"
 #include "devices/cpu/openmp_spin.h"
 #include "engine/pipeline.h"
 #include "run.h"
 
+namespace {
+
+// https://no-color.org: a non-empty NO_COLOR turns colour off.
+void honour_no_color() {
+  const char* no_color = std::getenv("NO_COLOR");
+  if (no_color == nullptr || *no_color == '\0') return;
+  for (auto& sink : spdlog::default_logger()->sinks()) {
+    if (auto* color = dynamic_cast<spdlog::sinks::stdout_color_sink_mt*>(sink.get()))
+      color->set_color_mode(spdlog::color_mode::never);
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   disc::devices::cpu::run_again_with_short_openmp_spin(argv);
+  honour_no_color();
   CLI::App app{"disc-train: train dynamic-shape models with disc from a YAML config"};
+  app.set_version_flag("--version", std::string("disc-train ") + disc::version());
   app.require_subcommand(1);
   std::string config;
   std::vector<std::string> overrides;
@@ -51,7 +72,12 @@ int main(int argc, char** argv) {
       "also print what these compile pipeline stages made (comma-separated, or 'all'):";
   for (const std::string& d : disc::engine::Pipeline::stage_descriptions()) stages += "\n  " + d;
   show->add_option("--dump-after", dump, stages);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every usage error exits 2, as bad configs do.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   try {
     auto c = disc::apps::Config::load(config, overrides);

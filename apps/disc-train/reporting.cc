@@ -13,6 +13,7 @@
 
 #include "base/bytes.h"
 #include "base/error.h"
+#include "ir/graph.h"
 
 namespace disc::apps {
 namespace {

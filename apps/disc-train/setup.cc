@@ -230,7 +230,7 @@ engine::TrainerOptions trainer_options(const Config& c) {
   t.fuse_cross_entropy = c.get_bool("jit.cross_entropy");
   t.backward_recompute = c.get_bool("memory.backward_recompute");
   t.buckets = c.get_ints("jit.buckets");
-  t.kernel_cache_dir = c.get_string("jit.cache_dir");
+  t.kernel_cache_dir = kernel_cache_dir(c);
   t.background_compile = c.get_bool("jit.background_compile");
   return t;
 }
@@ -303,7 +303,7 @@ void check_distinct(const Config& c) {
       {"logging.metrics", c.get_string("logging.metrics")},
       {"logging.trace", c.get_string("logging.trace")},
       {"checkpoint.dir", c.get_string("checkpoint.dir")},
-      {"jit.cache_dir", c.get_string("jit.cache_dir")}};
+      {"jit.cache_dir", kernel_cache_dir(c)}};
   if (const std::string m = c.get_string("logging.metrics"); !m.empty())
     paths.emplace_back("the memory report beside logging.metrics",
                        (fs::path(m).parent_path() / "memory.svg").string());
@@ -329,8 +329,21 @@ void check_outputs(const Config& c) {
   check_output("logging.metrics", c.get_string("logging.metrics"), false);
   check_output("logging.trace", c.get_string("logging.trace"), false);
   check_output("checkpoint.dir", c.get_string("checkpoint.dir"), true);
-  check_output("jit.cache_dir", c.get_string("jit.cache_dir"), true);
+  // `auto` is a cache, not an output the user asked for: where it cannot be written, runs compile.
+  if (c.get_string("jit.cache_dir") != "auto")
+    check_output("jit.cache_dir", kernel_cache_dir(c), true);
   check_distinct(c);
+}
+
+std::string kernel_cache_dir(const Config& c) {
+  const std::string dir = c.get_string("jit.cache_dir");
+  if (dir != "auto") return dir;
+  // The XDG base directory spec: $XDG_CACHE_HOME when it is an absolute path, else ~/.cache.
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/disc/kernels";
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && home[0] == '/') return std::string(home) + "/.cache/disc/kernels";
+  return "";  // nowhere to keep it: compile every run
 }
 
 std::string resolve_path(const Config& c, const std::string& path) {

@@ -31,6 +31,9 @@ RunSetup make_setup(const Config& c);
 // writes anything. Leaves nothing behind.
 void check_outputs(const Config& c);
 
+// jit.cache_dir with `auto` resolved: $XDG_CACHE_HOME/disc/kernels, else ~/.cache/disc/kernels.
+std::string kernel_cache_dir(const Config& c);
+
 // An input path from the config: a relative path that does not exist from the working directory
 // resolves against the config file's folder, so a config and its data can travel together.
 // Outputs (metrics, traces, checkpoints) are always relative to the working directory.

@@ -81,8 +81,8 @@ TEST(RunSafety, ResumeSkipsACheckpointWithAFlippedBitAndKeepsTheOneItResumedFrom
   flip_a_bit(s.path("ck/step-00000006/state.safetensors"));
   // keep=2 with the two damaged checkpoints newest: pruning by count alone would delete step 2
   // (resumed from) and step 3 (just written), leaving only checkpoints that cannot be read.
-  auto resumed = testing::run_command(run(
-      s, "--resume train.steps=3 checkpoint.keep=2 logging.metrics=" + s.path("r.jsonl") + ck));
+  auto resumed = testing::run_command(
+      run(s, "--resume train.steps=3 checkpoint.keep=2 logging.metrics=" + s.path("r.jsonl") + ck));
   ASSERT_EQ(resumed.code, 0) << resumed.out;
   EXPECT_NE(resumed.out.find("skipping checkpoint " + s.path("ck/step-00000006") + ": " +
                              s.path("ck/step-00000006/state.safetensors") + ": tensor `"),
@@ -183,8 +183,8 @@ TEST(RunSafety, ASecondRunOnTheSameCheckpointDirIsRefusedAndASignalSavesTheFirst
   EXPECT_TRUE(nlohmann::json::accept(trace));
 
   // The lock went with the process: the next run in the folder continues where it stopped.
-  auto resumed = testing::run_command(
-      run(s, "--resume train.steps=" + std::to_string(last + 1) + " checkpoint.dir=" + s.path("ck")));
+  auto resumed = testing::run_command(run(
+      s, "--resume train.steps=" + std::to_string(last + 1) + " checkpoint.dir=" + s.path("ck")));
   EXPECT_EQ(resumed.code, 0) << resumed.out;
 }
 
@@ -199,9 +199,9 @@ TEST(RunSafety, AnOutputThatIsAnInputOrAnotherOutputIsRefused) {
        "logging.trace is " + data + ", which is also data.path"},
       {"logging.metrics=" + metrics + " logging.trace=" + s.path("./m.jsonl"),
        "logging.trace is " + s.path("./m.jsonl") + ", which is also logging.metrics"},
-      {"logging.metrics=" + s.path("memory.svg"),
-       "the memory report beside logging.metrics is " + s.path("memory.svg") +
-           ", which is also logging.metrics"}};
+      {"logging.metrics=" + s.path("memory.svg"), "the memory report beside logging.metrics is " +
+                                                      s.path("memory.svg") +
+                                                      ", which is also logging.metrics"}};
   for (const auto& [args, message] : cases) {
     size_t before = s.entries();
     auto r = testing::run_command(run(s, "train.steps=2 " + args));

@@ -19,6 +19,8 @@
 #include "devices/hip/hip_device.h"
 #include "devices/simulated/simulated_device.h"
 #include "engine/trainer.h"
+#include "ir/models/model.h"
+#include "memory/governor.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define DISC_TEST_ASAN 1

@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "engine/trainer.h"
 #include "ir/models/model.h"
+#include "memory/governor.h"
 
 namespace disc::memory {
 namespace {

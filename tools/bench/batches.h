@@ -9,6 +9,7 @@
 
 #include "apps/data/batcher.h"
 #include "engine/trainer.h"
+#include "ir/models/model.h"
 
 namespace disc::bench {
 

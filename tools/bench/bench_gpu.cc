@@ -26,6 +26,7 @@
 #include "batches.h"
 #include "engine/trainer.h"
 #include "json_file.h"
+#include "memory/governor.h"
 #include "memory/memory_plan.h"
 #include "timing.h"
 #include "torch_eager.h"

@@ -1,13 +1,15 @@
 // An example trainer that embeds disc: a small Llama learns to continue counting sequences whose
 // length changes every step. Build it against an installed disc (see CMakeLists.txt here).
 //   train_counting [steps]
+#include <disc/base/error.h>
+#include <disc/base/version.h>
+#include <disc/devices/cpu/openmp_spin.h>
+#include <disc/engine/trainer.h>
+#include <disc/ir/models/model.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <random>
-
-#include "base/error.h"
-#include "devices/cpu/openmp_spin.h"
-#include "engine/trainer.h"
 
 using namespace disc;
 
@@ -30,6 +32,7 @@ engine::Batch counting_batch(std::mt19937_64& rng, int64_t batch, int64_t vocab,
 int main(int argc, char** argv) {
   devices::cpu::run_again_with_short_openmp_spin(argv);  // see openmp_spin.h: 5-15% on 2 cores
   int steps = argc > 1 ? std::atoi(argv[1]) : 100;
+  std::printf("disc %s\n", version());
   try {
     ir::models::LlamaConfig model;
     model.vocab = 32, model.hidden = 64, model.layers = 2, model.max_seq = 64;

@@ -1,0 +1,17 @@
+// The optimizer a training step updates its parameters with (ir/training_step.h builds it into
+// the graph). Apart from the pass, so that TrainerOptions (the public API) needs no graph.
+#pragma once
+
+namespace disc::ir {
+
+struct OptimizerConfig {
+  enum class Kind { kSgd, kAdamW };
+  Kind kind = Kind::kAdamW;
+  double weight_decay = 0.01;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
+  double momentum = 0.9;                          // SGD
+  bool nesterov = false;                          // SGD
+  double clip_norm = 0;                           // 0: no clipping
+};
+
+}  // namespace disc::ir
