@@ -174,10 +174,14 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
       if (a->role() == ir::Role::kParameter || a->role() == ir::Role::kState)
         held += static_cast<int64_t>(
             devices::allocation_size(static_cast<size_t>(memory::concrete_bytes(*a, {}))));
-    throw OutOfMemory(
-        "the memory cap " + human_bytes(memory.cap) +
-        " cannot hold the parameters and optimizer state (" + human_bytes(held) +
-        ") before any step: raise the cap (memory.cap) well above that, or train a smaller model");
+    const std::string state = " cannot hold the parameters and optimizer state (" +
+                              human_bytes(held) + ") before any step: ";
+    if (memory.cap == 0)  // no cap: the device itself is what ran out
+      throw OutOfMemory("the memory of device " + device_->name() + " (" +
+                        human_bytes(device_->memory_info().total_bytes) + ")" + state +
+                        "train a smaller model, or on a device with more memory");
+    throw OutOfMemory("the memory cap " + human_bytes(memory.cap) + state +
+                      "raise the cap (memory.cap) well above that, or train a smaller model");
   }
   if (memory.cap > 0 && options.check_cap) {
     const ir::Bindings largest = largest_shape();
