@@ -72,7 +72,9 @@ std::string a_type(const json& j) {
 }
 
 std::string expected_object(const TextFileSpec& s) {
-  return "expected a JSON object with string fields " + join(s.fields, ", ");
+  std::vector<std::string> fields;
+  for (const std::string& f : s.fields) fields.push_back(excerpt(f));
+  return "expected a JSON object with string fields " + join(fields, ", ");
 }
 
 std::string keys_of(const json& obj) {
@@ -108,7 +110,7 @@ std::string example_text(const json& obj, const TextFileSpec& s, const std::stri
       continue;
     }
     any = true;
-    if (!it->is_string()) fail("field `" + f + "` is " + a_type(*it));
+    if (!it->is_string()) fail("field `" + excerpt(f) + "` is " + a_type(*it));
     if (!it->get_ref<const std::string&>().empty()) parts.push_back(it->get<std::string>());
   }
   if (!any) fail("found an object with none of these fields (" + keys_of(obj) + ")");

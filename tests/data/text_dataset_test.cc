@@ -192,6 +192,16 @@ TEST_F(TextDataset, RecordsLackingSomeFieldsAreCounted) {
   EXPECT_EQ(notes.first_lacking, spec_.path + ": example [1] lacks `instruction`, `output`");
 }
 
+TEST_F(TextDataset, HugeNamesAreShortenedInMessages) {
+  spec_.fields = {std::string(1 << 20, 'f')};
+  std::string key = "{\"" + std::string(1 << 20, 'k') + "\": \"a\"}";
+  EXPECT_EQ(error(key, "jsonl"), "P:1: expected a JSON object with string fields " +
+                                     std::string(60, 'f') +
+                                     "... (1048576 bytes); found an object with none of these "
+                                     "fields (its keys: " +
+                                     std::string(60, 'k') + "... (1048576 bytes))");
+}
+
 TEST_F(TextDataset, BadSpecsNameTheField) {
   EXPECT_EQ(error("", "csv"), "P: format `csv` is not one of json, jsonl, text");
   spec_.max_len = 1;
