@@ -142,9 +142,10 @@ void refuse_what_the_device_cannot_hold(const ir::Graph& g, const devices::Devic
   const int64_t held = state_bytes(g);
   const devices::MemoryInfo m = device.memory_info();
   if (m.free_bytes > 0 && held > m.free_bytes) {
-    throw OutOfMemory("the parameters and optimizer state need " + human_bytes(held) + ", but " +
-                      device.name() + " has " + human_bytes(m.free_bytes) + " free (of " +
-                      human_bytes(m.total_bytes) + "): train a smaller model");
+    throw OutOfMemory("the memory of device " + device.name() + " (" + human_bytes(m.free_bytes) +
+                      " free of " + human_bytes(m.total_bytes) +
+                      ") cannot hold the parameters and optimizer state (" + human_bytes(held) +
+                      "): train a smaller model, or on a device with more memory");
   }
 }
 
@@ -232,10 +233,14 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
   } catch (const OutOfMemory&) {
     // The allocator's own message would name one tensor; say what the cap has to hold first.
     const int64_t held = state_bytes(*impl_->compiled_.model.graph);
-    throw OutOfMemory(
-        "the memory cap " + human_bytes(memory.cap) +
-        " cannot hold the parameters and optimizer state (" + human_bytes(held) +
-        ") before any step: raise the cap (memory.cap) well above that, or train a smaller model");
+    const std::string state = " cannot hold the parameters and optimizer state (" +
+                              human_bytes(held) + ") before any step: ";
+    if (memory.cap == 0)  // no cap: the device itself is what ran out
+      throw OutOfMemory("the memory of device " + impl_->device_->name() + " (" +
+                        human_bytes(impl_->device_->memory_info().total_bytes) + ")" + state +
+                        "train a smaller model, or on a device with more memory");
+    throw OutOfMemory("the memory cap " + human_bytes(memory.cap) + state +
+                      "raise the cap (memory.cap) well above that, or train a smaller model");
   }
   if (memory.cap > 0 && options.check_cap) {
     const ir::Bindings largest = largest_shape();

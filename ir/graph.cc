@@ -42,6 +42,23 @@ std::vector<TensorType> infer_types(const OpDef& def, const std::vector<const Te
   return types;
 }
 
+namespace {
+
+// A dim that may be negative for some bindings is left to binding; one below 0 for every binding
+// (a constant such as -4) can never describe a tensor. Symbols must be declared already.
+void check_dims_nonnegative(const ShapeGraph& shapes, const TensorType& t,
+                            const std::string& where) {
+  for (const auto& d : t.shape) {
+    auto c = d.constant();
+    if (c ? *c < 0 : shapes.proven_nonnegative(-d - 1)) {
+      throw VerifyError(where + ": dimension " + d.str() + " of " + t.str() +
+                        " is negative; a dimension counts elements, 0 or more");
+    }
+  }
+}
+
+}  // namespace
+
 void Graph::check_symbols_declared(const TensorType& t, const std::string& where) const {
   for (const auto& d : t.shape) {
     for (const auto& s : d.symbols()) {
@@ -70,6 +87,7 @@ Value* Graph::add_argument(const std::string& name, TensorType type, Role role) 
   }
   if (by_name_.contains(name)) throw VerifyError("value %" + name + " is defined twice");
   check_symbols_declared(type, "argument %" + name);
+  check_dims_nonnegative(shapes_, type, "argument %" + name);
   Value* v = new_value(name, std::move(type), role);
   arguments_.push_back(v);
   return v;
@@ -132,6 +150,7 @@ Node* Graph::add_node(const std::string& op, const std::vector<Value*>& operands
     }
     for (size_t i = 0; i < types.size(); ++i) {
       check_symbols_declared((*declared)[i], describe(*node));
+      check_dims_nonnegative(shapes_, (*declared)[i], describe(*node));
       TensorType want = (*declared)[i];
       for (auto& d : want.shape) d = shapes_.canonical(d);
       if (want != types[i]) {

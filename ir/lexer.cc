@@ -4,15 +4,25 @@
 #include <charconv>
 
 #include "base/error.h"
+#include "base/excerpt.h"
 
 namespace disc::ir {
 namespace {
+
+// Names and strings longer than this are refused: no graph needs them, and every message that
+// names a value, symbol or attribute would otherwise echo them whole.
+constexpr size_t kMaxTokenBytes = 1024;
 
 bool is_name_start(char c) {
   return std::isalpha(static_cast<unsigned char>(c)) || c == '_';
 }
 bool is_name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+}
+
+std::string too_long(const std::string& what, const std::string& text) {
+  return "a " + what + " of " + std::to_string(text.size()) + " bytes is longer than the " +
+         std::to_string(kMaxTokenBytes) + " allowed: `" + excerpt(text) + "`";
 }
 
 }  // namespace
@@ -22,17 +32,17 @@ std::string token_description(const Token& t) {
     case Tok::kEnd:
       return "end of input";
     case Tok::kIdent:
-      return "`" + t.text + "`";
+      return "`" + excerpt(t.text) + "`";
     case Tok::kValueName:
-      return "value `%" + t.text + "`";
+      return "value `%" + excerpt(t.text) + "`";
     case Tok::kGraphName:
-      return "`@" + t.text + "`";
+      return "`@" + excerpt(t.text) + "`";
     case Tok::kInt:
-      return "integer " + t.text;
+      return "integer " + excerpt(t.text);
     case Tok::kFloat:
-      return "number " + t.text;
+      return "number " + excerpt(t.text);
     case Tok::kString:
-      return "string \"" + t.text + "\"";
+      return "string \"" + excerpt(t.text) + "\"";
     default:
       return "`" + t.text + "`";
   }
@@ -89,15 +99,19 @@ Token Lexer::number(Token t) {
   if (is_float) {
     t.kind = Tok::kFloat;
     auto [p, ec] = std::from_chars(b, e, t.float_value);
-    if (ec != std::errc() || p != e) fail(t.line, t.col, "number " + t.text + " is out of range");
+    if (ec != std::errc() || p != e) {
+      fail(t.line, t.col, "number " + excerpt(t.text) + " is out of range");
+    }
   } else {
     t.kind = Tok::kInt;
     auto [p, ec] = std::from_chars(b, e, t.int_value);
     if (ec != std::errc() || p != e) {
-      fail(t.line, t.col, "integer " + t.text + " does not fit in 64 bits");
+      fail(t.line, t.col, "integer " + excerpt(t.text) + " does not fit in 64 bits");
     }
   }
-  if (is_name_start(peek())) fail(line_, col_, "unexpected character after number " + t.text);
+  if (is_name_start(peek())) {
+    fail(line_, col_, "unexpected character after number " + excerpt(t.text));
+  }
   return t;
 }
 
@@ -115,6 +129,7 @@ Token Lexer::string_literal(Token t) {
     }
     t.text += c;
   }
+  if (t.text.size() > kMaxTokenBytes) fail(t.line, t.col, too_long("string", t.text));
   return t;
 }
 
@@ -134,6 +149,7 @@ Token Lexer::next() {
     t.text = std::string(text_.substr(start, pos_ - start));
     t.kind = c == '%' ? Tok::kValueName : c == '@' ? Tok::kGraphName : Tok::kIdent;
     if (t.text.empty()) fail(t.line, t.col, std::string("expected a name after ") + c);
+    if (t.text.size() > kMaxTokenBytes) fail(t.line, t.col, too_long("name", t.text));
     return t;
   }
   static constexpr std::pair<char, Tok> punct[] = {
@@ -149,10 +165,12 @@ Token Lexer::next() {
       return t;
     }
   }
-  std::string shown = std::isprint(static_cast<unsigned char>(c))
-                          ? std::string(1, c)
-                          : "\\x" + std::to_string(static_cast<unsigned char>(c));
-  fail(t.line, t.col, "unexpected character `" + shown + "`");
+  if (!std::isprint(static_cast<unsigned char>(c))) {
+    fail(t.line, t.col,
+         "unexpected byte " + hex_byte(static_cast<uint8_t>(c)) +
+             " (graph text is ASCII outside comments and strings)");
+  }
+  fail(t.line, t.col, "unexpected character `" + std::string(1, c) + "`");
 }
 
 }  // namespace disc::ir

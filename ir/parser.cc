@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/excerpt.h"
 #include "ir/lexer.h"
 #include "ir/suggest.h"
 #include "ir/text_format.h"
@@ -35,6 +36,7 @@ class Parser {
   Token take() {
     Token t = std::move(tok_);
     tok_ = lex_.next();
+    last_ = {t.line, t.col};
     return t;
   }
   bool accept(Tok k) {
@@ -83,8 +85,22 @@ class Parser {
     }
   }
 
+  // Dim arithmetic that hits a limit (int64 overflow, degree, terms) throws ShapeError with no
+  // location; this turns it into a ParseError at the last token read, the operand that broke it.
+  template <typename F>
+  auto located_arithmetic(F&& f) {
+    try {
+      return f();
+    } catch (const ShapeError& e) {
+      Token at;
+      at.line = last_.first, at.col = last_.second;
+      fail(at, e.what());
+    }
+  }
+
   Lexer lex_;
   Token tok_;
+  std::pair<int, int> last_{1, 1};  // line and column of the token take() returned last
   std::unique_ptr<Graph> graph_;
 };
 
@@ -102,7 +118,7 @@ std::unique_ptr<Graph> Parser::graph() {
   expect(Tok::kLBrace, "`{` after the graph name");
   while (!accept(Tok::kRBrace)) {
     if (tok_.kind == Tok::kEnd) expected("`}` to close the graph");
-    statement();
+    located_arithmetic([&] { statement(); });
   }
   if (tok_.kind != Tok::kEnd) expected("end of input after the graph's `}`");
   return std::move(graph_);
@@ -210,7 +226,9 @@ Value* Parser::value_ref() {
 TensorType Parser::type() {
   Token t = expect(Tok::kIdent, "a type such as `f32[B, 512]`");
   auto dtype = parse_dtype(t.text);
-  if (!dtype) fail(t, "unknown dtype `" + t.text + "` (f32, f64, bf16, f16, i32, i64, bool)");
+  if (!dtype) {
+    fail(t, "unknown dtype `" + excerpt(t.text) + "` (f32, f64, bf16, f16, i32, i64, bool)");
+  }
   TensorType out{*dtype, {}};
   expect(Tok::kLBracket, "`[` starting the shape");
   if (!accept(Tok::kRBracket)) {
@@ -335,7 +353,7 @@ DimExpr Parser::dim_atom(int depth) {
 }
 
 DimExpr Parser::standalone_dim_expr() {
-  DimExpr e = dim_expr();
+  DimExpr e = located_arithmetic([&] { return dim_expr(); });
   if (tok_.kind != Tok::kEnd) expected("end of the dim expression");
   return e;
 }
@@ -343,12 +361,7 @@ DimExpr Parser::standalone_dim_expr() {
 }  // namespace
 
 std::unique_ptr<Graph> parse_graph(std::string_view text, const std::string& source) {
-  try {
-    return Parser(text, source).graph();
-  } catch (const ShapeError& e) {
-    // Arithmetic limits hit inside an expression (overflow, too many terms) carry no location.
-    throw ParseError(source + ": " + e.what());
-  }
+  return Parser(text, source).graph();
 }
 
 std::unique_ptr<Graph> parse_graph_file(const std::string& path) {
@@ -361,11 +374,7 @@ std::unique_ptr<Graph> parse_graph_file(const std::string& path) {
 }
 
 DimExpr parse_dim_expr(std::string_view text) {
-  try {
-    return Parser(text, "<dim>").standalone_dim_expr();
-  } catch (const ShapeError& e) {
-    throw ParseError(std::string("<dim>: ") + e.what());
-  }
+  return Parser(text, "<dim>").standalone_dim_expr();
 }
 
 }  // namespace disc::ir

@@ -3,7 +3,8 @@
 #   0. the format check (tools/format.sh --check: every C++ file as .clang-format says);
 #   1. the release build (g++) under ctest;
 #   2. a clang-19 build with AddressSanitizer + UndefinedBehaviorSanitizer running the same tests
-#      and the parser fuzzer for DISC_FUZZ_SECONDS (default 60);
+#      and the fuzzers (parser, config loader, safetensors reader), DISC_FUZZ_SECONDS (default 60)
+#      shared among them;
 #   3. a clang-19 build with ThreadSanitizer running the tests that start threads of their own
 #      (background compilation, concurrent kernel and object caches).
 # usage: tools/test.sh [--quick]     (--quick: steps 0 and 1 only)

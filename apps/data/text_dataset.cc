@@ -12,7 +12,9 @@
 #include <string_view>
 
 #include "apps/data/byte_tokenizer.h"
+#include "base/bytes.h"
 #include "base/error.h"
+#include "base/excerpt.h"
 
 namespace disc::data {
 namespace {
@@ -46,8 +48,15 @@ void validate(const TextFileSpec& s) {
 }
 
 std::string read_file(const std::string& path) {
-  if (std::filesystem::is_directory(path))
+  std::error_code ec;
+  auto status = std::filesystem::status(path, ec);  // a missing file fails to open below
+  if (std::filesystem::is_directory(status))
     throw IoError("cannot read " + path + ": it is a directory, not a dataset file");
+  // A device or a pipe (/dev/zero, /dev/stdin) may never end: read only what has a size.
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    throw IoError("cannot read " + path +
+                  ": it is not a regular file (a device, pipe or socket); name a dataset file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("cannot open " + path + ": check the path");
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -63,34 +72,53 @@ std::string a_type(const json& j) {
 }
 
 std::string expected_object(const TextFileSpec& s) {
-  return "expected a JSON object with string fields " + join(s.fields, ", ");
+  std::vector<std::string> fields;
+  for (const std::string& f : s.fields) fields.push_back(excerpt(f));
+  return "expected a JSON object with string fields " + join(fields, ", ");
 }
 
 std::string keys_of(const json& obj) {
   if (obj.empty()) return "it is empty";
   std::vector<std::string> keys;
-  for (const auto& [k, v] : obj.items()) keys.push_back(k);
+  for (const auto& [k, v] : obj.items()) keys.push_back(excerpt(k));
   if (keys.size() > 6) keys.resize(6), keys.push_back("...");
   return "its keys: " + join(keys, ", ");
 }
 
-// The example's text: its non-empty string fields joined with "\n". `where` starts the message.
-std::string example_text(const json& obj, const TextFileSpec& s, const std::string& where) {
+// Refuses a record larger than one example may be (see TextFileSpec::max_example_bytes).
+void check_size(size_t bytes, const TextFileSpec& s, const std::string& where) {
+  if (static_cast<int64_t>(bytes) <= s.max_example_bytes) return;
+  throw InvalidArgument(where + " holds " + human_bytes(static_cast<int64_t>(bytes)) +
+                        ", more than the " + human_bytes(s.max_example_bytes) +
+                        " one example may hold: check that this is the dataset meant");
+}
+
+// The example's text: its non-empty string fields joined with "\n". `where` starts the message;
+// a record that lacks some of the fields is counted in `notes`.
+std::string example_text(const json& obj, const TextFileSpec& s, const std::string& where,
+                         LoadNotes& notes) {
   auto fail = [&](const std::string& found) {
     throw InvalidArgument(where + ": " + expected_object(s) + "; " + found);
   };
   if (!obj.is_object()) fail("found " + a_type(obj));
-  std::vector<std::string> parts;
+  std::vector<std::string> parts, lacking;
   bool any = false;
   for (const std::string& f : s.fields) {
     auto it = obj.find(f);
-    if (it == obj.end()) continue;
+    if (it == obj.end()) {
+      lacking.push_back("`" + excerpt(f) + "`");
+      continue;
+    }
     any = true;
-    if (!it->is_string()) fail("field `" + f + "` is " + a_type(*it));
+    if (!it->is_string()) fail("field `" + excerpt(f) + "` is " + a_type(*it));
     if (!it->get_ref<const std::string&>().empty()) parts.push_back(it->get<std::string>());
   }
   if (!any) fail("found an object with none of these fields (" + keys_of(obj) + ")");
-  return join(parts, "\n");
+  if (!lacking.empty() && notes.lacking_fields++ == 0)
+    notes.first_lacking = where + " lacks " + join(lacking, ", ");
+  std::string text = join(parts, "\n");
+  check_size(text.size(), s, where);
+  return text;
 }
 
 // Keeps the example's first max_len tokens, or drops it when it is shorter than min_len.
@@ -116,7 +144,7 @@ std::string position(const std::string& path, std::string_view text, size_t byte
   return path + ":" + std::to_string(line) + ":" + std::to_string(col);
 }
 
-Examples load_json(const TextFileSpec& s, const std::string& bytes) {
+Examples load_json(const TextFileSpec& s, const std::string& bytes, LoadNotes& notes) {
   if (first_non_space(bytes) == '\0')
     throw InvalidArgument(s.path + ": expected a JSON list of objects; found an empty file");
   json doc;
@@ -132,19 +160,22 @@ Examples load_json(const TextFileSpec& s, const std::string& bytes) {
     throw InvalidArgument(s.path + ": expected a JSON list of objects; found " + a_type(doc));
   Examples out;
   for (size_t i = 0; i < doc.size(); ++i) {
-    std::string text = example_text(doc[i], s, s.path + ": example [" + std::to_string(i) + "]");
+    std::string where = s.path + ": example [" + std::to_string(i) + "]";
+    std::string text = example_text(doc[i], s, where, notes);
     keep(out, ByteTokenizer().encode(text, true, true), s);
   }
   return out;
 }
 
-Examples load_jsonl(const TextFileSpec& s, const std::string& bytes) {
+Examples load_jsonl(const TextFileSpec& s, const std::string& bytes, LoadNotes& notes) {
   Examples out;
   std::istringstream in(bytes);
   std::string line;
   for (int64_t n = 1; std::getline(in, line); ++n) {
     if (!line.empty() && line.back() == '\r') line.pop_back();  // files written on Windows
     if (first_non_space(line) == '\0') continue;
+    std::string where = s.path + ":" + std::to_string(n);
+    check_size(line.size(), s, where);
     json obj;
     try {
       obj = json::parse(line);
@@ -154,9 +185,7 @@ Examples load_jsonl(const TextFileSpec& s, const std::string& bytes) {
       throw InvalidArgument(position(s.path, line, e.byte, n) + ": " + expected_object(s) +
                             "; found text that is not JSON" + hint);
     }
-    keep(out,
-         ByteTokenizer().encode(example_text(obj, s, s.path + ":" + std::to_string(n)), true, true),
-         s);
+    keep(out, ByteTokenizer().encode(example_text(obj, s, where, notes), true, true), s);
   }
   return out;
 }
@@ -181,11 +210,13 @@ double quantile(const std::vector<int64_t>& sorted, double q) {
 
 }  // namespace
 
-std::vector<std::vector<int32_t>> load_text_dataset(const TextFileSpec& spec) {
+std::vector<std::vector<int32_t>> load_text_dataset(const TextFileSpec& spec, LoadNotes* notes) {
   validate(spec);
   std::string bytes = read_file(spec.path);
-  if (spec.format == "json") return load_json(spec, bytes);
-  if (spec.format == "jsonl") return load_jsonl(spec, bytes);
+  LoadNotes ignored;
+  LoadNotes& n = notes ? *notes : ignored;
+  if (spec.format == "json") return load_json(spec, bytes, n);
+  if (spec.format == "jsonl") return load_jsonl(spec, bytes, n);
   return load_text(spec, bytes);
 }
 

@@ -24,13 +24,26 @@ struct TextFileSpec {
   // For "text": the window size.
   int64_t max_len = 1024;
   int64_t min_len = 2;  // examples (or the last text window) shorter than this are dropped
+  // json/jsonl: a record (a jsonl line, a json object's joined fields) larger than this is
+  // refused. No example is that long; a file that holds one is not the dataset it was meant to be,
+  // and reading on would hold it whole in memory.
+  int64_t max_example_bytes = int64_t{64} << 20;
+};
+
+// What loading let pass without refusing, for the caller to report: records that lack some of
+// spec.fields (and have others).
+struct LoadNotes {
+  int64_t lacking_fields = 0;  // such records
+  std::string first_lacking;   // the first one: "data.jsonl:3 lacks `input`"
 };
 
 // json/jsonl: each example is the object's non-empty string fields joined with "\n", encoded
 // with BOS and EOS. text: the file's bytes in consecutive windows of max_len tokens, each starting
-// with BOS. Throws IoError when the file cannot be read and InvalidArgument for bad content or a
-// bad spec; the message names path:line (jsonl) or the example index (json).
-std::vector<std::vector<int32_t>> load_text_dataset(const TextFileSpec& spec);
+// with BOS. Throws IoError when the file cannot be read or is not a regular file, and
+// InvalidArgument for bad content or a bad spec; the message names path:line (jsonl) or the example
+// index (json). `notes`, when given, receives what loading let pass.
+std::vector<std::vector<int32_t>> load_text_dataset(const TextFileSpec& spec,
+                                                    LoadNotes* notes = nullptr);
 
 // Sequence lengths at a glance (all zero for no examples). Median and p90 interpolate linearly
 // between the nearest lengths, as numpy's default percentile does.

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "base/error.h"
+#include "base/excerpt.h"
 #include "config_schema.h"
 #include "ir/suggest.h"
 
@@ -38,7 +39,7 @@ std::string at(const std::string& file, const YAML::Mark& m) {
 
 // Checks `v` against `k`; returns a problem ("must be ...") or "".
 std::string check_value(const ConfigKey& k, const YAML::Node& v) {
-  auto scalar = v.IsScalar() ? v.Scalar() : std::string();
+  auto scalar = v.IsScalar() ? excerpt(v.Scalar()) : std::string();
   auto range = [&](double x) -> std::string {
     if (x < k.min || x > k.max) {
       return "must be in [" + YAML::Dump(YAML::Node(k.min)) + ", " + YAML::Dump(YAML::Node(k.max)) +
@@ -66,7 +67,7 @@ std::string check_value(const ConfigKey& k, const YAML::Node& v) {
         return v.IsScalar() || v.IsNull() ? "" : "must be a string";
       case KeyKind::kChoice: {
         for (const auto& c : k.choices) {
-          if (scalar == c) return "";
+          if (v.IsScalar() && v.Scalar() == c) return "";
         }
         std::string list;
         for (const auto& c : k.choices) list += (list.empty() ? "" : ", ") + c;
@@ -74,7 +75,7 @@ std::string check_value(const ConfigKey& k, const YAML::Node& v) {
                did_you_mean(scalar, k.choices);
       }
       case KeyKind::kBytes: {
-        int64_t b = v.IsScalar() ? parse_bytes(scalar) : -1;
+        int64_t b = v.IsScalar() ? parse_bytes(v.Scalar()) : -1;
         return b < 0 ? "must be a byte size such as 2GiB or 512MiB, not `" + scalar + "`"
                      : range(static_cast<double>(b));
       }
@@ -94,7 +95,7 @@ std::string check_value(const ConfigKey& k, const YAML::Node& v) {
                                   "a string",          "a choice",          "a byte size",
                                   "a list of strings", "a list of integers"};
     return std::string("must be ") + names[static_cast<int>(k.kind)] + ", not `" +
-           (v.IsScalar() ? scalar : YAML::Dump(v)) + "`";
+           (v.IsScalar() ? scalar : excerpt(YAML::Dump(v))) + "`";
   }
   return "";
 }
@@ -132,7 +133,8 @@ int64_t parse_bytes(const std::string& text) {
 void Config::set(const std::string& key, const YAML::Node& v, const std::string& where) {
   const ConfigKey* k = find_key(key);
   if (!k) {
-    throw InvalidArgument(where + ": unknown key `" + key + "`" + did_you_mean(key, all_paths()) +
+    throw InvalidArgument(where + ": unknown key `" + excerpt(key) + "`" +
+                          did_you_mean(excerpt(key), all_paths()) +
                           "; `disc-train print-config` lists every key");
   }
   if (std::string problem = check_value(*k, v); !problem.empty()) {
@@ -141,7 +143,7 @@ void Config::set(const std::string& key, const YAML::Node& v, const std::string&
   values_[key] = YAML::Clone(v);
 }
 
-void Config::visit(const YAML::Node& node, const std::string& prefix) {
+void Config::visit(const YAML::Node& node, const std::string& prefix, Seen& seen) {
   for (const auto& item : node) {
     std::string where = at(file_, item.first.Mark());
     if (!item.first.IsScalar() || item.first.Scalar().empty()) {
@@ -151,10 +153,16 @@ void Config::visit(const YAML::Node& node, const std::string& prefix) {
     }
     std::string name = item.first.Scalar();
     std::string path = prefix.empty() ? name : prefix + "." + name;
+    // YAML keeps both of two equal keys and yaml-cpp hands both over: one would silently win, or
+    // two sections would silently merge.
+    if (auto [first, fresh] = seen.emplace(path, where); !fresh) {
+      throw InvalidArgument(where + ": `" + excerpt(path) + "` is given twice (first at " +
+                            first->second + "): keep one");
+    }
     if (is_section(path) && !find_key(path)) {
       if (!item.second.IsMap())
         throw InvalidArgument(where + ": `" + path + "` is a section and must hold keys");
-      visit(item.second, path);
+      visit(item.second, path, seen);
       continue;
     }
     set(path, item.second, where);
@@ -182,16 +190,23 @@ Config Config::load(const std::string& file, const std::vector<std::string>& ove
       throw IoError("cannot read config file " + file + ": " + e.msg);
     }
     if (in.bad()) throw IoError("cannot read config file " + file + ": the read failed part way");
-    if (!root.IsNull()) {
-      if (!root.IsMap())
-        throw InvalidArgument(
-            file + ": the config must be a map of sections (model:, data:, train:, ...)");
-      c.visit(root, "");
+    // An empty file is more often a mistake (a wrong path, a file not yet written) than a wish
+    // for every default, which leaving out --config asks for plainly.
+    if (root.IsNull()) {
+      throw InvalidArgument(
+          file +
+          ": the config file holds no keys; write the sections to set (model:, "
+          "data:, train:, ...), or leave out --config to train with the defaults");
     }
+    if (!root.IsMap())
+      throw InvalidArgument(file +
+                            ": the config must be a map of sections (model:, data:, train:, ...)");
+    Seen seen;
+    c.visit(root, "", seen);
   }
   for (const auto& o : overrides) {
     size_t eq = o.find('=');
-    std::string where = "override `" + o + "`";
+    std::string where = "override `" + excerpt(o) + "`";
     if (eq == std::string::npos || eq == 0)
       throw InvalidArgument(where + ": write overrides as key=value, e.g. train.steps=100");
     YAML::Node v;

@@ -14,8 +14,8 @@ namespace disc::apps {
 
 class Config {
  public:
-  // `file` may be empty (defaults only). Throws InvalidArgument (bad keys or values, malformed
-  // YAML) or IoError (unreadable file).
+  // `file` may be empty (defaults only). Throws InvalidArgument (bad keys or values, a key or
+  // section given twice, malformed YAML, a file with no keys) or IoError (unreadable file).
   static Config load(const std::string& file, const std::vector<std::string>& overrides);
 
   int64_t get_int(const std::string& key) const;
@@ -33,7 +33,8 @@ class Config {
 
  private:
   void set(const std::string& key, const YAML::Node& value, const std::string& where);
-  void visit(const YAML::Node& node, const std::string& prefix);
+  using Seen = std::map<std::string, std::string>;  // key or section path -> where it was given
+  void visit(const YAML::Node& node, const std::string& prefix, Seen& seen);
   const YAML::Node& value(const std::string& key) const;
 
   std::string file_;

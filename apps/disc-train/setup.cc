@@ -44,8 +44,14 @@ void load_examples(const Config& c, RunSetup& s) {
   spec.format = source;
   spec.fields = c.get_strings("data.fields");
   spec.max_len = c.get_int("data.max_len");
-  s.examples = data::load_text_dataset(spec);
+  data::LoadNotes notes;
+  s.examples = data::load_text_dataset(spec, &notes);
   if (s.examples.empty()) throw InvalidArgument(spec.path + " holds no examples");
+  if (notes.lacking_fields > 0) {
+    s.data_notes = std::to_string(notes.lacking_fields) +
+                   (notes.lacking_fields == 1 ? " record lacks" : " records lack") +
+                   " some of data.fields, the first: " + notes.first_lacking;
+  }
   s.vocab = data::ByteTokenizer().vocab_size();
   s.max_len = spec.max_len;
 }
@@ -384,7 +390,8 @@ RunSetup make_setup(const Config& c) {
   s.describe = c.get_string("model.family") + " " + std::to_string(c.get_int("model.layers")) +
                "x" + std::to_string(c.get_int("model.hidden")) + ", " +
                std::to_string(s.examples.size()) + " " + c.get_string("data.source") +
-               " examples, token ids < " + std::to_string(s.vocab);
+               " examples, token ids < " + std::to_string(s.vocab) +
+               (s.data_notes.empty() ? "" : " (" + s.data_notes + ")");
   return s;
 }
 

@@ -20,7 +20,8 @@ struct RunSetup {
   int64_t max_len = 0;  // the longest sequence the data can give (bounds S)
   ir::models::Model model;
   engine::TrainerOptions trainer;
-  std::string describe;  // one line: "llama 2x128, 4,535 json examples, vocab 258"
+  std::string data_notes;  // what loading let pass: "2 records lack some of data.fields, ..."
+  std::string describe;    // one line: "llama 2x128, 4,535 json examples, vocab 258"
 };
 
 RunSetup make_setup(const Config& c);

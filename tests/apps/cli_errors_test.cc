@@ -80,7 +80,16 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"null_key_in_section", "train:\n  null: 5\n", "train.steps=1",
                  "run.yaml:2:3: a key in section `train` is null"},
         BadInput{"collection_key", "train:\n  [a, b]: 5\n", "train.steps=1",
-                 "run.yaml:2:3: a key in section `train`"}),
+                 "run.yaml:2:3: a key in section `train`"},
+        BadInput{"duplicate_key", "train:\n  steps: 5\n  steps: 6\n", "",
+                 "run.yaml:3:3: `train.steps` is given twice (first at "},
+        BadInput{"duplicate_section",
+                 "train:\n  steps: 5\nmodel:\n  hidden: 16\ntrain:\n  seed: 1\n", "",
+                 "run.yaml:5:1: `train` is given twice (first at "},
+        BadInput{"config_without_keys", "# every key to be filled in later\n", "",
+                 "run.yaml: the config file holds no keys"},
+        BadInput{"dataset_is_a_device", "", "data.source=text data.path=/dev/zero",
+                 "cannot read /dev/zero: it is not a regular file"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // A graph file that cannot take what the data gives is refused before anything is written, not
@@ -224,6 +233,48 @@ TEST(CliErrors, DatasetThatIsNotWhatTheConfigSays) {
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   EXPECT_NE(r.out.find("list.json:1"), std::string::npos) << r.out;
   EXPECT_EQ(s.entries(), before);
+}
+
+// A megabyte of value is quoted by its first bytes and its size: the message stays one short line.
+TEST(CliErrors, AHugeValueIsNotEchoedWhole) {
+  Scratch s;
+  std::string cfg = s.write("run.yaml", "optimizer:\n  name: " + std::string(1 << 20, 'x') + "\n");
+  auto r = testing::run_command(std::string(DISC_TRAIN) + " validate --config " + cfg);
+  EXPECT_EQ(r.code, 2) << r.out.substr(0, 400);
+  EXPECT_LT(r.out.size(), 400u) << r.out.substr(0, 400);
+  EXPECT_NE(r.out.find("optimizer.name must be one of adamw, sgd, not `" + std::string(60, 'x') +
+                       "... (1048576 bytes)`"),
+            std::string::npos)
+      << r.out.substr(0, 400);
+}
+
+// With no memory.cap the device is what ran out: the message must not blame a cap of 0 B. A
+// 10^6 x 10^6 projection (4 TB of f32) fits no simulated device (it has the host's memory); the
+// only tensors allocated before the failure, the embedding and norms, are a few 10^6 floats.
+TEST(CliErrors, ParametersBeyondTheDeviceBlameTheDeviceWhenNoCapIsSet) {
+  auto r = testing::run_command(std::string(DISC_TRAIN) +
+                                " validate device.name=sim model.hidden=1000000 model.heads=1 "
+                                "model.kv_heads=1 model.ffn=1 data.synthetic.vocab=4");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_EQ(r.out.find("memory cap"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the memory of device sim ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cannot hold the parameters and optimizer state"), std::string::npos)
+      << r.out;
+}
+
+// Records that lack some of data.fields still train, and the run says how many there were.
+TEST(Cli, RecordsLackingFieldsAreCountedAndReported) {
+  Scratch s;
+  std::string data = s.write("d.jsonl",
+                             "{\"instruction\": \"a\", \"input\": \"b\", \"output\": \"c\"}\n"
+                             "{\"instruction\": \"a\", \"output\": \"c\"}\n");
+  auto r = testing::run_command(std::string(DISC_TRAIN) +
+                                " validate model.hidden=16 data.source=jsonl data.path=" + data);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(
+      r.out.find("1 record lacks some of data.fields, the first: " + data + ":2 lacks `input`"),
+      std::string::npos)
+      << r.out;
 }
 
 TEST(Cli, PrintConfigRoundTripsThroughLoad) {

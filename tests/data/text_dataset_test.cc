@@ -153,6 +153,55 @@ TEST_F(TextDataset, FilesThatCannotBeReadAreIoErrors) {
             "cannot read " + spec_.path + ": it is a directory, not a dataset file");
 }
 
+TEST_F(TextDataset, FilesThatAreNotRegularAreRefusedUnread) {
+  // /dev/zero never ends: read whole, it would take every byte of memory.
+  spec_ = {.path = "/dev/zero", .format = "text"};
+  EXPECT_EQ(message_of<IoError>([&] { load_text_dataset(spec_); }),
+            "cannot read /dev/zero: it is not a regular file (a device, pipe or socket); name a "
+            "dataset file");
+}
+
+TEST_F(TextDataset, ARecordLargerThanAnExampleMayHoldIsRefused) {
+  spec_.max_example_bytes = 16;
+  EXPECT_EQ(error("{\"output\": \"a\"}\n{\"output\": \"0123456789abcdef\"}\n", "jsonl"),
+            "P:2 holds 30 B, more than the 16 B one example may hold: check that this is the "
+            "dataset meant");
+  // json: the example's joined text is what counts (here 17 bytes).
+  EXPECT_EQ(error(R"([{"instruction": "01234567", "output": "abcdefgh"}])", "json"),
+            "P: example [0] holds 17 B, more than the 16 B one example may hold: check that this "
+            "is the dataset meant");
+  EXPECT_EQ(load("ok.json", R"([{"output": "0123456789abcdef"}])", "json").size(), 1u);
+}
+
+TEST_F(TextDataset, RecordsLackingSomeFieldsAreCounted) {
+  LoadNotes notes;
+  spec_.path = write("d.jsonl",
+                     "{\"instruction\": \"a\", \"input\": \"\", \"output\": \"b\"}\n"
+                     "{\"instruction\": \"a\", \"output\": \"b\"}\n"
+                     "{\"output\": \"b\"}\n");
+  spec_.format = "jsonl";
+  EXPECT_EQ(load_text_dataset(spec_, &notes).size(), 3u);
+  EXPECT_EQ(notes.lacking_fields, 2);
+  EXPECT_EQ(notes.first_lacking, spec_.path + ":2 lacks `input`");
+  notes = {};
+  spec_.path =
+      write("d.json", R"([{"instruction": "a", "input": "", "output": "b"}, {"input": "c"}])");
+  spec_.format = "json";
+  EXPECT_EQ(load_text_dataset(spec_, &notes).size(), 2u);
+  EXPECT_EQ(notes.lacking_fields, 1);
+  EXPECT_EQ(notes.first_lacking, spec_.path + ": example [1] lacks `instruction`, `output`");
+}
+
+TEST_F(TextDataset, HugeNamesAreShortenedInMessages) {
+  spec_.fields = {std::string(1 << 20, 'f')};
+  std::string key = "{\"" + std::string(1 << 20, 'k') + "\": \"a\"}";
+  EXPECT_EQ(error(key, "jsonl"), "P:1: expected a JSON object with string fields " +
+                                     std::string(60, 'f') +
+                                     "... (1048576 bytes); found an object with none of these "
+                                     "fields (its keys: " +
+                                     std::string(60, 'k') + "... (1048576 bytes))");
+}
+
 TEST_F(TextDataset, BadSpecsNameTheField) {
   EXPECT_EQ(error("", "csv"), "P: format `csv` is not one of json, jsonl, text");
   spec_.max_len = 1;

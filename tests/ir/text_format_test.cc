@@ -143,9 +143,45 @@ INSTANTIATE_TEST_SUITE_P(
                   "m.disc:2:3: `f32` is reserved and cannot name a symbol"},
         Malformed{"graph @g {\n}\ngraph @h {\n}",
                   "m.disc:3:1: expected end of input after the graph's `}`, found `graph`"},
+        Malformed{"graph @g {\n  input %x : f32[-4, 10]\n}",
+                  "m.disc:2:9: argument %x: dimension -4 of f32[-4, 10] is negative; a dimension "
+                  "counts elements, 0 or more"},
+        // S - 9 is below 0 for every S in [1, 8].
+        Malformed{"graph @g {\n  sym S in [1, 8]\n  input %x : f32[S - 9]\n}",
+                  "m.disc:3:9: argument %x: dimension S - 9 of f32[S - 9] is negative; a "
+                  "dimension counts elements, 0 or more"},
+        // Arithmetic limits point at the operand that hit them.
+        Malformed{"graph @g {\n  input %x : f32[9223372036854775807 * 2]\n}",
+                  "m.disc:2:40: dimension arithmetic overflows int64"},
+        Malformed{"graph @g {\n  sym S in [1, 2]\n  input %x : f32[S^20 * S^20]\n}",
+                  "m.disc:3:27: dimension expression degree exceeds 32"},
+        Malformed{"graph @g {\n  input %x : f32[4] \xff\n}",
+                  "m.disc:2:21: unexpected byte 0xff (graph text is ASCII outside comments and "
+                  "strings)"},
         Malformed{"graph @g {\n  input %x : f32[4]\n  oops\n}",
                   "m.disc:3:3: expected a statement (`sym`, `input`, `param`, `state`, `%name = "
                   "op(...)`, `output` or `update`), found `oops`"}));
+
+// A huge token is quoted by its first bytes and its size, not echoed whole.
+TEST(TextFormat, LongTokensAreShortenedInMessages) {
+  auto message = [](const std::string& text) {
+    try {
+      parse_graph(text, "m.disc");
+    } catch (const ParseError& e) {
+      return std::string(e.what());
+    }
+    return std::string("<parsed>");
+  };
+  std::string a60(60, 'a');
+  EXPECT_EQ(
+      message("graph @g {\n  " + std::string(1000, 'a') + "\n}"),
+      "m.disc:2:3: expected a statement (`sym`, `input`, `param`, `state`, `%name = op(...)`, "
+      "`output` or `update`), found `" +
+          a60 + "... (1000 bytes)`");
+  EXPECT_EQ(message("graph @g {\n  input %" + std::string(1 << 20, 'a') + " : f32[4]\n}"),
+            "m.disc:2:9: a name of 1048576 bytes is longer than the 1024 allowed: `" + a60 +
+                "... (1048576 bytes)`");
+}
 
 TEST(TextFormat, DeepNestingIsAnErrorNotACrash) {
   std::string deep = "graph @g {\n  input %x : f32[" + std::string(10000, '(') + "1" +
