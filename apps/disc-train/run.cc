@@ -101,6 +101,11 @@ std::string resume(const std::string& ckdir, engine::Trainer& trainer, data::Bat
                         "; run without --resume to start fresh");
 }
 
+// A long compile's progress where it cannot mix with the report on stdout.
+void progress_to_stderr(engine::Pipeline& p) {
+  p.progress([](const engine::CompileProgress& e) { std::cerr << progress_line(e) << "\n"; });
+}
+
 }  // namespace
 
 int run_training(const Config& c, const RunFlags& f) {
@@ -116,7 +121,9 @@ int run_training(const Config& c, const RunFlags& f) {
   }
   if (!f.resume && !ckdir.empty()) refuse_mixing_runs(ckdir);
   const ir::Graph& g = *s.model.graph;
-  engine::Trainer trainer(std::move(s.model), s.trainer);
+  engine::Trainer trainer(std::move(s.model), s.trainer, [](engine::Pipeline& p) {
+    p.progress([](const engine::CompileProgress& e) { spdlog::info("{}", progress_line(e)); });
+  });
   data::Batcher batcher(s.examples, s.batching);
   if (f.resume) {
     std::string from = resume(ckdir, trainer, batcher);
@@ -181,7 +188,8 @@ int run_training(const Config& c, const RunFlags& f) {
 int validate(const Config& c) {
   RunSetup s = make_setup(c);
   check_outputs(c);
-  engine::Trainer trainer(std::move(s.model), s.trainer);  // builds the training step too
+  // Builds the training step too.
+  engine::Trainer trainer(std::move(s.model), s.trainer, progress_to_stderr);
   std::cout << "config OK: " << s.describe << "; " << trainer.graph().num_nodes()
             << " nodes in the training step\n";
   return 0;
@@ -191,6 +199,7 @@ int plan(const Config& c, const std::string& shape, const std::string& dump_afte
   RunSetup s = make_setup(c);
   s.trainer.check_cap = false;  // the report says where a cap too small fails
   engine::Trainer trainer(std::move(s.model), s.trainer, [&](engine::Pipeline& p) {
+    progress_to_stderr(p);
     if (dump_after.empty()) return;
     p.after(engine::split_names(dump_after),
             [](const std::string& stage, engine::CompiledStep& step) {
