@@ -152,8 +152,7 @@ CompiledStep Pipeline::run(ir::models::Model model) {
   // A progress event, once the compile has run past the threshold.
   auto report = [&](const std::string& stage, bool done) {
     const double elapsed =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin)
-            .count();
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
     if (!progress_ || elapsed < progress_after_ms_) return;
     progress_({.stage = stage,
                .index = static_cast<int>(runs_.size()) + 1,
@@ -192,8 +191,8 @@ CompiledStep Pipeline::run(ir::models::Model model) {
 std::string progress_line(const CompileProgress& p) {
   char elapsed[32];
   std::snprintf(elapsed, sizeof elapsed, "%.1f s in", p.elapsed_ms / 1e3);
-  const std::string where = "compile: " + p.stage + " (" + std::to_string(p.index) + "/" +
-                            std::to_string(p.count) + ")";
+  const std::string where =
+      "compile: " + p.stage + " (" + std::to_string(p.index) + "/" + std::to_string(p.count) + ")";
   return p.done ? where + " done, " + std::to_string(p.nodes) + " nodes, " + elapsed
                 : where + " on " + std::to_string(p.nodes) + " nodes, " + elapsed;
 }

@@ -210,7 +210,7 @@ class Planner {
     for (const ir::Value* v : n->operands()) {
       if (!v->producer() || !group_of_.contains(v->producer())) continue;
       const int hi = group_of_.at(v->producer());
-      if (hi == gi || too_far(drafts_[hi], n)) continue;
+      if (hi == gi || too_far(drafts_[hi], n) || !all_fit(drafts_[hi], drafts_[gi].space)) continue;
       Draft d = drafts_[gi];
       d.nodes.insert(d.nodes.end(), drafts_[hi].nodes.begin(), drafts_[hi].nodes.end());
       std::sort(d.nodes.begin(), d.nodes.end(),
@@ -222,6 +222,14 @@ class Planner {
       relower(gi);
       relower(hi);
     }
+  }
+
+  // False when a node of d cannot be lowered into `space` at all; acceptable() would then refuse
+  // d merged into a group of that space, after copying, sorting and checking the group.
+  bool all_fit(const Draft& d, const std::vector<DimExpr>& space) const {
+    const KernelBuilder fresh(space, g_.shapes());  // fits() only refuses more once nodes are in
+    return std::all_of(d.nodes.begin(), d.nodes.end(),
+                       [&](const ir::Node* m) { return fresh.fits(*m); });
   }
 
   // True when more than max_span nodes outside every group run between d's last node and n.
@@ -253,7 +261,7 @@ class Planner {
   }
 
   // Whether n, after every node of group gi in graph order, joins it by the rules take() applies,
-  // shown without building the group's kernel again: gi is a loop group of plain arithmetic
+  // shown without building the group's kernel again: gi is a loop group without reductions
   // (lowered_, which passed build() and cost_ok as it grew), and n is plain arithmetic whose
   // result the kernel stores in full and whose outside operands load. Its kernel is then the
   // group's with n's loads and instruction appended and n's store added: it passes build()'s
@@ -286,12 +294,19 @@ class Planner {
            static_cast<int>(n.operands().size()) == kop_arity(k);
   }
 
-  // Group gi's kernel so far, kept while every node is plain (appends_cleanly extends it).
+  // Lowers to no reduction: a group of these is one pass over the space.
+  static bool one_pass(const ir::Node& n) {
+    const std::string& op = n.op().name;
+    return n.op().category == ir::OpCategory::kElementwise || op == "broadcast" || op == "full" ||
+           op == "constant";
+  }
+
+  // Group gi's kernel so far, kept while it is one pass (appends_cleanly extends it).
   void relower(int gi) {
     const Draft& d = drafts_[gi];
     lowered_[gi].reset();
     if (d.nodes.empty() || !std::all_of(d.nodes.begin(), d.nodes.end(),
-                                        [](const ir::Node* m) { return plain(*m); }))
+                                        [](const ir::Node* m) { return one_pass(*m); }))
       return;
     lowered_[gi] = std::make_unique<KernelBuilder>(d.space, g_.shapes());
     for (const ir::Node* m : d.nodes) lowered_[gi]->add(*m);
@@ -322,7 +337,7 @@ class Planner {
   std::map<const ir::Node*, int> group_of_;
   std::vector<Draft> drafts_;
   std::vector<std::unique_ptr<KernelBuilder>> lowered_;  // per draft (see relower)
-  int64_t lowered_nodes_ = 0;                             // FusionPlan::lowered
+  int64_t lowered_nodes_ = 0;                            // FusionPlan::lowered
 };
 
 std::string shape_str(const std::vector<DimExpr>& s) {

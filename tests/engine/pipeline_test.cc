@@ -54,8 +54,8 @@ TEST(PipelineProgress, AFastCompileSaysNothing) {
 }
 
 TEST(PipelineProgress, TheLineNamesTheStageItsPlaceTheNodesAndTheTime) {
-  CompileProgress p{.stage = "fusion", .index = 11, .count = 13, .nodes = 100012,
-                    .elapsed_ms = 1440};
+  CompileProgress p{
+      .stage = "fusion", .index = 11, .count = 13, .nodes = 100012, .elapsed_ms = 1440};
   EXPECT_EQ(progress_line(p), "compile: fusion (11/13) on 100012 nodes, 1.4 s in");
   p.done = true;
   EXPECT_EQ(progress_line(p), "compile: fusion (11/13) done, 100012 nodes, 1.4 s in");

@@ -67,16 +67,15 @@ Row compile(const std::string& what, ir::models::Model model, double parse_ms) {
 void print_header(const Row& r) {
   std::printf("%-12s %8s %8s", "graph", "nodes", "parse");
   for (const engine::StageRun& s : r.stages)
-    if (!s.skipped) std::printf(" %*s", std::max<int>(7, static_cast<int>(s.stage.size())),
-                                s.stage.c_str());
+    if (!s.skipped)
+      std::printf(" %*s", std::max<int>(7, static_cast<int>(s.stage.size())), s.stage.c_str());
   std::printf(" %9s %8s\n", "total ms", "us/node");
 }
 
 void print_row(const Row& r) {
   std::printf("%-12s %8zu %8.1f", r.what.c_str(), r.nodes, r.parse_ms);
   for (const engine::StageRun& s : r.stages)
-    if (!s.skipped)
-      std::printf(" %*.1f", std::max<int>(7, static_cast<int>(s.stage.size())), s.ms);
+    if (!s.skipped) std::printf(" %*.1f", std::max<int>(7, static_cast<int>(s.stage.size())), s.ms);
   std::printf(" %9.1f %8.2f\n", r.total_ms, r.total_ms * 1e3 / static_cast<double>(r.nodes));
   std::fflush(stdout);
 }
@@ -89,7 +88,8 @@ int main(int argc, char** argv) {
   CLI::App app{"bench_compile: compile time against nodes, per pipeline stage"};
   int max_chain = 100000, max_layers = 128;
   bool matmul = false;
-  app.add_option("--max-chain", max_chain, "Largest chain, in forward nodes")->capture_default_str();
+  app.add_option("--max-chain", max_chain, "Largest chain, in forward nodes")
+      ->capture_default_str();
   app.add_option("--max-layers", max_layers, "Most llama layers")->capture_default_str();
   app.add_flag("--matmul", matmul, "A matmul every 8th chain node (many small fusion groups)");
   CLI11_PARSE(app, argc, argv);
