@@ -2,6 +2,8 @@
 
 namespace disc {
 
-const char* version() { return DISC_VERSION; }
+const char* version() {
+  return DISC_VERSION;
+}
 
 }  // namespace disc

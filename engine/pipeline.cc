@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <sstream>
 
 #include "base/error.h"
@@ -146,6 +147,20 @@ void Pipeline::after(std::set<std::string> stages, Hook hook) {
 CompiledStep Pipeline::run(ir::models::Model model) {
   CompiledStep s{.model = std::move(model)};
   runs_.clear();
+  const auto begin = std::chrono::steady_clock::now();
+  const int count = static_cast<int>(stages().size());
+  // A progress event, once the compile has run past the threshold.
+  auto report = [&](const std::string& stage, bool done) {
+    const double elapsed =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
+    if (!progress_ || elapsed < progress_after_ms_) return;
+    progress_({.stage = stage,
+               .index = static_cast<int>(runs_.size()) + 1,
+               .count = count,
+               .nodes = s.graph().num_nodes(),
+               .elapsed_ms = elapsed,
+               .done = done});
+  };
   for (const Stage& stage : stages()) {
     StageRun r{.stage = stage.name};
     r.skipped = !stage.on(options_) || disabled_.contains(stage.name);
@@ -153,6 +168,7 @@ CompiledStep Pipeline::run(ir::models::Model model) {
     if (r.skipped && r.stage == "schedule")
       s.schedule = memory::schedule_ops(s.graph(), {.schedule = false});
     if (!r.skipped) {
+      report(r.stage, false);
       const auto start = std::chrono::steady_clock::now();
       try {
         r.changed = stage.run(s, options_);
@@ -162,12 +178,23 @@ CompiledStep Pipeline::run(ir::models::Model model) {
       }
       r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                  .count();
+      report(r.stage, true);
       for (const auto& [names, hook] : hooks_)
         if (names.contains("all") || names.contains(r.stage)) hook(r.stage, s);
     }
+    r.nodes = s.graph().num_nodes();
     runs_.push_back(r);
   }
   return s;
+}
+
+std::string progress_line(const CompileProgress& p) {
+  char elapsed[32];
+  std::snprintf(elapsed, sizeof elapsed, "%.1f s in", p.elapsed_ms / 1e3);
+  const std::string where =
+      "compile: " + p.stage + " (" + std::to_string(p.index) + "/" + std::to_string(p.count) + ")";
+  return p.done ? where + " done, " + std::to_string(p.nodes) + " nodes, " + elapsed
+                : where + " on " + std::to_string(p.nodes) + " nodes, " + elapsed;
 }
 
 std::string Pipeline::print_fusion_plan(const jit::FusionPlan& plan) {

@@ -173,6 +173,11 @@ void write_reports(RunOutputs& out, const RunTotals& totals, engine::Trainer& tr
   }
 }
 
+// A long compile's progress where it cannot mix with the report on stdout.
+void progress_to_stderr(engine::Pipeline& p) {
+  p.progress([](const engine::CompileProgress& e) { std::cerr << progress_line(e) << "\n"; });
+}
+
 }  // namespace
 
 int run_training(const Config& c, const RunFlags& f) {
@@ -196,7 +201,9 @@ int run_training(const Config& c, const RunFlags& f) {
   }
   const std::map<std::string, std::string> identity = run_identity(c, s.examples);
   const ir::Graph& g = *s.model.graph;
-  engine::Trainer trainer(std::move(s.model), s.trainer);  // may still refuse (device, cap)
+  engine::Trainer trainer(std::move(s.model), s.trainer, [](engine::Pipeline& p) {
+    p.progress([](const engine::CompileProgress& e) { spdlog::info("{}", progress_line(e)); });
+  });  // may still refuse (device, cap)
   // The lock creates the folder, so it comes after what may refuse the run; and before the
   // folder's contents are looked at, so that no other run changes them meanwhile.
   std::unique_ptr<CheckpointLock> lock;
@@ -268,7 +275,8 @@ int run_training(const Config& c, const RunFlags& f) {
 int validate(const Config& c) {
   RunSetup s = make_setup(c);
   check_outputs(c);
-  engine::Trainer trainer(std::move(s.model), s.trainer);  // builds the training step too
+  // Builds the training step too.
+  engine::Trainer trainer(std::move(s.model), s.trainer, progress_to_stderr);
   std::cout << "config OK: " << s.describe << "; " << trainer.graph().num_nodes()
             << " nodes in the training step\n";
   return 0;
@@ -278,6 +286,7 @@ int plan(const Config& c, const std::string& shape, const std::string& dump_afte
   RunSetup s = make_setup(c);
   s.trainer.check_cap = false;  // the report says where a cap too small fails
   engine::Trainer trainer(std::move(s.model), s.trainer, [&](engine::Pipeline& p) {
+    progress_to_stderr(p);
     if (dump_after.empty()) return;
     p.after(engine::split_names(dump_after),
             [](const std::string& stage, engine::CompiledStep& step) {

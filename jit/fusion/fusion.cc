@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <memory>
 #include <queue>
 #include <set>
 #include <sstream>
@@ -91,14 +92,15 @@ bool keeps_apart(const ir::Node& n) {
 }
 
 // True when q (outside the group) depends on a member: then q's result cannot feed the group.
-bool depends_on(const ir::Node* q, const NodeSet& members,
+template <class IsMember>
+bool depends_on(const ir::Node* q, const IsMember& member,
                 const std::map<const ir::Node*, int>& index, int first) {
   std::set<const ir::Node*> seen;
   std::vector<const ir::Node*> todo = {q};
   while (!todo.empty()) {
     const ir::Node* n = todo.back();
     todo.pop_back();
-    if (members.contains(n)) return true;
+    if (member(n)) return true;
     if (index.at(n) < first || !seen.insert(n).second) continue;
     for (const ir::Value* v : n->operands())
       if (v->producer()) todo.push_back(v->producer());
@@ -123,13 +125,18 @@ class Planner {
       absorb_producer_groups(n);
     }
     FusionPlan plan;
-    for (const Draft& d : drafts_)
-      if (!d.nodes.empty()) plan.groups.push_back(build(g_, d));
+    for (const Draft& d : drafts_) {
+      if (d.nodes.empty()) continue;
+      plan.groups.push_back(build(g_, d));
+      lowered_nodes_ += static_cast<int64_t>(d.nodes.size());
+    }
+    plan.lowered = lowered_nodes_;
     return plan;
   }
 
  private:
-  bool acceptable(const Draft& d) const {
+  bool acceptable(const Draft& d) {
+    lowered_nodes_ += static_cast<int64_t>(d.nodes.size());
     try {
       return cost_ok(g_, build(g_, d), o_);
     } catch (const InvalidArgument&) {
@@ -147,9 +154,16 @@ class Planner {
     std::sort(candidates.rbegin(), candidates.rend());
     candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
     for (int gi : candidates) {
-      if (too_far(drafts_[gi], n) || !KernelBuilder(drafts_[gi].space, g_.shapes()).fits(*n) ||
-          would_cycle(drafts_[gi], n))
+      if (too_far(drafts_[gi], n) || !KernelBuilder(drafts_[gi].space, g_.shapes()).fits(*n))
         continue;
+      if (appends_cleanly(gi, n)) {  // what take() would decide, without copying the group
+        drafts_[gi].nodes.push_back(n);
+        group_of_[n] = gi;
+        lowered_[gi]->add(*n);
+        ++lowered_nodes_;
+        return true;
+      }
+      if (would_cycle(gi, n)) continue;
       if (take(gi, drafts_[gi], n)) return true;
     }
     return false;
@@ -157,9 +171,11 @@ class Planner {
 
   bool start_a_group(const ir::Node* n) {
     drafts_.push_back(Draft{.space = natural_space(*n)});
+    lowered_.emplace_back();
     if (take(static_cast<int>(drafts_.size()) - 1, Draft{.space = drafts_.back().space}, n))
       return true;
     drafts_.pop_back();
+    lowered_.pop_back();
     return false;
   }
 
@@ -180,6 +196,7 @@ class Planner {
       if (cycles(c->nodes) || !acceptable(*c)) continue;
       for (const ir::Node* m : c->nodes) group_of_[m] = gi;
       drafts_[gi] = std::move(*c);
+      relower(gi);
       return true;
     }
     return false;
@@ -193,7 +210,7 @@ class Planner {
     for (const ir::Value* v : n->operands()) {
       if (!v->producer() || !group_of_.contains(v->producer())) continue;
       const int hi = group_of_.at(v->producer());
-      if (hi == gi || too_far(drafts_[hi], n)) continue;
+      if (hi == gi || too_far(drafts_[hi], n) || !all_fit(drafts_[hi], drafts_[gi].space)) continue;
       Draft d = drafts_[gi];
       d.nodes.insert(d.nodes.end(), drafts_[hi].nodes.begin(), drafts_[hi].nodes.end());
       std::sort(d.nodes.begin(), d.nodes.end(),
@@ -202,7 +219,17 @@ class Planner {
       for (const ir::Node* m : drafts_[hi].nodes) group_of_[m] = gi;
       drafts_[gi] = std::move(d);
       drafts_[hi].nodes.clear();
+      relower(gi);
+      relower(hi);
     }
+  }
+
+  // False when a node of d cannot be lowered into `space` at all; acceptable() would then refuse
+  // d merged into a group of that space, after copying, sorting and checking the group.
+  bool all_fit(const Draft& d, const std::vector<DimExpr>& space) const {
+    const KernelBuilder fresh(space, g_.shapes());  // fits() only refuses more once nodes are in
+    return std::all_of(d.nodes.begin(), d.nodes.end(),
+                       [&](const ir::Node* m) { return fresh.fits(*m); });
   }
 
   // True when more than max_span nodes outside every group run between d's last node and n.
@@ -218,15 +245,88 @@ class Planner {
     for (const ir::Node* m : nodes)
       for (const ir::Value* v : m->operands()) {
         const ir::Node* p = v->producer();
-        if (p && !members.contains(p) && depends_on(p, members, index_, first)) return true;
+        if (p && !members.contains(p) &&
+            depends_on(p, [&](const ir::Node* x) { return members.contains(x); }, index_, first))
+          return true;
       }
     return false;
   }
 
-  bool would_cycle(const Draft& d, const ir::Node* n) const {
+  bool would_cycle(int gi, const ir::Node* n) const {
+    const Draft& d = drafts_[gi];
+    if (!d.nodes.empty() && index_.at(n) > index_.at(d.nodes.back())) return cycles_through(gi, n);
     std::vector<const ir::Node*> nodes = d.nodes;
     nodes.push_back(n);
     return cycles(nodes);
+  }
+
+  // Whether n, after every node of group gi in graph order, joins it by the rules take() applies,
+  // shown without building the group's kernel again: gi is a loop group without reductions
+  // (lowered_, which passed build() and cost_ok as it grew), and n is plain arithmetic whose
+  // result the kernel stores in full and whose outside operands load. Its kernel is then the
+  // group's with n's loads and instruction appended and n's store added: it passes build()'s
+  // checks, has no reduction (so cost_ok holds: one pass, nothing evaluated twice), and the
+  // stores of the group's other outputs are as before. Anything else takes the full check.
+  bool appends_cleanly(int gi, const ir::Node* n) const {
+    const KernelBuilder* b = lowered_[gi].get();
+    const Draft& d = drafts_[gi];
+    if (!b || !plain(*n) || o_.max_passes < 1 || o_.max_recompute < 0 ||
+        index_.at(n) < index_.at(d.nodes.back()) || !b->fits(*n))
+      return false;
+    for (const ir::Value* v : n->operands()) {
+      const ir::Node* p = v->producer();
+      if (p && !group_of_.contains(p) && lowerable(*p)) return false;  // a loose producer
+      const bool inside = p && group_of_.contains(p) && group_of_.at(p) == gi;
+      if (!inside && b->fit_of(v->shape()) == KernelBuilder::Fit::kNone) return false;
+    }
+    const ir::Value* r = n->result();
+    if (r->users().empty() && !g_.is_output(r)) return false;  // n would store nothing
+    if (b->fit_of(r->shape()) != KernelBuilder::Fit::kFull) return false;
+    return !cycles_through(gi, n);
+  }
+
+  // Elementwise arithmetic on f32 values with one instruction of its own: no compare (its bool
+  // result only feeds a select) and no select (its condition must be a compare in the kernel).
+  static bool plain(const ir::Node& n) {
+    KOp k;
+    return n.op().category == ir::OpCategory::kElementwise && n.results().size() == 1 &&
+           kop_from_name(n.op().name, k) && k >= KOp::kNeg && k <= KOp::kPow &&
+           static_cast<int>(n.operands().size()) == kop_arity(k);
+  }
+
+  // Lowers to no reduction: a group of these is one pass over the space.
+  static bool one_pass(const ir::Node& n) {
+    const std::string& op = n.op().name;
+    return n.op().category == ir::OpCategory::kElementwise || op == "broadcast" || op == "full" ||
+           op == "constant";
+  }
+
+  // Group gi's kernel so far, kept while it is one pass (appends_cleanly extends it).
+  void relower(int gi) {
+    const Draft& d = drafts_[gi];
+    lowered_[gi].reset();
+    if (d.nodes.empty() || !std::all_of(d.nodes.begin(), d.nodes.end(),
+                                        [](const ir::Node* m) { return one_pass(*m); }))
+      return;
+    lowered_[gi] = std::make_unique<KernelBuilder>(d.space, g_.shapes());
+    for (const ir::Node* m : d.nodes) lowered_[gi]->add(*m);
+    lowered_nodes_ += static_cast<int64_t>(d.nodes.size());
+  }
+
+  // cycles(d.nodes + n) for an acyclic group d and an n after all of it: a path that leaves and
+  // comes back must end in n (d's own paths stay inside, and nothing of d reads n), so it is one
+  // of n's outside producers depending on the group.
+  bool cycles_through(int gi, const ir::Node* n) const {
+    auto member = [&](const ir::Node* m) {
+      const auto it = group_of_.find(m);
+      return m == n || (it != group_of_.end() && it->second == gi);
+    };
+    const int first = index_.at(drafts_[gi].nodes.front());
+    for (const ir::Value* v : n->operands()) {
+      const ir::Node* p = v->producer();
+      if (p && !member(p) && depends_on(p, member, index_, first)) return true;
+    }
+    return false;
   }
 
   const ir::Graph& g_;
@@ -236,6 +336,8 @@ class Planner {
       outside_before_;  // per node index: nodes without a lowering before it, it included
   std::map<const ir::Node*, int> group_of_;
   std::vector<Draft> drafts_;
+  std::vector<std::unique_ptr<KernelBuilder>> lowered_;  // per draft (see relower)
+  int64_t lowered_nodes_ = 0;                            // FusionPlan::lowered
 };
 
 std::string shape_str(const std::vector<DimExpr>& s) {

@@ -50,6 +50,9 @@ struct FusionGroup {
 
 struct FusionPlan {
   std::vector<FusionGroup> groups;
+  // The planner's work: nodes it lowered into kernels, trial drafts included. A group that grows
+  // node by node must not be lowered whole at each step (that was quadratic in its size).
+  int64_t lowered = 0;
   // One line per kernel: `kernel 3 (stitch, f32[B, S, 128]): %27 = add, %28 = rms_norm -> %28`.
   std::string str() const;
 };

@@ -38,9 +38,12 @@ class KernelBuilder {
   const std::vector<const ir::Value*>& inputs() const { return inputs_; }
   const std::vector<ir::DimExpr>& space() const { return space_; }
 
- private:
+  // How a value of `shape` sits in the space: the space itself, its rows, a scalar, or none of
+  // these (then it cannot be loaded or stored). The planner's quick checks read it.
   enum class Fit { kNone, kFull, kRow, kScalar };
   Fit fit_of(const std::vector<ir::DimExpr>& shape) const;
+
+ private:
   bool same(const std::vector<ir::DimExpr>& a, const std::vector<ir::DimExpr>& b) const;
   // The instruction holding v, loading it with `access` when it comes from outside.
   int value(const ir::Value* v, std::optional<Access> access = std::nullopt);

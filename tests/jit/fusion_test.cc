@@ -57,5 +57,31 @@ TEST(FusionPlan, ANormWhoseInputOthersReadTooGetsAKernelOfItsOwn) {
   }
 }
 
+// A chain of n elementwise nodes over one space: add, mul, tanh, sub in turn, each also reading x.
+std::unique_ptr<ir::Graph> chain(int n) {
+  std::string text = "graph @chain {\n  sym B in [1, 64]\n  input %x : f32[B, 32]\n";
+  const char* ops[] = {"add", "mul", "tanh", "sub"};
+  std::string prev = "%x";
+  for (int i = 0; i < n; ++i) {
+    const std::string v = "%v" + std::to_string(i), op = ops[i % 4];
+    text += "  " + v + " = " + op + "(" + prev + (op == "tanh" ? "" : ", %x") + ") : f32[B, 32]\n";
+    prev = v;
+  }
+  return ir::parse_graph(text + "  output y = " + prev + "\n}\n");
+}
+
+// The planner's work grows with the graph, not with the square of a group's size: each node of a
+// chain is lowered about once as its group grows (lowering the whole group again for each node
+// joining it was n^2 / 2 nodes: 2 million here), and once more for the final kernel.
+TEST(FusionPlan, ALongChainIsOneKernelLoweredInWorkLinearInItsLength) {
+  const int n = 2000;
+  auto g = chain(n);
+  const FusionPlan plan = plan_fusion(*g);
+  ASSERT_EQ(plan.groups.size(), 1u);
+  EXPECT_EQ(plan.groups[0].nodes.size(), static_cast<size_t>(n));
+  EXPECT_EQ(plan.groups[0].outputs.size(), 1u);
+  EXPECT_LE(plan.lowered, 3 * n) << "the planner lowered " << plan.lowered << " nodes";
+}
+
 }  // namespace
 }  // namespace disc::jit

@@ -68,6 +68,9 @@ std::unique_ptr<disc::ir::Graph> compile_step(disc::ir::models::Model model,
     throw disc::InvalidArgument("unknown optimizer `" + train + "`; use adamw or sgd");
   options.optimizer.clip_norm = 1.0;
   disc::engine::Pipeline pipeline(options);
+  pipeline.progress([](const disc::engine::CompileProgress& p) {
+    std::cerr << disc::engine::progress_line(p) << "\n";
+  });
   for (const auto& name : disc::engine::split_names(disable)) pipeline.disable(name);
   if (!dump.empty()) {
     pipeline.after(disc::engine::split_names(dump),
