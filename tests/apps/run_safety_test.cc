@@ -229,9 +229,9 @@ TEST(RunSafety, ValidateRefusesACheckpointDirThatCannotBeCreated) {
 TEST(RunSafety, AFailedMetricsWriteStopsTheRunAtOnce) {
   Scratch s;
   s.write("run.yaml", kTiny);
-  auto r = testing::run_command("ulimit -f 4 && trap '' XFSZ && " +
-                                run(s, "train.steps=200 jit.cache_dir='' logging.metrics=" +
-                                           s.path("m.jsonl")));
+  auto r = testing::run_command(
+      "ulimit -f 4 && trap '' XFSZ && " +
+      run(s, "train.steps=200 jit.cache_dir='' logging.metrics=" + s.path("m.jsonl")));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("cannot write metrics file " + s.path("m.jsonl") + ": File too large"),
             std::string::npos)
