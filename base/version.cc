@@ -5,5 +5,8 @@ namespace disc {
 const char* version() {
   return DISC_VERSION;
 }
+const char* commit() {
+  return DISC_COMMIT;
+}
 
 }  // namespace disc

@@ -14,6 +14,8 @@
 #include "base/bytes.h"
 #include "base/error.h"
 #include "ir/graph.h"
+#include "jit/bucket.h"
+#include "jit/fusion/fused_op.h"
 
 namespace disc::apps {
 namespace {
@@ -24,10 +26,39 @@ double now_ms() {
       .count();
 }
 
-std::string bucket_of(const ir::Bindings& b) {
+double unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string shape_of(const ir::Bindings& b) {
   std::string s;
   for (const auto& [name, v] : b) s += (s.empty() ? "" : ",") + name + "=" + std::to_string(v);
   return s;
+}
+
+// The JIT's shape bucket of each symbol: steps in the same buckets run the same kernels.
+std::string jit_bucket_of(const ir::Bindings& b, const std::vector<int64_t>& boundaries) {
+  std::string s;
+  for (const auto& [name, v] : b)
+    s += (s.empty() ? "" : ",") + name + "=" + jit::bucket_for(v, false, boundaries).str();
+  return s;
+}
+
+// A fused node's span says what it computes: "fused: exp, mul, reduce_sum" (its kernel's
+// arithmetic, in order of first use, loads and stores left out).
+std::string span_name(const ir::Node& n) {
+  if (n.op().name != "fused") return n.op().name;
+  std::vector<std::string_view> ops;
+  for (const jit::Instr& i : jit::fused_kernel_of(n).kernel->code) {
+    if (i.op == jit::KOp::kLoad || i.op == jit::KOp::kStore || i.op == jit::KOp::kConst) continue;
+    if (std::find(ops.begin(), ops.end(), jit::kop_name(i.op)) == ops.end())
+      ops.push_back(jit::kop_name(i.op));
+  }
+  if (ops.empty()) return "fused: copy";
+  std::string name = "fused:";
+  for (size_t i = 0; i < ops.size() && i < 6; ++i) name += (i ? ", " : " ") + std::string(ops[i]);
+  if (ops.size() > 6) name += ", ...";
+  return name;
 }
 
 void ensure_parent(const std::string& path) {
@@ -63,7 +94,9 @@ void replace_file(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-MetricsFile::MetricsFile(const std::string& path, int64_t keep_through_step) : path_(path) {
+MetricsFile::MetricsFile(const std::string& path, int64_t keep_through_step,
+                         std::vector<int64_t> jit_buckets)
+    : path_(path), buckets_(std::move(jit_buckets)) {
   ensure_parent(path);
   std::error_code ec;
   int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
@@ -73,8 +106,9 @@ MetricsFile::MetricsFile(const std::string& path, int64_t keep_through_step) : p
     std::string kept;
     for (std::string line; std::getline(in, line);) {
       auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
-          j["step"].get<int64_t>() <= keep_through_step) {
+      const bool start = j.is_object() && j.value("event", "") == "start";
+      if (start || (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+                    j["step"].get<int64_t>() <= keep_through_step)) {
         kept += line + "\n";
       }
     }
@@ -113,12 +147,25 @@ void MetricsFile::write(const StepReport& r) {
                       {"interpreted_kernels", s.interpreted_kernels},
                       {"host_staged_nodes", s.host_staged_nodes},
                       {"staged_bytes", s.staged_bytes},
-                      {"bucket", bucket_of(s.bindings)},
+                      {"shape", shape_of(s.bindings)},
+                      {"bucket", jit_bucket_of(s.bindings, buckets_)},
+                      {"time", unix_seconds()},
                       {"lr", r.lr},
                       {"grad_norm", r.result.grad_norm},
                       {"batch", r.batch},
                       {"seq", r.seq}};
-  const std::string line = j.dump() + "\n";
+  append(j.dump() + "\n");
+}
+
+void MetricsFile::write_start(const nlohmann::json& run) {
+  nlohmann::json j = run;
+  j["event"] = "start";
+  j["time"] = unix_seconds();
+  append(j.dump() + "\n");
+}
+
+// One write per line; a failed one takes back what it wrote, so no torn line stays behind.
+void MetricsFile::append(const std::string& line) {
   const off_t before = ::lseek(fd_, 0, SEEK_END);
   size_t done = 0;
   while (done < line.size()) {
@@ -187,7 +234,9 @@ engine::StepObserver Trace::observer(int64_t step) {
       std::string results;
       for (const ir::Value* r : e.node->results())
         results += (results.empty() ? "%" : ", %") + r->name();
-      name = e.node->op().name, args["results"] = results;
+      auto [it, fresh] = names_.try_emplace(e.node);
+      if (fresh) it->second = span_name(*e.node);
+      name = it->second, args["results"] = results;
     } else {
       name = e.kind == Kind::kEvict       ? "Evict"
              : e.kind == Kind::kRecompute ? "Regenerate (recompute)"
@@ -211,14 +260,38 @@ engine::StepObserver Trace::observer(int64_t step) {
   };
 }
 
-void Trace::end_step(double step_us) {
-  offset_us_ += step_us + 1000;
-}  // a gap between steps
+void Trace::end_step(int64_t step, double step_us, double compile_ms, int64_t compiles) {
+  nlohmann::json span = {{"name", "step " + std::to_string(step)},
+                         {"ph", "X"},
+                         {"ts", offset_us_},
+                         {"dur", step_us},
+                         {"pid", 1},
+                         {"tid", 3}};
+  events_ += (events_.empty() ? "" : ",\n") + span.dump();
+  if (compiles > 0) {  // a step compiles its new kernels before its first node
+    span["name"] = "compile " + std::to_string(compiles) + " kernels";
+    span["dur"] = compile_ms * 1e3;
+    events_ += ",\n" + span.dump();
+  }
+  offset_us_ += step_us + 1000;  // a gap between steps
+}
 
 void Trace::write() const {
   if (path_.empty()) return;
   ensure_parent(path_);
-  replace_file(path_, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n" + events_ + "\n]}\n");
+  std::string tracks;
+  const char* names[] = {"nodes", "memory governor: evict, regenerate", "steps, compiles"};
+  for (int tid = 1; tid <= 3; ++tid) {
+    tracks += nlohmann::json{{"name", "thread_name"},
+                             {"ph", "M"},
+                             {"pid", 1},
+                             {"tid", tid},
+                             {"args", {{"name", names[tid - 1]}}}}
+                  .dump() +
+              (tid < 3 ? ",\n" : "");
+  }
+  replace_file(path_, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n" + tracks +
+                          (events_.empty() ? "" : ",\n" + events_) + "\n]}\n");
 }
 
 }  // namespace disc::apps

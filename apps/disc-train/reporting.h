@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -25,15 +27,22 @@ struct StepReport {
 class MetricsFile {
  public:
   // `keep_through_step` >= 0 (a resumed run) drops lines of later steps first, replacing the file
-  // atomically (a temporary beside it, then rename); -1 truncates.
-  MetricsFile(const std::string& path, int64_t keep_through_step);
+  // atomically (a temporary beside it, then rename); -1 truncates. `jit_buckets`: the config's
+  // jit.buckets, for each step's "bucket" (its "shape" is exact).
+  MetricsFile(const std::string& path, int64_t keep_through_step,
+              std::vector<int64_t> jit_buckets = {});
   ~MetricsFile();
   MetricsFile(const MetricsFile&) = delete;
   MetricsFile& operator=(const MetricsFile&) = delete;
+  // The record that starts a run (or a resumed part of one): {"event": "start", "time", ...`run`}.
+  // Step records follow, each with its "time" (seconds since the Unix epoch).
+  void write_start(const nlohmann::json& run);
   void write(const StepReport& r);
 
  private:
+  void append(const std::string& line);
   std::string path_;
+  std::vector<int64_t> buckets_;
   int fd_ = -1;
 };
 
@@ -52,15 +61,17 @@ class Progress {
   int64_t first_step_ = -1;
 };
 
-// Collects node spans, Evict/Regenerate spans (a second track) and live-byte counters against the
-// cap of traced steps, and writes a Chrome trace.
+// Collects node spans (a fused kernel named after the ops it runs), Evict/Regenerate spans (a
+// second track), step and compile spans (a third) and live-byte counters against the cap of
+// traced steps, and writes a Chrome trace with its tracks named.
 class Trace {
  public:
   Trace(std::string path, std::vector<int64_t> steps, int64_t cap_bytes);
   bool wants(int64_t step) const;
   // Observer for the trainer while step `step` runs; `offset_us` places the step on the timeline.
   engine::StepObserver observer(int64_t step);
-  void end_step(double step_us);
+  // `step_us` the step's time, `compile_ms` the part of it spent compiling (before its first node).
+  void end_step(int64_t step, double step_us, double compile_ms, int64_t compiles);
   // Replaces the file with every step traced so far (atomically); a no-op without a path.
   void write() const;
 
@@ -70,6 +81,7 @@ class Trace {
   int64_t cap_;
   double offset_us_ = 0;
   std::string events_;
+  std::map<const ir::Node*, std::string> names_;  // span names of the nodes seen
 };
 
 }  // namespace disc::apps

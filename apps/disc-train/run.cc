@@ -12,6 +12,7 @@
 
 #include "base/bytes.h"
 #include "base/error.h"
+#include "base/version.h"
 #include "checkpoints.h"
 #include "engine/memory_report.h"
 #include "engine/pipeline.h"
@@ -115,6 +116,20 @@ std::string resume(const std::string& ckdir, engine::Trainer& trainer, data::Bat
                         "; run without --resume to start fresh");
 }
 
+// The metrics file's first record: what ran, where, and a hash of the whole resolved config.
+nlohmann::json run_record(const Config& c, engine::Trainer& trainer) {
+  const std::string yaml = c.to_yaml();
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char ch : yaml) h = (h ^ ch) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return {{"version", disc::version()},
+          {"commit", disc::commit()},
+          {"device", trainer.device().name()},
+          {"config_hash", hex},
+          {"resumed_at_step", trainer.steps_done()}};
+}
+
 // Where a run writes while it goes: metrics (a line per step), the trace of chosen steps (written
 // as each ends), the progress display, and checkpoints (with the newest one known to be good,
 // which pruning keeps).
@@ -214,9 +229,11 @@ int run_training(const Config& c, const RunFlags& f) {
     out.verified = resume(out.ckdir, trainer, batcher, identity, f.allow_changes);
     spdlog::info("resumed from {} at step {}", out.verified, trainer.steps_done());
   }
-  if (!out.metrics_path.empty())
-    out.metrics =
-        std::make_unique<MetricsFile>(out.metrics_path, f.resume ? trainer.steps_done() : -1);
+  if (!out.metrics_path.empty()) {
+    out.metrics = std::make_unique<MetricsFile>(
+        out.metrics_path, f.resume ? trainer.steps_done() : -1, c.get_ints("jit.buckets"));
+    out.metrics->write_start(run_record(c, trainer));
+  }
   int64_t total = c.get_int("train.steps"), seed = c.get_int("train.seed");
   Schedule lr = schedule_of(c);
   spdlog::info("disc-train: {}; {} steps", s.describe, total);
@@ -239,7 +256,8 @@ int run_training(const Config& c, const RunFlags& f) {
                  trainer.allocator().stats().live_bytes};
     if (out.trace.wants(step)) {
       trainer.set_observer({});
-      out.trace.end_step(r.result.stats.ms * 1e3);
+      out.trace.end_step(step, r.result.stats.ms * 1e3, r.result.stats.compile_ms,
+                         r.result.stats.kernel_compiles + r.result.stats.kernel_cache_loads);
       out.trace.write();  // a run that dies later keeps the steps traced so far
     }
     if (out.metrics) out.metrics->write(r);

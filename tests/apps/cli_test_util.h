@@ -63,6 +63,7 @@ inline std::map<int64_t, std::string> losses(const std::string& metrics) {
   std::ifstream in(metrics);
   for (std::string line; std::getline(in, line);) {
     auto j = nlohmann::json::parse(line);
+    if (!j.contains("step")) continue;  // a run's start record
     out[j["step"].get<int64_t>()] = j["loss"].dump();
   }
   return out;

@@ -1,12 +1,13 @@
 // memory.svg draws the lower bound a cap could reach: for an uncapped run too, where the governor
 // has no eviction candidates and its own plan's bound is the peak.
+#include "engine/memory_report.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "base/bytes.h"
-#include "engine/memory_report.h"
 #include "engine/trainer.h"
 #include "ir/models/model.h"
 
