@@ -328,7 +328,7 @@ TEST(Cli, TrainsAForwardGraphReadFromAFile) {
   EXPECT_EQ(r.code, 0) << r.out;
   std::ifstream in(s.path("m.jsonl"));
   EXPECT_EQ(std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n'),
-            3);
+            4);  // the run's start record and 3 steps
   auto bad = testing::run_command(std::string(DISC_TRAIN) + " run model.graph=" +
                                   std::string(DISC_TEST_DATA_DIR) + "/graphs/mlp.disc");
   EXPECT_EQ(bad.code, 2);

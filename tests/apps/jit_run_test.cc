@@ -42,6 +42,7 @@ Counts counts(const std::string& metrics) {
   std::ifstream in(metrics);
   for (std::string line; std::getline(in, line);) {
     auto j = nlohmann::json::parse(line);
+    if (!j.contains("step")) continue;  // a run's start record
     c.compiles += j["compiles"].get<int64_t>();
     c.cache_loads += j["kernel_cache_loads"].get<int64_t>();
     c.fused_kernels += j["fused_kernels"].get<int64_t>();
