@@ -18,6 +18,7 @@
 #include "engine/pipeline.h"
 #include "ir/binding.h"
 #include "ir/text_format.h"
+#include "jit/hash.h"
 #include "memory/governor.h"
 #include "reporting.h"
 #include "run_identity.h"
@@ -118,11 +119,9 @@ std::string resume(const std::string& ckdir, engine::Trainer& trainer, data::Bat
 
 // The metrics file's first record: what ran, where, and a hash of the whole resolved config.
 nlohmann::json run_record(const Config& c, engine::Trainer& trainer) {
-  const std::string yaml = c.to_yaml();
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char ch : yaml) h = (h ^ ch) * 1099511628211ull;
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(jit::fnv1a(c.to_yaml())));
   return {{"version", disc::version()},
           {"commit", disc::commit()},
           {"device", trainer.device().name()},

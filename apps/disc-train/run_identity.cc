@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "config_schema.h"
+#include "jit/hash.h"
 
 namespace disc::apps {
 namespace {
@@ -56,16 +57,12 @@ std::string text(const Config& c, const ConfigKey& k) {
   return out.str();
 }
 
-// FNV-1a over every example's length and tokens: the same data in another file is the same run.
+// A hash of every example's tokens, in order: the same data in another file is the same run.
 std::string fingerprint(const std::vector<std::vector<int32_t>>& examples) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](uint64_t v) {
-    for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xff)) * 1099511628211ull;
-  };
-  mix(examples.size());
+  uint64_t h = 0;
   for (const auto& e : examples) {
-    mix(e.size());
-    for (int32_t t : e) mix(static_cast<uint32_t>(t));
+    const std::string_view tokens(reinterpret_cast<const char*>(e.data()), e.size() * sizeof e[0]);
+    h = (h ^ jit::fnv1a(tokens)) * 0x100000001b3ull + e.size();
   }
   return std::to_string(examples.size()) + " examples, hash " + std::to_string(h);
 }

@@ -66,7 +66,8 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
     if (!fs::is_directory((*argv)[i])) break;
     const fs::path saved = folder() / "seed";
     trainer().save(saved.string(), {{"epoch", "0"}, {"position", "0"}});
-    const std::string json = read(saved / "trainer.json"), state = read(saved / "state.safetensors");
+    const std::string json = read(saved / "trainer.json"),
+                      state = read(saved / "state.safetensors");
     const uint32_t n = static_cast<uint32_t>(json.size());
     char len[4];
     std::memcpy(len, &n, 4);
