@@ -46,17 +46,6 @@ std::string level(const Frame& f, int64_t bytes, const std::string& color,
   return os.str();
 }
 
-// The lower bound over every value a capped run could evict. An uncapped governor has no eviction
-// candidates, so its plan's bound is the peak itself: ask a capped one over the same order.
-int64_t lower_bound(const ir::Graph& g, memory::Governor& gov, const memory::MemoryPlan& plan,
-                    const ir::Bindings& b, int64_t held_before_step) {
-  if (gov.options().cap > 0) return plan.lower_bound;
-  memory::GovernorOptions capped = gov.options();
-  capped.cap = std::max<int64_t>(plan.unplanned_peak, 1);  // any cap: only the candidates matter
-  capped.remat = true;
-  return memory::Governor(g, capped).plan(b, held_before_step).lower_bound;
-}
-
 }  // namespace
 
 void write_memory_report(const std::string& path, const ir::Graph& g, memory::Governor& gov,
@@ -87,7 +76,7 @@ void write_memory_report(const std::string& path, const ir::Graph& g, memory::Go
      << "<text x='" << kLeft - 6 << "' y='" << f.y(static_cast<double>(plan.unplanned_peak))
      << "' text-anchor='end'>" << human_bytes(plan.unplanned_peak) << "</text>\n"
      << polyline(f, unplanned, "#aaa") << polyline(f, plan.curve, "#1f5fbf")
-     << level(f, lower_bound(g, gov, plan, b, held_before_step), "#d08000", "lower bound")
+     << level(f, gov.lower_bound(b, held_before_step), "#d08000", "lower bound")
      << level(f, held_before_step, "#666", "held before the step");
   if (cap > 0) os << level(f, cap, "#c00000", "cap");
   os << "</svg>\n";

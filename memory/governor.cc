@@ -103,6 +103,11 @@ void Governor::check_cap(const ir::Bindings& largest, int64_t held_before_step) 
                     ": raise the cap, or lower the batch size or the maximum length");
 }
 
+int64_t Governor::lower_bound(const ir::Bindings& b, int64_t held_before_step) const {
+  const std::vector<Candidate> all = candidates_.empty() ? find_candidates(g_, live_) : candidates_;
+  return plan_memory(g_, live_, all, b, held_before_step, plan_options(0)).lower_bound;
+}
+
 std::string Governor::report(const ir::Bindings& b, int64_t held_before_step) const {
   std::string s =
       "schedule: " + schedule_.method + " order of " + std::to_string(live_.steps()) + " steps";
@@ -119,7 +124,10 @@ std::string Governor::report(const ir::Bindings& b, int64_t held_before_step) co
   } catch (const OutOfMemory& e) {
     s += e.what() + std::string("\n");
   }
-  if (!candidates_.empty()) {
+  if (candidates_.empty()) {
+    s += "lower bound under a cap (what remat could reach): " +
+         human_bytes(lower_bound(b, held_before_step)) + "\n";
+  } else {
     const MemoryPlan free_run =
         plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(0));
     const int64_t smallest = smallest_feasible_cap(b, held_before_step);

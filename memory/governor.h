@@ -55,6 +55,9 @@ class Governor {
   // Refuses, before the first step, a cap that the step at `largest` cannot fit in: the message
   // gives the lower bound, the step that sets it, and the smallest cap the planner reaches.
   void check_cap(const ir::Bindings& largest, int64_t held_before_step) const;
+  // No plan under any cap holds less than this at `b`: every value a capped run could evict is
+  // counted as evicted (uncapped, the governor has no candidates and its plans' bound is the peak).
+  int64_t lower_bound(const ir::Bindings& b, int64_t held_before_step) const;
   // The smallest cap for which a plan exists (binary search over plan_memory).
   int64_t smallest_feasible_cap(const ir::Bindings& b, int64_t held_before_step) const;
 

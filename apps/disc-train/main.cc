@@ -72,6 +72,10 @@ int main(int argc, char** argv) {
       "also print what these compile pipeline stages made (comma-separated, or 'all'):";
   for (const std::string& d : disc::engine::Pipeline::stage_descriptions()) stages += "\n  " + d;
   show->add_option("--dump-after", dump, stages);
+  bool json = false;
+  show->add_flag("--json", json,
+                 "print the summary alone, as JSON (shape, symbols, peaks, lower bound, smallest "
+                 "cap)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -86,7 +90,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*check) return disc::apps::validate(c);
-    if (*show) return disc::apps::plan(c, shape, dump);
+    if (*show) return disc::apps::plan(c, shape, dump, json);
     return disc::apps::run_training(c, flags);
   } catch (const disc::Error& e) {
     std::cerr << "disc-train: " << e.what() << "\n";

@@ -299,12 +299,63 @@ int validate(const Config& c) {
   return 0;
 }
 
-int plan(const Config& c, const std::string& shape, const std::string& dump_after) {
+namespace {
+
+// What `disc-train plan` answers first, as JSON (--json) or as comment lines: the model, the
+// shape, the peak without and with the plan's evictions under the cap, the lower bound a cap could
+// reach and, where the governor may evict, the smallest cap its planner reaches.
+nlohmann::json plan_summary(engine::Trainer& trainer, const ir::Bindings& b,
+                            const std::string& describe) {
+  memory::Governor& gov = trainer.governor();
+  const int64_t held = trainer.bytes_held_for(b);
+  nlohmann::json j = {{"model", describe},
+                      {"shape", ir::describe_bindings(trainer.step_graph(), b)},
+                      {"nodes", trainer.step_graph().num_nodes()},
+                      {"schedule", gov.schedule().method},
+                      {"held_before_step_bytes", held},
+                      {"cap_bytes", gov.options().cap},
+                      {"lower_bound_bytes", gov.lower_bound(b, held)}};
+  nlohmann::json symbols = nlohmann::json::array();
+  for (const ir::Symbol* sym : trainer.step_graph().shapes().symbols())
+    symbols.push_back({{"name", sym->name}, {"lo", sym->lo}, {"hi", sym->hi}});
+  j["symbols"] = symbols;
+  try {
+    const memory::MemoryPlan& p = gov.plan(b, held);
+    j["fits"] = true;
+    j["peak_bytes"] = p.unplanned_peak, j["planned_peak_bytes"] = p.peak;
+    j["evictions"] = p.evictions.size();
+  } catch (const OutOfMemory& e) {
+    j["fits"] = false, j["error"] = e.what();
+  }
+  if (!gov.candidates().empty()) j["smallest_cap_bytes"] = gov.smallest_feasible_cap(b, held);
+  return j;
+}
+
+std::string summary_text(const nlohmann::json& j) {
+  std::string s =
+      "// " + j["model"].get<std::string>() + "\n// at " + j["shape"].get<std::string>() + ": ";
+  if (j["fits"]) {
+    s += "peak " + human_bytes(j["peak_bytes"]) + " without evictions, " +
+         human_bytes(j["planned_peak_bytes"]) + " planned with " + j["evictions"].dump() +
+         " evictions";
+  } else {
+    s += j["error"].get<std::string>();
+  }
+  s += "; cap " + (j["cap_bytes"] > 0 ? human_bytes(j["cap_bytes"]) : std::string("none")) +
+       "; lower bound " + human_bytes(j["lower_bound_bytes"]);
+  if (j.contains("smallest_cap_bytes"))
+    s += "; smallest cap the planner reaches " + human_bytes(j["smallest_cap_bytes"]);
+  return s + "\n";
+}
+
+}  // namespace
+
+int plan(const Config& c, const std::string& shape, const std::string& dump_after, bool json) {
   RunSetup s = make_setup(c);
   s.trainer.check_cap = false;  // the report says where a cap too small fails
   engine::Trainer trainer(std::move(s.model), s.trainer, [&](engine::Pipeline& p) {
     progress_to_stderr(p);
-    if (dump_after.empty()) return;
+    if (dump_after.empty() || json) return;
     p.after(engine::split_names(dump_after),
             [](const std::string& stage, engine::CompiledStep& step) {
               std::cout << "// ----- after " << stage << " -----\n"
@@ -313,7 +364,12 @@ int plan(const Config& c, const std::string& shape, const std::string& dump_afte
   });
   const ir::Graph& g = trainer.step_graph();
   const ir::Bindings b = ir::parse_bindings(shape, g, trainer.largest_shape());
-  std::cout << "// " << s.describe << "\n// symbols and bounds:\n";
+  const nlohmann::json summary = plan_summary(trainer, b, s.describe);
+  if (json) {
+    std::cout << summary.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << summary_text(summary) << "// symbols and bounds:\n";
   for (const ir::Symbol* sym : g.shapes().symbols()) {
     std::cout << "//   " << sym->name << " in [" << sym->lo << ", " << sym->hi << "]\n";
   }

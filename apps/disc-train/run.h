@@ -18,6 +18,9 @@ int validate(const Config& c);
 // Prints the symbols, the governor's schedule, candidates and memory plan at `shape` ("B=8,S=64";
 // "": every symbol at its upper bound), the fusion plan and the step's graph; before them, what
 // the compile pipeline's stages named in `dump_after` ("fusion,schedule", "all") made.
-int plan(const Config& c, const std::string& shape, const std::string& dump_after = "");
+// A summary comes first: the peak without and with the plan's evictions, the cap, the lower bound
+// a cap could reach and the smallest cap the planner reaches; `json`: that summary alone, as JSON.
+int plan(const Config& c, const std::string& shape, const std::string& dump_after = "",
+         bool json = false);
 
 }  // namespace disc::apps

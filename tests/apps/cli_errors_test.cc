@@ -301,6 +301,22 @@ TEST(Cli, ValidateWritesNothingAndPlanShowsSymbols) {
   EXPECT_EQ(p.code, 0) << p.out;
   EXPECT_NE(p.out.find("S in [1, 128]"), std::string::npos) << p.out.substr(0, 400);
   EXPECT_NE(p.out.find("adamw_update"), std::string::npos);
+  EXPECT_EQ(p.out.find("// llama"), 0u) << "the summary comes first: " << p.out.substr(0, 400);
+  EXPECT_NE(p.out.find("peak "), std::string::npos);
+}
+
+TEST(Cli, PlanJsonIsTheSummaryAsJson) {
+  auto p = testing::run_command(std::string(DISC_TRAIN) +
+                                " plan --json model.hidden=32 memory.cap=64MiB --shape B=4,S=64");
+  ASSERT_EQ(p.code, 0) << p.out;
+  auto j = nlohmann::json::parse(p.out);
+  EXPECT_EQ(j["shape"], "B=4, S=64");
+  EXPECT_EQ(j["cap_bytes"], 64 << 20);
+  EXPECT_TRUE(j["fits"]);
+  EXPECT_LE(j["planned_peak_bytes"].get<int64_t>(), 64 << 20);
+  EXPECT_LT(j["lower_bound_bytes"].get<int64_t>(), j["peak_bytes"].get<int64_t>());
+  EXPECT_TRUE(j.contains("smallest_cap_bytes"));
+  EXPECT_EQ(j["symbols"][0]["name"], "B");
 }
 
 TEST(Cli, PlanShowsWhereACapTooSmallFailsWhereRunRefusesIt) {
