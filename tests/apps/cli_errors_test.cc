@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "base/version.h"
 #include "cli_test_util.h"
 
 namespace disc::apps {
@@ -303,6 +304,29 @@ TEST(Cli, ValidateWritesNothingAndPlanShowsSymbols) {
   EXPECT_NE(p.out.find("adamw_update"), std::string::npos);
   EXPECT_EQ(p.out.find("// llama"), 0u) << "the summary comes first: " << p.out.substr(0, 400);
   EXPECT_NE(p.out.find("peak "), std::string::npos);
+}
+
+TEST(Cli, VersionAndUsageErrors) {
+  auto v = testing::run_command(std::string(DISC_TRAIN) + " --version");
+  EXPECT_EQ(v.code, 0);
+  EXPECT_EQ(v.out, std::string("disc-train ") + version() + "\n");
+  for (const char* bad : {" frobnicate", " run --bogus", " plan --shape", ""}) {
+    auto r = testing::run_command(std::string(DISC_TRAIN) + bad);
+    EXPECT_EQ(r.code, 2) << "disc-train" << bad << ": " << r.out;
+  }
+}
+
+// On a terminal (`script` gives the run one) log lines are coloured, unless NO_COLOR is set.
+TEST(Cli, NoColorTurnsColourOff) {
+  const std::string run =
+      std::string(DISC_TRAIN) +
+      " run model.hidden=16 train.steps=2 logging.progress=none jit.cache_dir=''";
+  auto coloured = testing::run_command("script -qec \"" + run + "\" /dev/null");
+  ASSERT_EQ(coloured.code, 0) << coloured.out;
+  EXPECT_NE(coloured.out.find("\x1b["), std::string::npos) << "no colour on a terminal";
+  auto plain = testing::run_command("NO_COLOR=1 script -qec \"" + run + "\" /dev/null");
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  EXPECT_EQ(plain.out.find("\x1b["), std::string::npos) << plain.out;
 }
 
 TEST(Cli, PlanJsonIsTheSummaryAsJson) {
