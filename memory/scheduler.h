@@ -27,7 +27,8 @@ struct ScheduleChoice {
   std::vector<std::pair<std::string, int64_t>> tried;
 };
 
-std::vector<const ir::Node*> list_schedule(const ir::Graph& g);
+// `comparisons`, where given, counts the gain comparisons the list scheduler made (its work).
+std::vector<const ir::Node*> list_schedule(const ir::Graph& g, size_t* comparisons = nullptr);
 std::vector<const ir::Node*> depth_first_schedule(const ir::Graph& g);
 std::vector<const ir::Node*> updates_early_schedule(const ir::Graph& g);
 
