@@ -31,7 +31,10 @@ class ReadySet {
 
   void insert(int index, const ir::DimExpr& gain) {
     const int b = bucket_of(gain);
-    if (members_[b].empty()) live_.push_back(b);
+    if (!listed_[b]) {
+      live_.push_back(b);
+      listed_[b] = true;
+    }
     members_[b].insert(index);
     at_[index] = b;
   }
@@ -46,7 +49,11 @@ class ReadySet {
   // The scan's pick: the first ready node, then repeatedly the first later node whose gain beats
   // the best so far.
   int pick(size_t& comparisons) {
-    std::erase_if(live_, [&](int b) { return members_[b].empty(); });
+    std::erase_if(live_, [&](int b) {  // the buckets that emptied since the last pick
+      if (!members_[b].empty()) return false;
+      listed_[b] = false;
+      return true;
+    });
     int best = -1, at = INT_MAX;
     for (int b : live_) {
       if (*members_[b].begin() < at) at = *members_[b].begin(), best = b;
@@ -76,6 +83,7 @@ class ReadySet {
     if (added) {
       gains_.push_back(gain);
       members_.emplace_back();
+      listed_.push_back(false);
     }
     return it->second;
   }
@@ -96,7 +104,8 @@ class ReadySet {
   std::map<ir::DimExpr, int, ByTerms> ids_;
   std::vector<ir::DimExpr> gains_;      // by bucket
   std::vector<std::set<int>> members_;  // by bucket: ready nodes' graph indices
-  std::vector<int> live_;               // buckets that may hold nodes
+  std::vector<int> live_;               // buckets that may hold nodes, each once
+  std::vector<bool> listed_;            // by bucket: whether live_ holds it
   std::unordered_map<int, int> at_;     // ready node -> its bucket
   std::map<std::pair<int, int>, bool> beats_;
 };
