@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "ir/binding.h"
 #include "memory/liveness.h"
@@ -48,7 +49,7 @@ std::vector<const Node*> depth_first_schedule(const ir::Graph& g) {
   return order;
 }
 
-ScheduleChoice choose_schedule(const ir::Graph& g) {
+ScheduleChoice choose_schedule(const ir::Graph& g, Liveness* chosen_live) {
   const auto original = g.nodes();
   std::vector<std::pair<std::string, std::vector<const Node*>>> orders = {
       {"original", {original.begin(), original.end()}},
@@ -57,13 +58,19 @@ ScheduleChoice choose_schedule(const ir::Graph& g) {
       {"updates-early", updates_early_schedule(g)},
   };
   const auto samples = ir::sample_bindings(g);
+  // Each value's bytes at each sample, computed once for all the orders (a product of dims).
+  std::vector<std::unordered_map<const Value*, int64_t>> bytes(samples.size());
   ScheduleChoice choice;
   int64_t best_total = -1;
   for (auto& [method, order] : orders) {
     Liveness l = analyze_liveness(g, order);
     int64_t total = 0, largest = 0;
-    for (const auto& b : samples) {
-      auto curve = live_curve(l, b);
+    for (size_t s = 0; s < samples.size(); ++s) {
+      auto curve = live_curve(l, [&](const Value& v) {
+        auto [it, added] = bytes[s].try_emplace(&v, 0);
+        if (added) it->second = concrete_bytes(v, samples[s]);
+        return it->second;
+      });
       const int64_t peak = curve.empty() ? 0 : *std::max_element(curve.begin(), curve.end());
       total += peak;
       largest = std::max(largest, peak);
@@ -73,6 +80,7 @@ ScheduleChoice choose_schedule(const ir::Graph& g) {
       best_total = total;
       choice.order = std::move(order);
       choice.method = method;
+      if (chosen_live) *chosen_live = std::move(l);
     }
   }
   return choice;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "memory/liveness.h"
 
 namespace disc::memory {
 
@@ -32,6 +33,7 @@ std::vector<const ir::Node*> list_schedule(const ir::Graph& g, size_t* compariso
 std::vector<const ir::Node*> depth_first_schedule(const ir::Graph& g);
 std::vector<const ir::Node*> updates_early_schedule(const ir::Graph& g);
 
-ScheduleChoice choose_schedule(const ir::Graph& g);
+// `chosen_live`, where given, receives the liveness of the order chosen (computed to compare).
+ScheduleChoice choose_schedule(const ir::Graph& g, Liveness* chosen_live = nullptr);
 
 }  // namespace disc::memory
