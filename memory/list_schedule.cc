@@ -135,37 +135,39 @@ class ListScheduler {
   std::vector<const Node*> run(size_t& comparisons) {
     std::vector<const Node*> order;
     order.reserve(nodes_.size());
-    std::vector<bool> done(nodes_.size(), false);
+    done_.assign(nodes_.size(), false);
     while (!ready_.empty()) {
       const int best = ready_.pick(comparisons);
       ready_.erase(best);
-      done[best] = true;
-      const Node* n = nodes_[best];
-      order.push_back(n);
-      std::set<int> changed;  // ready nodes whose gain may differ now, and newly ready nodes
-      for (const Value* o : distinct_operands(n)) {
-        if (!o->producer() || --readers_.at(o) != 1) continue;
-        for (const Node* u : o->users()) {  // the one reader left now frees o
-          if (!done[index_.at(u)]) changed.insert(index_.at(u));
-        }
-      }
-      for (const Value* r : n->results()) {
-        for (const Node* u : r->users()) changed.insert(index_.at(u));
-      }
-      std::set<int> released;
-      for (const Value* r : n->results()) {
-        for (const Node* u : r->users()) released.insert(index_.at(u));
-      }
-      for (int u : released) --waiting_[u];
-      for (int u : changed) {
-        if (ready_.contains(u)) ready_.erase(u);
-        if (waiting_[u] == 0 && !done[u]) ready_.insert(u, gain(nodes_[u]));
-      }
+      done_[best] = true;
+      order.push_back(nodes_[best]);
+      ran(nodes_[best]);
     }
     return order;
   }
 
  private:
+  // After n ran: its users may be ready, and a value it read last but one is freed by the one
+  // reader left, whose gain changes.
+  void ran(const Node* n) {
+    std::set<int> released, changed;
+    for (const Value* r : n->results()) {
+      for (const Node* u : r->users()) released.insert(index_.at(u));
+    }
+    for (const Value* o : distinct_operands(n)) {
+      if (!o->producer() || --readers_.at(o) != 1) continue;
+      for (const Node* u : o->users()) {
+        if (!done_[index_.at(u)]) changed.insert(index_.at(u));
+      }
+    }
+    for (int u : released) --waiting_[u];
+    changed.insert(released.begin(), released.end());
+    for (int u : changed) {
+      if (ready_.contains(u)) ready_.erase(u);
+      if (waiting_[u] == 0) ready_.insert(u, gain(nodes_[u]));
+    }
+  }
+
   static std::set<const Value*> distinct_operands(const Node* n) {
     return {n->operands().begin(), n->operands().end()};
   }
@@ -183,6 +185,7 @@ class ListScheduler {
   const std::vector<Node*> nodes_;
   ReadySet ready_;
   std::vector<int> waiting_;  // by index: producers not yet run
+  std::vector<bool> done_;    // by index: ran
   std::unordered_map<const Node*, int> index_;
   std::unordered_map<const Value*, int> readers_;  // distinct nodes yet to read each value
   std::set<const Value*> kept_;  // outputs and update values: never freed by a reader
