@@ -18,11 +18,11 @@ constexpr size_t kMaxCachedPlans = 512;
 StepSchedule schedule_ops(const ir::Graph& g, const GovernorOptions& options) {
   StepSchedule s;
   if (options.schedule) {
-    s.schedule = choose_schedule(g);
-  } else {
-    auto nodes = g.nodes();
-    s.schedule = {{nodes.begin(), nodes.end()}, "original", {}};
+    s.schedule = choose_schedule(g, &s.live);
+    return s;
   }
+  auto nodes = g.nodes();
+  s.schedule = {{nodes.begin(), nodes.end()}, "original", {}};
   s.live = analyze_liveness(g, s.schedule.order);
   return s;
 }

@@ -40,13 +40,17 @@ bool same_bytes(const ir::Graph& g, const ir::Value& a, const ir::Value& b) {
 // result's dtype and element count (reshape's shape differs) and is no graph output. Each value
 // gives its buffer at most once.
 void find_donors(const ir::Graph& g, const std::vector<const ir::Node*>& order, Liveness& l) {
+  // Outputs and update values, collected once: Graph::is_output scans them all at each call.
+  std::set<const ir::Value*> outputs;
+  for (const auto& [name, v] : g.outputs()) outputs.insert(v);
+  for (const auto& [arg, v] : g.updates()) outputs.insert(v);
   for (size_t i = 0; i < order.size(); ++i) {
     const ir::Node& n = *order[i];
     for (const ir::Value* r : n.results()) {
       if (l.written_into.contains(r)) continue;
       for (int k : n.op().overwritable_for(n.attrs(), r->result_index())) {
         const ir::Value* o = n.operand(k);
-        if (!o->producer() || g.is_output(o) || !same_bytes(g, *o, *r)) continue;
+        if (!o->producer() || outputs.contains(o) || !same_bytes(g, *o, *r)) continue;
         Life& life = l.lives.at(o);
         if (life.last != static_cast<int>(i) || life.donated) continue;
         life.donated = true;
@@ -161,10 +165,15 @@ std::vector<ir::DimExpr> live_curve(const Liveness& l) {
 }
 
 std::vector<int64_t> live_curve(const Liveness& l, const ir::Bindings& b) {
+  return live_curve(l, [&](const ir::Value& v) { return concrete_bytes(v, b); });
+}
+
+std::vector<int64_t> live_curve(const Liveness& l,
+                                const std::function<int64_t(const ir::Value&)>& bytes_of) {
   std::vector<int64_t> delta(l.steps() + 1, 0);
   for (const auto& [v, life] : l.lives) {
     if (l.written_into.contains(v)) continue;  // its bytes are the argument's
-    const int64_t bytes = concrete_bytes(*v, b);
+    const int64_t bytes = bytes_of(*v);
     delta[life.def] += bytes;
     delta[held_until(life, l.steps()) + 1] -= bytes;
   }

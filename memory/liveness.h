@@ -12,6 +12,7 @@
 // (AdamW then updates the parameter and its moments in place).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -58,6 +59,10 @@ int64_t concrete_bytes(const ir::Value& v, const ir::Bindings& b);
 // Bytes of produced values held during each step (arguments excluded: they are held throughout).
 std::vector<ir::DimExpr> live_curve(const Liveness& l);
 std::vector<int64_t> live_curve(const Liveness& l, const ir::Bindings& b);
+// With each value's bytes from `bytes_of`: the scheduler compares several orders on the same
+// bindings and computes each value's bytes once.
+std::vector<int64_t> live_curve(const Liveness& l,
+                                const std::function<int64_t(const ir::Value&)>& bytes_of);
 
 // One line per step: `3: %c = exp  holds 8*N` (the bytes of produced values held during it).
 std::string print_schedule(const ir::Graph& g, const Liveness& l);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "memory/liveness.h"
 
 namespace disc::memory {
 
@@ -27,10 +28,12 @@ struct ScheduleChoice {
   std::vector<std::pair<std::string, int64_t>> tried;
 };
 
-std::vector<const ir::Node*> list_schedule(const ir::Graph& g);
+// `comparisons`, where given, counts the gain comparisons the list scheduler made (its work).
+std::vector<const ir::Node*> list_schedule(const ir::Graph& g, size_t* comparisons = nullptr);
 std::vector<const ir::Node*> depth_first_schedule(const ir::Graph& g);
 std::vector<const ir::Node*> updates_early_schedule(const ir::Graph& g);
 
-ScheduleChoice choose_schedule(const ir::Graph& g);
+// `chosen_live`, where given, receives the liveness of the order chosen (computed to compare).
+ScheduleChoice choose_schedule(const ir::Graph& g, Liveness* chosen_live = nullptr);
 
 }  // namespace disc::memory

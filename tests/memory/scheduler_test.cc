@@ -18,10 +18,10 @@
 namespace disc::memory {
 namespace {
 
-std::unique_ptr<ir::Graph> training_step(const std::string& family) {
+std::unique_ptr<ir::Graph> training_step(const std::string& family, int layers = 2) {
   ir::models::Model m = family == "llama" ? ir::models::build_llama({.vocab = 50,
                                                                      .hidden = 32,
-                                                                     .layers = 2,
+                                                                     .layers = layers,
                                                                      .heads = 4,
                                                                      .kv_heads = 2,
                                                                      .ffn = 64,
@@ -30,7 +30,7 @@ std::unique_ptr<ir::Graph> training_step(const std::string& family) {
                         : family == "gpt2"
                             ? ir::models::build_gpt2({.vocab = 50,
                                                       .hidden = 32,
-                                                      .layers = 2,
+                                                      .layers = layers,
                                                       .heads = 4,
                                                       .ffn = 64,
                                                       .max_batch = 8,
@@ -124,6 +124,21 @@ TEST(Scheduler, ListOrderReducesEachValueBeforeMakingTheNext) {
   EXPECT_EQ(peaks.at("original"), 3 * 16384 + 64);  // at %r1: a1 a2 a3 r1
   EXPECT_LE(peaks.at("list"), 16384 + 3 * 64);
   expect_valid(*g, c.order);
+}
+
+// The list scheduler's work grows with the graph, not with its square: four times the layers
+// take about four times the comparisons (3,666 at 4 layers, 14,382 at 16). Rescanning every ready
+// node at each step, as it did, took 7,503 and 97,815: the ready set widens with the layers.
+TEST(Scheduler, ListScheduleWorkGrowsLinearlyWithLayers) {
+  auto comparisons = [](int layers) {
+    auto g = training_step("llama", layers);
+    size_t count = 0;
+    expect_valid(*g, list_schedule(*g, &count));
+    return count;
+  };
+  const size_t small = comparisons(4), large = comparisons(16);
+  EXPECT_GT(small, 0u);
+  EXPECT_LT(large, 5 * small) << small << " comparisons at 4 layers, " << large << " at 16";
 }
 
 // Without clipping, a parameter's AdamW step needs only its own gradient: in the updates-early

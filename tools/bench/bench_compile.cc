@@ -10,7 +10,7 @@
 // Each row prints the nodes after the pipeline, every stage's milliseconds and the whole compile
 // in microseconds per node: flat columns mean linear growth.
 //
-// usage: bench_compile [--max-chain N] [--max-layers L] [--matmul]
+// usage: bench_compile [--max-chain N] [--max-layers L | --layers 16,32,64,96] [--matmul]
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
@@ -88,9 +88,12 @@ int main(int argc, char** argv) {
   CLI::App app{"bench_compile: compile time against nodes, per pipeline stage"};
   int max_chain = 100000, max_layers = 128;
   bool matmul = false;
+  std::vector<int> layer_counts;
   app.add_option("--max-chain", max_chain, "Largest chain, in forward nodes")
       ->capture_default_str();
   app.add_option("--max-layers", max_layers, "Most llama layers")->capture_default_str();
+  app.add_option("--layers", layer_counts, "Llama layer counts (else 2, 4, ... up to --max-layers)")
+      ->delimiter(',');
   app.add_flag("--matmul", matmul, "A matmul every 8th chain node (many small fusion groups)");
   CLI11_PARSE(app, argc, argv);
   std::printf("bench_compile: %s\n(nodes: the training step's, after the pipeline; columns: ms)\n",
@@ -109,7 +112,10 @@ int main(int argc, char** argv) {
     bench::print_row(r);
   }
   header = false;
-  for (int layers = 2; layers <= max_layers; layers *= 2) {
+  if (layer_counts.empty()) {
+    for (int layers = 2; layers <= max_layers; layers *= 2) layer_counts.push_back(layers);
+  }
+  for (int layers : layer_counts) {
     bench::Row r = bench::compile("llama L" + std::to_string(layers),
                                   ir::models::build_llama({.layers = layers}), 0);
     if (!header) std::printf("\n"), bench::print_header(r), header = true;
