@@ -265,8 +265,8 @@ int run_training(const Config& c, const RunFlags& f) {
     if (!std::isfinite(r.result.loss) || !std::isfinite(r.result.grad_norm)) {
       spdlog::error(
           "training diverged at step {}: loss {}, gradient norm {}; no checkpoint was "
-          "written from this state{}. Lower schedule.lr or optimizer.clip_norm, or "
-          "check the data",
+          "written from this state{}. Lower schedule.lr, clip gradients (optimizer.clip_norm, "
+          "e.g. 1.0), or check the data",
           step, r.result.loss, r.result.grad_norm,
           out.verified.empty() ? "" : " (the newest good one is " + out.verified + ")");
       code = 1;
