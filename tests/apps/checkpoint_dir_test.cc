@@ -13,36 +13,10 @@ namespace disc::apps {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::kTinyCheckpointed;
 using testing::losses;
+using testing::run_with_config;
 using testing::Scratch;
-
-const char* kTiny = R"(model:
-  hidden: 16
-  layers: 1
-  heads: 2
-  kv_heads: 1
-  ffn: 32
-data:
-  batch_size: 4
-  synthetic:
-    vocab: 16
-    examples: 32
-    min_len: 8
-    max_len: 16
-schedule:
-  warmup_steps: 2
-train:
-  seed: 5
-logging:
-  progress: none
-checkpoint:
-  every: 2
-  keep: 3
-)";
-
-std::string run(const Scratch& s, const std::string& args) {
-  return std::string(DISC_TRAIN) + " run --config " + s.path("run.yaml") + " " + args;
-}
 
 std::vector<std::string> names_in(const std::string& dir) {
   std::vector<std::string> out;
@@ -53,15 +27,17 @@ std::vector<std::string> names_in(const std::string& dir) {
 
 TEST(CheckpointDir, FreshRunRefusesAFolderWithAnotherRunsCheckpoints) {
   Scratch s;
-  s.write("run.yaml", kTiny);
-  auto first = testing::run_command(run(s, "train.steps=4 checkpoint.dir=" + s.path("ck")));
+  s.write("run.yaml", kTinyCheckpointed);
+  auto first =
+      testing::run_command(run_with_config(s, "train.steps=4 checkpoint.dir=" + s.path("ck")));
   ASSERT_EQ(first.code, 0) << first.out;
   auto before = names_in(s.path("ck"));
   ASSERT_EQ(before, (std::vector<std::string>{".lock", "step-00000002", "step-00000004"}));
   auto ck_time = fs::last_write_time(s.path("ck/step-00000004/trainer.json"));
 
-  auto second = testing::run_command(run(s, "train.steps=6 checkpoint.dir=" + s.path("ck") +
-                                                " logging.metrics=" + s.path("m2.jsonl")));
+  auto second =
+      testing::run_command(run_with_config(s, "train.steps=6 checkpoint.dir=" + s.path("ck") +
+                                                  " logging.metrics=" + s.path("m2.jsonl")));
   EXPECT_EQ(second.code, 2) << second.out;
   EXPECT_EQ(std::count(second.out.begin(), second.out.end(), '\n'), 1) << second.out;
   EXPECT_NE(second.out.find("already holds checkpoints"), std::string::npos) << second.out;
@@ -75,7 +51,7 @@ TEST(CheckpointDir, FreshRunRefusesAFolderWithAnotherRunsCheckpoints) {
 
 TEST(CheckpointDir, PruningTouchesOnlyTheFoldersDiscTrainNames) {
   Scratch s;
-  s.write("run.yaml", kTiny);
+  s.write("run.yaml", kTinyCheckpointed);
   // The user's own folders, named so that a prefix match or a string comparison with
   // step-00000002 would take them for old checkpoints.
   for (const char* mine : {"step-000-mine", "step-0000000", "step-00000001-backup", "step-notes"}) {
@@ -83,7 +59,7 @@ TEST(CheckpointDir, PruningTouchesOnlyTheFoldersDiscTrainNames) {
     s.write(std::string("ck/") + mine + "/keep.txt", "mine");
   }
   auto r = testing::run_command(
-      run(s, "train.steps=6 checkpoint.keep=1 checkpoint.dir=" + s.path("ck")));
+      run_with_config(s, "train.steps=6 checkpoint.keep=1 checkpoint.dir=" + s.path("ck")));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(names_in(s.path("ck")),
             (std::vector<std::string>{".lock", "step-000-mine", "step-0000000",
@@ -105,11 +81,11 @@ class ResumeFallback : public ::testing::TestWithParam<Damage> {};
 TEST_P(ResumeFallback, SkipsAnUnreadableNewestCheckpointWithAWarning) {
   const Damage& d = GetParam();
   Scratch s;
-  s.write("run.yaml", kTiny);
-  auto whole =
-      testing::run_command(run(s, "train.steps=6 logging.metrics=" + s.path("whole.jsonl")));
+  s.write("run.yaml", kTinyCheckpointed);
+  auto whole = testing::run_command(
+      run_with_config(s, "train.steps=6 logging.metrics=" + s.path("whole.jsonl")));
   ASSERT_EQ(whole.code, 0) << whole.out;
-  auto part = testing::run_command(run(
+  auto part = testing::run_command(run_with_config(
       s, "train.steps=4 checkpoint.dir=" + s.path("ck") + " logging.metrics=" + s.path("m.jsonl")));
   ASSERT_EQ(part.code, 0) << part.out;
 
@@ -121,9 +97,9 @@ TEST_P(ResumeFallback, SkipsAnUnreadableNewestCheckpointWithAWarning) {
   } else {
     s.write(std::string("ck/step-00000004/") + d.file, d.content);
   }
-  auto resumed =
-      testing::run_command(run(s, "--resume train.steps=6 checkpoint.dir=" + s.path("ck") +
-                                      " logging.metrics=" + s.path("m.jsonl")));
+  auto resumed = testing::run_command(
+      run_with_config(s, "--resume train.steps=6 checkpoint.dir=" + s.path("ck") +
+                             " logging.metrics=" + s.path("m.jsonl")));
   ASSERT_EQ(resumed.code, 0) << resumed.out;
   EXPECT_NE(resumed.out.find("skipping checkpoint " + s.path("ck/step-00000004")),
             std::string::npos)
@@ -148,10 +124,13 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(CheckpointDir, ResumeWithNothingReadableSaysWhatItSkipped) {
   Scratch s;
-  s.write("run.yaml", kTiny);
-  ASSERT_EQ(testing::run_command(run(s, "train.steps=2 checkpoint.dir=" + s.path("ck"))).code, 0);
+  s.write("run.yaml", kTinyCheckpointed);
+  ASSERT_EQ(
+      testing::run_command(run_with_config(s, "train.steps=2 checkpoint.dir=" + s.path("ck"))).code,
+      0);
   s.write("ck/step-00000002/trainer.json", "garbage");
-  auto r = testing::run_command(run(s, "--resume train.steps=4 checkpoint.dir=" + s.path("ck")));
+  auto r = testing::run_command(
+      run_with_config(s, "--resume train.steps=4 checkpoint.dir=" + s.path("ck")));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("disc-train: no complete checkpoint in " + s.path("ck") +
                        " to resume from (skipped unreadable step-00000002)"),

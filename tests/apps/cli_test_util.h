@@ -69,4 +69,35 @@ inline std::map<int64_t, std::string> losses(const std::string& metrics) {
   return out;
 }
 
+// A one-layer llama on synthetic data that trains a step in milliseconds, checkpointing every 2
+// steps (when a test names checkpoint.dir).
+inline const char* kTinyCheckpointed = R"(model:
+  hidden: 16
+  layers: 1
+  heads: 2
+  kv_heads: 1
+  ffn: 32
+data:
+  batch_size: 4
+  synthetic:
+    vocab: 16
+    examples: 32
+    min_len: 8
+    max_len: 16
+schedule:
+  warmup_steps: 2
+train:
+  seed: 5
+logging:
+  progress: none
+checkpoint:
+  every: 2
+  keep: 3
+)";
+
+// `disc-train run` with the config the test wrote as run.yaml in `s`, then `args`.
+inline std::string run_with_config(const Scratch& s, const std::string& args) {
+  return std::string(DISC_TRAIN) + " run --config " + s.path("run.yaml") + " " + args;
+}
+
 }  // namespace disc::apps::testing

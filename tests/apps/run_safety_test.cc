@@ -20,36 +20,10 @@ namespace disc::apps {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::kTinyCheckpointed;
 using testing::losses;
+using testing::run_with_config;
 using testing::Scratch;
-
-const char* kTiny = R"(model:
-  hidden: 16
-  layers: 1
-  heads: 2
-  kv_heads: 1
-  ffn: 32
-data:
-  batch_size: 4
-  synthetic:
-    vocab: 16
-    examples: 32
-    min_len: 8
-    max_len: 16
-schedule:
-  warmup_steps: 2
-train:
-  seed: 5
-logging:
-  progress: none
-checkpoint:
-  every: 2
-  keep: 3
-)";
-
-std::string run(const Scratch& s, const std::string& args) {
-  return std::string(DISC_TRAIN) + " run --config " + s.path("run.yaml") + " " + args;
-}
 
 // Flips one bit in the last tensor's data: the file still parses, only its checksum can tell.
 void flip_a_bit(const std::string& path) {
@@ -71,18 +45,19 @@ bool every_line_is_json(const std::string& path) {
 
 TEST(RunSafety, ResumeSkipsACheckpointWithAFlippedBitAndKeepsTheOneItResumedFrom) {
   Scratch s;
-  s.write("run.yaml", kTiny);
+  s.write("run.yaml", kTinyCheckpointed);
   const std::string ck = " checkpoint.dir=" + s.path("ck");
-  auto whole = testing::run_command(run(s, "train.steps=3 logging.metrics=" + s.path("w.jsonl")));
+  auto whole = testing::run_command(
+      run_with_config(s, "train.steps=3 logging.metrics=" + s.path("w.jsonl")));
   ASSERT_EQ(whole.code, 0) << whole.out;
-  auto first = testing::run_command(run(s, "train.steps=6" + ck));
+  auto first = testing::run_command(run_with_config(s, "train.steps=6" + ck));
   ASSERT_EQ(first.code, 0) << first.out;
   flip_a_bit(s.path("ck/step-00000004/state.safetensors"));
   flip_a_bit(s.path("ck/step-00000006/state.safetensors"));
   // keep=2 with the two damaged checkpoints newest: pruning by count alone would delete step 2
   // (resumed from) and step 3 (just written), leaving only checkpoints that cannot be read.
-  auto resumed = testing::run_command(
-      run(s, "--resume train.steps=3 checkpoint.keep=2 logging.metrics=" + s.path("r.jsonl") + ck));
+  auto resumed = testing::run_command(run_with_config(
+      s, "--resume train.steps=3 checkpoint.keep=2 logging.metrics=" + s.path("r.jsonl") + ck));
   ASSERT_EQ(resumed.code, 0) << resumed.out;
   EXPECT_NE(resumed.out.find("skipping checkpoint " + s.path("ck/step-00000006") + ": " +
                              s.path("ck/step-00000006/state.safetensors") + ": tensor `"),
@@ -97,12 +72,12 @@ TEST(RunSafety, ResumeSkipsACheckpointWithAFlippedBitAndKeepsTheOneItResumedFrom
 
 TEST(RunSafety, ResumeSkipsACheckpointWhoseStepDisagreesWithItsFolder) {
   Scratch s;
-  s.write("run.yaml", kTiny);
+  s.write("run.yaml", kTinyCheckpointed);
   const std::string ck = " checkpoint.dir=" + s.path("ck");
-  ASSERT_EQ(testing::run_command(run(s, "train.steps=4" + ck)).code, 0);
+  ASSERT_EQ(testing::run_command(run_with_config(s, "train.steps=4" + ck)).code, 0);
   fs::remove_all(s.path("ck/step-00000004"));
   fs::copy(s.path("ck/step-00000002"), s.path("ck/step-00000004"));
-  auto r = testing::run_command(run(s, "--resume train.steps=4" + ck));
+  auto r = testing::run_command(run_with_config(s, "--resume train.steps=4" + ck));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("trainer.json says step 2, its folder's name another"), std::string::npos)
       << r.out;
@@ -156,14 +131,15 @@ void wait_for_lines(const std::string& path, size_t n) {
 
 TEST(RunSafety, ASecondRunOnTheSameCheckpointDirIsRefusedAndASignalSavesTheFirst) {
   Scratch s;
-  s.write("run.yaml", kTiny);
+  s.write("run.yaml", kTinyCheckpointed);
   const std::string out = " logging.trace=" + s.path("out/t.json") +
                           " logging.trace_steps=[2] logging.metrics=" + s.path("out/m.jsonl") +
                           " checkpoint.dir=" + s.path("ck");
-  pid_t first = spawn(run(s, "train.steps=100000 checkpoint.every=1000" + out));
+  pid_t first = spawn(run_with_config(s, "train.steps=100000 checkpoint.every=1000" + out));
   wait_for_lines(s.path("out/m.jsonl"), 3);
   EXPECT_TRUE(fs::exists(s.path("out/t.json"))) << "the trace waits for the end of the run";
-  auto second = testing::run_command(run(s, "train.steps=4 checkpoint.dir=" + s.path("ck")));
+  auto second =
+      testing::run_command(run_with_config(s, "train.steps=4 checkpoint.dir=" + s.path("ck")));
   EXPECT_EQ(second.code, 2) << second.out;
   EXPECT_NE(second.out.find("checkpoint.dir " + s.path("ck") + " is in use by another run (pid " +
                             std::to_string(first) + ")"),
@@ -183,14 +159,14 @@ TEST(RunSafety, ASecondRunOnTheSameCheckpointDirIsRefusedAndASignalSavesTheFirst
   EXPECT_TRUE(nlohmann::json::accept(trace));
 
   // The lock went with the process: the next run in the folder continues where it stopped.
-  auto resumed = testing::run_command(run(
+  auto resumed = testing::run_command(run_with_config(
       s, "--resume train.steps=" + std::to_string(last + 1) + " checkpoint.dir=" + s.path("ck")));
   EXPECT_EQ(resumed.code, 0) << resumed.out;
 }
 
 TEST(RunSafety, AnOutputThatIsAnInputOrAnotherOutputIsRefused) {
   Scratch s;
-  const std::string cfg = s.write("run.yaml", kTiny);
+  const std::string cfg = s.write("run.yaml", kTinyCheckpointed);
   const std::string data = s.write("data.jsonl", "{\"text\": \"hello\"}\n");
   const std::string metrics = s.path("m.jsonl");
   const std::string cases[][2] = {
@@ -204,13 +180,13 @@ TEST(RunSafety, AnOutputThatIsAnInputOrAnotherOutputIsRefused) {
                                                       ", which is also logging.metrics"}};
   for (const auto& [args, message] : cases) {
     size_t before = s.entries();
-    auto r = testing::run_command(run(s, "train.steps=2 " + args));
+    auto r = testing::run_command(run_with_config(s, "train.steps=2 " + args));
     EXPECT_EQ(r.code, 2) << args << ": " << r.out;
     EXPECT_NE(r.out.find(message), std::string::npos) << r.out;
     EXPECT_EQ(s.entries(), before) << args;
   }
   std::ifstream in(cfg);
-  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), kTiny);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), kTinyCheckpointed);
 }
 
 // As root every permission check passes, so only trying tells: /proc takes no new files.
@@ -228,10 +204,10 @@ TEST(RunSafety, ValidateRefusesACheckpointDirThatCannotBeCreated) {
 // limit first.)
 TEST(RunSafety, AFailedMetricsWriteStopsTheRunAtOnce) {
   Scratch s;
-  s.write("run.yaml", kTiny);
+  s.write("run.yaml", kTinyCheckpointed);
   auto r = testing::run_command(
       "ulimit -f 4 && trap '' XFSZ && " +
-      run(s, "train.steps=200 jit.cache_dir='' logging.metrics=" + s.path("m.jsonl")));
+      run_with_config(s, "train.steps=200 jit.cache_dir='' logging.metrics=" + s.path("m.jsonl")));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("cannot write metrics file " + s.path("m.jsonl") + ": File too large"),
             std::string::npos)
@@ -243,27 +219,28 @@ TEST(RunSafety, AFailedMetricsWriteStopsTheRunAtOnce) {
 
 TEST(RunSafety, AResumeThatChangesTheNumbersIsRefusedNamingTheKey) {
   Scratch s;
-  s.write("run.yaml", kTiny);
+  s.write("run.yaml", kTinyCheckpointed);
   const std::string ck = " checkpoint.dir=" + s.path("ck");
-  ASSERT_EQ(testing::run_command(run(s, "train.steps=2" + ck)).code, 0);
+  ASSERT_EQ(testing::run_command(run_with_config(s, "train.steps=2" + ck)).code, 0);
   const std::pair<std::string, std::string> changes[] = {
       {"train.seed=6", "train.seed was 5, is 6"},
       {"data.batch_size=3", "data.batch_size was 4, is 3"},
       {"schedule.lr=0.001", "schedule.lr was 0.003, is 0.001"},
       {"data.synthetic.examples=33", "the examples were 32 examples"}};
   for (const auto& [change, message] : changes) {
-    auto r = testing::run_command(run(s, "--resume train.steps=4 " + change + ck));
+    auto r = testing::run_command(run_with_config(s, "--resume train.steps=4 " + change + ck));
     EXPECT_EQ(r.code, 2) << change << ": " << r.out;
     EXPECT_NE(r.out.find(message), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("--allow-changes"), std::string::npos) << r.out;
   }
   EXPECT_EQ(complete_checkpoints(s.path("ck")).size(), 1u) << "a refused resume wrote";
-  auto harmless = testing::run_command(run(s, "--resume train.steps=3 memory.cap=1GiB" + ck));
+  auto harmless =
+      testing::run_command(run_with_config(s, "--resume train.steps=3 memory.cap=1GiB" + ck));
   EXPECT_EQ(harmless.code, 0) << harmless.out;
   EXPECT_NE(harmless.out.find("with a change: train.steps was 2, is 3"), std::string::npos)
       << harmless.out;
-  auto allowed =
-      testing::run_command(run(s, "--resume --allow-changes train.steps=4 train.seed=6" + ck));
+  auto allowed = testing::run_command(
+      run_with_config(s, "--resume --allow-changes train.steps=4 train.seed=6" + ck));
   EXPECT_EQ(allowed.code, 0) << allowed.out;
 }
 
