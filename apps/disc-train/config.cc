@@ -1,8 +1,10 @@
 #include "config.h"
 
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "base/error.h"
 #include "base/excerpt.h"
@@ -268,6 +270,40 @@ std::string Config::to_yaml() const {
     out += indent + name + ": " + e.c_str() + "  # " + k.help + "\n";
   }
   return out;
+}
+
+std::string Config::canonical(const std::string& key) const {
+  const ConfigKey* found = find_key(key);
+  if (found == nullptr) throw InvalidArgument("internal: no config key " + key);
+  const ConfigKey& k = *found;
+  const Config& c = *this;
+  std::ostringstream out;
+  switch (k.kind) {
+    case KeyKind::kInt:
+      out << c.get_int(k.path);
+      break;
+    case KeyKind::kFloat: {  // the shortest text that reads back as the same double
+      char buf[32];
+      auto [end, err] = std::to_chars(buf, buf + sizeof buf, c.get_float(k.path));
+      out << std::string(buf, end);
+      break;
+    }
+    case KeyKind::kBool:
+      out << (c.get_bool(k.path) ? "true" : "false");
+      break;
+    case KeyKind::kBytes:
+      out << c.get_bytes(k.path);
+      break;
+    case KeyKind::kStrings:
+      for (const std::string& s : c.get_strings(k.path)) out << s << ",";
+      break;
+    case KeyKind::kInts:
+      for (int64_t v : c.get_ints(k.path)) out << v << ",";
+      break;
+    default:
+      out << c.get_string(k.path);
+  }
+  return out.str();
 }
 
 }  // namespace disc::apps

@@ -25,6 +25,9 @@ class Config {
   std::vector<std::string> get_strings(const std::string& key) const;
   std::vector<int64_t> get_ints(const std::string& key) const;
   int64_t get_bytes(const std::string& key) const;
+  // The value read as its schema's kind, in one spelling (3e-3 and 0.003 are the same learning
+  // rate, a byte size is its count): what checks that compare configs compare.
+  std::string canonical(const std::string& key) const;
 
   // Every key with its resolved value, as YAML that load() accepts.
   std::string to_yaml() const;

@@ -2,9 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <charconv>
-#include <sstream>
-
 #include "base/error.h"
 #include "config_schema.h"
 #include "jit/hash.h"
@@ -26,37 +23,6 @@ Change change_of(const std::string& key) {
   return Change::kRefuse;
 }
 
-// A key's value in one canonical spelling (3e-3 and 0.003 are the same learning rate).
-std::string text(const Config& c, const ConfigKey& k) {
-  std::ostringstream out;
-  switch (k.kind) {
-    case KeyKind::kInt:
-      out << c.get_int(k.path);
-      break;
-    case KeyKind::kFloat: {  // the shortest text that reads back as the same double
-      char buf[32];
-      auto [end, err] = std::to_chars(buf, buf + sizeof buf, c.get_float(k.path));
-      out << std::string(buf, end);
-      break;
-    }
-    case KeyKind::kBool:
-      out << (c.get_bool(k.path) ? "true" : "false");
-      break;
-    case KeyKind::kBytes:
-      out << c.get_bytes(k.path);
-      break;
-    case KeyKind::kStrings:
-      for (const std::string& s : c.get_strings(k.path)) out << s << ",";
-      break;
-    case KeyKind::kInts:
-      for (int64_t v : c.get_ints(k.path)) out << v << ",";
-      break;
-    default:
-      out << c.get_string(k.path);
-  }
-  return out.str();
-}
-
 // A hash of every example's tokens, in order: the same data in another file is the same run.
 std::string fingerprint(const std::vector<std::vector<int32_t>>& examples) {
   uint64_t h = 0;
@@ -73,7 +39,7 @@ std::map<std::string, std::string> run_identity(const Config& c,
                                                 const std::vector<std::vector<int32_t>>& examples) {
   std::map<std::string, std::string> out;
   for (const ConfigKey& k : config_schema()) {
-    if (change_of(k.path) != Change::kFree) out[kPrefix + k.path] = text(c, k);
+    if (change_of(k.path) != Change::kFree) out[kPrefix + k.path] = c.canonical(k.path);
   }
   out[kPrefix + "examples"] = fingerprint(examples);
   return out;

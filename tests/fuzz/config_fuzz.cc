@@ -15,33 +15,11 @@ namespace {
 using disc::apps::Config;
 using disc::apps::KeyKind;
 
-// Reads every key the way disc-train does: a key that passed validation must read.
+// Reads every key the way disc-train does: a key that passed validation must read as its kind.
 void read_every_key(const Config& c) {
   for (const auto& k : disc::apps::config_schema()) {
-    switch (k.kind) {
-      case KeyKind::kInt:
-        c.get_int(k.path);
-        break;
-      case KeyKind::kFloat:
-        c.get_float(k.path);
-        break;
-      case KeyKind::kBool:
-        c.get_bool(k.path);
-        break;
-      case KeyKind::kString:
-      case KeyKind::kChoice:
-        c.get_string(k.path);
-        break;
-      case KeyKind::kBytes:
-        if (c.get_bytes(k.path) < 0) __builtin_trap();
-        break;
-      case KeyKind::kStrings:
-        c.get_strings(k.path);
-        break;
-      case KeyKind::kInts:
-        c.get_ints(k.path);
-        break;
-    }
+    c.canonical(k.path);
+    if (k.kind == KeyKind::kBytes && c.get_bytes(k.path) < 0) __builtin_trap();
   }
 }
 
