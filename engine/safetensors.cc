@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "base/error.h"
+#include "base/write_fully.h"
 
 namespace disc::engine {
 namespace {
@@ -148,23 +149,11 @@ class TempFile {
     if (fd_ >= 0) ::close(fd_);
     if (!path_.empty()) ::unlink(path_.c_str());
   }
-  void write_all(const void* p, size_t n) {
-    const char* c = static_cast<const char*>(p);
-    while (n > 0) {
-      ssize_t w = ::write(fd_, c, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) throw IoError("cannot write " + path_ + ": " + std::strerror(errno));
-      c += w, n -= static_cast<size_t>(w);
-    }
-  }
-  void write_at(uint64_t offset, const void* p, size_t n) {
-    const char* c = static_cast<const char*>(p);
-    while (n > 0) {
-      ssize_t w = ::pwrite(fd_, c, n, static_cast<off_t>(offset));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) throw IoError("cannot write " + path_ + ": " + std::strerror(errno));
-      c += w, n -= static_cast<size_t>(w), offset += static_cast<uint64_t>(w);
-    }
+  void write_all(const void* p, size_t n) { write_at(-1, p, n); }
+  // At `offset` (pwrite), or at the file position when it is -1.
+  void write_at(int64_t offset, const void* p, size_t n) {
+    if (int err = write_fully(fd_, p, n, offset); err != 0)
+      throw IoError("cannot write " + path_ + ": " + std::strerror(err));
   }
   // fsync, close and rename over `target`.
   void commit(const std::string& target) {

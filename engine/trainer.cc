@@ -11,6 +11,7 @@
 
 #include "base/bytes.h"
 #include "base/error.h"
+#include "base/write_fully.h"
 #include "devices/cuda/cuda_device.h"
 #include "devices/hip/hip_device.h"
 #include "devices/simulated/simulated_device.h"
@@ -59,12 +60,8 @@ class Fd {
 // Writes `text` to a new file and syncs it (the folder it is in gets renamed into place later).
 void write_text_durably(const std::string& path, const std::string& text) {
   Fd fd(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  for (size_t done = 0; done < text.size();) {
-    ssize_t w = ::write(fd.get(), text.data() + done, text.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) throw IoError("cannot write " + path + ": " + std::strerror(errno));
-    done += static_cast<size_t>(w);
-  }
+  if (int err = write_fully(fd.get(), text.data(), text.size()); err != 0)
+    throw IoError("cannot write " + path + ": " + std::strerror(err));
   fd.sync_and_close(path);
 }
 

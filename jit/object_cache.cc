@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "base/error.h"
+#include "base/write_fully.h"
 #include "jit/hash.h"
 
 namespace disc::jit {
@@ -30,15 +31,8 @@ struct FileHeader {
   uint64_t object_fnv1a;  // catches bit rot and torn copies that kept the right size
 };
 
-// write(2) until done: a signal or a full pipe may cut a write short.
 bool write_all(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
+  return write_fully(fd, bytes.data(), bytes.size()) == 0;
 }
 
 // The whole of a regular file; false for anything else or a read error.

@@ -13,6 +13,7 @@
 
 #include "base/bytes.h"
 #include "base/error.h"
+#include "base/write_fully.h"
 #include "ir/graph.h"
 #include "jit/bucket.h"
 #include "jit/fusion/fused_op.h"
@@ -75,14 +76,7 @@ void replace_file(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError("cannot create " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) break;
-    done += static_cast<size_t>(w);
-  }
-  int err = done < text.size() ? errno : 0;
+  int err = write_fully(fd, text.data(), text.size());
   if (err == 0 && ::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && err == 0) err = errno;
   if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
@@ -168,16 +162,10 @@ void MetricsFile::write_start(const nlohmann::json& run) {
 void MetricsFile::append(const std::string& line) {
   const off_t before = ::lseek(fd_, 0, SEEK_END);
   size_t done = 0;
-  while (done < line.size()) {
-    ssize_t w = ::write(fd_, line.data() + done, line.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) {
-      int err = errno;
-      // Best effort: the torn line goes; the error below is what the user must see.
-      if (before >= 0 && done > 0) (void)!::ftruncate(fd_, before);
-      throw IoError("cannot write metrics file " + path_ + ": " + std::strerror(err));
-    }
-    done += static_cast<size_t>(w);
+  if (int err = write_fully(fd_, line.data(), line.size(), -1, &done); err != 0) {
+    // Best effort: the torn line goes; the error below is what the user must see.
+    if (before >= 0 && done > 0) (void)!::ftruncate(fd_, before);
+    throw IoError("cannot write metrics file " + path_ + ": " + std::strerror(err));
   }
 }
 
