@@ -240,8 +240,8 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
                       "raise the cap (memory.cap) well above that, or train a smaller model");
   }
   if (memory.cap > 0 && options.check_cap) {
-    const ir::Bindings largest = largest_shape();
-    impl_->executor_->governor().check_cap(largest, bytes_held_for(largest));
+    impl_->executor_->governor().check_cap(
+        [&](const ir::Bindings& b) { return bytes_held_for(b); });
   }
 }
 

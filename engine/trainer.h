@@ -99,7 +99,8 @@ class Trainer {
   memory::Governor& governor();
   // On a GPU, the ops that have no GPU kernel yet and run on the host over copies.
   std::vector<std::string> staged_ops() const;
-  // Every symbol at its upper bound: the batch that needs the most memory.
+  // The largest batch: every symbol at its upper bound, or under a limit such as a token budget,
+  // the worst case whose values hold the most (governor().worst_shapes() lists them all).
   ir::Bindings largest_shape() const;
   // Bytes held as a step at `b` starts: parameters, optimizer state and the step's inputs.
   int64_t bytes_held_for(const ir::Bindings& b) const;

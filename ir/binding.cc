@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "ir/worst_case.h"
 
 namespace disc::ir {
 namespace {
@@ -103,31 +104,43 @@ std::vector<int64_t> concrete_shape(const Graph& g, const Value& v, const Bindin
 }
 
 Bindings largest_bindings(const Graph& g) {
-  const ShapeGraph& shapes = g.shapes();
-  Bindings b;
-  for (const Symbol* s : shapes.symbols()) {
-    if (shapes.is_independent(s->name)) b[s->name] = s->hi / s->multiple_of * s->multiple_of;
-  }
-  return shapes.complete_and_check(b);
+  std::vector<Bindings> worst = maximal_bindings(g.shapes());
+  if (worst.size() == 1) return worst.front();
+  auto total = [&](const Bindings& b) {
+    int64_t elements = 0;
+    auto add = [&](const Value* v) {
+      elements = checked_add(elements, g.shapes().canonical(product(v->shape())).evaluate(b));
+    };
+    for (const Value* a : g.arguments()) add(a);
+    for (const Node* n : g.nodes())
+      for (const Value* r : n->results()) add(r);
+    return elements;
+  };
+  std::vector<int64_t> totals;
+  for (const Bindings& b : worst) totals.push_back(total(b));
+  return worst[std::max_element(totals.begin(), totals.end()) - totals.begin()];
 }
 
 std::vector<Bindings> sample_bindings(const Graph& g) {
   const ShapeGraph& shapes = g.shapes();
-  std::vector<Bindings> samples;
-  for (int which = 0; which < 3; ++which) {
+  // The ends of the worst cases (one binding, every symbol at its bound, without limits), then
+  // every symbol at its hint and at a quarter of its bound where the limits admit that.
+  const std::vector<Bindings> worst = maximal_bindings(shapes);
+  std::vector<Bindings> samples = {worst.front()};
+  if (worst.size() > 1) samples.push_back(worst.back());
+  for (int which = 0; which < 2; ++which) {
     Bindings b;
     for (const Symbol* s : shapes.symbols()) {
       if (!shapes.is_independent(s->name)) continue;
-      int64_t v = which == 0   ? s->hi
-                  : which == 1 ? s->hint.value_or((s->lo + s->hi) / 2)
-                               : s->hi / 4;
+      int64_t v = which == 0 ? s->hint.value_or((s->lo + s->hi) / 2) : s->hi / 4;
       v = std::clamp(v / s->multiple_of * s->multiple_of, s->lo, s->hi);
       b[s->name] = v;
     }
     try {
       samples.push_back(shapes.complete_and_check(b));
     } catch (const Error&) {
-      // A sample that breaks an equality the solver kept is skipped; the others still decide.
+      // A sample that breaks an equality the solver kept, or a limit, is skipped; the others
+      // still decide.
     }
   }
   return samples;

@@ -21,13 +21,15 @@ Bindings bind_symbols(const Graph& g, const ShapeOf& args);
 // A value's concrete shape under `b`.
 std::vector<int64_t> concrete_shape(const Graph& g, const Value& v, const Bindings& b);
 
-// Every independent symbol at its upper bound (rounded down to its multiple_of), completed:
-// the step that needs the most memory.
+// The worst case whose values hold the most elements in all: every independent symbol at its
+// upper bound (rounded down to its multiple_of) when no limit binds them, completed. A memory cap
+// must hold every worst case (ir/worst_case.h); this one is the shape a report shows first.
 Bindings largest_bindings(const Graph& g);
 
-// Bindings at which orders are compared: every independent symbol at its upper bound, at its hint
-// and at a quarter of its upper bound (kept within range and multiple_of). Samples that break an
-// equality the solver kept are left out.
+// Bindings at which orders are compared: the first and last worst cases (every independent symbol
+// at its upper bound, without limits), every symbol at its hint and at a quarter of its upper bound
+// (kept within range and multiple_of). Samples that break an equality the solver kept or a limit
+// are left out.
 std::vector<Bindings> sample_bindings(const Graph& g);
 
 // "B=8,S=64": the symbols named take the values given, the others keep theirs from `base`.

@@ -152,6 +152,12 @@ Token Lexer::next() {
     if (t.text.size() > kMaxTokenBytes) fail(t.line, t.col, too_long("name", t.text));
     return t;
   }
+  if (c == '<' && peek(1) == '=') {  // the only two-character token: `limit B*S <= 16384`
+    advance(), advance();
+    t.kind = Tok::kLessEqual;
+    t.text = "<=";
+    return t;
+  }
   static constexpr std::pair<char, Tok> punct[] = {
       {'(', Tok::kLParen}, {')', Tok::kRParen}, {'[', Tok::kLBracket}, {']', Tok::kRBracket},
       {'{', Tok::kLBrace}, {'}', Tok::kRBrace}, {',', Tok::kComma},    {':', Tok::kColon},

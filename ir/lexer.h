@@ -29,6 +29,7 @@ enum class Tok {
   kMinus,
   kCaret,
   kSlash,
+  kLessEqual,
 };
 
 struct Token {

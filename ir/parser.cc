@@ -57,6 +57,7 @@ class Parser {
 
   void statement();
   void symbol_decl();
+  void limit_decl();
   void argument_decl(Role role);
   void node_decl();
   void output_decl();
@@ -127,13 +128,15 @@ std::unique_ptr<Graph> Parser::graph() {
 void Parser::statement() {
   if (tok_.kind == Tok::kValueName) return node_decl();
   if (at_keyword("sym")) return symbol_decl();
+  if (at_keyword("limit")) return limit_decl();
   if (at_keyword("input")) return argument_decl(Role::kInput);
   if (at_keyword("param")) return argument_decl(Role::kParameter);
   if (at_keyword("state")) return argument_decl(Role::kState);
   if (at_keyword("output")) return output_decl();
   if (at_keyword("update")) return update_decl();
   expected(
-      "a statement (`sym`, `input`, `param`, `state`, `%name = op(...)`, `output` or `update`)");
+      "a statement (`sym`, `limit`, `input`, `param`, `state`, `%name = op(...)`, `output` or "
+      "`update`)");
 }
 
 void Parser::symbol_decl() {
@@ -153,6 +156,14 @@ void Parser::symbol_decl() {
   if (at_keyword("multiple_of")) take(), s.multiple_of = integer("an integer after multiple_of");
   if (at_keyword("hint")) take(), s.hint = integer("an integer after hint");
   at_location(at, [&] { graph_->shapes().add_symbol(s); });
+}
+
+void Parser::limit_decl() {
+  Token at = take();
+  DimExpr e = dim_expr();
+  expect(Tok::kLessEqual, "`<=` after the limited expression, as in `limit B*S <= 16384`");
+  const int64_t bound = integer("the limit's bound");
+  at_location(at, [&] { graph_->shapes().add_limit(e, bound); });
 }
 
 void Parser::argument_decl(Role role) {

@@ -61,6 +61,7 @@ std::string print_graph(const Graph& g) {
     if (g.shapes().is_derived(s->name) && !used.contains(s->name)) continue;
     out += "  " + symbol_str(g.shapes().declaration(s->name)) + "\n";
   }
+  for (const SymbolLimit& l : g.shapes().declared_limits()) out += "  limit " + l.str() + "\n";
   for (const Value* v : g.arguments()) {
     out += "  " + std::string(role_name(v->role())) + " %" + v->name() + " : " + v->type().str() +
            "\n";

@@ -84,6 +84,34 @@ void ShapeGraph::add_symbol(const Symbol& s) {
   order_.push_back(s.name);
 }
 
+void ShapeGraph::add_limit(const DimExpr& e, int64_t bound) {
+  const SymbolLimit limit{e, bound};
+  auto fail = [&](const std::string& what) {
+    throw InvalidArgument("limit " + limit.str() + ": " + what);
+  };
+  if (e.constant()) fail("it names no symbol; a limit bounds a product of symbols such as B*S");
+  Bindings lowest;
+  for (const std::string& name : e.symbols()) {
+    const Symbol* s = find(name);
+    if (!s) fail("symbol " + name + " is not declared; declare it first with `sym " + name + "`");
+    lowest[name] = effective_lo(*s);
+  }
+  for (const auto& [m, c] : e.terms()) {
+    if (c < 0) fail("a negative coefficient; a limit must grow with every symbol");
+  }
+  if (const int64_t least = e.evaluate(lowest); least > bound) {
+    fail("even every symbol at its lower bound gives " + std::to_string(least) +
+         ": raise the bound or lower the symbols' lower bounds");
+  }
+  limits_.push_back(limit);
+}
+
+std::vector<SymbolLimit> ShapeGraph::limits() const {
+  std::vector<SymbolLimit> out;
+  for (const SymbolLimit& l : limits_) out.push_back({canonical(l.expr), l.bound});
+  return out;
+}
+
 const Symbol* ShapeGraph::find(const std::string& name) const {
   auto it = symbols_.find(name);
   return it == symbols_.end() ? nullptr : &it->second;
@@ -351,6 +379,10 @@ Bindings ShapeGraph::complete_and_check(const Bindings& independent) const {
   for (const auto& d : unsolved_) {
     if (d.evaluate(all) != 0) throw ShapeError("sizes violate " + equation_str(d));
   }
+  for (const SymbolLimit& l : limits_) {
+    if (const int64_t v = l.expr.evaluate(all); v > l.bound)
+      throw ShapeError(l.expr.str() + " = " + std::to_string(v) + " breaks the limit " + l.str());
+  }
   return all;
 }
 
@@ -369,6 +401,7 @@ std::vector<std::string> ShapeGraph::facts() const {
     out.push_back(line);
   }
   for (const auto& d : unsolved_) out.push_back(equation_str(d));
+  for (const SymbolLimit& l : limits()) out.push_back(l.str());
   return out;
 }
 

@@ -6,6 +6,9 @@
 // symbol is eliminated: canonical() rewrites every expression over the remaining independent
 // symbols, so equal sizes print equal. `3*X = 2*Y` introduces a fresh symbol T with X = 2*T and
 // Y = 3*T. Equalities that cannot be solved are kept and checked when symbols are bound.
+//
+// Limits bound what ranges cannot: `B*S <= 16384` (a token budget) admits B=16, S=1024 and B=256,
+// S=64 but not both bounds at once. ir/worst_case.h answers the worst-case questions under them.
 #pragma once
 
 #include <map>
@@ -16,6 +19,15 @@
 #include "ir/symbol.h"
 
 namespace disc::ir {
+
+// `expr <= bound` for every admissible binding. The expression's coefficients are nonnegative, so
+// it grows with every symbol.
+struct SymbolLimit {
+  DimExpr expr;
+  int64_t bound = 0;
+
+  std::string str() const { return expr.str() + " <= " + std::to_string(bound); }
+};
 
 enum class Ordering { kLT, kLE, kEQ, kGE, kGT, kUnknown };
 std::string_view ordering_name(Ordering o);  // "<", "<=", "==", ">=", ">", "?"
@@ -37,6 +49,14 @@ class ShapeGraph {
   // where the fact comes from and starts the message.
   void assert_equal(const DimExpr& a, const DimExpr& b, const std::string& why);
 
+  // Records that e <= bound. Throws InvalidArgument when e names an undeclared symbol, is a
+  // constant or has a negative coefficient, or when no binding meets it (not even every symbol at
+  // its lower bound).
+  void add_limit(const DimExpr& e, int64_t bound);
+  // The limits as declared, and over independent symbols (the worst-case questions need those).
+  const std::vector<SymbolLimit>& declared_limits() const { return limits_; }
+  std::vector<SymbolLimit> limits() const;
+
   // `e` over independent symbols only.
   DimExpr canonical(const DimExpr& e) const;
 
@@ -48,10 +68,10 @@ class ShapeGraph {
   int64_t estimate(const DimExpr& e) const;
 
   // Every symbol's value, given the independent ones; throws ShapeError naming the symbol and
-  // bound that a value violates (range, multiple_of, or a recorded equality).
+  // bound that a value violates (range, multiple_of, a recorded equality or a limit).
   Bindings complete_and_check(const Bindings& independent) const;
 
-  // Derived facts, one per line: `S0 = 12*S1`, `S1 in [1, 341]`, `B*S == N*M`.
+  // Derived facts, one per line: `S0 = 12*S1`, `S1 in [1, 341]`, `B*S == N*M`, `B*S <= 16384`.
   std::vector<std::string> facts() const;
 
  private:
@@ -68,6 +88,7 @@ class ShapeGraph {
   std::map<std::string, DimExpr> subst_;    // eliminated symbol -> canonical value
   std::vector<DimExpr> unsolved_;           // differences known to be zero
   std::map<std::string, Symbol> declared_;  // ranges as declared, before tightening
+  std::vector<SymbolLimit> limits_;         // as declared
 };
 
 }  // namespace disc::ir

@@ -6,6 +6,7 @@
 #include "base/bytes.h"
 #include "base/error.h"
 #include "ir/binding.h"
+#include "ir/worst_case.h"
 
 namespace disc::memory {
 namespace {
@@ -47,7 +48,8 @@ Governor::Governor(const ir::Graph& g, const GovernorOptions& options, StepSched
       options_(options),
       schedule_(std::move(s.schedule)),
       live_(std::move(s.live)),
-      candidates_(std::move(s.candidates)) {}
+      candidates_(std::move(s.candidates)),
+      worst_(ir::maximal_bindings(g.shapes())) {}
 
 PlanOptions Governor::plan_options(int64_t cap, bool cheapest) const {
   return {.cap = cap, .cheapest = cheapest, .remat = options_.remat, .offload = options_.offload};
@@ -66,10 +68,24 @@ const MemoryPlan& Governor::plan(const ir::Bindings& b, int64_t held_before_step
   auto key = std::pair(b, held_before_step);
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
   if (plans_.size() >= kMaxCachedPlans) plans_.clear();
-  return plans_
-      .emplace(key,
-               plan_memory(g_, live_, candidates_, b, held_before_step, plan_options(options_.cap)))
-      .first->second;
+  const PlanOptions options = plan_options(options_.cap);
+  try {
+    return plans_.emplace(key, plan_memory(g_, live_, candidates_, b, held_before_step, options))
+        .first->second;
+  } catch (const OutOfMemory&) {
+    // The greedy planner is not monotone: a smaller shape can miss a plan that a larger one finds.
+    // The larger one's evictions keep the smaller one too (a plan names values, not sizes).
+    for (const ir::Bindings& w : worst_) {
+      if (w == b || !ir::dominated_by(g_.shapes(), b, w)) continue;
+      try {
+        return plans_
+            .emplace(key, plan_memory(g_, live_, candidates_, w, held_before_step, options))
+            .first->second;
+      } catch (const OutOfMemory&) {
+      }
+    }
+    throw;
+  }
 }
 
 int64_t Governor::smallest_feasible_cap(const ir::Bindings& b, int64_t held_before_step) const {
@@ -85,22 +101,39 @@ int64_t Governor::smallest_feasible_cap(const ir::Bindings& b, int64_t held_befo
   return hi;
 }
 
-void Governor::check_cap(const ir::Bindings& largest, int64_t held_before_step) const {
+void Governor::check_cap(const HeldFor& held) const {
   const int64_t cap = options_.cap;
-  if (cap <= 0 || feasible(largest, held_before_step, cap)) return;
-  const MemoryPlan p =
-      plan_memory(g_, live_, candidates_, largest, held_before_step, plan_options(0));
-  const bool below_bound = cap < p.lower_bound;
-  throw OutOfMemory("the memory cap (memory.cap) " + human_bytes(cap) +
-                    " is too small for the largest batch (" + ir::describe_bindings(g_, largest) +
-                    "): " + (below_bound ? "it is below the lower bound " : "the lower bound is ") +
-                    human_bytes(p.lower_bound) + " (" + human_bytes(held_before_step) +
-                    " of parameters, optimizer state and inputs, plus what step " +
-                    std::to_string(p.lower_bound_step) + ", " +
-                    g_.describe(*live_.order.at(p.lower_bound_step)) +
-                    ", must hold), and the smallest cap the planner reaches is " +
-                    human_bytes(smallest_feasible_cap(largest, held_before_step)) +
-                    ": raise the cap, or lower the batch size or the maximum length");
+  if (cap <= 0) return;
+  for (const ir::Bindings& b : worst_) {
+    if (feasible(b, held(b), cap)) continue;
+    const MemoryPlan p = plan_memory(g_, live_, candidates_, b, held(b), plan_options(0));
+    const bool below_bound = cap < p.lower_bound;
+    const std::string which = worst_.size() == 1 ? "the largest batch" : "the batch of shape";
+    throw OutOfMemory("the memory cap (memory.cap) " + human_bytes(cap) + " is too small for " +
+                      which + " (" + ir::describe_bindings(g_, b) + "): " +
+                      (below_bound ? "it is below the lower bound " : "the lower bound is ") +
+                      human_bytes(p.lower_bound) + " (" + human_bytes(held(b)) +
+                      " of parameters, optimizer state and inputs, plus what step " +
+                      std::to_string(p.lower_bound_step) + ", " +
+                      g_.describe(*live_.order.at(p.lower_bound_step)) +
+                      ", must hold), and the smallest cap the planner reaches for every batch is " +
+                      human_bytes(smallest_cap(held)) +
+                      ": raise the cap, or lower the batch size or the maximum length");
+  }
+}
+
+int64_t Governor::smallest_cap(const HeldFor& held) const {
+  // The ends of the staircase first: the largest need is often at one of them, and the shapes
+  // that fit under it cost one plan each rather than a search.
+  std::vector<const ir::Bindings*> order = {&worst_.front(), &worst_.back()};
+  for (size_t i = 1; i + 1 < worst_.size(); ++i) order.push_back(&worst_[i]);
+  int64_t cap = 0;
+  for (const ir::Bindings* b : order) {
+    const int64_t h = held(*b);
+    if (cap > 0 && feasible(*b, h, cap)) continue;
+    cap = std::max(cap, smallest_feasible_cap(*b, h));
+  }
+  return cap;
 }
 
 int64_t Governor::lower_bound(const ir::Bindings& b, int64_t held_before_step) const {

@@ -4,10 +4,11 @@
 // follows the plan; the CachingAllocator enforces the cap as a hard limit on reserved bytes.
 //
 //   memory::Governor gov(graph, {.cap = 512 << 20});
-//   gov.check_cap(largest_bindings, persistent_bytes);   // refuses a cap no step can fit in
+//   gov.check_cap(held_for);   // refuses a cap that some admissible step cannot keep
 //   const memory::MemoryPlan& p = gov.plan(bindings, alloc.stats().live_bytes);
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -35,6 +36,9 @@ std::vector<Candidate> remat_candidates(const ir::Graph& g, const StepSchedule& 
 // Both: the schedule with its candidates.
 StepSchedule schedule_step(const ir::Graph& g, const GovernorOptions& options);
 
+// The bytes allocated as a step at these bindings starts: parameters, optimizer state, inputs.
+using HeldFor = std::function<int64_t(const ir::Bindings&)>;
+
 class Governor {
  public:
   // The graph must outlive the governor.
@@ -47,14 +51,22 @@ class Governor {
   const std::vector<Candidate>& candidates() const { return candidates_; }
   const GovernorOptions& options() const { return options_; }
 
+  // The shapes a cap must keep (ir::maximal_bindings): every symbol at its upper bound, or the
+  // staircase that a limit such as a token budget `B*S <= 16384` leaves.
+  const std::vector<ir::Bindings>& worst_shapes() const { return worst_; }
+
   // The plan for these bindings when `held_before_step` bytes are allocated as the step starts;
-  // computed once per (bindings, bytes held) and cached. Throws OutOfMemory when the cap cannot
-  // be kept.
+  // computed once per (bindings, bytes held) and cached. Where no plan of their own keeps the cap,
+  // the plan of a worst shape at least as large in every symbol does: every size grows with every
+  // symbol, so no step holds more than it does there. Throws OutOfMemory when neither keeps it.
   const MemoryPlan& plan(const ir::Bindings& b, int64_t held_before_step);
 
-  // Refuses, before the first step, a cap that the step at `largest` cannot fit in: the message
-  // gives the lower bound, the step that sets it, and the smallest cap the planner reaches.
-  void check_cap(const ir::Bindings& largest, int64_t held_before_step) const;
+  // Refuses, before the first step, a cap that some worst shape cannot keep: the message names
+  // the shape, its lower bound and the step that sets it, and the smallest cap that keeps every
+  // worst shape. What it accepts, every admissible step keeps (see plan).
+  void check_cap(const HeldFor& held) const;
+  // The smallest cap that keeps every worst shape: what check_cap accepts.
+  int64_t smallest_cap(const HeldFor& held) const;
   // No plan under any cap holds less than this at `b`: every value a capped run could evict is
   // counted as evicted (uncapped, the governor has no candidates and its plans' bound is the peak).
   int64_t lower_bound(const ir::Bindings& b, int64_t held_before_step) const;
@@ -75,6 +87,7 @@ class Governor {
   ScheduleChoice schedule_;
   Liveness live_;
   std::vector<Candidate> candidates_;
+  std::vector<ir::Bindings> worst_;
   std::map<std::pair<ir::Bindings, int64_t>, MemoryPlan> plans_;
 };
 

@@ -315,10 +315,19 @@ nlohmann::json plan_summary(engine::Trainer& trainer, const ir::Bindings& b,
                       {"held_before_step_bytes", held},
                       {"cap_bytes", gov.options().cap},
                       {"lower_bound_bytes", gov.lower_bound(b, held)}};
-  nlohmann::json symbols = nlohmann::json::array();
+  nlohmann::json symbols = nlohmann::json::array(), limits = nlohmann::json::array();
   for (const ir::Symbol* sym : trainer.step_graph().shapes().symbols())
     symbols.push_back({{"name", sym->name}, {"lo", sym->lo}, {"hi", sym->hi}});
-  j["symbols"] = symbols;
+  for (const ir::SymbolLimit& l : trainer.step_graph().shapes().limits()) limits.push_back(l.str());
+  j["symbols"] = symbols, j["limits"] = limits;
+  // What every admissible batch needs, over the worst shapes: the cap the run's check accepts.
+  const memory::HeldFor held_for = [&](const ir::Bindings& w) { return trainer.bytes_held_for(w); };
+  int64_t lower_bound = 0;
+  for (const ir::Bindings& w : gov.worst_shapes())
+    lower_bound = std::max(lower_bound, gov.lower_bound(w, held_for(w)));
+  j["worst_shapes"] = gov.worst_shapes().size();
+  j["every_shape_lower_bound_bytes"] = lower_bound;
+  if (!gov.candidates().empty()) j["every_shape_smallest_cap_bytes"] = gov.smallest_cap(held_for);
   try {
     const memory::MemoryPlan& p = gov.plan(b, held);
     j["fits"] = true;
@@ -345,6 +354,11 @@ std::string summary_text(const nlohmann::json& j) {
        "; lower bound " + human_bytes(j["lower_bound_bytes"]);
   if (j.contains("smallest_cap_bytes"))
     s += "; smallest cap the planner reaches " + human_bytes(j["smallest_cap_bytes"]);
+  s += "\n// every admissible batch (" + j["worst_shapes"].dump() + " worst " +
+       (j["worst_shapes"] == 1 ? "shape" : "shapes") + "): lower bound " +
+       human_bytes(j["every_shape_lower_bound_bytes"]);
+  if (j.contains("every_shape_smallest_cap_bytes"))
+    s += "; smallest cap the planner reaches " + human_bytes(j["every_shape_smallest_cap_bytes"]);
   return s + "\n";
 }
 
@@ -373,6 +387,7 @@ int plan(const Config& c, const std::string& shape, const std::string& dump_afte
   for (const ir::Symbol* sym : g.shapes().symbols()) {
     std::cout << "//   " << sym->name << " in [" << sym->lo << ", " << sym->hi << "]\n";
   }
+  for (const ir::SymbolLimit& l : g.shapes().limits()) std::cout << "//   " << l.str() << "\n";
   std::istringstream report(trainer.governor().report(b, trainer.bytes_held_for(b)));
   for (std::string line; std::getline(report, line);) std::cout << "// " << line << "\n";
   if (const auto& fusion = trainer.compiled().fusion)

@@ -190,7 +190,8 @@ ir::models::Model build_model(const Config& c, const RunSetup& s) {
     ir::models::Gpt2Config g;
     g.vocab = vocab, g.hidden = c.get_int("model.hidden"), g.layers = c.get_int("model.layers");
     g.heads = c.get_int("model.heads"), g.ffn = c.get_int("model.ffn"), g.max_seq = s.max_len;
-    g.max_batch = batch_bound(c), g.norm_eps = c.get_float("model.norm_eps");
+    g.max_batch = batch_bound(c), g.max_tokens = c.get_int("data.token_budget");
+    g.norm_eps = c.get_float("model.norm_eps");
     g.init_std = c.get_float("model.init_std"), g.dropout = c.get_float("model.dropout");
     return ir::models::build_gpt2(g);
   }
@@ -201,7 +202,8 @@ ir::models::Model build_model(const Config& c, const RunSetup& s) {
   l.norm_eps = c.get_float("model.norm_eps"), l.rope_theta = c.get_float("model.rope_theta");
   l.tied_embeddings = c.get_bool("model.tied_embeddings"),
   l.init_std = c.get_float("model.init_std");
-  l.max_batch = batch_bound(c), l.max_seq = s.max_len;
+  l.max_batch = batch_bound(c), l.max_seq = s.max_len,
+  l.max_tokens = c.get_int("data.token_budget");
   if (l.hidden % l.heads != 0 || (l.hidden / l.heads) % 2 != 0) {
     throw InvalidArgument("model.hidden (" + std::to_string(l.hidden) +
                           ") must be a multiple of 2 * model.heads (" + std::to_string(l.heads) +

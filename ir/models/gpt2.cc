@@ -8,7 +8,7 @@ namespace disc::ir::models {
 
 Model build_gpt2(const Gpt2Config& c) {
   Model m;
-  auto [tokens, targets] = start_language_model(m, "gpt2", c.max_batch, c.max_seq);
+  auto [tokens, targets] = start_language_model(m, "gpt2", c.max_batch, c.max_seq, c.max_tokens);
   Graph& g = *m.graph;
   DimExpr B = DimExpr::symbol("B"), S = DimExpr::symbol("S");
   Value* seed = c.dropout > 0 ? g.add_argument("seed", {DType::kI64, {}}, Role::kInput) : nullptr;

@@ -12,7 +12,7 @@ Model build_llama(const LlamaConfig& c) {
                           ") must be a multiple of heads (" + std::to_string(c.heads) + ")");
   }
   Model m;
-  auto [tokens, targets] = start_language_model(m, "llama", c.max_batch, c.max_seq);
+  auto [tokens, targets] = start_language_model(m, "llama", c.max_batch, c.max_seq, c.max_tokens);
   Graph& g = *m.graph;
   ParamInit normal{ParamInit::Kind::kNormal, c.init_std}, ones{ParamInit::Kind::kOnes};
   int64_t head_dim = c.hidden / c.heads, kv = c.kv_heads * head_dim;

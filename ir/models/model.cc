@@ -33,12 +33,13 @@ Model model_from_graph(std::unique_ptr<Graph> forward, double init_std) {
 }
 
 TokenInputs start_language_model(Model& m, const std::string& name, int64_t max_batch,
-                                 int64_t max_seq) {
+                                 int64_t max_seq, int64_t max_tokens) {
   m.graph = std::make_unique<Graph>(name);
   Graph& g = *m.graph;
   g.shapes().add_symbol({"B", 1, max_batch, 1, std::nullopt});
   g.shapes().add_symbol({"S", 1, max_seq, 1, std::nullopt});
   std::vector<DimExpr> bs = {DimExpr::symbol("B"), DimExpr::symbol("S")};
+  if (max_tokens > 0) g.shapes().add_limit(bs[0] * bs[1], max_tokens);
   return {g.add_argument("tokens", {DType::kI32, bs}, Role::kInput),
           g.add_argument("targets", {DType::kI32, bs}, Role::kInput)};
 }

@@ -36,11 +36,13 @@ struct LlamaConfig {
   double norm_eps = 1e-5, rope_theta = 10000.0, init_std = 0.02;
   bool tied_embeddings = false;
   int64_t max_batch = 64, max_seq = 1024;
+  int64_t max_tokens = 0;  // > 0: the limit B*S <= max_tokens (a token budget)
 };
 
 struct Gpt2Config {
   int64_t vocab = 256, hidden = 64, layers = 2, heads = 4, ffn = 256;
   int64_t max_batch = 64, max_seq = 1024;  // max_seq is also the number of learned positions
+  int64_t max_tokens = 0;                  // > 0: the limit B*S <= max_tokens (a token budget)
   double norm_eps = 1e-5, init_std = 0.02, dropout = 0.0;
 };
 
@@ -71,12 +73,13 @@ Model model_from_graph(std::unique_ptr<Graph> forward, double init_std);
 // Shared by the builders: a parameter argument with its initialisation.
 Value* add_param(Model& m, const std::string& name, std::vector<DimExpr> shape, ParamInit init);
 
-// A language model's graph with symbols B and S and inputs `tokens`, `targets` i32[B, S].
+// A language model's graph with symbols B and S (and, with max_tokens > 0, the limit
+// B*S <= max_tokens) and inputs `tokens`, `targets` i32[B, S].
 struct TokenInputs {
   Value* tokens;
   Value* targets;
 };
 TokenInputs start_language_model(Model& m, const std::string& name, int64_t max_batch,
-                                 int64_t max_seq);
+                                 int64_t max_seq, int64_t max_tokens);
 
 }  // namespace disc::ir::models

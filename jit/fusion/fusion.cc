@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "ir/worst_case.h"
 #include "jit/fusion/fused_op.h"
 #include "jit/kernel_ir/lowering.h"
 
@@ -52,15 +53,8 @@ FusionGroup build(const ir::Graph& g, const Draft& d) {
   return fg;
 }
 
-// The largest value `e` takes within the symbols' declared ranges (symbols at their upper bounds).
-int64_t upper_bound(const ir::ShapeGraph& shapes, const DimExpr& e) {
-  const DimExpr c = shapes.canonical(e);
-  ir::Bindings b;
-  for (const std::string& s : c.symbols()) b[s] = shapes.find(s)->hi;
-  return c.evaluate(b);
-}
-
-bool cost_ok(const ir::Graph& g, const FusionGroup& fg, const FusionOptions& o) {
+bool cost_ok(const ir::Graph& g, const std::vector<ir::Bindings>& worst, const FusionGroup& fg,
+             const FusionOptions& o) {
   const KernelIR& k = fg.kernel;
   int reductions = 0, full_loads = 0;
   for (const Instr& in : k.code) {
@@ -69,7 +63,7 @@ bool cost_ok(const ir::Graph& g, const FusionGroup& fg, const FusionOptions& o) 
   }
   if (reductions + 1 > o.max_passes) return false;
   if (reductions > 0 && !fg.space.empty() &&
-      upper_bound(g.shapes(), fg.space.back()) * 4 * full_loads > o.cache_bytes)
+      ir::largest_value(g.shapes(), worst, fg.space.back()) * 4 * full_loads > o.cache_bytes)
     return false;
   const std::vector<int> count = k.evaluations();
   int recompute = 0;
@@ -110,7 +104,8 @@ bool depends_on(const ir::Node* q, const IsMember& member,
 
 class Planner {
  public:
-  Planner(const ir::Graph& g, const FusionOptions& o) : g_(g), o_(o) {
+  Planner(const ir::Graph& g, const FusionOptions& o)
+      : g_(g), o_(o), worst_(ir::maximal_bindings(g.shapes())) {
     for (const ir::Node* n : g.nodes()) {
       outside_before_.push_back(outside_before_.empty() ? 0 : outside_before_.back());
       if (!lowerable(*n)) ++outside_before_.back();
@@ -138,7 +133,7 @@ class Planner {
   bool acceptable(const Draft& d) {
     lowered_nodes_ += static_cast<int64_t>(d.nodes.size());
     try {
-      return cost_ok(g_, build(g_, d), o_);
+      return cost_ok(g_, worst_, build(g_, d), o_);
     } catch (const InvalidArgument&) {
       return false;
     }
@@ -331,6 +326,7 @@ class Planner {
 
   const ir::Graph& g_;
   const FusionOptions& o_;
+  const std::vector<ir::Bindings> worst_;  // where a row is longest
   std::map<const ir::Node*, int> index_;
   std::vector<int>
       outside_before_;  // per node index: nodes without a lowering before it, it included

@@ -343,6 +343,27 @@ TEST(Cli, PlanJsonIsTheSummaryAsJson) {
   EXPECT_EQ(j["symbols"][0]["name"], "B");
 }
 
+// With data.token_budget the graph carries the limit B*S <= budget: plan prints it, and the cap
+// that every admissible batch keeps is planned over the staircase of worst shapes, far below the
+// cap for B and S both at their bounds (what batch_size 64 gives: 8 times the tokens).
+TEST(Cli, PlanPrintsATokenBudgetsLimitAndTheCapEveryBatchKeeps) {
+  const std::string plan = std::string(DISC_TRAIN) + " plan model.hidden=32 model.max_batch=64";
+  auto p = testing::run_command(plan + " --json data.token_budget=1024 memory.cap=64MiB");
+  ASSERT_EQ(p.code, 0) << p.out;
+  auto j = nlohmann::json::parse(p.out);
+  EXPECT_EQ(j["limits"], nlohmann::json::array({"B*S <= 1024"}));
+  EXPECT_EQ(j["worst_shapes"], 41);  // (8, 128), (9, 113), ..., (64, 16)
+  auto boxed = testing::run_command(plan + " --json data.batch_size=64 memory.cap=64MiB");
+  ASSERT_EQ(boxed.code, 0) << boxed.out;
+  EXPECT_LT(j["every_shape_smallest_cap_bytes"].get<int64_t>(),
+            nlohmann::json::parse(boxed.out)["every_shape_smallest_cap_bytes"].get<int64_t>() / 2);
+  auto text = testing::run_command(plan + " data.token_budget=1024");
+  EXPECT_NE(text.out.find("//   B*S <= 1024\n"), std::string::npos) << text.out.substr(0, 2000);
+  EXPECT_NE(text.out.find("// every admissible batch (41 worst shapes): lower bound "),
+            std::string::npos)
+      << text.out.substr(0, 2000);
+}
+
 TEST(Cli, PlanShowsWhereACapTooSmallFailsWhereRunRefusesIt) {
   const std::string args = " model.hidden=32 data.synthetic.max_len=64 memory.cap=1MiB";
   auto run =

@@ -159,8 +159,28 @@ INSTANTIATE_TEST_SUITE_P(
                   "m.disc:2:21: unexpected byte 0xff (graph text is ASCII outside comments and "
                   "strings)"},
         Malformed{"graph @g {\n  input %x : f32[4]\n  oops\n}",
-                  "m.disc:3:3: expected a statement (`sym`, `input`, `param`, `state`, `%name = "
-                  "op(...)`, `output` or `update`), found `oops`"}));
+                  "m.disc:3:3: expected a statement (`sym`, `limit`, `input`, `param`, `state`, "
+                  "`%name = op(...)`, `output` or `update`), found `oops`"},
+        Malformed{"graph @g {\n  sym B in [1, 8]\n  limit B*B 16\n}",
+                  "m.disc:3:13: expected `<=` after the limited expression, as in `limit B*S <= "
+                  "16384`, found integer 16"},
+        Malformed{"graph @g {\n  sym B in [2, 8]\n  sym S in [3, 8]\n  limit B*S <= 5\n}",
+                  "m.disc:4:3: limit B*S <= 5: even every symbol at its lower bound gives 6: raise "
+                  "the bound or lower the symbols' lower bounds"}));
+
+TEST(TextFormat, LimitsRoundTrip) {
+  const char* text = R"(graph @g {
+  sym B in [1, 256]
+  sym S in [1, 1024]
+  limit B*S <= 16384
+  input %x : f32[B, S]
+  output y = %x
+}
+)";
+  auto g = parse_graph(text);
+  EXPECT_EQ(print_graph(*g), text);
+  EXPECT_EQ(g->shapes().limits().front().bound, 16384);
+}
 
 // A huge token is quoted by its first bytes and its size, not echoed whole.
 TEST(TextFormat, LongTokensAreShortenedInMessages) {
@@ -173,11 +193,10 @@ TEST(TextFormat, LongTokensAreShortenedInMessages) {
     return std::string("<parsed>");
   };
   std::string a60(60, 'a');
-  EXPECT_EQ(
-      message("graph @g {\n  " + std::string(1000, 'a') + "\n}"),
-      "m.disc:2:3: expected a statement (`sym`, `input`, `param`, `state`, `%name = op(...)`, "
-      "`output` or `update`), found `" +
-          a60 + "... (1000 bytes)`");
+  EXPECT_EQ(message("graph @g {\n  " + std::string(1000, 'a') + "\n}"),
+            "m.disc:2:3: expected a statement (`sym`, `limit`, `input`, `param`, `state`, `%name = "
+            "op(...)`, `output` or `update`), found `" +
+                a60 + "... (1000 bytes)`");
   EXPECT_EQ(message("graph @g {\n  input %" + std::string(1 << 20, 'a') + " : f32[4]\n}"),
             "m.disc:2:9: a name of 1048576 bytes is longer than the 1024 allowed: `" + a60 +
                 "... (1048576 bytes)`");

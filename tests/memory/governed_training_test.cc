@@ -212,8 +212,9 @@ TEST_P(GovernedTraining, ACapBelowTheLowerBoundIsRefusedBeforeTheFirstStep) {
     EXPECT_NE(what.find("is below the lower bound " + human_bytes(bound)), std::string::npos)
         << what;
     EXPECT_NE(what.find("plus what step"), std::string::npos) << what;
-    EXPECT_NE(what.find("smallest cap the planner reaches is " + human_bytes(smallest)),
-              std::string::npos)
+    EXPECT_NE(
+        what.find("smallest cap the planner reaches for every batch is " + human_bytes(smallest)),
+        std::string::npos)
         << what;
   }
 }
