@@ -189,10 +189,15 @@ void Graph::add_output(const std::string& name, Value* v) {
     if (n == name) throw VerifyError("output `" + name + "` is declared twice");
   }
   outputs_.emplace_back(name, v);
+  ++kept_[v];
 }
 
 void Graph::keep_outputs(const std::function<bool(const std::string&)>& keep) {
-  std::erase_if(outputs_, [&](const auto& o) { return !keep(o.first); });
+  std::erase_if(outputs_, [&](const auto& o) {
+    if (keep(o.first)) return false;
+    if (--kept_[o.second] == 0) kept_.erase(o.second);
+    return true;
+  });
 }
 
 void Graph::add_update(Value* argument, Value* value) {
@@ -208,6 +213,7 @@ void Graph::add_update(Value* argument, Value* value) {
                       value->type_.str() + ", the argument " + argument->type_.str());
   }
   updates_.emplace_back(argument, value);
+  ++kept_[value];
 }
 
 std::vector<Node*> Graph::nodes() const {
@@ -222,10 +228,7 @@ Value* Graph::find_value(const std::string& name) const {
 }
 
 bool Graph::is_output(const Value* v) const {
-  return std::any_of(outputs_.begin(), outputs_.end(),
-                     [&](const auto& o) { return o.second == v; }) ||
-         std::any_of(updates_.begin(), updates_.end(),
-                     [&](const auto& u) { return u.second == v; });
+  return kept_.contains(v);
 }
 
 void Graph::set_operand(Node* n, int i, Value* v) {
@@ -257,6 +260,11 @@ void Graph::replace_all_uses(Value* from, Value* to) {
   for (auto& [arg, v] : updates_) {
     if (v == from) v = to;
   }
+  if (auto it = kept_.find(from); it != kept_.end()) {
+    const int count = it->second;
+    kept_.erase(it);
+    kept_[to] += count;
+  }
 }
 
 void Graph::move_before(const Node* n, const Node* pos) {
@@ -277,6 +285,27 @@ void Graph::move_before(const Node* n, const Node* pos) {
     }
   }
   std::rotate(nodes_.begin() + to, nodes_.begin() + from, nodes_.begin() + from + 1);
+}
+
+void Graph::reorder(const std::vector<const Node*>& order) {
+  std::map<const Node*, size_t> at;
+  for (size_t i = 0; i < nodes_.size(); ++i) at[nodes_[i].get()] = i;
+  if (order.size() != nodes_.size())
+    throw VerifyError("reorder: " + std::to_string(order.size()) + " nodes for a graph of " +
+                      std::to_string(nodes_.size()));
+  std::set<const Node*> done;  // checked before anything moves: a refused order changes nothing
+  for (const Node* n : order) {
+    if (!at.contains(n) || done.contains(n))
+      throw VerifyError("reorder: a node is missing from the graph or listed twice");
+    for (const Value* o : n->operands_)
+      if (o->producer_ && !done.contains(o->producer_))
+        throw VerifyError("reorder: " + describe(*n) + " would come before the node that makes %" +
+                          o->name_);
+    done.insert(n);
+  }
+  std::vector<std::unique_ptr<Node>> placed;
+  for (const Node* n : order) placed.push_back(std::move(nodes_[at.at(n)]));
+  nodes_ = std::move(placed);
 }
 
 void Graph::erase_nodes(const std::function<bool(const Node&)>& dead) {

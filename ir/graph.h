@@ -129,6 +129,9 @@ class Graph {
   // Moves `n` (just added, say) to just before `pos` in the node order, which must stay
   // topological: n's operands must be produced before `pos`. Throws VerifyError otherwise.
   void move_before(const Node* n, const Node* pos);
+  // Puts the nodes in `order`, which must hold every node once and keep each operand's producer
+  // before its readers; throws VerifyError otherwise. For passes that move many nodes at once.
+  void reorder(const std::vector<const Node*>& order);
   // Removes the nodes matching `dead`; their results must have no users and not be outputs.
   void erase_nodes(const std::function<bool(const Node&)>& dead);
 
@@ -149,6 +152,7 @@ class Graph {
   std::vector<Value*> arguments_;
   std::vector<std::pair<std::string, Value*>> outputs_;
   std::vector<std::pair<Value*, Value*>> updates_;
+  std::map<const Value*, int> kept_;  // how many outputs and updates name a value: is_output
   std::map<std::string, Value*, std::less<>> by_name_;
   int next_id_ = 0;
 };

@@ -158,7 +158,7 @@ class Planner {
         ++lowered_nodes_;
         return true;
       }
-      if (would_cycle(gi, n)) continue;
+      if (too_big(drafts_[gi].nodes.size() + 1) || would_cycle(gi, n)) continue;
       if (take(gi, drafts_[gi], n)) return true;
     }
     return false;
@@ -205,7 +205,10 @@ class Planner {
     for (const ir::Value* v : n->operands()) {
       if (!v->producer() || !group_of_.contains(v->producer())) continue;
       const int hi = group_of_.at(v->producer());
-      if (hi == gi || too_far(drafts_[hi], n) || !all_fit(drafts_[hi], drafts_[gi].space)) continue;
+      if (hi == gi || too_far(drafts_[hi], n) ||
+          too_big(drafts_[gi].nodes.size() + drafts_[hi].nodes.size()) ||
+          !all_fit(drafts_[hi], drafts_[gi].space))
+        continue;
       Draft d = drafts_[gi];
       d.nodes.insert(d.nodes.end(), drafts_[hi].nodes.begin(), drafts_[hi].nodes.end());
       std::sort(d.nodes.begin(), d.nodes.end(),
@@ -226,6 +229,8 @@ class Planner {
     return std::all_of(d.nodes.begin(), d.nodes.end(),
                        [&](const ir::Node* m) { return fresh.fits(*m); });
   }
+
+  bool too_big(size_t nodes) const { return nodes > static_cast<size_t>(o_.max_checked_nodes); }
 
   // True when more than max_span nodes outside every group run between d's last node and n.
   bool too_far(const Draft& d, const ir::Node* n) const {

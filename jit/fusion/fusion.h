@@ -38,6 +38,11 @@ struct FusionOptions {
   // them across the work in between: a backward's copy of a forward value (ir/passes/
   // backward_recompute.cc) must not join the forward kernel that made the original.
   int max_span = 4;
+  // A group grows past this many nodes only by appends that need no check of the whole group (see
+  // Planner::appends_cleanly): any other join checks and lowers the group again, so without a bound
+  // a group that grows by such joins (a 1000-layer llama's optimizer updates) costs its size
+  // squared.
+  int max_checked_nodes = 512;
 };
 
 struct FusionGroup {

@@ -93,6 +93,41 @@ TEST(Graph, ReplaceUsesAndErase) {
   EXPECT_NO_THROW(verify(g));
 }
 
+TEST(Graph, OutputsFollowReplacementsAndDrops) {
+  Graph g;
+  Value* x = g.add_argument("x", {DType::kF32, {4}}, Role::kInput);
+  Value* w = g.add_argument("w", {DType::kF32, {4}}, Role::kParameter);
+  Value* a = g.add("exp", {x}, {}, "a");
+  Value* b = g.add("log", {x}, {}, "b");
+  g.add_output("a", a);
+  g.add_output("again", a);
+  g.add_update(w, b);
+  EXPECT_TRUE(g.is_output(a) && g.is_output(b) && !g.is_output(x));
+  g.keep_outputs([](const std::string& name) { return name != "again"; });
+  EXPECT_TRUE(g.is_output(a));  // still output `a`
+  g.replace_all_uses(a, b);
+  EXPECT_FALSE(g.is_output(a));
+  EXPECT_TRUE(g.is_output(b));
+  g.keep_outputs([](const std::string&) { return false; });
+  EXPECT_TRUE(g.is_output(b));  // the update still names it
+}
+
+TEST(Graph, ReorderKeepsEveryProducerFirstOrChangesNothing) {
+  Graph g;
+  Value* x = g.add_argument("x", {DType::kF32, {4}}, Role::kInput);
+  Value* a = g.add("exp", {x}, {}, "a");
+  Value* b = g.add("log", {x}, {}, "b");
+  Value* c = g.add("add", {a, b}, {}, "c");
+  const std::vector<Node*> before = g.nodes();
+  EXPECT_THROW(g.reorder({c->producer(), a->producer(), b->producer()}), VerifyError);
+  EXPECT_THROW(g.reorder({a->producer(), a->producer(), c->producer()}), VerifyError);
+  EXPECT_THROW(g.reorder({a->producer(), b->producer()}), VerifyError);
+  EXPECT_EQ(g.nodes(), before);
+  g.reorder({b->producer(), a->producer(), c->producer()});
+  EXPECT_EQ(g.nodes(), (std::vector<Node*>{b->producer(), a->producer(), c->producer()}));
+  EXPECT_NO_THROW(verify(g));
+}
+
 TEST(Verifier, CatchesWhatTheApiCannotPrevent) {
   auto g = parse_graph(R"(graph @g {
   sym B in [1, 8]

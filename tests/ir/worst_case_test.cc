@@ -162,8 +162,8 @@ TEST(WorstCases, TheLargestSizeCanLieInTheMiddleOfTheStaircase) {
   sg.add_limit(P("B*S"), 10);
   const std::vector<Bindings> worst = maximal_bindings(sg);
   const DimExpr size = P("B*S*(10 + S)");
-  EXPECT_EQ(size.evaluate(worst.front()), 112);  // B=2, S=4
-  EXPECT_EQ(size.evaluate(worst.back()), 110);   // B=10, S=1
+  EXPECT_EQ(size.evaluate(worst.front()), 112);    // B=2, S=4
+  EXPECT_EQ(size.evaluate(worst.back()), 110);     // B=10, S=1
   EXPECT_EQ(largest_value(sg, worst, size), 120);  // B=5, S=2
   int64_t most = 0;
   for (const Bindings& b : admissible(sg)) most = std::max(most, size.evaluate(b));

@@ -83,5 +83,32 @@ TEST(FusionPlan, ALongChainIsOneKernelLoweredInWorkLinearInItsLength) {
   EXPECT_LE(plan.lowered, 3 * n) << "the planner lowered " << plan.lowered << " nodes";
 }
 
+// A chain whose nodes join by the full check (a select takes its compare in with it): each join
+// checks and lowers the whole group again, so a group stops growing that way at max_checked_nodes
+// and the work stays linear in the chain (unbounded, it was n^2: 4 million nodes here).
+TEST(FusionPlan, GroupsThatGrowByFullChecksStopAtTheirBound) {
+  const int n = 2000;
+  std::string text = "graph @chain {\n  sym B in [1, 64]\n  input %x : f32[B, 32]\n";
+  std::string prev = "%x";
+  for (int i = 0; i < n / 2; ++i) {
+    const std::string c = "%c" + std::to_string(i), v = "%v" + std::to_string(i);
+    text += "  " + c + " = gt(" + prev + ", %x) : bool[B, 32]\n";
+    text += "  " + v + " = select(" + c + ", " + prev + ", %x) : f32[B, 32]\n";
+    prev = v;
+  }
+  auto g = ir::parse_graph(text + "  output y = " + prev + "\n}\n");
+  FusionOptions options;
+  options.max_checked_nodes = 64;
+  const FusionPlan plan = plan_fusion(*g, options);
+  size_t grouped = 0;
+  for (const FusionGroup& group : plan.groups) {
+    EXPECT_LE(group.nodes.size(), 64u);
+    grouped += group.nodes.size();
+  }
+  EXPECT_EQ(grouped, static_cast<size_t>(n));
+  EXPECT_GE(plan.groups.size(), static_cast<size_t>(n / 64));
+  EXPECT_LE(plan.lowered, 4 * 64 * n) << "the planner lowered " << plan.lowered << " nodes";
+}
+
 }  // namespace
 }  // namespace disc::jit
