@@ -24,7 +24,7 @@ ctest --test-dir build --output-on-failure -j "$jobs"
 if [ "${1:-}" = "--quick" ]; then exit 0; fi
 echo "== sanitizer build (ASan + UBSan), tests and fuzzing"
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-19 \
-  -DDISC_FUZZ=ON -DDISC_FUZZ_SECONDS="${DISC_FUZZ_SECONDS:-60}" > /dev/null
+  -DDISC_FUZZ=ON -DDISC_FUZZ_SECONDS="${DISC_FUZZ_SECONDS:-60}" -DDISC_BENCH=OFF > /dev/null
 cmake --build build-sanitize -j "$jobs"
 ctest --test-dir build-sanitize --output-on-failure -j "$jobs"
 
