@@ -121,9 +121,20 @@ class Staircase {
 }  // namespace
 
 std::vector<Bindings> maximal_bindings(const ShapeGraph& shapes) {
+  const std::vector<SymbolLimit> limits = shapes.limits();
+  for (const SymbolLimit& l : limits) {
+    for (const auto& [m, c] : l.expr.terms()) {
+      // The walk raises symbols until a limit stops them: it needs limits that grow with each.
+      if (c < 0 && !m.empty())
+        throw ShapeError("the limit " + l.str() +
+                         " (over the independent symbols, as shape inference rewrote it) has a "
+                         "negative term, so its largest shapes cannot be found: limit symbols "
+                         "that are not solved as a difference of others");
+    }
+  }
   std::vector<Bindings> out;
   std::string first_error;
-  for (const Bindings& b : Staircase(shapes, shapes.limits()).walk()) {
+  for (const Bindings& b : Staircase(shapes, limits).walk()) {
     try {
       out.push_back(shapes.complete_and_check(b));
     } catch (const ShapeError& e) {

@@ -193,5 +193,18 @@ TEST(WorstCases, LimitsFollowEliminatedSymbols) {
             "N = 110 breaks the limit N <= 100");
 }
 
+TEST(WorstCases, ALimitSolvedAsADifferenceIsRefusedNotWalked) {
+  ShapeGraph sg;
+  sg.add_symbol({"Y", 1, 64, 1, std::nullopt});
+  sg.add_symbol({"Z", 1, 64, 1, std::nullopt});
+  sg.add_symbol({"B", 1, 64, 1, std::nullopt});
+  sg.add_limit(P("B"), 10);
+  sg.assert_equal(P("B + Z"), P("Y"), "concat");  // B, declared last, becomes Y - Z
+  EXPECT_EQ(message([&] { maximal_bindings(sg); }),
+            "the limit Y - Z <= 10 (over the independent symbols, as shape inference rewrote it) "
+            "has a negative term, so its largest shapes cannot be found: limit symbols that are "
+            "not solved as a difference of others");
+}
+
 }  // namespace
 }  // namespace disc::ir
