@@ -21,7 +21,7 @@ int64_t highest(const Symbol& s) {
 class Staircase {
  public:
   Staircase(const ShapeGraph& shapes, std::vector<SymbolLimit> limits)
-      : limits_(std::move(limits)) {
+      : shapes_(shapes), limits_(std::move(limits)) {
     std::set<std::string> limited;
     for (const SymbolLimit& l : limits_) limited.merge(l.expr.symbols());
     for (const Symbol* s : shapes.symbols()) {
@@ -103,15 +103,14 @@ class Staircase {
     std::vector<Bindings> kept;
     for (const Bindings& p : found_) {
       const bool below = std::any_of(found_.begin(), found_.end(), [&](const Bindings& q) {
-        return q != p && std::all_of(vars_.begin(), vars_.end(), [&](const Symbol* s) {
-                 return p.at(s->name) <= q.at(s->name);
-               });
+        return q != p && dominated_by(shapes_, p, q);
       });
       if (!below) kept.push_back(p);
     }
     found_ = std::move(kept);
   }
 
+  const ShapeGraph& shapes_;
   std::vector<SymbolLimit> limits_;
   std::vector<const Symbol*> vars_;  // independent symbols some limit names
   Bindings b_;                       // the others stay at their upper bounds
