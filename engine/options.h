@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,9 +14,13 @@ namespace disc::engine {
 
 struct TrainerOptions {
   std::string device = "cpu";
-  int threads = 0;                 // 0: every hardware thread
-  uint64_t seed = 0;               // parameter initialisation
-  ir::OptimizerConfig optimizer;   // AdamW with weight decay 0.01 by default
+  int threads = 0;                // 0: every hardware thread
+  uint64_t seed = 0;              // parameter initialisation
+  ir::OptimizerConfig optimizer;  // AdamW with weight decay 0.01 by default
+  // Parameters held fixed (a fine-tune's frozen embeddings): the step computes no gradient for
+  // them and keeps no optimizer state, and the memory plan holds neither. Each must name a
+  // parameter of the model (InvalidArgument otherwise).
+  std::set<std::string> frozen;
   memory::GovernorOptions memory;  // the cap on device bytes (0: none), scheduling, remat, offload
   bool jit = true;  // fused JIT kernels for memory-bound ops (false: reference kernels only)
   bool fuse_attention =

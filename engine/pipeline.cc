@@ -49,8 +49,23 @@ bool loss_output(CompiledStep& s, const TrainerOptions&) {
   return true;
 }
 
+// Frozen parameters stay arguments of the step but get neither gradient nor update.
 bool training_step(CompiledStep& s, const TrainerOptions& o) {
-  ir::build_training_step(*s.model.graph, s.model.loss, s.model.params, o.optimizer);
+  std::vector<ir::Value*> trained;
+  std::set<std::string> unknown = o.frozen;
+  for (ir::Value* p : s.model.params) {
+    if (unknown.erase(p->name()) == 0) trained.push_back(p);
+  }
+  if (!unknown.empty()) {
+    std::string some;
+    for (size_t i = 0; i < s.model.params.size() && i < 4; ++i)
+      some += (i ? ", " : "") + s.model.params[i]->name();
+    throw InvalidArgument("cannot freeze `" + *unknown.begin() +
+                          "`: the model has no parameter of that name (it has " + some + ", ...)");
+  }
+  if (trained.empty())
+    throw InvalidArgument("every parameter is frozen: there is nothing to train");
+  ir::build_training_step(*s.model.graph, s.model.loss, trained, o.optimizer);
   return true;
 }
 

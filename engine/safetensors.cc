@@ -1,6 +1,8 @@
 #include "engine/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -9,7 +11,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <tuple>
@@ -57,16 +58,16 @@ std::string hex(uint32_t v) {
 
 // One header entry, checked against the data section before anything is allocated: a header may
 // claim any shape, and only the file's own size says how much there is to read.
-struct Entry {
+struct HeaderEntry {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0;
 };
 
-Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& e,
-                  uint64_t data_size) {
-  auto fail = [&](const std::string& what) -> Entry {
+HeaderEntry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& e,
+                        uint64_t data_size) {
+  auto fail = [&](const std::string& what) -> HeaderEntry {
     throw IoError(path + ": tensor `" + name + "`: " + what);
   };
   if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") ||
@@ -75,7 +76,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   }
   auto code = dtype_codes().find(e["dtype"].get<std::string>());
   if (code == dtype_codes().end()) return fail("unsupported dtype " + e["dtype"].dump());
-  Entry out{name, code->second, e["shape"].get<std::vector<int64_t>>()};
+  HeaderEntry out{name, code->second, e["shape"].get<std::vector<int64_t>>()};
   auto offsets = e["data_offsets"].get<std::vector<uint64_t>>();
   uint64_t bytes = dtype_size(out.dtype);
   for (int64_t d : out.shape) {
@@ -104,12 +105,12 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
 }
 
 // The safetensors spec: the tensors' byte ranges tile the data section, no overlaps, no holes.
-void check_tiling(const std::string& path, std::vector<Entry> entries, uint64_t data_size) {
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+void check_tiling(const std::string& path, std::vector<HeaderEntry> entries, uint64_t data_size) {
+  std::sort(entries.begin(), entries.end(), [](const HeaderEntry& a, const HeaderEntry& b) {
     return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
   });
   uint64_t at = 0;
-  for (const Entry& e : entries) {
+  for (const HeaderEntry& e : entries) {
     if (e.begin != at) {
       throw IoError(path + ": tensor `" + e.name + "` starts at data byte " +
                     std::to_string(e.begin) + ", but the previous tensor ends at " +
@@ -124,13 +125,13 @@ void check_tiling(const std::string& path, std::vector<Entry> entries, uint64_t 
   }
 }
 
-void verify_checksum(const std::string& path, const Entry& e, std::string_view bytes,
+void verify_checksum(const std::string& path, const std::string& name, std::string_view bytes,
                      const std::map<std::string, std::string>& metadata) {
-  auto it = metadata.find(kChecksumPrefix + e.name);
+  auto it = metadata.find(kChecksumPrefix + name);
   if (it == metadata.end()) return;  // a file not written by disc
   std::string actual = hex(checksum(bytes.data(), bytes.size()));
   if (it->second != actual) {
-    throw IoError(path + ": tensor `" + e.name + "` fails its checksum (recorded crc32 " +
+    throw IoError(path + ": tensor `" + name + "` fails its checksum (recorded crc32 " +
                   it->second + ", read " + actual +
                   "): the file was changed or damaged after it was written");
   }
@@ -212,50 +213,75 @@ std::string header_text(const std::map<std::string, Tensor>& tensors,
 
 }  // namespace
 
-TensorFile read_safetensors(const std::string& path, memory::Allocator& alloc) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("cannot open " + path + ": check the path");
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (size < 0) throw IoError("cannot read " + path + ": it has no size (not a regular file?)");
-  std::string bytes(static_cast<size_t>(size), '\0');
-  if (!in.read(bytes.data(), size))
-    throw IoError("cannot read " + path + ": the read failed part way");
-  uint64_t header_len = 0;
-  if (bytes.size() < 8) throw IoError(path + ": too short to be a safetensors file");
-  std::memcpy(&header_len, bytes.data(), 8);
-  if (header_len > bytes.size() - 8)
-    throw IoError(path + ": header length exceeds the file (truncated file?)");
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(bytes.substr(8, header_len));
-  } catch (const nlohmann::json::exception& e) {
-    throw IoError(path + ": the header is not valid JSON (" + e.what() + ")");
+MappedTensorFile::MappedTensorFile(const std::string& path) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw IoError("cannot open " + path + ": " + std::strerror(errno) + "; check the path");
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw IoError("cannot read " + path + ": not a regular file");
   }
-  if (!header.is_object()) throw IoError(path + ": the header is not a JSON object");
-  std::string_view data =
-      std::string_view(bytes).substr(8 + header_len);  // no copy of a large file
-  TensorFile out;
-  std::vector<Entry> entries;
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ > 0) map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  int map_err = errno;
+  ::close(fd);  // the mapping keeps the file
+  if (map_ == MAP_FAILED) {
+    map_ = nullptr;
+    throw IoError("cannot map " + path + ": " + std::strerror(map_err));
+  }
   try {
-    for (const auto& [name, entry] : header.items()) {
-      if (name == "__metadata__") {
-        for (const auto& [k, v] : entry.items()) out.metadata[k] = v.get<std::string>();
-        continue;
-      }
-      entries.push_back(parse_entry(path, name, entry, data.size()));
+    std::string_view bytes(static_cast<const char*>(map_), size_);
+    uint64_t header_len = 0;
+    if (bytes.size() < 8) throw IoError(path + ": too short to be a safetensors file");
+    std::memcpy(&header_len, bytes.data(), 8);
+    if (header_len > bytes.size() - 8)
+      throw IoError(path + ": header length exceeds the file (truncated file?)");
+    nlohmann::json header;
+    try {
+      header = nlohmann::json::parse(bytes.substr(8, header_len));
+    } catch (const nlohmann::json::exception& e) {
+      throw IoError(path + ": the header is not valid JSON (" + e.what() + ")");
     }
-  } catch (const nlohmann::json::exception& e) {
-    throw IoError(path + ": malformed header (" + e.what() + ")");
+    if (!header.is_object()) throw IoError(path + ": the header is not a JSON object");
+    std::string_view data = bytes.substr(8 + header_len);
+    std::vector<HeaderEntry> entries;
+    try {
+      for (const auto& [name, entry] : header.items()) {
+        if (name == "__metadata__") {
+          for (const auto& [k, v] : entry.items()) metadata_[k] = v.get<std::string>();
+          continue;
+        }
+        entries.push_back(parse_entry(path, name, entry, data.size()));
+      }
+    } catch (const nlohmann::json::exception& e) {
+      throw IoError(path + ": malformed header (" + e.what() + ")");
+    }
+    check_tiling(path, entries, data.size());
+    for (const HeaderEntry& e : entries) {
+      const auto* begin = reinterpret_cast<const std::byte*>(data.data() + e.begin);
+      tensors_[e.name] = {e.dtype, e.shape, {begin, static_cast<size_t>(e.end - e.begin)}};
+    }
+  } catch (...) {
+    if (map_ != nullptr) ::munmap(map_, size_);
+    throw;
   }
-  check_tiling(path, entries, data.size());
-  for (const Entry& e : entries) {
-    std::string_view raw = data.substr(e.begin, e.end - e.begin);
-    verify_checksum(path, e, raw, out.metadata);
+}
+
+MappedTensorFile::~MappedTensorFile() {
+  if (map_ != nullptr) ::munmap(map_, size_);
+}
+
+TensorFile read_safetensors(const std::string& path, memory::Allocator& alloc) {
+  MappedTensorFile file(path);
+  TensorFile out;
+  out.metadata = file.metadata();
+  for (const auto& [name, e] : file.tensors()) {
+    std::string_view raw(reinterpret_cast<const char*>(e.bytes.data()), e.bytes.size());
+    verify_checksum(path, name, raw, out.metadata);
     Tensor t = Tensor::empty(e.dtype, e.shape, alloc);
     t.upload(raw.data());
-    out.tensors[e.name] = std::move(t);
+    out.tensors[name] = std::move(t);
   }
   std::erase_if(out.metadata, [](const auto& kv) { return kv.first.starts_with(kChecksumPrefix); });
   return out;

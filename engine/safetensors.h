@@ -4,7 +4,10 @@
 #pragma once
 
 #include <map>
+#include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "engine/tensor.h"
 
@@ -13,6 +16,33 @@ namespace disc::engine {
 struct TensorFile {
   std::map<std::string, std::string> metadata;
   std::map<std::string, Tensor> tensors;
+};
+
+// A safetensors file mapped read-only into memory: each tensor's bytes are a view of the file, so a
+// large model (a Hugging Face checkpoint's shards) is read tensor by tensor with no second copy in
+// RAM. The header is checked as read_safetensors says below; checksums are not (see there).
+class MappedTensorFile {
+ public:
+  explicit MappedTensorFile(const std::string& path);
+  ~MappedTensorFile();
+  MappedTensorFile(const MappedTensorFile&) = delete;
+  MappedTensorFile& operator=(const MappedTensorFile&) = delete;
+
+  struct Entry {
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::span<const std::byte> bytes;  // valid while the file object lives
+  };
+  const std::string& path() const { return path_; }
+  const std::map<std::string, Entry>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+ private:
+  std::string path_;
+  void* map_ = nullptr;
+  size_t size_ = 0;
+  std::map<std::string, Entry> tensors_;
+  std::map<std::string, std::string> metadata_;
 };
 
 // Throws IoError for a file that cannot be read or is not valid safetensors (saying what is wrong):

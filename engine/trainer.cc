@@ -15,6 +15,7 @@
 #include "devices/cuda/cuda_device.h"
 #include "devices/hip/hip_device.h"
 #include "devices/simulated/simulated_device.h"
+#include "engine/durable_folder.h"
 #include "engine/executor.h"
 #include "engine/init.h"
 #include "engine/pipeline.h"
@@ -30,51 +31,6 @@ namespace disc::engine {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Closes a file descriptor on every path out of a scope.
-class Fd {
- public:
-  Fd(const std::string& path, int flags, mode_t mode = 0)
-      : fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)) {
-    if (fd_ < 0) throw IoError("cannot open " + path + ": " + std::strerror(errno));
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  // fsync, then close; throws IoError naming `path` when either fails.
-  void sync_and_close(const std::string& path) {
-    int rc = ::fsync(fd_), err = errno;
-    int closed = ::close(fd_), close_err = errno;
-    fd_ = -1;
-    if (rc != 0 || closed != 0)
-      throw IoError("cannot sync " + path + " to disk: " + std::strerror(rc ? err : close_err));
-  }
-
- private:
-  int fd_;
-};
-
-// Writes `text` to a new file and syncs it (the folder it is in gets renamed into place later).
-void write_text_durably(const std::string& path, const std::string& text) {
-  Fd fd(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (int err = write_fully(fd.get(), text.data(), text.size()); err != 0)
-    throw IoError("cannot write " + path + ": " + std::strerror(err));
-  fd.sync_and_close(path);
-}
-
-// Syncs a folder, so that the entries created or renamed in it survive a crash.
-void sync_folder(const std::string& path) {
-  Fd(path, O_RDONLY | O_DIRECTORY).sync_and_close(path);
-}
-
-// The folder a checkpoint is written into before it is renamed to `final`: a hidden sibling,
-// so that nothing that lists checkpoints ever sees a half-written one under its final name.
-fs::path staging_folder(const fs::path& final) {
-  return final.parent_path() / ("." + final.filename().string() + ".partial");
-}
 
 // Refuses to replace `final` unless it is a checkpoint folder: save() swaps in a whole new folder
 // and must not delete what a caller keeps beside a checkpoint.
@@ -95,11 +51,6 @@ void check_replaceable(const fs::path& final) {
     }
   }
   if (ec) throw IoError("cannot list " + final.string() + ": " + ec.message());
-}
-
-void remove_quietly(const fs::path& p) {
-  std::error_code ec;
-  fs::remove_all(p, ec);
 }
 
 // trainer.json's step and extra; IoError naming the file for anything missing or malformed.

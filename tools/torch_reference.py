@@ -186,16 +186,23 @@ FAMILIES = {
 }
 
 
-def write_safetensors(path, tensors, metadata):
+SAFETENSORS_DTYPES = {"F32": torch.float32, "F64": torch.float64, "I32": torch.int32, "I64": torch.int64,
+                      "BF16": torch.bfloat16, "F16": torch.float16}
+
+
+def write_safetensors(path, tensors, metadata, compact=False):
+    """Writes the tensors (F32, I32, BF16 or F16) in the order given. The header is sorted JSON, or with compact
+    laid out as the safetensors library writes it (Hugging Face checkpoints): no spaces, entries in data order,
+    each as dtype, shape, data_offsets."""
     header, blobs, offset = {"__metadata__": metadata}, [], 0
     for name, t in tensors.items():
         t = t.detach().contiguous()
-        dtype = {torch.float32: "F32", torch.int32: "I32"}[t.dtype]
-        data = t.numpy().tobytes()
+        dtype = {torch.float32: "F32", torch.int32: "I32", torch.bfloat16: "BF16", torch.float16: "F16"}[t.dtype]
+        data = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()  # numpy has no bf16
         header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
-    raw = json.dumps(header, sort_keys=True).encode()
+    raw = (json.dumps(header, separators=(",", ":")) if compact else json.dumps(header, sort_keys=True)).encode()
     raw += b" " * (-len(raw) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(raw)) + raw + b"".join(blobs))
@@ -203,7 +210,7 @@ def write_safetensors(path, tensors, metadata):
 
 def read_safetensors(path):
     """The tensors of a safetensors file by name (disc's checkpoints and data), and its metadata."""
-    dtypes = {"F32": torch.float32, "F64": torch.float64, "I32": torch.int32, "I64": torch.int64}
+    dtypes = SAFETENSORS_DTYPES
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(n))

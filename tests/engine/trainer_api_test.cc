@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "engine/trainer.h"
+#include "ir/graph.h"
 #include "ir/models/model.h"
 
 namespace disc::engine {
@@ -70,6 +71,68 @@ TEST(TrainerApi, AModelTheMachineCannotHoldIsRefusedNamingBothSizes) {
               std::string::npos)
         << m;
   }
+}
+
+}  // namespace
+}  // namespace disc::engine
+
+namespace disc::engine {
+namespace {
+
+Trainer llama_trainer(std::set<std::string> frozen) {
+  ir::models::LlamaConfig c;
+  c.vocab = 20, c.hidden = 16, c.layers = 2, c.heads = 2, c.kv_heads = 1, c.ffn = 24;
+  c.max_batch = 2, c.max_seq = 8;
+  TrainerOptions o;
+  o.threads = 1, o.seed = 3, o.frozen = std::move(frozen);
+  o.optimizer.clip_norm = 0;  // each parameter's update then depends on its own gradient alone
+  return Trainer(ir::models::build_llama(c), o);
+}
+
+// Frozen parameters keep their values, get no gradient and no optimizer state; every other
+// parameter trains exactly as it would with nothing frozen.
+TEST(TrainerApi, FrozenParametersStayAsTheyAreAndTheRestTrainAsBefore) {
+  Trainer all = llama_trainer({}), some = llama_trainer({"embed", "l0.wq"});
+  auto batch = [](Trainer& t) {
+    return Batch{
+        {"tokens", Tensor::from<int32_t>({2, 4}, {1, 5, 7, 2, 3, 3, 9, 0}, t.allocator())},
+        {"targets", Tensor::from<int32_t>({2, 4}, {5, 7, 2, 4, 3, 9, -100, -100}, t.allocator())}};
+  };
+  const std::vector<float> embed = some.parameter("embed").to_vector<float>();
+  all.step(batch(all), 0.01), some.step(batch(some), 0.01);
+  // After one step the models differ only in what was frozen; later steps see that difference.
+  for (const std::string& p : {"l0.wk", "l1.w_down", "lm_head"}) {
+    std::vector<float> a = all.parameter(p).to_vector<float>(),
+                       b = some.parameter(p).to_vector<float>();
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-6) << p;
+  }
+  some.step(batch(some), 0.01);
+  EXPECT_EQ(some.parameter("embed").to_vector<float>(), embed);
+  EXPECT_NE(all.parameter("embed").to_vector<float>(), embed);
+  EXPECT_EQ(some.parameter("l0.wq").to_vector<float>(),
+            llama_trainer({}).parameter("l0.wq").to_vector<float>());
+  for (const ir::Value* a : some.graph().arguments()) {
+    EXPECT_NE(a->name(), "embed.m");
+    EXPECT_NE(a->name(), "l0.wq.v");
+  }
+  // Neither the optimizer state nor the gradients are held.
+  EXPECT_LT(some.bytes_held_for(some.largest_shape()), all.bytes_held_for(all.largest_shape()));
+}
+
+TEST(TrainerApi, FreezingWhatIsNoParameterOrEverythingIsRefused) {
+  try {
+    llama_trainer({"l0.wz"});
+    FAIL() << "an unknown parameter was frozen";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot freeze `l0.wz`: the model has no parameter"),
+              std::string::npos)
+        << e.what();
+  }
+  ir::models::MlpConfig c;
+  c.in = 3, c.classes = 2, c.hidden = {};
+  TrainerOptions o;
+  o.frozen = {"fc0.w", "fc0.b"};
+  EXPECT_THROW(Trainer(ir::models::build_mlp(c), o), InvalidArgument);
 }
 
 }  // namespace

@@ -1,0 +1,406 @@
+#include "engine/hf_llama.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "base/error.h"
+#include "base/half.h"
+#include "engine/durable_folder.h"
+#include "engine/trainer.h"
+#include "memory/allocator.h"
+
+namespace disc::engine {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::vector<HfName> hf_llama_names(const ir::models::LlamaConfig& c) {
+  std::vector<HfName> names = {{"embed", "model.embed_tokens.weight", false}};
+  for (int64_t l = 0; l < c.layers; ++l) {
+    std::string d = "l" + std::to_string(l) + ".", h = "model.layers." + std::to_string(l) + ".";
+    names.push_back({d + "attn_norm", h + "input_layernorm.weight", false});
+    for (const char* p : {"q", "k", "v", "o"})
+      names.push_back({d + "w" + p, h + "self_attn." + p + "_proj.weight", true});
+    names.push_back({d + "mlp_norm", h + "post_attention_layernorm.weight", false});
+    for (const char* p : {"gate", "up", "down"})
+      names.push_back({d + "w_" + p, h + "mlp." + p + "_proj.weight", true});
+  }
+  names.push_back({"final_norm", "model.norm.weight", false});
+  if (!c.tied_embeddings) names.push_back({"lm_head", "lm_head.weight", true});
+  return names;
+}
+
+namespace {
+
+// The HF shape of each tensor a llama of config `c` has, by HF name.
+std::map<std::string, std::vector<int64_t>> hf_shapes(const ir::models::LlamaConfig& c) {
+  const int64_t hd = c.hidden / c.heads, kv = c.kv_heads * hd;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const HfName& n : hf_llama_names(c)) {
+    const std::string& h = n.hf;
+    std::vector<int64_t> s;
+    if (h.ends_with("norm.weight") || h.ends_with("layernorm.weight"))
+      s = {c.hidden};
+    else if (h.ends_with("q_proj.weight") || h.ends_with("o_proj.weight"))
+      s = {c.hidden, c.hidden};
+    else if (h.ends_with("k_proj.weight") || h.ends_with("v_proj.weight"))
+      s = {kv, c.hidden};
+    else if (h.ends_with("gate_proj.weight") || h.ends_with("up_proj.weight"))
+      s = {c.ffn, c.hidden};
+    else if (h.ends_with("down_proj.weight"))
+      s = {c.hidden, c.ffn};
+    else
+      s = {c.vocab, c.hidden};  // embed_tokens, lm_head
+    shapes[h] = s;
+  }
+  return shapes;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  return json(s).dump();
+}
+
+std::string torch_dtype(DType t) {
+  return t == DType::kBF16 ? "bfloat16" : t == DType::kF16 ? "float16" : "float32";
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError("cannot read " + path + ": " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+json parse_json(const std::string& path, const std::string& text) {
+  try {
+    json j = json::parse(text);
+    if (!j.is_object()) throw InvalidArgument(path + " is not a JSON object");
+    return j;
+  } catch (const json::exception& e) {
+    throw InvalidArgument(path + " is not valid JSON (" + e.what() + ")");
+  }
+}
+
+// config.json's key as T: InvalidArgument naming the key when it is missing (and has no default)
+// or of the wrong kind.
+template <typename T>
+T key(const json& j, const std::string& path, const std::string& name,
+      std::optional<T> fallback = std::nullopt) {
+  if (!j.contains(name) || j[name].is_null()) {
+    if (fallback) return *fallback;
+    throw InvalidArgument(path + " lacks `" + name + "`, which a llama's config.json gives");
+  }
+  try {
+    return j[name].get<T>();
+  } catch (const json::exception&) {
+    throw InvalidArgument(path + ": `" + name + "` is " + j[name].dump() + ", not a " +
+                          (std::is_same_v<T, bool> ? "boolean" : "number"));
+  }
+}
+
+// What disc's llama computes; a config that asks for more is refused rather than trained wrongly.
+void check_supported(const json& j, const std::string& path) {
+  auto refuse = [&](const std::string& k, const std::string& why) {
+    throw InvalidArgument(path + ": `" + k + "` is " + j[k].dump() + "; " + why);
+  };
+  if (j.contains("model_type") && j["model_type"] != "llama")
+    refuse("model_type", "disc reads llama folders only");
+  if (j.contains("hidden_act") && j["hidden_act"] != "silu")
+    refuse("hidden_act", "disc's llama MLP is SwiGLU (silu)");
+  for (const char* bias : {"attention_bias", "mlp_bias"})
+    if (j.contains(bias) && j[bias] != false) refuse(bias, "disc's llama has no biases");
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+    refuse("rope_scaling",
+           "disc implements plain RoPE (no scaling); remove it or use another model");
+}
+
+void read_config(HfLlama& hf) {
+  const std::string path = hf.dir + "/config.json";
+  if (!fs::is_regular_file(path))
+    throw IoError(hf.dir + " has no config.json: model.hf must name a Hugging Face model folder");
+  hf.config_text = read_text(path);
+  const json j = parse_json(path, hf.config_text);
+  check_supported(j, path);
+  ir::models::LlamaConfig& c = hf.config;
+  c.vocab = key<int64_t>(j, path, "vocab_size");
+  c.hidden = key<int64_t>(j, path, "hidden_size");
+  c.ffn = key<int64_t>(j, path, "intermediate_size");
+  c.layers = key<int64_t>(j, path, "num_hidden_layers");
+  c.heads = key<int64_t>(j, path, "num_attention_heads");
+  c.kv_heads = key<int64_t>(j, path, "num_key_value_heads", c.heads);
+  c.norm_eps = key<double>(j, path, "rms_norm_eps");
+  c.rope_theta = key<double>(j, path, "rope_theta", 10000.0);
+  c.tied_embeddings = key<bool>(j, path, "tie_word_embeddings", false);
+  hf.max_positions = key<int64_t>(j, path, "max_position_embeddings", int64_t{0});
+  hf.bos_id = key<int32_t>(j, path, "bos_token_id", -1);
+  hf.eos_id = key<int32_t>(j, path, "eos_token_id", -1);
+  for (auto [k, v] : {std::pair{"vocab_size", c.vocab},
+                      {"hidden_size", c.hidden},
+                      {"intermediate_size", c.ffn},
+                      {"num_hidden_layers", c.layers},
+                      {"num_attention_heads", c.heads},
+                      {"num_key_value_heads", c.kv_heads}}) {
+    if (v < 1) throw InvalidArgument(path + ": `" + k + "` is " + std::to_string(v) + ", not >= 1");
+  }
+  const int64_t hd = c.hidden % c.heads == 0 ? c.hidden / c.heads : 0;
+  if (hd == 0 || hd % 2 != 0 || c.heads % c.kv_heads != 0 ||
+      key<int64_t>(j, path, "head_dim", hd) != hd) {
+    throw InvalidArgument(path + ": hidden_size " + std::to_string(c.hidden) + ", " +
+                          std::to_string(c.heads) + " heads and " + std::to_string(c.kv_heads) +
+                          " key/value heads do not make equal, even-sized heads shared evenly");
+  }
+}
+
+// The weight files and which tensor each holds: the index's weight_map, or model.safetensors.
+void open_weights(HfLlama& hf) {
+  const std::string index = hf.dir + "/model.safetensors.index.json";
+  std::map<std::string, std::string> wanted;  // tensor -> file, from the index
+  std::set<std::string> names;
+  if (fs::exists(index)) {
+    hf.sharded = true;
+    const json j = parse_json(index, read_text(index));
+    if (!j.contains("weight_map") || !j["weight_map"].is_object())
+      throw InvalidArgument(index + " lacks its `weight_map` (tensor name -> file)");
+    for (const auto& [tensor, file] : j["weight_map"].items()) {
+      if (!file.is_string() || file.get<std::string>().find('/') != std::string::npos)
+        throw InvalidArgument(index + ": `" + tensor + "` maps to " + file.dump() +
+                              ", not a file name in the folder");
+      wanted[tensor] = file.get<std::string>();
+      names.insert(file.get<std::string>());
+    }
+  } else if (fs::exists(hf.dir + "/model.safetensors")) {
+    names.insert("model.safetensors");
+  } else {
+    throw IoError(hf.dir + " has neither model.safetensors nor model.safetensors.index.json");
+  }
+  for (const std::string& name : names) {
+    hf.files.push_back(std::make_unique<MappedTensorFile>(hf.dir + "/" + name));
+    for (const auto& [tensor, entry] : hf.files.back()->tensors()) {
+      auto it = wanted.find(tensor);
+      if (hf.sharded && (it == wanted.end() || it->second != name))
+        throw InvalidArgument(hf.files.back()->path() + " holds `" + tensor + "`, which " + index +
+                              (it == wanted.end() ? " does not name" : " puts in " + it->second));
+      if (!hf.tensors.emplace(tensor, HfLlama::Stored{hf.files.back().get(), &entry}).second)
+        throw InvalidArgument(hf.dir + ": `" + tensor + "` is in two weight files");
+    }
+  }
+  for (const auto& [tensor, file] : wanted) {
+    if (!hf.tensors.contains(tensor))
+      throw InvalidArgument(index + " puts `" + tensor + "` in " + file +
+                            ", which does not hold it (an incomplete or mixed-up download?)");
+  }
+}
+
+// Exactly the tensors config.json's llama has, each of its shape and a float dtype.
+void check_tensors(const HfLlama& hf) {
+  const auto shapes = hf_shapes(hf.config);
+  for (const auto& [name, stored] : hf.tensors) {
+    auto it = shapes.find(name);
+    if (it == shapes.end()) {
+      throw InvalidArgument(
+          stored.file->path() + ": `" + name + "` is no parameter of a llama with config.json's " +
+          (name == "lm_head.weight" ? "tie_word_embeddings (true: the head is the embedding)"
+                                    : "sizes (" + std::to_string(hf.config.layers) + " layers)"));
+    }
+    const auto& e = *stored.entry;
+    if (e.shape != it->second) {
+      throw InvalidArgument(stored.file->path() + ": `" + name + "` is " + shape_text(e.shape) +
+                            ", but config.json's sizes need " + shape_text(it->second));
+    }
+    if (e.dtype != DType::kF32 && e.dtype != DType::kBF16 && e.dtype != DType::kF16)
+      throw InvalidArgument(stored.file->path() + ": `" + name + "` is " +
+                            std::string(dtype_name(e.dtype)) +
+                            "; weights must be f32, bf16 or f16");
+  }
+  for (const auto& [name, shape] : shapes) {
+    if (!hf.tensors.contains(name))
+      throw InvalidArgument(hf.dir + " lacks `" + name + "` " + shape_text(shape) +
+                            ", which a llama with config.json's sizes has");
+  }
+}
+
+// A stored tensor as f32, [rows, cols] transposed to [cols, rows] when asked.
+std::vector<float> to_f32(const MappedTensorFile::Entry& e, bool transposed) {
+  const size_t n = e.bytes.size() / static_cast<size_t>(dtype_size(e.dtype));
+  std::vector<float> flat(n);
+  const std::byte* p = e.bytes.data();
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h = 0;
+    if (e.dtype == DType::kF32) {
+      std::memcpy(&flat[i], p + 4 * i, 4);
+      continue;
+    }
+    std::memcpy(&h, p + 2 * i, 2);
+    flat[i] = e.dtype == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
+  }
+  if (!transposed) return flat;
+  const auto rows = static_cast<size_t>(e.shape[0]), cols = static_cast<size_t>(e.shape[1]);
+  std::vector<float> t(n);
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t c = 0; c < cols; ++c) t[c * rows + r] = flat[r * cols + c];
+  return t;
+}
+
+// `values` (f32, in disc's layout) as a host tensor of HF's layout and `dtype`.
+Tensor to_stored(std::vector<float> values, std::vector<int64_t> shape, bool transposed,
+                 DType dtype, memory::Allocator& host) {
+  if (transposed) {
+    const auto rows = static_cast<size_t>(shape[0]), cols = static_cast<size_t>(shape[1]);
+    std::vector<float> t(values.size());
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < cols; ++c) t[c * rows + r] = values[r * cols + c];
+    values = std::move(t);
+    std::swap(shape[0], shape[1]);
+  }
+  if (dtype == DType::kF32) return Tensor::from<float>(shape, values, host);
+  std::vector<uint16_t> half(values.size());
+  for (size_t i = 0; i < values.size(); ++i)
+    half[i] = dtype == DType::kBF16 ? f32_to_bf16(values[i]) : f32_to_f16(values[i]);
+  Tensor t = Tensor::empty(dtype, shape, host);
+  t.upload(half.data());
+  return t;
+}
+
+// config.json for a folder disc made from scratch: what transformers writes for this llama.
+std::string make_config(const ir::models::LlamaConfig& c, DType dtype) {
+  json j = {{"architectures", {"LlamaForCausalLM"}},
+            {"model_type", "llama"},
+            {"hidden_act", "silu"},
+            {"attention_bias", false},
+            {"mlp_bias", false},
+            {"rope_scaling", nullptr},
+            {"vocab_size", c.vocab},
+            {"hidden_size", c.hidden},
+            {"intermediate_size", c.ffn},
+            {"num_hidden_layers", c.layers},
+            {"num_attention_heads", c.heads},
+            {"num_key_value_heads", c.kv_heads},
+            {"rms_norm_eps", c.norm_eps},
+            {"rope_theta", c.rope_theta},
+            {"tie_word_embeddings", c.tied_embeddings},
+            {"max_position_embeddings", c.max_seq},
+            {"torch_dtype", torch_dtype(dtype)}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
+HfLlama open_hf_llama(const std::string& dir) {
+  HfLlama hf;
+  hf.dir = dir;
+  if (!fs::is_directory(dir))
+    throw IoError("model.hf is " + dir +
+                  ", which is not a folder: name a Hugging Face model folder");
+  read_config(hf);
+  open_weights(hf);
+  check_tensors(hf);
+  return hf;
+}
+
+Tensor read_hf_weight(const HfLlama& hf, const HfName& name, memory::Allocator& alloc) {
+  const auto& e = *hf.tensors.at(name.hf).entry;
+  std::vector<int64_t> shape = e.shape;
+  if (name.transposed) std::swap(shape[0], shape[1]);
+  return Tensor::from<float>(shape, to_f32(e, name.transposed), alloc);
+}
+
+void load_hf_weights(const HfLlama& hf, Trainer& trainer) {
+  for (const HfName& n : hf_llama_names(hf.config))
+    trainer.set_parameter(n.disc, read_hf_weight(hf, n, trainer.allocator()));
+}
+
+std::map<std::string, Tensor> parameters_of(const Trainer& trainer) {
+  std::map<std::string, Tensor> params;
+  for (const std::string& name : trainer.parameter_names()) params[name] = trainer.parameter(name);
+  return params;
+}
+
+namespace {
+
+// The folder `dir` may become: absent, or an empty folder (InvalidArgument otherwise).
+void check_new_folder(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return;
+  if (!fs::is_directory(dir, ec) || !fs::is_empty(dir, ec))
+    throw InvalidArgument("cannot export to " + dir.string() +
+                          ": it exists and is not an empty folder; name a new folder");
+}
+
+// Everything in the source folder besides its weights and config (the tokenizer, the generation
+// config), so the written folder is a whole model.
+void copy_other_files(const HfLlama& source, const fs::path& to) {
+  for (const auto& e : fs::directory_iterator(source.dir)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || name == "config.json" || name.ends_with(".safetensors") ||
+        name == "model.safetensors.index.json")
+      continue;
+    fs::copy_file(e.path(), to / name);
+  }
+}
+
+}  // namespace
+
+void write_hf_llama(const std::map<std::string, Tensor>& params, const ir::models::LlamaConfig& c,
+                    const std::string& dir, const HfLlama* source, std::optional<DType> dtype) {
+  fs::path final = fs::path(dir).lexically_normal();
+  if (!final.has_filename()) final = final.parent_path();
+  if (final.parent_path().empty()) final = fs::path(".") / final;
+  check_new_folder(final);
+  // Which file each tensor goes to, and as what.
+  std::map<std::string, std::vector<HfName>> files;
+  for (const HfName& n : hf_llama_names(c)) {
+    if (!params.contains(n.disc))
+      throw InvalidArgument("cannot export: the parameters lack `" + n.disc + "` (" + n.hf + ")");
+    files[source ? fs::path(source->tensors.at(n.hf).file->path()).filename().string()
+                 : "model.safetensors"]
+        .push_back(n);
+  }
+  auto cpu = make_device("cpu", 1);
+  memory::DeviceAllocator host(*cpu);
+  const fs::path staging = staging_folder(final);
+  remove_quietly(staging);
+  fs::create_directories(staging);
+  try {
+    json weight_map = json::object();
+    int64_t total = 0;
+    for (const auto& [file, names] : files) {
+      std::map<std::string, Tensor> out;
+      for (const HfName& n : names) {
+        const Tensor& p = params.at(n.disc);
+        DType t = dtype ? *dtype : source ? source->tensors.at(n.hf).entry->dtype : DType::kF32;
+        out[n.hf] = to_stored(p.to_vector<float>(), p.shape(), n.transposed, t, host);
+        total += out[n.hf].bytes();
+        weight_map[n.hf] = file;
+      }
+      write_safetensors((staging / file).string(), out, {{"format", "pt"}});
+    }
+    std::string config = source ? source->config_text : make_config(c, dtype.value_or(DType::kF32));
+    if (source && dtype) {
+      json j = json::parse(config);
+      j["torch_dtype"] = torch_dtype(*dtype);
+      config = j.dump(2) + "\n";
+    }
+    write_text_durably((staging / "config.json").string(), config);
+    if (source && source->sharded) {
+      json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+      write_text_durably((staging / "model.safetensors.index.json").string(), index.dump(2) + "\n");
+    }
+    if (source) copy_other_files(*source, staging);
+    sync_folder(staging.string());
+    fs::remove(final);  // an empty folder, if any
+    fs::rename(staging, final);
+  } catch (const fs::filesystem_error& e) {
+    remove_quietly(staging);
+    throw IoError("cannot export to " + final.string() + ": " + e.code().message());
+  } catch (...) {
+    remove_quietly(staging);
+    throw;
+  }
+  sync_folder(final.parent_path().string());
+}
+
+}  // namespace disc::engine
