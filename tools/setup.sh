@@ -14,6 +14,8 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev libtbb-dev
   # Checksums, config, logging, CLI, JSON.
   zlib1g-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
+  # sentencepiece for Llama's tokenizer.model; its test trains a model and checks it against Python.
+  libsentencepiece-dev sentencepiece python3-sentencepiece
   # Tests and benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev
   # hiprtc (in the HIP runtime), so that the tests compile the GPU kernels for AMD GPUs too; the

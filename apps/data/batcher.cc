@@ -11,7 +11,8 @@
 namespace disc::data {
 namespace {
 
-void validate(const std::vector<std::vector<int32_t>>& data, const BatchSpec& s) {
+void validate(const std::vector<std::vector<int32_t>>& data, const BatchSpec& s,
+              const std::vector<int32_t>& loss_start) {
   if (s.token_budget < 0) {
     throw InvalidArgument("token_budget is " + std::to_string(s.token_budget) +
                           "; it must be 0 (use batch_size) or positive");
@@ -25,6 +26,19 @@ void validate(const std::vector<std::vector<int32_t>>& data, const BatchSpec& s)
     if (data[i].empty()) {
       throw InvalidArgument("sequence " + std::to_string(i) +
                             " is empty: drop empty sequences before batching");
+    }
+  }
+  if (!loss_start.empty() && loss_start.size() != data.size()) {
+    throw InvalidArgument("loss_start has " + std::to_string(loss_start.size()) + " entries for " +
+                          std::to_string(data.size()) +
+                          " sequences: give one per sequence, or none (every target counts)");
+  }
+  for (size_t i = 0; i < loss_start.size(); ++i) {
+    if (loss_start[i] < 0 || loss_start[i] >= static_cast<int64_t>(data[i].size())) {
+      throw InvalidArgument("sequence " + std::to_string(i) + " has " +
+                            std::to_string(data[i].size()) + " tokens and its loss starts at " +
+                            std::to_string(loss_start[i]) + ": a loss start is 0 or more and " +
+                            "below the sequence's length (so that some target counts)");
     }
   }
 }
@@ -45,9 +59,10 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t
 
 }  // namespace
 
-Batcher::Batcher(const std::vector<std::vector<int32_t>>& data, BatchSpec spec)
-    : data_(data), spec_(spec) {
-  validate(data_, spec_);
+Batcher::Batcher(const std::vector<std::vector<int32_t>>& data, BatchSpec spec,
+                 std::vector<int32_t> loss_start)
+    : data_(data), loss_start_(std::move(loss_start)), spec_(spec) {
+  validate(data_, spec_, loss_start_);
   start_epoch(0);
 }
 
@@ -102,13 +117,18 @@ HostBatch Batcher::assemble(int64_t count) const {
   b.tokens.assign(static_cast<size_t>(b.batch * b.seq), spec_.pad_id);
   b.targets.assign(static_cast<size_t>(b.batch * b.seq), spec_.ignore_index);
   for (int64_t r = 0; r < count; ++r) {
-    const std::vector<int32_t>& s = data_[order_[cursor_.position + r]];
+    int64_t i = order_[cursor_.position + r];
+    const std::vector<int32_t>& s = data_[i];
     auto len = static_cast<int64_t>(s.size());
+    // The first counted target: t + 1 >= loss start, so the prompt's last token predicts the
+    // response's first.
+    int64_t first = loss_start_.empty() ? 0 : std::max<int64_t>(loss_start_[i] - 1, 0);
     int32_t* tokens = b.tokens.data() + r * b.seq;
     int32_t* targets = b.targets.data() + r * b.seq;
     std::copy(s.begin(), s.end(), tokens);
-    std::copy(s.begin() + 1, s.end(), targets);  // targets[t] = tokens[t + 1] for t < len - 1
-    b.real_tokens += len - 1;
+    // targets[t] = tokens[t + 1] for first <= t < len - 1
+    std::copy(s.begin() + first + 1, s.end(), targets + first);
+    b.real_tokens += len - 1 - first;
   }
   return b;
 }

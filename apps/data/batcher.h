@@ -7,6 +7,9 @@
 //   HostBatch b = batcher.next();            // b.tokens and b.targets are [b.batch, b.seq]
 //   Batcher::Cursor c = batcher.cursor();    // store with a checkpoint ...
 //   batcher.seek(c);                         // ... and continue from it after a restart
+//
+// Instruction data can leave each example's prompt out of the loss: Batcher(d.examples, spec,
+// d.loss_start) with a Dataset from load_text_dataset (train_on "response").
 #pragma once
 
 #include <cstdint>
@@ -29,16 +32,20 @@ struct BatchSpec {
 struct HostBatch {
   int64_t batch = 0, seq = 0;
   // [batch, seq], row-major. tokens: each sequence, then pad_id. targets[t] = tokens[t + 1] for
-  // t < len - 1; ignore_index at the last real position and at every padding position.
+  // t < len - 1 where the target counts (t + 1 >= the sequence's loss start), ignore_index
+  // elsewhere: before the loss start, at the last real position and at every padding position.
   std::vector<int32_t> tokens, targets;
-  int64_t real_tokens = 0;  // targets that count: the sum of (len - 1)
+  int64_t real_tokens = 0;  // targets that count: the sum of (len - 1), less those masked
 };
 
 class Batcher {
  public:
-  // Keeps its own copy of `data`. Throws InvalidArgument for an empty dataset, an empty sequence
-  // or an invalid spec.
-  Batcher(const std::vector<std::vector<int32_t>>& data, BatchSpec spec);
+  // Keeps its own copy of `data`. loss_start: empty (every target counts), or one entry per
+  // sequence, the first position whose token the loss learns (a prompt's length in tokens):
+  // target t counts when t + 1 >= loss_start. Throws InvalidArgument for an empty dataset, an empty
+  // sequence, a loss start outside its sequence or an invalid spec.
+  Batcher(const std::vector<std::vector<int32_t>>& data, BatchSpec spec,
+          std::vector<int32_t> loss_start = {});
 
   // The next batch. An epoch visits every sequence once; its last batch may be smaller, and the
   // batch after it starts the next epoch (never mixing two epochs).
@@ -61,6 +68,7 @@ class Batcher {
   HostBatch assemble(int64_t count) const;
 
   std::vector<std::vector<int32_t>> data_;
+  std::vector<int32_t> loss_start_;  // empty, or one per sequence
   BatchSpec spec_;
   Cursor cursor_;
   std::vector<int64_t> order_;  // the current epoch's permutation of data_'s indices

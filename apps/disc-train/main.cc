@@ -5,6 +5,7 @@
 //   disc-train print-config --config run.yaml      (every key, resolved, with its help)
 //   disc-train validate --config run.yaml          (checks config, data and model; writes nothing)
 //   disc-train plan --config run.yaml [--shape B=8,S=64]  (schedule, evictions, memory plan)
+//   disc-train export --config run.yaml --to DIR   (the llama as a Hugging Face folder)
 //
 // Bad input: one line on stderr naming what and where, exit code 2, nothing written.
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -19,6 +20,7 @@
 #include "config.h"
 #include "devices/cpu/openmp_spin.h"
 #include "engine/pipeline.h"
+#include "export.h"
 #include "run.h"
 
 namespace {
@@ -76,6 +78,14 @@ int main(int argc, char** argv) {
   show->add_flag("--json", json,
                  "print the summary alone, as JSON (shape, symbols, peaks, lower bound, smallest "
                  "cap)");
+  CLI::App* hf = app.add_subcommand(
+      "export",
+      "Write the llama as a Hugging Face folder (config.json, safetensors), from the "
+      "newest checkpoint in checkpoint.dir, or the initial weights when there is none");
+  add_common(hf);
+  std::string to, from;
+  hf->add_option("--to", to, "the folder to write (new, or empty)")->required();
+  hf->add_option("--checkpoint", from, "a checkpoint folder to export instead of the newest");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -91,6 +101,7 @@ int main(int argc, char** argv) {
     }
     if (*check) return disc::apps::validate(c);
     if (*show) return disc::apps::plan(c, shape, dump, json);
+    if (*hf) return disc::apps::export_model(c, to, from);
     return disc::apps::run_training(c, flags);
   } catch (const disc::Error& e) {
     std::cerr << "disc-train: " << e.what() << "\n";

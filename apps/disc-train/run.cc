@@ -223,10 +223,12 @@ int run_training(const Config& c, const RunFlags& f) {
   std::unique_ptr<CheckpointLock> lock;
   if (!out.ckdir.empty()) lock = std::make_unique<CheckpointLock>(out.ckdir);
   if (!f.resume && !out.ckdir.empty()) refuse_mixing_runs(out.ckdir);
-  data::Batcher batcher(s.examples, s.batching);
+  data::Batcher batcher(s.examples, s.batching, s.loss_start);
   if (f.resume) {
     out.verified = resume(out.ckdir, trainer, batcher, identity, f.allow_changes);
     spdlog::info("resumed from {} at step {}", out.verified, trainer.steps_done());
+  } else {
+    load_initial_weights(s, trainer);
   }
   if (!out.metrics_path.empty()) {
     out.metrics = std::make_unique<MetricsFile>(
@@ -286,6 +288,11 @@ int run_training(const Config& c, const RunFlags& f) {
   write_reports(out, totals, trainer, g);
   out.progress.finish(summary_line(totals.steps, totals.tokens, totals.ms, totals.peak,
                                    totals.first, totals.last, totals.compiles, totals.evictions));
+  if (const std::string dir = c.get_string("export.dir"); code == 0 && !dir.empty()) {
+    engine::write_hf_llama(engine::parameters_of(trainer), *s.llama, dir, s.hf.get(),
+                           export_dtype(c));
+    spdlog::info("exported the trained llama to {} (Hugging Face layout)", dir);
+  }
   return code;
 }
 

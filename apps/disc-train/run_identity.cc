@@ -13,8 +13,11 @@ const std::string kPrefix = "run.";
 
 enum class Change { kFree, kWarn, kRefuse };
 
+// model.hf gives only the first step's weights and sizes: a resumed run takes the weights from
+// its checkpoint, which refuses other sizes. Where the folder lives may change, as data.path may.
 Change change_of(const std::string& key) {
-  for (const char* free : {"logging.", "checkpoint.", "memory.", "jit.cache_dir", "data.path"}) {
+  for (const char* free : {"logging.", "checkpoint.", "memory.", "jit.cache_dir", "data.path",
+                           "export.", "model.hf"}) {
     if (key.rfind(free, 0) == 0) return Change::kFree;
   }
   for (const char* warn : {"train.steps", "device.", "jit.buckets", "model.max_batch"}) {

@@ -1,6 +1,8 @@
 #include "setup.h"
 
 #include <fcntl.h>
+#include <fnmatch.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +13,7 @@
 #include <filesystem>
 
 #include "apps/data/byte_tokenizer.h"
+#include "apps/data/sentencepiece_tokenizer.h"
 #include "apps/data/synthetic.h"
 #include "apps/data/text_dataset.h"
 #include "base/error.h"
@@ -20,21 +23,38 @@
 namespace disc::apps {
 namespace {
 
+// data.tokenizer: bytes, a sentencepiece model file, or (auto) model.hf's tokenizer.model when
+// the folder has one. A Llama folder's BOS and EOS ids come from its config.json.
+std::unique_ptr<data::Tokenizer> make_tokenizer(const Config& c, const engine::HfLlama* hf) {
+  std::string file = c.get_string("data.tokenizer");
+  if (file == "auto") {
+    file = hf && std::filesystem::exists(hf->dir + "/tokenizer.model")
+               ? hf->dir + "/tokenizer.model"
+               : "bytes";
+  } else if (file != "bytes") {
+    file = resolve_path(c, file);
+  }
+  if (file == "bytes") return std::make_unique<data::ByteTokenizer>();
+  return std::make_unique<data::SentencePieceTokenizer>(file, hf ? hf->bos_id : -1,
+                                                        hf ? hf->eos_id : -1);
+}
+
+void load_synthetic(const Config& c, RunSetup& s) {
+  data::SyntheticSpec spec;
+  spec.vocab = c.get_int("data.synthetic.vocab");
+  spec.examples = c.get_int("data.synthetic.examples");
+  spec.min_len = c.get_int("data.synthetic.min_len");
+  spec.max_len = c.get_int("data.synthetic.max_len");
+  spec.lengths = c.get_string("data.synthetic.lengths");
+  spec.seed = static_cast<uint64_t>(c.get_int("train.seed"));
+  s.examples = data::make_synthetic(spec);
+  s.vocab = spec.vocab;
+  s.max_len = spec.max_len;
+}
+
 void load_examples(const Config& c, RunSetup& s) {
   std::string source = c.get_string("data.source");
-  if (source == "synthetic") {
-    data::SyntheticSpec spec;
-    spec.vocab = c.get_int("data.synthetic.vocab");
-    spec.examples = c.get_int("data.synthetic.examples");
-    spec.min_len = c.get_int("data.synthetic.min_len");
-    spec.max_len = c.get_int("data.synthetic.max_len");
-    spec.lengths = c.get_string("data.synthetic.lengths");
-    spec.seed = static_cast<uint64_t>(c.get_int("train.seed"));
-    s.examples = data::make_synthetic(spec);
-    s.vocab = spec.vocab;
-    s.max_len = spec.max_len;
-    return;
-  }
+  if (source == "synthetic") return load_synthetic(c, s);
   std::string path = c.get_string("data.path");
   if (path.empty())
     throw InvalidArgument("data.source is " + source +
@@ -44,16 +64,33 @@ void load_examples(const Config& c, RunSetup& s) {
   spec.format = source;
   spec.fields = c.get_strings("data.fields");
   spec.max_len = c.get_int("data.max_len");
+  if (const std::string prompt = c.get_string("data.template.prompt"); !prompt.empty())
+    spec.prompt_template = data::PromptTemplate{prompt, c.get_string("data.template.response")};
+  spec.train_on = c.get_string("data.train_on");
+  if (spec.train_on == "response" && !spec.prompt_template) {
+    throw InvalidArgument(
+        "data.train_on is response, but data.template.prompt is empty: give the template that "
+        "makes each record's prompt, so the loss knows where the response starts");
+  }
+  const auto tokenizer = make_tokenizer(c, s.hf.get());
   data::LoadNotes notes;
-  s.examples = data::load_text_dataset(spec, &notes);
+  data::Dataset d = data::load_text_dataset(spec, *tokenizer, &notes);
+  s.examples = std::move(d.examples);
+  s.loss_start = std::move(d.loss_start);
   if (s.examples.empty()) throw InvalidArgument(spec.path + " holds no examples");
   if (notes.lacking_fields > 0) {
     s.data_notes = std::to_string(notes.lacking_fields) +
-                   (notes.lacking_fields == 1 ? " record lacks" : " records lack") +
-                   " some of data.fields, the first: " + notes.first_lacking;
+                   (notes.lacking_fields == 1 ? " record lacks" : " records lack") + " some of " +
+                   (spec.prompt_template ? "the template's fields" : "data.fields") +
+                   ", the first: " + notes.first_lacking;
   }
-  s.vocab = data::ByteTokenizer().vocab_size();
+  if (notes.cut_responses > 0) {
+    s.data_notes += (s.data_notes.empty() ? "" : "; ") + std::to_string(notes.cut_responses) +
+                    " dropped whose response data.max_len cuts off, the first: " + notes.first_cut;
+  }
+  s.vocab = tokenizer->vocab_size();
   s.max_len = spec.max_len;
+  s.tokenizer = tokenizer->describe();
 }
 
 // The batch symbol's upper bound: the most rows a batch can have. It sizes the largest step, the
@@ -172,7 +209,28 @@ void check_graph_fits_data(const std::string& file, const ir::Graph& g, const Co
   }
 }
 
-ir::models::Model build_model(const Config& c, const RunSetup& s) {
+// model.hf's llama, its symbols bounded by the data as the built-in llama's are.
+ir::models::Model build_hf_llama(const Config& c, RunSetup& s) {
+  if (!c.get_string("model.graph").empty() || c.get_string("model.family") != "llama") {
+    throw InvalidArgument(
+        "model.hf names a Hugging Face llama, but model." +
+        std::string(c.get_string("model.graph").empty() ? "family is gpt2" : "graph is set") +
+        ": leave model.family llama and model.graph empty");
+  }
+  ir::models::LlamaConfig l = s.hf->config;
+  if (l.vocab < s.vocab) {
+    throw InvalidArgument("the data's token ids go up to " + std::to_string(s.vocab - 1) + " (" +
+                          s.tokenizer + "), but " + s.hf->dir + "/config.json has vocab_size " +
+                          std::to_string(l.vocab) + ": use the model's own tokenizer (data." +
+                          "tokenizer: auto with its tokenizer.model)");
+  }
+  l.max_batch = batch_bound(c), l.max_seq = s.max_len,
+  l.max_tokens = c.get_int("data.token_budget");
+  s.llama = l;
+  return ir::models::build_llama(l);
+}
+
+ir::models::Model build_model(const Config& c, RunSetup& s) {
   int64_t vocab = c.get_int("model.vocab") ? c.get_int("model.vocab") : s.vocab;
   if (vocab < s.vocab) {
     throw InvalidArgument("model.vocab is " + std::to_string(vocab) +
@@ -180,6 +238,7 @@ ir::models::Model build_model(const Config& c, const RunSetup& s) {
                           ": set model.vocab to 0 (take the data's) or at least " +
                           std::to_string(s.vocab));
   }
+  if (s.hf) return build_hf_llama(c, s);
   if (std::string file = c.get_string("model.graph"); !file.empty()) {
     auto m = ir::models::model_from_graph(ir::parse_graph_file(resolve_path(c, file)),
                                           c.get_float("model.init_std"));
@@ -214,7 +273,35 @@ ir::models::Model build_model(const Config& c, const RunSetup& s) {
                           ") must be a multiple of model.kv_heads (" + std::to_string(l.kv_heads) +
                           ")");
   }
+  s.llama = l;
   return ir::models::build_llama(l);
+}
+
+// train.freeze's patterns as parameter names. A pattern matches a disc name (l0.wq) or, for a
+// llama, the Hugging Face name of the same tensor (model.layers.0.self_attn.q_proj.weight); one
+// that matches nothing is a mistake worth a refusal, not a run that trains what it should not.
+std::set<std::string> frozen_parameters(const Config& c, const RunSetup& s) {
+  std::map<std::string, std::string> hf_name;
+  if (s.llama)
+    for (const engine::HfName& n : engine::hf_llama_names(*s.llama)) hf_name[n.disc] = n.hf;
+  std::set<std::string> frozen;
+  for (const std::string& pattern : c.get_strings("train.freeze")) {
+    bool matched = false;
+    for (const ir::Value* p : s.model.params) {
+      auto hf = hf_name.find(p->name());
+      if (fnmatch(pattern.c_str(), p->name().c_str(), 0) == 0 ||
+          (hf != hf_name.end() && fnmatch(pattern.c_str(), hf->second.c_str(), 0) == 0)) {
+        frozen.insert(p->name()), matched = true;
+      }
+    }
+    if (!matched) {
+      throw InvalidArgument("train.freeze: `" + pattern + "` matches no parameter (they are " +
+                            "named like " + s.model.params.front()->name() +
+                            (s.llama ? " or model.embed_tokens.weight" : "") +
+                            "; `disc-train plan` lists them all)");
+    }
+  }
+  return frozen;
 }
 
 engine::TrainerOptions trainer_options(const Config& c) {
@@ -308,14 +395,16 @@ void check_distinct(const Config& c) {
       {"the config file", c.file()},
       {"data.path", resolve_path(c, c.get_string("data.path"))},
       {"model.graph", resolve_path(c, c.get_string("model.graph"))},
+      {"model.hf", resolve_path(c, c.get_string("model.hf"))},
       {"logging.metrics", c.get_string("logging.metrics")},
       {"logging.trace", c.get_string("logging.trace")},
       {"checkpoint.dir", c.get_string("checkpoint.dir")},
-      {"jit.cache_dir", kernel_cache_dir(c)}};
+      {"jit.cache_dir", kernel_cache_dir(c)},
+      {"export.dir", c.get_string("export.dir")}};
   if (const std::string m = c.get_string("logging.metrics"); !m.empty())
     paths.emplace_back("the memory report beside logging.metrics",
                        (fs::path(m).parent_path() / "memory.svg").string());
-  const size_t inputs = 3;
+  const size_t inputs = 4;
   for (size_t i = inputs; i < paths.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       const auto& [out_key, out] = paths[i];
@@ -334,6 +423,16 @@ void check_distinct(const Config& c) {
 }  // namespace
 
 void check_outputs(const Config& c) {
+  if (const std::string dir = c.get_string("export.dir"); !dir.empty()) {
+    if (!c.get_string("model.graph").empty() || c.get_string("model.family") != "llama")
+      throw InvalidArgument("export.dir writes a Hugging Face llama: model.family must be llama");
+    std::error_code ec;
+    if (std::filesystem::exists(dir, ec) &&
+        (!std::filesystem::is_directory(dir, ec) || !std::filesystem::is_empty(dir, ec)))
+      throw InvalidArgument("export.dir is " + dir +
+                            ", which exists and is not an empty folder: name a new folder");
+    check_output("export.dir", dir, true);
+  }
   check_output("logging.metrics", c.get_string("logging.metrics"), false);
   check_output("logging.trace", c.get_string("logging.trace"), false);
   check_output("checkpoint.dir", c.get_string("checkpoint.dir"), true);
@@ -341,6 +440,18 @@ void check_outputs(const Config& c) {
   if (c.get_string("jit.cache_dir") != "auto")
     check_output("jit.cache_dir", kernel_cache_dir(c), true);
   check_distinct(c);
+}
+
+void load_initial_weights(const RunSetup& s, engine::Trainer& trainer) {
+  if (!s.hf) return;
+  engine::load_hf_weights(*s.hf, trainer);
+  spdlog::info("weights from {}", s.hf->dir);
+}
+
+std::optional<DType> export_dtype(const Config& c) {
+  const std::string d = c.get_string("export.dtype");
+  if (d == "source") return std::nullopt;
+  return parse_dtype(d);
 }
 
 std::string kernel_cache_dir(const Config& c) {
@@ -370,6 +481,8 @@ RunSetup make_setup(const Config& c) {
   } catch (const InvalidArgument& e) {
     throw InvalidArgument("device.name: " + std::string(e.what()));
   }
+  if (const std::string hf = c.get_string("model.hf"); !hf.empty())
+    s.hf = std::make_shared<const engine::HfLlama>(engine::open_hf_llama(resolve_path(c, hf)));
   load_examples(c, s);
   s.batching.batch_size = c.get_int("data.batch_size");
   s.batching.token_budget = c.get_int("data.token_budget");
@@ -389,11 +502,18 @@ RunSetup make_setup(const Config& c) {
   }
   s.model = build_model(c, s);
   s.trainer = trainer_options(c);
-  s.describe = c.get_string("model.family") + " " + std::to_string(c.get_int("model.layers")) +
-               "x" + std::to_string(c.get_int("model.hidden")) + ", " +
-               std::to_string(s.examples.size()) + " " + c.get_string("data.source") +
-               " examples, token ids < " + std::to_string(s.vocab) +
-               (s.data_notes.empty() ? "" : " (" + s.data_notes + ")");
+  s.trainer.frozen = frozen_parameters(c, s);
+  const int64_t layers = s.llama ? s.llama->layers : c.get_int("model.layers"),
+                hidden = s.llama ? s.llama->hidden : c.get_int("model.hidden");
+  s.describe =
+      c.get_string("model.family") + " " + std::to_string(layers) + "x" + std::to_string(hidden) +
+      (s.hf ? " from " + s.hf->dir : "") + ", " + std::to_string(s.examples.size()) + " " +
+      c.get_string("data.source") + " examples, token ids < " + std::to_string(s.vocab) +
+      (s.tokenizer.empty() ? "" : " (" + s.tokenizer + ")") +
+      (s.trainer.frozen.empty() ? ""
+                                : ", frozen: " + std::to_string(s.trainer.frozen.size()) + " of " +
+                                      std::to_string(s.model.params.size()) + " parameters") +
+      (s.data_notes.empty() ? "" : " (" + s.data_notes + ")");
   return s;
 }
 

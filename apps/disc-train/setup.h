@@ -3,11 +3,13 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "apps/data/batcher.h"
 #include "config.h"
+#include "engine/hf_llama.h"
 #include "engine/trainer.h"
 #include "ir/models/model.h"
 
@@ -15,16 +17,26 @@ namespace disc::apps {
 
 struct RunSetup {
   std::vector<std::vector<int32_t>> examples;
+  std::vector<int32_t> loss_start;  // data.train_on response: each example's prompt length
   data::BatchSpec batching;
   int64_t vocab = 0;    // the data's token range
   int64_t max_len = 0;  // the longest sequence the data can give (bounds S)
   ir::models::Model model;
+  std::optional<ir::models::LlamaConfig> llama;  // the llama's sizes (family llama)
+  std::shared_ptr<const engine::HfLlama> hf;     // model.hf, opened: its weights load after build
   engine::TrainerOptions trainer;
+  std::string tokenizer;   // json, jsonl, text: the tokenizer's describe()
   std::string data_notes;  // what loading let pass: "2 records lack some of data.fields, ..."
   std::string describe;    // one line: "llama 2x128, 4,535 json examples, vocab 258"
 };
 
 RunSetup make_setup(const Config& c);
+
+// The folder's weights into the trainer for model.hf (nothing otherwise), with a log line.
+void load_initial_weights(const RunSetup& s, engine::Trainer& trainer);
+
+// export.dtype as a dtype to force (nullopt: `source`).
+std::optional<DType> export_dtype(const Config& c);
 
 // Refuses outputs (logging.metrics, logging.trace, checkpoint.dir, jit.cache_dir) that cannot be
 // written (a path under a regular file, a read-only folder: tried, not guessed from permission

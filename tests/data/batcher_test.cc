@@ -1,5 +1,5 @@
-// The batcher: shapes and padding, shifted targets, token budgets, epochs, awkward batch sizes,
-// and bit-exact resume from a cursor.
+// The batcher: shapes and padding, shifted targets, targets masked before a loss start, token
+// budgets, epochs, awkward batch sizes, and bit-exact resume from a cursor.
 #include "apps/data/batcher.h"
 
 #include <algorithm>
@@ -41,17 +41,21 @@ std::vector<int64_t> ids(const HostBatch& b) {
 }
 
 // Checks one batch against the sequences it claims to hold: padding, targets, real_tokens.
-void expect_well_formed(const HostBatch& b, const Data& data, const BatchSpec& spec) {
+void expect_well_formed(const HostBatch& b, const Data& data, const BatchSpec& spec,
+                        const std::vector<int32_t>& loss_start = {}) {
   ASSERT_EQ(b.tokens.size(), static_cast<size_t>(b.batch * b.seq));
   ASSERT_EQ(b.targets.size(), b.tokens.size());
   int64_t longest = 0, real = 0;
   for (int64_t r = 0; r < b.batch; ++r) {
     const auto& s = data[ids(b)[r]];
     auto len = static_cast<int64_t>(s.size());
-    longest = std::max(longest, len), real += len - 1;
+    int64_t start = loss_start.empty() ? 0 : loss_start[ids(b)[r]];
+    longest = std::max(longest, len);
     for (int64_t t = 0; t < b.seq; ++t) {
       int32_t token = t < len ? s[t] : spec.pad_id;
-      int32_t target = t < len - 1 ? s[t + 1] : spec.ignore_index;
+      bool counts = t < len - 1 && t + 1 >= start;
+      int32_t target = counts ? s[t + 1] : spec.ignore_index;
+      real += counts;
       ASSERT_EQ(b.tokens[r * b.seq + t], token) << "row " << r << " position " << t;
       ASSERT_EQ(b.targets[r * b.seq + t], target) << "row " << r << " position " << t;
     }
@@ -174,23 +178,52 @@ TEST(Batcher, ASequenceLongerThanTheBudgetGoesAlone) {
   EXPECT_EQ(batcher.next().batch, 2);  // 2 * 3 <= 10, and the epoch ends there
 }
 
+TEST(Batcher, LossStartMasksTheTargetsBeforeIt) {
+  Data data = numbered({5, 4, 3});
+  // Sequence 0's loss starts at token 3: targets 2 and 3 (predicting tokens 3 and 4) count.
+  // Sequence 1's at 0 and sequence 2's at 1: every target counts.
+  Batcher batcher(data, {.batch_size = 3, .shuffle = false}, {3, 0, 1});
+  HostBatch b = batcher.next();
+  EXPECT_EQ(b.tokens, (std::vector<int32_t>{1, 2, 3, 4, 5, 1001, 1002, 1003, 1004, 0, 2001, 2002,
+                                            2003, 0, 0}));
+  EXPECT_EQ(b.targets, (std::vector<int32_t>{-100, -100, 4, 5, -100, 1002, 1003, 1004, -100, -100,
+                                             2002, 2003, -100, -100, -100}));
+  EXPECT_EQ(b.real_tokens, 2 + 3 + 2);
+}
+
+TEST(Batcher, LossStartsFollowTheirSequencesThroughShuffledEpochs) {
+  Data data = numbered(varied(20));
+  std::vector<int32_t> loss_start;
+  for (size_t i = 0; i < data.size(); ++i)
+    loss_start.push_back(static_cast<int32_t>(i % data[i].size()));
+  for (BatchSpec spec : {BatchSpec{.batch_size = 7, .seed = 5}, BatchSpec{.token_budget = 64}}) {
+    Batcher batcher(data, spec, loss_start);
+    for (int i = 0; i < 12; ++i) expect_well_formed(batcher.next(), data, spec, loss_start);
+  }
+}
+
 TEST(Batcher, SeekReproducesAnUninterruptedRun) {
   Data data = numbered(varied(23));
+  std::vector<int32_t> loss_start;
+  for (size_t i = 0; i < data.size(); ++i)
+    loss_start.push_back(static_cast<int32_t>((i * 7) % data[i].size()));
   for (BatchSpec spec :
        {BatchSpec{.batch_size = 5, .seed = 3}, BatchSpec{.token_budget = 64, .seed = 4}}) {
-    Batcher straight(data, spec);
-    std::vector<HostBatch> all;
-    std::vector<Batcher::Cursor> cursors;
-    for (int i = 0; i < 40; ++i)
-      cursors.push_back(straight.cursor()), all.push_back(straight.next());
-    for (int stop : {0, 1, 4, 5, 13, 39}) {  // inside epochs and at their boundaries
-      Batcher resumed(data, spec);
-      resumed.seek(cursors[stop]);
-      for (int i = stop; i < 40; ++i) {
-        HostBatch b = resumed.next();
-        ASSERT_EQ(b.tokens, all[i].tokens) << "resumed at batch " << stop << ", batch " << i;
-        ASSERT_EQ(b.targets, all[i].targets);
-        ASSERT_EQ(b.real_tokens, all[i].real_tokens);
+    for (const std::vector<int32_t>& starts : {std::vector<int32_t>{}, loss_start}) {
+      Batcher straight(data, spec, starts);
+      std::vector<HostBatch> all;
+      std::vector<Batcher::Cursor> cursors;
+      for (int i = 0; i < 40; ++i)
+        cursors.push_back(straight.cursor()), all.push_back(straight.next());
+      for (int stop : {0, 1, 4, 5, 13, 39}) {  // inside epochs and at their boundaries
+        Batcher resumed(data, spec, starts);
+        resumed.seek(cursors[stop]);
+        for (int i = stop; i < 40; ++i) {
+          HostBatch b = resumed.next();
+          ASSERT_EQ(b.tokens, all[i].tokens) << "resumed at batch " << stop << ", batch " << i;
+          ASSERT_EQ(b.targets, all[i].targets);
+          ASSERT_EQ(b.real_tokens, all[i].real_tokens);
+        }
       }
     }
   }
@@ -216,6 +249,18 @@ TEST(Batcher, BadInputNamesWhatIsWrong) {
             "token_budget is -5; it must be 0 (use batch_size) or positive");
   EXPECT_EQ(error({}, {}), "no sequences to batch: the dataset is empty");
   EXPECT_EQ(error({{1}, {}}, {}), "sequence 1 is empty: drop empty sequences before batching");
+  auto starts_error = [&](std::vector<int32_t> starts) {
+    return message_of<InvalidArgument>([&] { Batcher(numbered({3, 2}), {}, starts); });
+  };
+  EXPECT_EQ(starts_error({1}),
+            "loss_start has 1 entries for 2 sequences: give one per sequence, or none (every "
+            "target counts)");
+  EXPECT_EQ(starts_error({0, 2}),
+            "sequence 1 has 2 tokens and its loss starts at 2: a loss start is 0 or more and below "
+            "the sequence's length (so that some target counts)");
+  EXPECT_EQ(starts_error({-1, 0}),
+            "sequence 0 has 3 tokens and its loss starts at -1: a loss start is 0 or more and "
+            "below the sequence's length (so that some target counts)");
   Batcher batcher(data, {});
   EXPECT_EQ(message_of<InvalidArgument>([&] { batcher.seek({0, 2}); }),
             "cannot seek to epoch 0, position 2: epochs count from 0 and positions from 0 to 1, "

@@ -1,4 +1,4 @@
-// The byte tokenizer: framing, every byte value, and bad ids.
+// The byte tokenizer: framing, every byte value, bad ids, and its use as a Tokenizer.
 #include "apps/data/byte_tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -17,6 +17,15 @@ TEST(ByteTokenizer, EncodesOneTokenPerByteFramedByBosAndEos) {
   EXPECT_EQ(tok.encode("hi", false, false), (Tokens{104, 105}));
   EXPECT_EQ(tok.encode("hi", true, false), (Tokens{256, 104, 105}));
   EXPECT_EQ(tok.encode("", true, true), (Tokens{256, 257}));
+}
+
+TEST(ByteTokenizer, IsATokenizer) {
+  ByteTokenizer bytes;
+  const Tokenizer& tok = bytes;
+  EXPECT_EQ(tok.describe(), "byte tokens (vocab 258)");
+  EXPECT_EQ(tok.bos_id(), ByteTokenizer::kBos);
+  EXPECT_EQ(tok.eos_id(), ByteTokenizer::kEos);
+  EXPECT_EQ(tok.encode("hi", true, false), (Tokens{256, 104, 105}));
 }
 
 TEST(ByteTokenizer, RoundTripsAll256Bytes) {

@@ -1,10 +1,12 @@
-// json, jsonl and text loading; the exact message for each kind of bad input; length summaries;
-// and the CodeAlpaca sample when it is present.
+// json, jsonl and text loading; instruction templates and which targets they leave to the loss;
+// the exact message for each kind of bad input; length summaries; and the CodeAlpaca sample when
+// it is present.
 #include "apps/data/text_dataset.h"
 
 #include <cstdlib>
 #include <filesystem>
 
+#include "apps/data/batcher.h"
 #include "apps/data/byte_tokenizer.h"
 #include "base/error.h"
 #include "test_util.h"
@@ -213,6 +215,164 @@ TEST_F(TextDataset, BadSpecsNameTheField) {
   EXPECT_EQ(error("[]", "json"),
             "P: fields is empty: name the JSON fields that make an example, e.g. instruction, "
             "input, output");
+}
+
+// Instruction templates. The byte tokenizer makes positions easy to count: one token per byte.
+class Template : public testing::TempDirTest {
+ protected:
+  void SetUp() override {
+    TempDirTest::SetUp();
+    spec_.format = "jsonl";
+    spec_.prompt_template = PromptTemplate{"Q: {instruction} {input}\nA: ", "{output}"};
+    spec_.train_on = "response";
+  }
+  Dataset load(const std::string& content) {
+    spec_.path = write("d.jsonl", content);
+    return load_text_dataset(spec_, ByteTokenizer(), &notes_);
+  }
+  std::string error(const PromptTemplate& t) {
+    spec_.prompt_template = t;
+    std::string m = message_of<InvalidArgument>([&] { load(R"({"output": "a"})"); });
+    if (m.rfind(spec_.path, 0) == 0) m = "P" + m.substr(spec_.path.size());
+    return m;
+  }
+  TextFileSpec spec_;
+  LoadNotes notes_;
+};
+
+TEST_F(Template, TheLossLearnsTheResponseAlone) {
+  // Line 1's prompt "Q: add 1 2\nA: " is 14 bytes, so BOS and it are tokens 0..14; the response
+  // "3" and EOS are tokens 15 and 16. Line 2 lacks `input`: "Q: add \nA: " is 11 bytes, its
+  // response "42" and EOS are tokens 12..14.
+  Dataset d = load(
+      "{\"instruction\": \"add\", \"input\": \"1 2\", \"output\": \"3\"}\n"
+      "{\"instruction\": \"add\", \"output\": \"42\"}\n");
+  ASSERT_EQ(d.examples.size(), 2u);
+  EXPECT_EQ(ByteTokenizer().decode(d.examples[0]), "Q: add 1 2\nA: 3");
+  EXPECT_EQ(d.examples[0].size(), 17u);
+  EXPECT_EQ(d.examples[0].back(), ByteTokenizer::kEos);
+  EXPECT_EQ(ByteTokenizer().decode(d.examples[1]), "Q: add \nA: 42");
+  EXPECT_EQ(d.loss_start, (std::vector<int32_t>{15, 12}));
+  EXPECT_EQ(notes_.lacking_fields, 1);
+  EXPECT_EQ(notes_.first_lacking, spec_.path + ":2 lacks `input`");
+
+  // Target t predicts token t + 1: the targets that count are exactly the response's tokens.
+  HostBatch b = Batcher(d.examples, {.batch_size = 2, .shuffle = false}, d.loss_start).next();
+  ASSERT_EQ(b.seq, 17);
+  std::vector<int32_t> row0(b.targets.begin(), b.targets.begin() + 17);
+  std::vector<int32_t> row1(b.targets.begin() + 17, b.targets.end());
+  std::vector<int32_t> expect0(17, -100), expect1(17, -100);
+  expect0[14] = '3', expect0[15] = ByteTokenizer::kEos;
+  expect1[11] = '4', expect1[12] = '2', expect1[13] = ByteTokenizer::kEos;
+  EXPECT_EQ(row0, expect0);
+  EXPECT_EQ(row1, expect1);
+  EXPECT_EQ(b.real_tokens, 5);
+}
+
+TEST_F(Template, TrainOnAllCountsEveryTarget) {
+  spec_.train_on = "all";
+  Dataset d = load("{\"instruction\": \"add\", \"input\": \"1 2\", \"output\": \"3\"}\n");
+  EXPECT_TRUE(d.loss_start.empty());
+  EXPECT_EQ(ByteTokenizer().decode(d.examples[0]), "Q: add 1 2\nA: 3");
+  HostBatch b = Batcher(d.examples, {.batch_size = 1}, d.loss_start).next();
+  EXPECT_EQ(b.real_tokens, 16);
+  EXPECT_EQ(b.targets, Batcher(d.examples, {.batch_size = 1}).next().targets);
+}
+
+TEST_F(Template, WithoutATemplateLoadingIsAsBefore) {
+  spec_ = {.path = write("d.json", R"([{"instruction": "add", "input": "", "output": "1+1"}])"),
+           .format = "json"};
+  Dataset d = load_text_dataset(spec_, ByteTokenizer());
+  EXPECT_EQ(d.examples, load_text_dataset(spec_));
+  EXPECT_EQ(ByteTokenizer().decode(d.examples[0]), "add\n1+1");
+  EXPECT_TRUE(d.loss_start.empty());
+}
+
+TEST_F(Template, BracesAreLiteralWhenDoubledAndJsonWorksToo) {
+  spec_.format = "json";
+  spec_.prompt_template = PromptTemplate{"{{{instruction}}}", "}}{output}{{"};
+  spec_.path = write("d.json", R"([{"instruction": "a", "output": "b"}])");
+  Dataset d = load_text_dataset(spec_, ByteTokenizer());
+  EXPECT_EQ(ByteTokenizer().decode(d.examples[0]), "{a}}b{");
+  EXPECT_EQ(d.loss_start, (std::vector<int32_t>{4}));  // BOS { a }
+}
+
+TEST_F(Template, ResponsesThatMaxLenCutsOffAreDroppedAndCounted) {
+  spec_.max_len = 8;
+  spec_.prompt_template = PromptTemplate{"{instruction}", "{output}"};
+  // BOS + 7 bytes leave no room; BOS + 6 bytes leave 1 token of the response; BOS + 2 bytes fit
+  // the response whole.
+  Dataset d = load(
+      "{\"instruction\": \"1234567\", \"output\": \"x\"}\n"
+      "{\"instruction\": \"123456\", \"output\": \"xyz\"}\n"
+      "{\"instruction\": \"12\", \"output\": \"xyz\"}\n"
+      "{\"instruction\": \"123456789\", \"output\": \"\"}\n");
+  EXPECT_EQ(d.examples, (std::vector<std::vector<int32_t>>{{256, '1', '2', '3', '4', '5', '6', 'x'},
+                                                           {256, '1', '2', 'x', 'y', 'z', 257}}));
+  EXPECT_EQ(d.loss_start, (std::vector<int32_t>{7, 3}));
+  EXPECT_EQ(notes_.cut_responses, 2);
+  EXPECT_EQ(notes_.first_cut,
+            spec_.path + ":1: its prompt is 8 tokens, and max_len 8 cuts off its whole response");
+  HostBatch b = Batcher(d.examples, {.batch_size = 2, .shuffle = false}, d.loss_start).next();
+  EXPECT_EQ(b.real_tokens, 1 + 4);  // '6' predicts 'x'; '2' predicts x, y, z, EOS
+}
+
+TEST_F(Template, RecordsAreCheckedAgainstTheTemplatesFields) {
+  spec_.path = path_of("d.jsonl");  // where load() writes, named before the messages use it
+  EXPECT_EQ(message_of<InvalidArgument>([&] { load(R"({"instruction": "a", "output": 3})"); }),
+            spec_.path +
+                ":1: expected a JSON object with string fields instruction, input, output; field "
+                "`output` is a number");
+  EXPECT_EQ(message_of<InvalidArgument>([&] { load(R"({"question": "a"})"); }),
+            spec_.path +
+                ":1: expected a JSON object with string fields instruction, input, output; found "
+                "an object with none of these fields (its keys: question)");
+}
+
+TEST_F(Template, BadTemplatesAreRefusedNamingThem) {
+  const std::string how = ": write {field} for a field (letters, digits, _), {{ or }} for a brace";
+  EXPECT_EQ(
+      error({"Q: {instruction", "{output}"}),
+      "P: the prompt template \"Q: {instruction\" has `{` at byte 3 that no `}` closes" + how);
+  EXPECT_EQ(error({"{a{b}", "{output}"}),
+            "P: the prompt template \"{a{b}\" has `{` at byte 0 that no `}` closes" + how);
+  EXPECT_EQ(error({"{instruction}", "{output}}"}),
+            "P: the response template \"{output}}\" has `}` at byte 8 that closes no `{`" + how);
+  EXPECT_EQ(error({"{}", "{output}"}),
+            "P: the prompt template \"{}\" has `{}` at byte 0, which is not a field name" + how);
+  EXPECT_EQ(error({"{0}", "{output}"}),
+            "P: the prompt template \"{0}\" has `{0}` at byte 0, which is not a field name" + how);
+  EXPECT_EQ(error({"{instruction!r:>5}", "{output}"}),
+            "P: the prompt template \"{instruction!r:>5}\" has `{instruction!r:>5}` at byte 0, "
+            "which is not a field name" +
+                how);
+  EXPECT_EQ(error({"Q:", "A:"}),
+            "P: the prompt template names no field: write {field} where a record's field goes, "
+            "e.g. {instruction} in the prompt, {output} in the response");
+}
+
+TEST_F(Template, BadTrainOnIsRefused) {
+  spec_.train_on = "prompt";
+  EXPECT_EQ(error({"{instruction}", "{output}"}),
+            "P: train_on is `prompt`; it must be all (every token) or response (the template's "
+            "response)");
+  spec_.train_on = "response";
+  spec_.prompt_template.reset();
+  spec_.path = write("d.jsonl", "");
+  EXPECT_EQ(message_of<InvalidArgument>([&] { load_text_dataset(spec_, ByteTokenizer()); }),
+            spec_.path +
+                ": train_on is response, but without a prompt template nothing says where the "
+                "response starts: set a template or train_on all");
+  spec_.prompt_template = PromptTemplate{"{instruction}", "{output}"};
+  EXPECT_EQ(message_of<InvalidArgument>([&] { load_text_dataset(spec_); }),
+            spec_.path +
+                ": train_on is response, but this load_text_dataset returns no loss starts: call "
+                "the one that takes a tokenizer");
+  spec_.format = "text";
+  EXPECT_EQ(message_of<InvalidArgument>([&] { load_text_dataset(spec_, ByteTokenizer()); }),
+            spec_.path +
+                ": a prompt template fills in fields of json or jsonl records, and format text "
+                "has none: drop the template or use jsonl");
 }
 
 TEST(Summarize, CountsMinMaxMeanMedianAndP90) {

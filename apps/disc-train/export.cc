@@ -1,0 +1,77 @@
+#include "export.h"
+
+#include <filesystem>
+#include <iostream>
+
+#include "base/error.h"
+#include "checkpoints.h"
+#include "engine/init.h"
+#include "engine/safetensors.h"
+#include "ir/graph.h"
+#include "memory/allocator.h"
+#include "setup.h"
+
+namespace disc::apps {
+namespace {
+
+// The checkpoint to export: `named`, else the newest complete one in checkpoint.dir ("": none).
+std::string checkpoint_to_export(const Config& c, const std::string& named) {
+  if (!named.empty()) return named;
+  const std::string dir = c.get_string("checkpoint.dir");
+  if (dir.empty() || !std::filesystem::exists(dir)) return "";
+  auto done = complete_checkpoints(dir);
+  return done.empty() ? "" : done.back();
+}
+
+// The parameters a run of this config starts from.
+std::map<std::string, engine::Tensor> initial_weights(const RunSetup& s, memory::Allocator& host) {
+  if (!s.hf) return engine::init_params(s.model, s.trainer.seed, host);
+  std::map<std::string, engine::Tensor> params;
+  for (const engine::HfName& n : engine::hf_llama_names(s.hf->config))
+    params[n.disc] = engine::read_hf_weight(*s.hf, n, host);
+  return params;
+}
+
+// Refuses a checkpoint of another model: a parameter missing or of another shape.
+void check_parameters(const ir::models::Model& m,
+                      const std::map<std::string, engine::Tensor>& params, const std::string& from) {
+  for (const ir::Value* p : m.params) {
+    auto it = params.find(p->name());
+    std::vector<int64_t> shape;
+    for (const ir::DimExpr& d : p->shape()) shape.push_back(d.constant().value_or(-1));
+    if (it == params.end() || it->second.shape() != shape) {
+      throw InvalidArgument("checkpoint " + from + (it == params.end() ? " lacks `" : " holds `") +
+                            p->name() + "`" +
+                            (it == params.end() ? "" : " as " + it->second.describe()) +
+                            ", which the config's model has as " + p->type().str() +
+                            ": it belongs to another run (name it with --checkpoint)");
+    }
+  }
+}
+
+}  // namespace
+
+int export_model(const Config& c, const std::string& to, const std::string& checkpoint) {
+  RunSetup s = make_setup(c);
+  if (!s.llama)
+    throw InvalidArgument("export writes a Hugging Face llama: model.family must be llama");
+  auto cpu = engine::make_device("cpu", 0);
+  memory::DeviceAllocator host(*cpu);
+  const std::string from = checkpoint_to_export(c, checkpoint);
+  std::map<std::string, engine::Tensor> params;
+  if (from.empty()) {
+    params = initial_weights(s, host);
+  } else {
+    // The checkpoint holds optimizer state too; write_hf_llama takes the parameters by name and
+    // refuses a checkpoint that lacks one. Shapes are checked here: another model's checkpoint
+    // may use the same names.
+    params = engine::read_safetensors(from + "/state.safetensors", host).tensors;
+    check_parameters(s.model, params, from);
+  }
+  engine::write_hf_llama(params, *s.llama, to, s.hf.get(), export_dtype(c));
+  std::cout << "exported " << (from.empty() ? "the initial weights" : from) << " to " << to
+            << " (Hugging Face llama, " << s.llama->layers << " layers)\n";
+  return 0;
+}
+
+}  // namespace disc::apps

@@ -1,0 +1,16 @@
+// `disc-train export`: a run's llama as a Hugging Face folder (config.json, safetensors with HF
+// names), for transformers or any HF-format consumer. The weights come from a checkpoint: the one
+// named, else the newest complete one in checkpoint.dir; without any, the weights a run would start
+// from (model.hf's, or the seeded initialisation, which makes a random model in HF layout).
+#pragma once
+
+#include <string>
+
+#include "config.h"
+
+namespace disc::apps {
+
+// Returns the exit code (0); bad input throws as make_setup does, before anything is written.
+int export_model(const Config& c, const std::string& to, const std::string& checkpoint);
+
+}  // namespace disc::apps
