@@ -68,6 +68,9 @@ int export_model(const Config& c, const std::string& to, const std::string& chec
     params = engine::read_safetensors(from + "/state.safetensors", host).tensors;
     check_parameters(s.model, params, from);
   }
+  // A billion-parameter model takes a while to convert and write: say what is coming.
+  std::cout << "writing " << engine::hf_llama_names(*s.llama).size() << " tensors to " << to
+            << " ..." << std::endl;
   engine::write_hf_llama(params, *s.llama, to, s.hf.get(), export_dtype(c));
   std::cout << "exported " << (from.empty() ? "the initial weights" : from) << " to " << to
             << " (Hugging Face llama, " << s.llama->layers << " layers)\n";

@@ -227,7 +227,11 @@ ir::models::Model build_hf_llama(const Config& c, RunSetup& s) {
   l.max_batch = batch_bound(c), l.max_seq = s.max_len,
   l.max_tokens = c.get_int("data.token_budget");
   s.llama = l;
-  return ir::models::build_llama(l);
+  ir::models::Model m = ir::models::build_llama(l);
+  // The folder's weights replace the initialisation (load_initial_weights): zeros cost a memset,
+  // where drawing a billion normals costs a minute.
+  for (auto& [name, init] : m.init) init.kind = ir::models::ParamInit::Kind::kZeros;
+  return m;
 }
 
 ir::models::Model build_model(const Config& c, RunSetup& s) {
