@@ -226,6 +226,12 @@ ir::models::Model build_hf_llama(const Config& c, RunSetup& s) {
   }
   l.max_batch = batch_bound(c), l.max_seq = s.max_len,
   l.max_tokens = c.get_int("data.token_budget");
+  if (s.hf->max_positions > 0 && s.max_len > s.hf->max_positions) {
+    spdlog::warn(
+        "sequences may be {} tokens long, but {} was trained on {} positions "
+        "(max_position_embeddings): lower data.max_len to stay within them",
+        s.max_len, s.hf->dir, s.hf->max_positions);
+  }
   s.llama = l;
   ir::models::Model m = ir::models::build_llama(l);
   // The folder's weights replace the initialisation (load_initial_weights): zeros cost a memset,

@@ -49,8 +49,8 @@ bool same_bytes(const engine::HfLlama& a, const engine::HfLlama& b, const std::s
 TEST(HfFineTune, TrainsExportsAndResumesAHuggingFaceFolder) {
   Scratch s;
   s.write("run.yaml", kFineTune);
-  const std::string common = std::string(DISC_TRAIN) + " run --config " + s.path("run.yaml") +
-                             " model.hf=" + kGqa + " ";
+  const std::string common =
+      std::string(DISC_TRAIN) + " run --config " + s.path("run.yaml") + " model.hf=" + kGqa + " ";
   Result a = run_command(common + "logging.metrics=" + s.path("a.jsonl") +
                          " checkpoint.dir=" + s.path("ck_a") + " export.dir=" + s.path("out"));
   ASSERT_EQ(a.code, 0) << a.out;
@@ -113,12 +113,13 @@ TEST(HfFineTune, SentencepieceTokenizerAndAResponseOnlyLoss) {
   Scratch s;
   std::string text;
   for (int i = 0; i < 400; ++i)
-    text += "Write a function that adds " + std::to_string(i) + " to x.\ndef f(x):\n    return x + " +
-            std::to_string(i) + "\n";
+    text += "Write a function that adds " + std::to_string(i) +
+            " to x.\ndef f(x):\n    return x + " + std::to_string(i) + "\n";
   s.write("text.txt", text);
-  Result spm = run_command("cd " + s.path("") + " && spm_train --input=text.txt --model_prefix=sp " +
-                           "--vocab_size=300 --model_type=bpe --byte_fallback=true " +
-                           "--bos_id=1 --eos_id=2 --unk_id=0 --minloglevel=2");
+  Result spm =
+      run_command("cd " + s.path("") + " && spm_train --input=text.txt --model_prefix=sp " +
+                  "--vocab_size=300 --model_type=bpe --byte_fallback=true " +
+                  "--bos_id=1 --eos_id=2 --unk_id=0 --minloglevel=2");
   ASSERT_EQ(spm.code, 0) << spm.out;
   Result made = run_command(std::string(DISC_TRAIN) + " export --to " + s.path("base") +
                             " model.vocab=300 model.hidden=16 model.layers=1 model.heads=2" +
