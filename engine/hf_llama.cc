@@ -102,6 +102,16 @@ T key(const json& j, const std::string& path, const std::string& name,
   }
 }
 
+// bos_token_id or eos_token_id (-1: none). Llama 3's folders give a list of end tokens; the first
+// is the one a training example ends with.
+int32_t token_id(const json& j, const std::string& path, const std::string& name) {
+  if (j.contains(name) && j[name].is_array() && !j[name].empty()) {
+    json first = {{name, j[name][0]}};
+    return key<int32_t>(first, path, name);
+  }
+  return key<int32_t>(j, path, name, -1);
+}
+
 // What disc's llama computes; a config that asks for more is refused rather than trained wrongly.
 void check_supported(const json& j, const std::string& path) {
   auto refuse = [&](const std::string& k, const std::string& why) {
@@ -136,8 +146,8 @@ void read_config(HfLlama& hf) {
   c.rope_theta = key<double>(j, path, "rope_theta", 10000.0);
   c.tied_embeddings = key<bool>(j, path, "tie_word_embeddings", false);
   hf.max_positions = key<int64_t>(j, path, "max_position_embeddings", int64_t{0});
-  hf.bos_id = key<int32_t>(j, path, "bos_token_id", -1);
-  hf.eos_id = key<int32_t>(j, path, "eos_token_id", -1);
+  hf.bos_id = token_id(j, path, "bos_token_id");
+  hf.eos_id = token_id(j, path, "eos_token_id");
   for (auto [k, v] : {std::pair{"vocab_size", c.vocab},
                       {"hidden_size", c.hidden},
                       {"intermediate_size", c.ffn},
@@ -180,6 +190,8 @@ void open_weights(HfLlama& hf) {
   for (const std::string& name : names) {
     hf.files.push_back(std::make_unique<MappedTensorFile>(hf.dir + "/" + name));
     for (const auto& [tensor, entry] : hf.files.back()->tensors()) {
+      // Older conversions saved RoPE's frequencies as a buffer; they follow from rope_theta.
+      if (tensor.ends_with("rotary_emb.inv_freq")) continue;
       auto it = wanted.find(tensor);
       if (hf.sharded && (it == wanted.end() || it->second != name))
         throw InvalidArgument(hf.files.back()->path() + " holds `" + tensor + "`, which " + index +
@@ -189,7 +201,7 @@ void open_weights(HfLlama& hf) {
     }
   }
   for (const auto& [tensor, file] : wanted) {
-    if (!hf.tensors.contains(tensor))
+    if (!hf.tensors.contains(tensor) && !tensor.ends_with("rotary_emb.inv_freq"))
       throw InvalidArgument(index + " puts `" + tensor + "` in " + file +
                             ", which does not hold it (an incomplete or mixed-up download?)");
   }
@@ -330,15 +342,17 @@ void check_new_folder(const fs::path& dir) {
                           ": it exists and is not an empty folder; name a new folder");
 }
 
-// Everything in the source folder besides its weights and config (the tokenizer, the generation
-// config), so the written folder is a whole model.
+// What else makes the source folder a whole model (the tokenizer, the generation config, the
+// model card), so the written one is too. Never other weights (PyTorch .bin shards, adapters,
+// GGUF): beside the new safetensors they would be the old model, which some loaders prefer.
 void copy_other_files(const HfLlama& source, const fs::path& to) {
   for (const auto& e : fs::directory_iterator(source.dir)) {
     const std::string name = e.path().filename().string();
-    if (!e.is_regular_file() || name == "config.json" || name.ends_with(".safetensors") ||
-        name == "model.safetensors.index.json")
-      continue;
-    fs::copy_file(e.path(), to / name);
+    const bool keep = name.starts_with("tokenizer") || name.starts_with("special_tokens_map") ||
+                      name.starts_with("generation_config") || name.starts_with("chat_template") ||
+                      name.starts_with("README") || name.starts_with("LICENSE") ||
+                      name.ends_with(".model");
+    if (e.is_regular_file() && keep) fs::copy_file(e.path(), to / name);
   }
 }
 

@@ -237,8 +237,11 @@ void keep(Loader& l, std::vector<int32_t> tokens, int64_t prompt_len = 0) {
 }
 
 // One record's example. Without a template: its non-empty fields joined with "\n", with BOS and
-// EOS. With one: the prompt with BOS, then the response with EOS, each encoded on its own so that
-// the prompt's last token does not merge with the response's first.
+// EOS. With one: the prompt and the response encoded together, with BOS and EOS, as the model
+// sees them when it answers; the loss starts after as many tokens as the prompt alone encodes to
+// (the Alpaca recipe's way). Encoded on its own, the response would get the leading space piece
+// that sentencepiece puts before a text, which the joined text does not have there, and the model
+// would learn to answer with a space.
 void add_record(const json& obj, Loader& l, const std::string& where) {
   std::map<std::string, std::string> values = read_fields(obj, l, where);
   if (!l.layout.parts) {
@@ -255,8 +258,7 @@ void add_record(const json& obj, Loader& l, const std::string& where) {
   std::string prompt = fill(l.layout.parts->first, values);
   std::string response = fill(l.layout.parts->second, values);
   check_size(prompt.size() + response.size(), l.s, where);
-  std::vector<int32_t> tokens = l.tok.encode(prompt, true, false);
-  auto prompt_len = static_cast<int64_t>(tokens.size());
+  auto prompt_len = static_cast<int64_t>(l.tok.encode(prompt, true, false).size());
   if (prompt_len >= l.s.max_len) {  // nothing of the response would be left to learn
     if (l.notes.cut_responses++ == 0) {
       l.notes.first_cut = where + ": its prompt is " + std::to_string(prompt_len) +
@@ -265,8 +267,10 @@ void add_record(const json& obj, Loader& l, const std::string& where) {
     }
     return;
   }
-  std::vector<int32_t> answer = l.tok.encode(response, false, true);
-  tokens.insert(tokens.end(), answer.begin(), answer.end());
+  std::vector<int32_t> tokens = l.tok.encode(prompt + response, true, true);
+  // A merge across the boundary can make the joined text shorter than the prompt alone: the EOS
+  // at least is always learnt.
+  prompt_len = std::min(prompt_len, static_cast<int64_t>(tokens.size()) - 1);
   keep(l, std::move(tokens), prompt_len);
 }
 

@@ -50,9 +50,9 @@ struct TextFileSpec {
   // refused. No example is that long; a file that holds one is not the dataset it was meant to be,
   // and reading on would hold it whole in memory.
   int64_t max_example_bytes = int64_t{64} << 20;
-  // json/jsonl: with a template, an example is the prompt encoded with BOS, then the response
-  // encoded with EOS (each on its own, as torchtune does). An example whose response max_len cuts
-  // off entirely is dropped (and counted in LoadNotes).
+  // json/jsonl: with a template, an example is the prompt and the response encoded together with
+  // BOS and EOS; the response starts after as many tokens as the prompt alone encodes to. An
+  // example whose response max_len cuts off entirely is dropped (and counted in LoadNotes).
   std::optional<PromptTemplate> prompt_template = std::nullopt;
   // "all": every next token is a target. "response" (needs a template): only the response's
   // tokens are, so the model learns to answer rather than to ask.

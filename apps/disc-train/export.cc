@@ -18,9 +18,16 @@ namespace {
 std::string checkpoint_to_export(const Config& c, const std::string& named) {
   if (!named.empty()) return named;
   const std::string dir = c.get_string("checkpoint.dir");
-  if (dir.empty() || !std::filesystem::exists(dir)) return "";
-  auto done = complete_checkpoints(dir);
-  return done.empty() ? "" : done.back();
+  if (dir.empty()) return "";
+  // A mistyped folder, or a run that died before its first checkpoint, must not quietly export
+  // the weights the run started from.
+  auto done = std::filesystem::exists(dir) ? complete_checkpoints(dir) : std::vector<std::string>{};
+  if (done.empty()) {
+    throw InvalidArgument("checkpoint.dir " + dir + " holds no complete checkpoint to export: " +
+                          "name one with --checkpoint, or set checkpoint.dir='' to export the " +
+                          "weights a run starts from");
+  }
+  return done.back();
 }
 
 // The parameters a run of this config starts from.

@@ -27,10 +27,14 @@ namespace {
 // the folder has one. A Llama folder's BOS and EOS ids come from its config.json.
 std::unique_ptr<data::Tokenizer> make_tokenizer(const Config& c, const engine::HfLlama* hf) {
   std::string file = c.get_string("data.tokenizer");
+  if (file == "auto" && hf && !std::filesystem::exists(hf->dir + "/tokenizer.model")) {
+    // Byte ids would train the model on tokens that mean nothing to it.
+    throw InvalidArgument(hf->dir + " has no tokenizer.model (a sentencepiece model), the only " +
+                          "tokenizer disc reads: name one with data.tokenizer, or set " +
+                          "data.tokenizer: bytes to train on byte ids anyway");
+  }
   if (file == "auto") {
-    file = hf && std::filesystem::exists(hf->dir + "/tokenizer.model")
-               ? hf->dir + "/tokenizer.model"
-               : "bytes";
+    file = hf ? hf->dir + "/tokenizer.model" : "bytes";
   } else if (file != "bytes") {
     file = resolve_path(c, file);
   }
@@ -241,6 +245,7 @@ ir::models::Model build_hf_llama(const Config& c, RunSetup& s) {
 }
 
 ir::models::Model build_model(const Config& c, RunSetup& s) {
+  if (s.hf) return build_hf_llama(c, s);  // the folder's vocab_size, not model.vocab
   int64_t vocab = c.get_int("model.vocab") ? c.get_int("model.vocab") : s.vocab;
   if (vocab < s.vocab) {
     throw InvalidArgument("model.vocab is " + std::to_string(vocab) +
@@ -248,7 +253,6 @@ ir::models::Model build_model(const Config& c, RunSetup& s) {
                           ": set model.vocab to 0 (take the data's) or at least " +
                           std::to_string(s.vocab));
   }
-  if (s.hf) return build_hf_llama(c, s);
   if (std::string file = c.get_string("model.graph"); !file.empty()) {
     auto m = ir::models::model_from_graph(ir::parse_graph_file(resolve_path(c, file)),
                                           c.get_float("model.init_std"));

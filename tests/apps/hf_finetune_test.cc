@@ -106,6 +106,25 @@ TEST(HfFineTune, ABadFolderIsOneLineExitTwoAndNothingWritten) {
   }
 }
 
+// Byte ids would mean nothing to a model trained on its own tokenizer; an export from a
+// checkpoint folder that holds none would quietly be the starting weights.
+TEST(HfFineTune, NoTokenizerModelAndNoCheckpointToExportAreRefused) {
+  Scratch s;
+  s.write("data.jsonl", R"({"instruction": "a", "output": "b"})"
+                        "\n");
+  Result r = run_command(std::string(DISC_TRAIN) + " validate model.hf=" + kGqa +
+                         " data.source=jsonl data.path=" + s.path("data.jsonl"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("has no tokenizer.model"), std::string::npos) << r.out;
+  fs::create_directories(s.path("ck"));
+  Result e = run_command(std::string(DISC_TRAIN) + " export model.hf=" + kGqa +
+                         " data.synthetic.vocab=48 checkpoint.dir=" + s.path("ck") + " --to " +
+                         s.path("out"));
+  EXPECT_EQ(e.code, 2) << e.out;
+  EXPECT_NE(e.out.find("holds no complete checkpoint"), std::string::npos) << e.out;
+  EXPECT_FALSE(fs::exists(s.path("out")));
+}
+
 // A sentencepiece model trained here (Debian's spm_train), a llama made for its vocabulary by
 // `disc-train export`, and instruction records through a template whose prompt the loss skips.
 TEST(HfFineTune, SentencepieceTokenizerAndAResponseOnlyLoss) {

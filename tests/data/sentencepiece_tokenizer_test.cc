@@ -227,9 +227,10 @@ TEST_F(SentencePiece, AModelWithoutBosRefusesToAddOne) {
   EXPECT_EQ(SentencePieceTokenizer(no_bos_model_, 3).encode("", true, false), (Tokens{3}));
 }
 
-// A template example's prompt and response are encoded each on its own: the ids are the
-// prompt's (with BOS) and then the response's (with EOS), and the loss starts after the prompt.
-TEST_F(SentencePiece, TemplateExamplesAreThePromptThenTheResponse) {
+// A template example is the prompt and the response encoded together, as the model sees them
+// when it answers; the loss starts after the prompt's own tokens. Encoded apart, the response
+// would begin with the leading space piece (the joined text has none there).
+TEST_F(SentencePiece, TemplateExamplesAreThePromptAndTheResponseEncodedTogether) {
   SentencePieceTokenizer tok(model_);
   std::string path = (dir_ / "d.jsonl").string();
   std::ofstream(path) << R"({"instruction": "Add two numbers.", "output": "def add(a, b):"})";
@@ -238,13 +239,17 @@ TEST_F(SentencePiece, TemplateExamplesAreThePromptThenTheResponse) {
       PromptTemplate{"### Instruction:\n{instruction}\n\n### Response:\n", "{output}"};
   spec.train_on = "response";
   Dataset d = load_text_dataset(spec, tok);
-  Tokens expected =
-      tok.encode("### Instruction:\nAdd two numbers.\n\n### Response:\n", true, false);
-  auto prompt_len = static_cast<int32_t>(expected.size());
-  Tokens response = tok.encode("def add(a, b):", false, true);
-  expected.insert(expected.end(), response.begin(), response.end());
-  EXPECT_EQ(d.examples, std::vector<Tokens>{expected});
-  EXPECT_EQ(d.loss_start, Tokens{prompt_len});
+  const std::string prompt = "### Instruction:\nAdd two numbers.\n\n### Response:\n";
+  Tokens joined = tok.encode(prompt + "def add(a, b):", true, true),
+         alone = tok.encode(prompt, true, false);
+  EXPECT_EQ(d.examples, std::vector<Tokens>{joined});
+  EXPECT_EQ(d.loss_start, Tokens{static_cast<int32_t>(alone.size())});
+  // Here the prompt's tokens are the joined text's first ones, and what follows is not the
+  // response encoded apart (which starts with a space piece).
+  ASSERT_LT(alone.size(), joined.size());
+  EXPECT_TRUE(std::equal(alone.begin(), alone.end(), joined.begin()));
+  Tokens apart = tok.encode("def add(a, b):", false, true);
+  EXPECT_NE(Tokens(joined.begin() + static_cast<int64_t>(alone.size()), joined.end()), apart);
 }
 
 // Bad model files need no trained model.

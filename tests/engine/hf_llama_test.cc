@@ -226,6 +226,41 @@ TEST_F(HfFolder, ExportRefusesAFolderThatHoldsFiles) {
   EXPECT_FALSE(fs::exists(root / ".busy.partial"));
 }
 
+// What transformers accepts and disc can honour: a list of end tokens (Llama 3), RoPE's
+// frequencies saved as a buffer by older conversions.
+TEST_F(HfFolder, AListOfEndTokensAndASavedRopeBufferAreAccepted) {
+  fs::path d = copy("hf_llama_gqa");
+  json config = read_json(d / "config.json");
+  config["eos_token_id"] = {7, 9};
+  write_json(d / "config.json", config);
+  const std::string shard = (d / "model-00002-of-00002.safetensors").string();
+  TensorFile file = read_safetensors(shard, alloc);
+  const std::string buffer = "model.layers.1.self_attn.rotary_emb.inv_freq";
+  file.tensors[buffer] = Tensor::from<float>({4}, {1, 0.1f, 0.01f, 0.001f}, alloc);
+  write_safetensors(shard, file.tensors, file.metadata);
+  json index = read_json(d / "model.safetensors.index.json");
+  index["weight_map"][buffer] = "model-00002-of-00002.safetensors";
+  write_json(d / "model.safetensors.index.json", index);
+  HfLlama hf = open_hf_llama(d.string());
+  EXPECT_EQ(hf.eos_id, 7);
+  EXPECT_FALSE(hf.tensors.contains(buffer));
+}
+
+TEST_F(HfFolder, ExportCopiesTheTokenizerButNoOtherWeights) {
+  fs::path d = copy("hf_llama_tied");
+  for (const char* name : {"tokenizer.model", "tokenizer_config.json", "generation_config.json",
+                           "pytorch_model.bin", "adapter_model.bin"})
+    std::ofstream(d / name) << name;
+  HfLlama hf = open_hf_llama(d.string());
+  Trainer t = loaded_trainer(hf);
+  write_hf_llama(parameters_of(t), hf.config, (root / "out").string(), &hf, std::nullopt);
+  EXPECT_EQ(bytes(root / "out" / "tokenizer.model"), "tokenizer.model");
+  EXPECT_TRUE(fs::exists(root / "out" / "tokenizer_config.json"));
+  EXPECT_TRUE(fs::exists(root / "out" / "generation_config.json"));
+  EXPECT_FALSE(fs::exists(root / "out" / "pytorch_model.bin"));
+  EXPECT_FALSE(fs::exists(root / "out" / "adapter_model.bin"));
+}
+
 TEST_F(HfFolder, BadFoldersAreRefusedNamingWhatIsWrong) {
   struct Case {
     std::string what, expected;
