@@ -39,6 +39,22 @@ class Fd {
   int fd_;
 };
 
+// Syncs a folder, so that the entries created or renamed in it survive a crash.
+void sync_folder(const std::string& path) {
+  Fd(path, O_RDONLY | O_DIRECTORY).sync_and_close(path);
+}
+
+// The hidden sibling a folder is written into before it is renamed to `final`.
+fs::path staging_folder(const fs::path& final) {
+  return final.parent_path() / ("." + final.filename().string() + ".partial");
+}
+
+// Removes a file or folder, ignoring errors (cleaning up after a failure that is reported).
+void remove_quietly(const fs::path& p) {
+  std::error_code ec;
+  fs::remove_all(p, ec);
+}
+
 }  // namespace
 
 void write_text_durably(const std::string& path, const std::string& text) {
@@ -48,17 +64,27 @@ void write_text_durably(const std::string& path, const std::string& text) {
   fd.sync_and_close(path);
 }
 
-void sync_folder(const std::string& path) {
-  Fd(path, O_RDONLY | O_DIRECTORY).sync_and_close(path);
-}
-
-fs::path staging_folder(const fs::path& final) {
-  return final.parent_path() / ("." + final.filename().string() + ".partial");
-}
-
-void remove_quietly(const fs::path& p) {
+void write_folder(const fs::path& final, const std::string& what,
+                  const std::function<void(const fs::path& staging)>& fill) {
+  const fs::path staging = staging_folder(final);
   std::error_code ec;
-  fs::remove_all(p, ec);
+  fs::create_directories(final.parent_path(), ec);
+  if (!ec) remove_quietly(staging);  // a leftover of an interrupted write
+  if (!ec) fs::create_directory(staging, ec);
+  if (ec) throw IoError("cannot create folder " + staging.string() + ": " + ec.message());
+  try {
+    fill(staging);
+    sync_folder(staging.string());
+    fs::remove_all(final);
+    fs::rename(staging, final);
+  } catch (const fs::filesystem_error& e) {
+    remove_quietly(staging);
+    throw IoError("cannot " + what + ": " + e.code().message());
+  } catch (...) {
+    remove_quietly(staging);
+    throw;
+  }
+  sync_folder(final.parent_path().string());
 }
 
 }  // namespace disc::engine

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 
 namespace disc::engine {
@@ -11,13 +12,11 @@ namespace disc::engine {
 // Writes `text` to a new file and syncs it (the folder it is in gets renamed into place later).
 void write_text_durably(const std::string& path, const std::string& text);
 
-// Syncs a folder, so that the entries created or renamed in it survive a crash.
-void sync_folder(const std::string& path);
-
-// The hidden sibling a folder is written into before it is renamed to `final`.
-std::filesystem::path staging_folder(const std::filesystem::path& final);
-
-// Removes a file or folder, ignoring errors (cleaning up after a failure that is reported).
-void remove_quietly(const std::filesystem::path& p);
+// Writes the folder `final` whole: `fill` writes its files into a fresh hidden sibling
+// (`.NAME.partial`), which is synced and renamed into place, replacing `final` (the caller has
+// checked that it may go). On any failure the sibling is removed and `final` stays as it was; a
+// filesystem error is an IoError naming `what` ("put checkpoint ck/step-1 in place").
+void write_folder(const std::filesystem::path& final, const std::string& what,
+                  const std::function<void(const std::filesystem::path& staging)>& fill);
 
 }  // namespace disc::engine

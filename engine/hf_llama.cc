@@ -235,6 +235,14 @@ void check_tensors(const HfLlama& hf) {
   }
 }
 
+// A row-major [rows, cols] matrix as [cols, rows].
+std::vector<float> transpose(const std::vector<float>& m, size_t rows, size_t cols) {
+  std::vector<float> t(m.size());
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t c = 0; c < cols; ++c) t[c * rows + r] = m[r * cols + c];
+  return t;
+}
+
 // A stored tensor as f32, [rows, cols] transposed to [cols, rows] when asked.
 std::vector<float> to_f32(const MappedTensorFile::Entry& e, bool transposed) {
   const size_t n = e.bytes.size() / static_cast<size_t>(dtype_size(e.dtype));
@@ -250,22 +258,14 @@ std::vector<float> to_f32(const MappedTensorFile::Entry& e, bool transposed) {
     flat[i] = e.dtype == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
   }
   if (!transposed) return flat;
-  const auto rows = static_cast<size_t>(e.shape[0]), cols = static_cast<size_t>(e.shape[1]);
-  std::vector<float> t(n);
-  for (size_t r = 0; r < rows; ++r)
-    for (size_t c = 0; c < cols; ++c) t[c * rows + r] = flat[r * cols + c];
-  return t;
+  return transpose(flat, static_cast<size_t>(e.shape[0]), static_cast<size_t>(e.shape[1]));
 }
 
 // `values` (f32, in disc's layout) as a host tensor of HF's layout and `dtype`.
 Tensor to_stored(std::vector<float> values, std::vector<int64_t> shape, bool transposed,
                  DType dtype, memory::Allocator& host) {
   if (transposed) {
-    const auto rows = static_cast<size_t>(shape[0]), cols = static_cast<size_t>(shape[1]);
-    std::vector<float> t(values.size());
-    for (size_t r = 0; r < rows; ++r)
-      for (size_t c = 0; c < cols; ++c) t[c * rows + r] = values[r * cols + c];
-    values = std::move(t);
+    values = transpose(values, static_cast<size_t>(shape[0]), static_cast<size_t>(shape[1]));
     std::swap(shape[0], shape[1]);
   }
   if (dtype == DType::kF32) return Tensor::from<float>(shape, values, host);
@@ -375,10 +375,7 @@ void write_hf_llama(const std::map<std::string, Tensor>& params, const ir::model
   }
   auto cpu = make_device("cpu", 1);
   memory::DeviceAllocator host(*cpu);
-  const fs::path staging = staging_folder(final);
-  remove_quietly(staging);
-  fs::create_directories(staging);
-  try {
+  write_folder(final, "export to " + final.string(), [&](const fs::path& dir) {
     json weight_map = json::object();
     int64_t total = 0;
     for (const auto& [file, names] : files) {
@@ -390,7 +387,7 @@ void write_hf_llama(const std::map<std::string, Tensor>& params, const ir::model
         total += out[n.hf].bytes();
         weight_map[n.hf] = file;
       }
-      write_safetensors((staging / file).string(), out, {{"format", "pt"}});
+      write_safetensors((dir / file).string(), out, {{"format", "pt"}});
     }
     std::string config = source ? source->config_text : make_config(c, dtype.value_or(DType::kF32));
     if (source && dtype) {
@@ -398,23 +395,13 @@ void write_hf_llama(const std::map<std::string, Tensor>& params, const ir::model
       j["torch_dtype"] = torch_dtype(*dtype);
       config = j.dump(2) + "\n";
     }
-    write_text_durably((staging / "config.json").string(), config);
+    write_text_durably((dir / "config.json").string(), config);
     if (source && source->sharded) {
       json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-      write_text_durably((staging / "model.safetensors.index.json").string(), index.dump(2) + "\n");
+      write_text_durably((dir / "model.safetensors.index.json").string(), index.dump(2) + "\n");
     }
-    if (source) copy_other_files(*source, staging);
-    sync_folder(staging.string());
-    fs::remove(final);  // an empty folder, if any
-    fs::rename(staging, final);
-  } catch (const fs::filesystem_error& e) {
-    remove_quietly(staging);
-    throw IoError("cannot export to " + final.string() + ": " + e.code().message());
-  } catch (...) {
-    remove_quietly(staging);
-    throw;
-  }
-  sync_folder(final.parent_path().string());
+    if (source) copy_other_files(*source, dir);
+  });
 }
 
 }  // namespace disc::engine

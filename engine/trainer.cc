@@ -320,7 +320,6 @@ void Trainer::save(const std::string& dir, const std::map<std::string, std::stri
                           "`: name a folder, e.g. ckpt/step-100");
   }
   if (final.parent_path().empty()) final = fs::path(".") / final;
-  const fs::path staging = staging_folder(final);
   check_replaceable(final);
   std::string meta;
   try {
@@ -332,28 +331,12 @@ void Trainer::save(const std::string& dir, const std::map<std::string, std::stri
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument("checkpoint extra data must be UTF-8 text: " + std::string(e.what()));
   }
-  std::error_code ec;
-  fs::create_directories(final.parent_path(), ec);
-  if (!ec) remove_quietly(staging);  // a leftover of an interrupted save
-  if (!ec) fs::create_directory(staging, ec);
-  if (ec)
-    throw IoError("cannot create checkpoint folder " + staging.string() + ": " + ec.message());
-  try {
-    write_safetensors((staging / "state.safetensors").string(), impl_->state_,
+  // Only a complete checkpoint gets the final name; an older one of the same step goes first.
+  write_folder(final, "put checkpoint " + final.string() + " in place", [&](const fs::path& dir) {
+    write_safetensors((dir / "state.safetensors").string(), impl_->state_,
                       {{"graph", impl_->compiled_.model.graph->name()}});
-    write_text_durably((staging / "trainer.json").string(), meta);
-    sync_folder(staging.string());
-    // Only a complete checkpoint gets the final name; an older one of the same step goes first.
-    fs::remove_all(final);
-    fs::rename(staging, final);
-  } catch (const fs::filesystem_error& e) {
-    remove_quietly(staging);
-    throw IoError("cannot put checkpoint " + final.string() + " in place: " + e.code().message());
-  } catch (...) {
-    remove_quietly(staging);
-    throw;
-  }
-  sync_folder(final.parent_path().string());
+    write_text_durably((dir / "trainer.json").string(), meta);
+  });
 }
 
 std::map<std::string, std::string> Trainer::load(const std::string& dir) {
