@@ -5,18 +5,6 @@
 
 namespace disc {
 
-float bf16_to_f32(uint16_t bits) {
-  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
-}
-
-uint16_t f32_to_bf16(float value) {
-  uint32_t u = std::bit_cast<uint32_t>(value);
-  // Rounding could carry a NaN's payload into the exponent and make it infinite: keep it a NaN.
-  if (std::isnan(value)) return static_cast<uint16_t>((u >> 16) | 0x40);
-  uint32_t round = 0x7fff + ((u >> 16) & 1);  // ties to even
-  return static_cast<uint16_t>((u + round) >> 16);
-}
-
 float f16_to_f32(uint16_t bits) {
   uint32_t sign = static_cast<uint32_t>(bits & 0x8000) << 16;
   uint32_t exp = (bits >> 10) & 0x1f, mant = bits & 0x3ff;

@@ -4,13 +4,23 @@
 // value PyTorch itself would have stored.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 namespace disc {
 
-float bf16_to_f32(uint16_t bits);
+// Inline and branch-free, so that loops over arrays vectorise.
+inline float bf16_to_f32(uint16_t bits) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
 // NaN stays NaN (quiet); values beyond bf16's range round to infinity.
-uint16_t f32_to_bf16(float value);
+inline uint16_t f32_to_bf16(float value) {
+  const uint32_t u = std::bit_cast<uint32_t>(value);
+  const uint32_t rounded = (u + 0x7fff + ((u >> 16) & 1)) >> 16;  // ties to even
+  // Rounding could carry a NaN's payload into the exponent and make it infinite: keep it a NaN.
+  const uint32_t nan = (u >> 16) | 0x40;
+  return static_cast<uint16_t>(value != value ? nan : rounded);
+}
 
 float f16_to_f32(uint16_t bits);
 // Subnormal results are rounded like the rest; beyond 65504 (after rounding) is infinity.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/dtype.h"
 #include "ir/optimizer_config.h"
 #include "memory/governor_options.h"
 
@@ -21,6 +22,9 @@ struct TrainerOptions {
   // them and keeps no optimizer state, and the memory plan holds neither. Each must name a
   // parameter of the model (InvalidArgument otherwise).
   std::set<std::string> frozen;
+  // The matmuls' dtype: f32, or bf16 / f16 with f32 sums, norms, softmax, losses and reductions
+  // (ir/passes/autocast.cc); parameters and optimizer state stay f32.
+  DType precision = DType::kF32;
   memory::GovernorOptions memory;  // the cap on device bytes (0: none), scheduling, remat, offload
   bool jit = true;  // fused JIT kernels for memory-bound ops (false: reference kernels only)
   bool fuse_attention =

@@ -27,14 +27,23 @@ bool always(const TrainerOptions&) {
   return true;
 }
 
-// An ir/ graph pass over the unfused graph; the loss follows it when it replaces the loss's node.
-template <const char* kPass>
-bool graph_pass(CompiledStep& s, const TrainerOptions&) {
+// Runs an ir/ graph pass over the unfused graph; the loss follows it when it replaces the loss's
+// node.
+bool run_pass(ir::Pass& pass, CompiledStep& s) {
   ir::Graph& g = *s.model.graph;
-  const bool changed = ir::make_pass(kPass)->run(g);
+  const bool changed = pass.run(g);
   for (const auto& [name, v] : g.outputs())
     if (name == "loss") s.model.loss = v;
   return changed;
+}
+
+template <const char* kPass>
+bool graph_pass(CompiledStep& s, const TrainerOptions&) {
+  return run_pass(*ir::make_pass(kPass), s);
+}
+
+bool precision(CompiledStep& s, const TrainerOptions& o) {
+  return run_pass(*ir::make_autocast_pass(o.precision), s);
 }
 constexpr char kVerify[] = "verify", kCanonicalize[] = "canonicalize", kCse[] = "cse",
                kDce[] = "dce", kAttention[] = "attention", kCrossEntropy[] = "linear_cross_entropy",
@@ -101,6 +110,9 @@ const std::vector<Stage>& stages() {
       {"linear_cross_entropy",
        "the head's linear layer and cross-entropy as one op, without the logits",
        [](const TrainerOptions& o) { return o.fuse_cross_entropy; }, graph_pass<kCrossEntropy>},
+      // On the forward graph, so that autodiff gives the backward the forward's dtypes.
+      {"precision", "bf16 or f16 matmuls; norms, softmax, losses and reductions in f32",
+       [](const TrainerOptions& o) { return o.precision != DType::kF32; }, precision},
       {"training_step", "autodiff and the optimizer: backward, gradient norm, clipping, updates",
        always, training_step},
       {"backward_recompute",

@@ -97,6 +97,21 @@ void refuse_what_the_device_cannot_hold(const ir::Graph& g, const devices::Devic
   }
 }
 
+// bf16 needs a 16-bit GEMM, which the host has (oneDNN); the GPUs' kernels are f32 so far, and
+// f16 (with loss scaling) is not built yet.
+void check_precision(DType precision, const devices::Device& dev) {
+  if (precision == DType::kF32) return;
+  const std::string name(dtype_name(precision));
+  if (precision != DType::kBF16 && precision != DType::kF16)
+    throw InvalidArgument("precision " + name + " is not one disc trains in: use f32 or bf16");
+  if (precision == DType::kF16)
+    throw InvalidArgument("precision f16 is not supported yet on " + dev.name() +
+                          " (f16 with loss scaling is planned): use bf16 or f32");
+  if (!dev.is_host())
+    throw InvalidArgument("precision bf16 is not supported on " + dev.name() +
+                          " yet: its kernels are f32 only; use f32 there, or bf16 on cpu");
+}
+
 }  // namespace
 
 int check_device_name(const std::string& name) {
@@ -157,6 +172,7 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
   impl_->device_ = impl_->owned_->device.get();
   impl_->alloc_ = impl_->owned_->alloc.get();
   impl_->alloc_->set_owner(impl_->owned_);
+  check_precision(options.precision, *impl_->device_);
   TrainerOptions compile = options;
   compile.memory.offload = options.memory.offload && impl_->device_->separate_memory();
   Pipeline pipeline(compile);

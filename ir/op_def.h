@@ -94,7 +94,10 @@ struct OpDef {
   int flops_per_element = 1;
   CostRule cost;  // overrides the default when set
   // Plain loops over host memory: the oracle for every test and the fallback of every device.
+  // The registry widens bf16 and f16 tensors for it (ir/ops/half_widening.h) unless
+  // `reference_takes_half` says that it reads and writes them itself.
   ReferenceKernel reference;
+  bool reference_takes_half = false;
   // Empty for ops that are not differentiable (comparisons, integer ops, gradient ops).
   GradRule grad;
   // Operands whose buffer the (first) result may take when the operand dies at this node and has

@@ -1,6 +1,7 @@
 #include "ir/op_registry.h"
 
 #include "base/error.h"
+#include "ir/ops/half_widening.h"
 #include "ir/ops/ops.h"
 #include "ir/suggest.h"
 
@@ -59,6 +60,8 @@ std::vector<std::string> OpRegistry::names() const {
 
 void OpRegistry::add(OpDef def) {
   std::string name = def.name;
+  if (def.reference && !def.reference_takes_half)
+    def.reference = widen_half_floats(std::move(def.reference));
   if (!ops_.emplace(name, std::move(def)).second) {
     throw InvalidArgument("op `" + name + "` is registered twice");
   }

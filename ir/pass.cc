@@ -17,7 +17,9 @@ std::vector<std::string> pass_names() {
           "tril",
           "attention",
           "linear_cross_entropy",
-          "backward_recompute"};
+          "backward_recompute",
+          "autocast_bf16",
+          "autocast_f16"};
 }
 
 std::unique_ptr<Pass> make_pass(std::string_view name) {
@@ -29,6 +31,8 @@ std::unique_ptr<Pass> make_pass(std::string_view name) {
   if (name == "attention") return make_attention_pass();
   if (name == "linear_cross_entropy") return make_linear_cross_entropy_pass();
   if (name == "backward_recompute") return make_backward_recompute_pass();
+  if (name == "autocast_bf16") return make_autocast_pass(DType::kBF16);
+  if (name == "autocast_f16") return make_autocast_pass(DType::kF16);
   std::string all;
   for (const auto& n : pass_names()) all += (all.empty() ? "" : ", ") + n;
   throw InvalidArgument("unknown pass `" + std::string(name) + "`" +

@@ -115,6 +115,12 @@ const std::vector<ConfigKey>& config_schema() {
       {"train.freeze", K::kStrings, "[]",
        "parameters held fixed, by name pattern (* and ?): disc names (embed, l0.wq) or, for "
        "llama, Hugging Face names (model.embed_tokens.*)"},
+      {"train.precision",
+       K::kChoice,
+       "f32",
+       "matmuls' dtype: f32, or bf16 with f32 sums, norms, softmax and losses (cpu); f16 is "
+       "planned",
+       {"f32", "bf16", "f16"}},
       {"train.seed", K::kInt, "0", "seeds initialisation, shuffling and dropout", {}, 0, 9.2e18},
       {"memory.cap", K::kBytes, "0", "cap on live bytes, e.g. 2GiB (0: none)", {}, 0, 1e18},
       {"memory.schedule", K::kBool, "true", "memory-aware op scheduling"},

@@ -15,6 +15,7 @@
 
 #include "devices/cpu/loop_gemm.h"
 #include "devices/cpu/openmp_threads.h"
+#include "devices/cpu/widened_gemm.h"
 
 namespace disc::devices {
 
@@ -145,11 +146,17 @@ void CpuDevice::gemm(const GemmArgs& g) {
   if (g.batch == 0 || g.m == 0 || g.n == 0) return;
   if (g.k == 0 && g.accumulate) return;  // adds nothing
   // oneDNN has no f64, and an empty K is just zeroing C, which oneDNN need not see.
-  if (g.dtype == DType::kF64 || g.k == 0) {
+  if (g.k == 0) {
+    zero_c(g);
+    return;
+  }
+  if (g.dtype == DType::kF64) {
     loop_gemm(g);
     return;
   }
   use_omp_threads();
+  if (g.dtype == DType::kBF16 && !matmul_.has_bf16())
+    return widened_bf16_gemm(g, [&](const GemmArgs& f) { matmul_.run(f); });
   matmul_.run(g);
 }
 

@@ -10,4 +10,7 @@ namespace disc::devices::cpu {
 // C = op(A) * op(B) for arguments that passed check_gemm_args (f32 or f64).
 void loop_gemm(const GemmArgs& g);
 
+// C = 0, the product over an empty K, for any dtype.
+void zero_c(const GemmArgs& g);
+
 }  // namespace disc::devices::cpu

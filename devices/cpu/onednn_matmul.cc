@@ -1,4 +1,4 @@
-// f32 GEMM through oneDNN's matmul primitive, with a bounded cache of created primitives.
+// f32 and bf16 GEMM through oneDNN's matmul primitive, with a bounded cache of created primitives.
 #include "devices/cpu/onednn_matmul.h"
 
 #include <string>
@@ -12,13 +12,13 @@ using dnnl::memory;
 // column-major when `transposed` (that is how a row-major [cols, rows] matrix looks when read as
 // its transpose). With `batched`, a leading batch dim of `batch` entries `batch_stride` elements
 // apart.
-memory::desc matrix_desc(bool batched, int64_t batch, int64_t batch_stride, int64_t rows,
-                         int64_t cols, bool transposed, int64_t lead) {
+memory::desc matrix_desc(DType dtype, bool batched, int64_t batch, int64_t batch_stride,
+                         int64_t rows, int64_t cols, bool transposed, int64_t lead) {
   const int64_t row_stride = transposed ? 1 : lead;
   const int64_t col_stride = transposed ? lead : 1;
-  if (!batched) return memory::desc({rows, cols}, memory::data_type::f32, {row_stride, col_stride});
-  return memory::desc({batch, rows, cols}, memory::data_type::f32,
-                      {batch_stride, row_stride, col_stride});
+  const auto type = dtype == DType::kBF16 ? memory::data_type::bf16 : memory::data_type::f32;
+  if (!batched) return memory::desc({rows, cols}, type, {row_stride, col_stride});
+  return memory::desc({batch, rows, cols}, type, {batch_stride, row_stride, col_stride});
 }
 
 std::string describe(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k, bool ta,
@@ -68,11 +68,12 @@ OnednnMatmul::Entry OnednnMatmul::create(const Key& key) const {
   const bool batched = key.batch > 1;
   const bool shared_b = batched && key.stride_b == 0;
   Entry e;
-  e.a = matrix_desc(batched, key.batch, key.stride_a, key.m, key.k, key.transpose_a, key.lead_a);
+  const DType t = key.dtype;
+  e.a = matrix_desc(t, batched, key.batch, key.stride_a, key.m, key.k, key.transpose_a, key.lead_a);
   // A shared B is a batch dim of 1, which oneDNN broadcasts over A's batch.
-  e.b = matrix_desc(batched, shared_b ? 1 : key.batch, shared_b ? key.k * key.n : key.stride_b,
+  e.b = matrix_desc(t, batched, shared_b ? 1 : key.batch, shared_b ? key.k * key.n : key.stride_b,
                     key.k, key.n, key.transpose_b, key.lead_b);
-  e.c = matrix_desc(batched, key.batch, key.stride_c, key.m, key.n, false, key.lead_c);
+  e.c = matrix_desc(t, batched, key.batch, key.stride_c, key.m, key.n, false, key.lead_c);
   dnnl::primitive_attr attr;
   if (key.accumulate) {  // C += A B: oneDNN's sum post-op adds the product to what C holds
     dnnl::post_ops sum;
@@ -113,8 +114,9 @@ void OnednnMatmul::evict_oldest() {
 }
 
 void OnednnMatmul::run(const GemmArgs& g) {
-  if (g.dtype != DType::kF32) {
-    throw InvalidArgument("gemm: oneDNN matmul takes f32, got " + std::string(dtype_name(g.dtype)) +
+  if (g.dtype != DType::kF32 && g.dtype != DType::kBF16) {
+    throw InvalidArgument("gemm: oneDNN matmul takes f32 and bf16, got " +
+                          std::string(dtype_name(g.dtype)) +
                           ": use Device::gemm, which "
                           "routes other dtypes to the loop fallback");
   }
@@ -131,6 +133,18 @@ void OnednnMatmul::run(const GemmArgs& g) {
 std::string OnednnMatmul::impl_name(const GemmArgs& g) {
   std::lock_guard<std::mutex> lock(mu_);
   return lookup(make_key(g)).impl;
+}
+
+bool OnednnMatmul::has_bf16() {
+  std::call_once(bf16_once_, [&] {
+    try {
+      create(make_key({.dtype = DType::kBF16, .m = 1, .n = 1, .k = 1}));
+      has_bf16_ = true;
+    } catch (const Error&) {
+      has_bf16_ = false;
+    }
+  });
+  return has_bf16_;
 }
 
 size_t OnednnMatmul::cached_primitives() const {

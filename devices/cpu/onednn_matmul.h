@@ -1,8 +1,9 @@
-// f32 GEMM through oneDNN's matmul primitive. Transposes are expressed as strides and a shared B
-// as a broadcast batch dim, so no operand is ever copied or repacked by us. Creating a primitive
-// costs far more than a small GEMM, so primitives are cached by everything that shapes them
-// (dtype, sizes, transposes, strides); dynamic shapes make many distinct keys, so the cache is
-// bounded and drops the least recently used primitive when full.
+// f32 and bf16 GEMM through oneDNN's matmul primitive (bf16 operands and result, f32 sums:
+// AVX512-BF16 or AMX where the CPU has them). Transposes are expressed as strides and a shared B as
+// a broadcast batch dim, so no operand is ever copied or repacked by us. Creating a primitive costs
+// far more than a small GEMM, so primitives are cached by everything that shapes them (dtype,
+// sizes, transposes, strides); dynamic shapes make many distinct keys, so the cache is bounded and
+// drops the least recently used primitive when full.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,7 @@ class OnednnMatmul {
 
   explicit OnednnMatmul(size_t cache_capacity = kDefaultCacheCapacity);
 
-  // Runs C = op(A) * op(B) for f32 arguments that passed check_gemm_args, on the calling
+  // Runs C = op(A) * op(B) for f32 or bf16 arguments that passed check_gemm_args, on the calling
   // thread's OpenMP pool. Calls are serialized: one GEMM already uses every thread.
   void run(const GemmArgs& g);
 
@@ -30,6 +31,9 @@ class OnednnMatmul {
   std::string impl_name(const GemmArgs& g);
 
   size_t cached_primitives() const;
+
+  // Whether oneDNN has a bf16 matmul for this CPU (it needs AVX512); asked once.
+  bool has_bf16();
 
  private:
   // Everything that shapes a primitive, after folding (see make_key in the .cc).
@@ -59,6 +63,8 @@ class OnednnMatmul {
   mutable std::mutex mu_;
   std::map<Key, Entry> cache_;
   uint64_t clock_ = 0;  // bumps on every lookup; orders entries by recency
+  std::once_flag bf16_once_;
+  bool has_bf16_ = false;
 };
 
 }  // namespace disc::devices::cpu

@@ -71,12 +71,13 @@ jit::KernelRun linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& arg
 }  // namespace
 
 void register_cpu_kernels(KernelRegistry& r) {
-  for (DType t : {DType::kF32, DType::kF64}) {
+  for (DType t : {DType::kF32, DType::kF64, DType::kBF16})
     r.add({.op = "matmul",
            .device = kHost,
            .dtype = t,
            .name = "cpu/device_gemm",
            .run = device_gemm});
+  for (DType t : {DType::kF32, DType::kF64}) {
     r.add({.op = "attention",
            .device = kHost,
            .dtype = t,

@@ -87,6 +87,7 @@ void register_gather_ops(OpRegistry& r) {
   gather.flops_per_element = 0;
   gather.infer = infer_gather;
   gather.reference = gather_kernel;
+  gather.reference_takes_half = true;  // it copies rows of bytes
   gather.grad = [](GradContext& c) {
     return std::vector<Value*>{c.add("scatter_add", {c.full_like(c.x(0), 0.0), c.x(1), c.dy[0]}),
                                nullptr};

@@ -15,6 +15,7 @@ namespace {
 OpDef layout(const std::string& name, const std::string& summary, OpCategory category) {
   OpDef d{.name = name, .category = category, .summary = summary};
   d.flops_per_element = 0;
+  d.reference_takes_half = true;  // the kernels move bytes, whatever the dtype
   return d;
 }
 
@@ -347,6 +348,7 @@ void register_layout_ops(OpRegistry& r) {
   pad.infer = infer_pad;
   pad.grad = pad_grad;
   pad.reference = pad_kernel;
+  pad.reference_takes_half = false;  // it writes `value` in the dtype
   r.add(std::move(pad));
 }
 

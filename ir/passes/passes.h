@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "base/dtype.h"
 #include "ir/pass.h"
 
 namespace disc::ir {
@@ -15,5 +16,7 @@ std::unique_ptr<Pass> make_tril_pass();
 std::unique_ptr<Pass> make_attention_pass();
 std::unique_ptr<Pass> make_linear_cross_entropy_pass();
 std::unique_ptr<Pass> make_backward_recompute_pass();
+// The precision policy with `low` (bf16 or f16) as the matmuls' dtype: autocast_bf16, autocast_f16.
+std::unique_ptr<Pass> make_autocast_pass(DType low);
 
 }  // namespace disc::ir

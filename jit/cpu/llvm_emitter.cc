@@ -44,11 +44,21 @@ llvm::Type* element_type(llvm::IRBuilderBase& b, DType t, int buffer) {
       return b.getInt64Ty();
     case DType::kBool:
       return b.getInt8Ty();
+    case DType::kBF16:
+    case DType::kF16:
+      return b.getInt16Ty();  // the bits; to_real and from_f32 convert them
     default:
       throw CompileError("jit: kernel buffer " + std::to_string(buffer) + " is " +
                          std::string(dtype_name(t)) +
-                         "; the LLVM emitter loads f32, f64, i32, i64 and bool buffers");
+                         "; the LLVM emitter loads f32, f64, bf16, f16, i32, i64 and bool buffers");
   }
+}
+
+// `ty` with its scalar type replaced by `elem` (a vector stays a vector of as many lanes).
+llvm::Type* like(llvm::Type* ty, llvm::Type* elem) {
+  if (auto* v = llvm::dyn_cast<llvm::FixedVectorType>(ty))
+    return llvm::FixedVectorType::get(elem, v->getNumElements());
+  return elem;
 }
 
 // Converts loaded elements of type `t` to `real` (float or double, scalar or vector).
@@ -59,9 +69,34 @@ Value* to_real(llvm::IRBuilderBase& b, Value* v, DType t, llvm::Type* real) {
       return b.CreateSIToFP(v, real);
     case DType::kBool:
       return b.CreateUIToFP(b.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType())), real);
+    case DType::kBF16: {  // bf16 is the high half of an f32: exact, in two integer instructions
+      Value* wide = b.CreateShl(b.CreateZExt(v, like(v->getType(), b.getInt32Ty())), 16);
+      return b.CreateFPCast(b.CreateBitCast(wide, like(v->getType(), b.getFloatTy())), real);
+    }
+    case DType::kF16:
+      return b.CreateFPExt(b.CreateBitCast(v, like(v->getType(), b.getHalfTy())), real);
     default:
       return b.CreateFPCast(v, real);
   }
+}
+
+// Converts f32 values (scalar or vector) to what a buffer of type `t` stores: f32 as they are,
+// bf16 and f16 rounded to nearest, ties to even, as base/half.h rounds. bf16 is rounded with
+// integer arithmetic, which every x86 vectorises (a NaN keeps its sign and stays a quiet NaN);
+// f16 with fptrunc, which F16C does in one instruction.
+Value* from_f32(llvm::IRBuilderBase& b, Value* v, DType t) {
+  llvm::Type* ty = v->getType();
+  if (t == DType::kF16)
+    return b.CreateBitCast(b.CreateFPTrunc(v, like(ty, b.getHalfTy())), like(ty, b.getInt16Ty()));
+  if (t != DType::kBF16) return v;
+  llvm::Type* i32 = like(ty, b.getInt32Ty());
+  auto c = [&](uint32_t x) { return llvm::ConstantInt::get(i32, x); };
+  Value* u = b.CreateBitCast(v, i32);
+  Value* odd = b.CreateAnd(b.CreateLShr(u, 16), c(1));
+  Value* rounded = b.CreateLShr(b.CreateAdd(u, b.CreateAdd(odd, c(0x7fff))), 16);
+  Value* nan = b.CreateOr(b.CreateLShr(u, 16), c(0x40));
+  Value* bits = b.CreateSelect(b.CreateFCmpUNO(v, v), nan, rounded);
+  return b.CreateTrunc(bits, like(ty, b.getInt16Ty()));
 }
 
 class Emitter {
@@ -230,7 +265,10 @@ void Emitter::emit_scalar_stores() {
   auto* rows = llvm::BasicBlock::Create(ctx, "rows_begin", fn_);
   b_.CreateCondBr(b_.CreateICmpEQ(fn_->getArg(0), i64(0)), store, rows);
   b_.SetInsertPoint(store);
-  for (int i : stores) b_.CreateStore(scalar_f_[k_.code[i].args[0]], buffers_[k_.code[i].buffer]);
+  for (int i : stores) {
+    const int buf = k_.code[i].buffer;
+    b_.CreateStore(from_f32(b_, scalar_f_[k_.code[i].args[0]], k_.types[buf]), buffers_[buf]);
+  }
   b_.CreateBr(rows);
   b_.SetInsertPoint(rows);
 }
@@ -269,8 +307,8 @@ void Emitter::emit_row() {
     const Instr& in = k_.code[i];
     if (in.op == KOp::kStore) {
       if (in.access == Access::kRow) {
-        Value* v = operand(in.args[0], Level::kRow, nullptr);
-        b_.CreateStore(v, b_.CreateInBoundsGEP(b_.getFloatTy(), buffers_[in.buffer], row_index_));
+        Value* v = from_f32(b_, operand(in.args[0], Level::kRow, nullptr), k_.types[in.buffer]);
+        b_.CreateStore(v, b_.CreateInBoundsGEP(types_[in.buffer], buffers_[in.buffer], row_index_));
       } else if (in.access == Access::kScalar && levels_[in.args[0]] == Level::kRow) {
         // Summed over rows: into the sum of the row block this call runs (run_kernel's).
         Value* old = b_.CreateLoad(b_.getFloatTy(), buffers_[in.buffer]);
@@ -471,9 +509,10 @@ Value* Emitter::load_chunk(const Instr& in, const Chunk& chunk) {
 
 // A full store writes the row's chunk; a col store (a column sum) adds it to the sums of the
 // row block this call runs (run_kernel gives each block its own zeroed buffer).
+// A full store rounds to a 16-bit buffer's type; column sums are f32 (KernelIR::check).
 void Emitter::store_chunk(const Instr& in, const Chunk& chunk, Value* v) {
   const bool sum = in.access == Access::kCol;
-  Value* p = b_.CreateInBoundsGEP(b_.getFloatTy(), buffers_[in.buffer],
+  Value* p = b_.CreateInBoundsGEP(types_[in.buffer], buffers_[in.buffer],
                                   sum ? chunk.col : b_.CreateAdd(row_offset_, chunk.col));
   if (sum) {
     llvm::Type* vt = vec(b_.getFloatTy());
@@ -483,10 +522,12 @@ void Emitter::store_chunk(const Instr& in, const Chunk& chunk, Value* v) {
                      : b_.CreateAlignedLoad(vt, p, llvm::Align(4));
     v = b_.CreateFAdd(old, v);
   }
+  v = from_f32(b_, v, k_.types[in.buffer]);
+  const llvm::Align align(static_cast<uint64_t>(dtype_size(k_.types[in.buffer])));
   if (chunk.mask)
-    b_.CreateMaskedStore(v, p, llvm::Align(4), chunk.mask);
+    b_.CreateMaskedStore(v, p, align, chunk.mask);
   else
-    b_.CreateAlignedStore(v, p, llvm::Align(4));
+    b_.CreateAlignedStore(v, p, align);
 }
 
 Chunk Emitter::chunk_at(Value* col, Value* mask) {

@@ -46,7 +46,7 @@ std::vector<ir::TensorType> infer(ir::InferContext& ctx) {
   std::vector<ir::TensorType> out(k.outputs);
   for (const Instr& in : k.code)
     if (in.op == KOp::kStore)
-      out[in.buffer - k.inputs] = {DType::kF32, shape_for(in.access, space)};
+      out[in.buffer - k.inputs] = {k.types[in.buffer], shape_for(in.access, space)};
   return out;
 }
 
@@ -96,6 +96,7 @@ void register_fused_op() {
     d.infer = infer;
     d.cost = cost;
     d.reference = reference;
+    d.reference_takes_half = true;  // the interpreter loads and stores a kernel's 16-bit buffers
     // In place over an input the kernel reads only at the index it writes (a softmax's, a
     // cross-entropy gradient's logits, AdamW's parameter and moments), as the unfused ops inside
     // would run.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "base/half.h"
 #include "ir/ops/kernels.h"
 
 namespace disc::jit {
@@ -21,9 +22,22 @@ double load(const ir::TensorRef& b, int64_t i) {
       return static_cast<double>(b.as<int64_t>()[i]);
     case DType::kBool:
       return b.as<bool>()[i] ? 1.0 : 0.0;
+    case DType::kBF16:
+      return bf16_to_f32(b.as<uint16_t>()[i]);
+    case DType::kF16:
+      return f16_to_f32(b.as<uint16_t>()[i]);
     default:
       throw InvalidArgument("kernel: cannot load " + std::string(dtype_name(b.dtype)));
   }
+}
+
+// An output element: f32, or rounded from f32 to bf16 or f16 (KernelIR::check allows no other).
+void store(const ir::TensorRef& b, int64_t i, double v) {
+  const auto f = static_cast<float>(v);
+  if (b.dtype == DType::kF32)
+    b.as<float>()[i] = f;
+  else
+    b.as<uint16_t>()[i] = b.dtype == DType::kBF16 ? f32_to_bf16(f) : f32_to_f16(f);
 }
 
 double unary(KOp op, double x) {
@@ -157,16 +171,15 @@ void step(const KernelIR& k, const std::vector<ir::TensorRef>& bufs,
   for (int64_t c = 0; c < n; ++c)
     out[c] = value_of(in, row, c, cols, bufs, total, [&](int j) { return s.at(in.args[j], c); });
   if (in.op == KOp::kStore) {
-    float* dst = bufs[in.buffer].as<float>();
+    const ir::TensorRef& dst = bufs[in.buffer];
     if (in.access == Access::kFull) {
-      for (int64_t c = 0; c < cols; ++c)
-        dst[row * cols + c] = static_cast<float>(s.at(in.args[0], c));
+      for (int64_t c = 0; c < cols; ++c) store(dst, row * cols + c, s.at(in.args[0], c));
     } else if (in.access == Access::kCol) {
       for (int64_t c = 0; c < cols; ++c) s.sums[in.buffer][c] += s.at(in.args[0], c);
     } else if (in.access == Access::kScalar && levels[in.args[0]] == Level::kRow) {
       s.sums[in.buffer][0] += s.at(in.args[0], 0);
     } else {
-      dst[in.access == Access::kRow ? row : 0] = static_cast<float>(s.at(in.args[0], 0));
+      store(dst, in.access == Access::kRow ? row : 0, s.at(in.args[0], 0));
     }
   }
 }

@@ -280,8 +280,9 @@ void KernelIR::check() const {
   if (space < 0 || space >= buffers())
     throw InvalidArgument("kernel IR: space buffer " + std::to_string(space) + " out of range");
   for (int b = inputs; b < buffers(); ++b)
-    if (types[b] != DType::kF32)
-      throw InvalidArgument("kernel IR: output buffer " + std::to_string(b) + " is not f32");
+    if (types[b] != DType::kF32 && types[b] != DType::kBF16 && types[b] != DType::kF16)
+      throw InvalidArgument("kernel IR: output buffer " + std::to_string(b) +
+                            " is not f32, bf16 or f16");
   const std::vector<Level> l = levels();
   std::vector<int> stores(outputs, 0);
   for (int i = 0; i < static_cast<int>(code.size()); ++i) {
@@ -293,6 +294,10 @@ void KernelIR::check() const {
     if (stores[o] == 0)
       throw InvalidArgument("kernel IR: output buffer " + std::to_string(inputs + o) +
                             " is never stored");
+  for (int b : summed_stores())
+    if (types[b] != DType::kF32)
+      throw InvalidArgument("kernel IR: output buffer " + std::to_string(b) +
+                            " sums over rows, so it must be f32");
 }
 
 std::string KernelIR::str() const {

@@ -53,7 +53,8 @@ enum class Level : uint8_t { kScalar, kRow, kElement };
 
 std::string_view access_name(Access a);  // "full", "row", "col", "scalar"
 
-// What an instruction does. Loads convert any numeric buffer type to float; stores write f32.
+// What an instruction does. Loads convert any numeric buffer type to float; stores write f32,
+// or round to their bf16 or f16 buffer.
 enum class KOp : uint8_t {
   kLoad,
   kStore,

@@ -22,6 +22,16 @@ bool is_tanh_gelu(const ir::Node& n) {
   return (op == "gelu" || op == "gelu_grad") && n.attrs().get_string("approximate") == "tanh";
 }
 
+bool computes_in_f32(DType t) {
+  return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16;
+}
+
+// A cast between f32, bf16 and f16.
+bool is_float_cast(const ir::Node& n) {
+  return n.op().name == "cast" && computes_in_f32(n.operand(0)->dtype()) &&
+         computes_in_f32(n.result()->dtype());
+}
+
 bool is_elementwise(const ir::Node& n, KOp& k) {
   return n.op().category == ir::OpCategory::kElementwise && kop_from_name(n.op().name, k) &&
          k >= KOp::kNeg && k <= KOp::kSelect;
@@ -55,9 +65,9 @@ bool lowerable(const ir::Node& n) {
   KOp k;
   const std::string& op = n.op().name;
   return is_elementwise(n, k) || op == "broadcast" || op == "full" || op == "constant" ||
-         op == "reduce_sum" || op == "reduce_max" || op == "adamw_update" || op == "causal_mask" ||
-         kRowOps.contains(op) || op == "cross_entropy" || op == "cross_entropy_grad" ||
-         is_tanh_gelu(n);
+         is_float_cast(n) || op == "reduce_sum" || op == "reduce_max" || op == "adamw_update" ||
+         op == "causal_mask" || kRowOps.contains(op) || op == "cross_entropy" ||
+         op == "cross_entropy_grad" || is_tanh_gelu(n);
 }
 
 std::vector<DimExpr> natural_space(const ir::Node& n) {
@@ -91,8 +101,10 @@ bool KernelBuilder::fits(const ir::Node& n) const {
   for (const ir::Value* o : n.operands())
     if (sums_.contains(o)) return false;  // a sum over rows is only whole after every row
   const std::string& op = n.op().name;
-  auto f32 = [](const ir::Value* v) { return v->dtype() == DType::kF32; };
+  // Kernels compute in f32: loads widen bf16 and f16, stores round to them.
+  auto f32 = [](const ir::Value* v) { return computes_in_f32(v->dtype()); };
   KOp k;
+  if (is_float_cast(n)) return fit_of(n.result()->shape()) != Fit::kNone;
   if (is_elementwise(n, k)) {
     if (fit_of(n.result()->shape()) == Fit::kNone) return false;
     if (!is_compare(k) && !f32(n.result())) return false;
@@ -125,7 +137,8 @@ bool KernelBuilder::fits(const ir::Node& n) const {
   const int64_t last = static_cast<int64_t>(space_.size()) - 1;
   if (op == "reduce_sum" || op == "reduce_max") {
     const auto& axes = n.attrs().get_ints("axes");
-    if (op == "reduce_sum" && reduces_every_axis(n)) return true;  // a row sum, summed over rows
+    if (op == "reduce_sum" && reduces_every_axis(n))  // a row sum, summed over rows in f32
+      return n.result()->dtype() == DType::kF32;
     return axes.size() == 1 && (axes[0] == last || axes[0] == -1) &&
            !n.attrs().get_bool("keepdims");
   }
@@ -198,6 +211,8 @@ void KernelBuilder::add(const ir::Node& n) {
     instr_[n.result()] = value(x, a);
   } else if (op == "full" || op == "constant") {
     instr_[n.result()] = constant(n.attrs().get_float("value"));
+  } else if (is_float_cast(n)) {  // the kernel's f32 value; a store rounds it to its buffer's type
+    instr_[n.result()] = value(n.operand(0));
   } else if (op == "reduce_sum" && reduces_every_axis(n)) {  // a gradient norm's sum of squares
     sums_[n.result()] = {emit(KOp::kReduceSum, {value(n.operand(0))}), Access::kScalar};
   } else if (op == "reduce_sum" || op == "reduce_max") {
@@ -392,10 +407,11 @@ KernelIR KernelBuilder::finish(const std::vector<const ir::Value*>& outputs) {
     Fit f = fit_of(v->shape());
     // A reduction over a rank-1 space gives one row, which is also a scalar.
     if (f == Fit::kScalar && levels[instr_.at(v)] == Level::kRow) f = Fit::kRow;
-    if (v->dtype() != DType::kF32 || f == Fit::kNone)
-      throw InvalidArgument("fusion: output %" + v->name() + " is not f32 in the space");
+    if (!computes_in_f32(v->dtype()) || f == Fit::kNone)
+      throw InvalidArgument("fusion: output %" + v->name() +
+                            " is not f32, bf16 or f16 in the space");
     if (f == Fit::kFull && k.space < 0) k.space = k.inputs + static_cast<int>(o);
-    k.types.push_back(DType::kF32);
+    k.types.push_back(v->dtype());
     k.code.push_back(Instr{.op = KOp::kStore,
                            .args = {instr_.at(v)},
                            .buffer = k.inputs + static_cast<int>(o),

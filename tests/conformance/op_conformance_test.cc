@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "base/half.h"
 #include "devices/cuda/cuda_device.h"
 #include "devices/hip/hip_device.h"
 #include "engine/kernels/kernel_registry.h"
@@ -65,8 +66,30 @@ Case op_case(const std::string& name,
   return {.name = name, .graph = ir::parse_graph(text, name), .tol = tol};
 }
 
+// bf16 matmuls against the reference on the same bf16 inputs: both sum in f32 (in their own
+// order) and round the result once, so they agree within about one bf16 unit (2^-8 relative).
+void add_bf16_matmul_cases(std::vector<Case>& c) {
+  constexpr double kTol = 0x1p-7;
+  c.push_back(op_case("matmul_1_bf16", {{"a", "bf16[1, 1]"}, {"b", "bf16[1, 1]"}}, "matmul(%a, %b)",
+                      {"bf16[1, 1]"}, kTol));
+  c.push_back(op_case("matmul_129x257x67_bf16", {{"a", "bf16[129, 257]"}, {"b", "bf16[257, 67]"}},
+                      "matmul(%a, %b)", {"bf16[129, 67]"}, kTol));
+  c.push_back(op_case("matmul_shared_b_bf16", {{"a", "bf16[2, 5, 3]"}, {"b", "bf16[3, 11]"}},
+                      "matmul(%a, %b)", {"bf16[2, 5, 11]"}, kTol));
+  c.push_back(op_case("matmul_transposed_bf16", {{"a", "bf16[3, 9, 64]"}, {"b", "bf16[3, 31, 64]"}},
+                      "matmul(%a, %b) {transpose_b = true}", {"bf16[3, 9, 31]"}, kTol));
+  c.push_back(op_case("matmul_sum_batch_bf16", {{"a", "bf16[2, 7, 5]"}, {"b", "bf16[2, 7, 3]"}},
+                      "matmul(%a, %b) {sum_batch = true, transpose_a = true}", {"bf16[5, 3]"},
+                      kTol));
+  Case tril = op_case("matmul_tril_bf16", {{"a", "bf16[3, 67, 67]"}, {"b", "bf16[3, 67, 8]"}},
+                      "matmul(%a, %b) {tril_a = true}", {"bf16[3, 67, 8]"}, kTol);
+  tril.lower_triangular = {"a"};
+  c.push_back(std::move(tril));
+}
+
 std::vector<Case> op_cases() {
   std::vector<Case> c;
+  add_bf16_matmul_cases(c);
   for (const char* t : {"f32", "f64"}) {
     const std::string T = t;
     c.push_back(op_case("matmul_1_" + T, {{"a", T + "[1, 1]"}, {"b", T + "[1, 1]"}},
@@ -240,6 +263,8 @@ void fill(Buffer& b, const Case& c, const std::string& name, std::mt19937& rng) 
       const double v = tri && i % cols > i / cols % rows ? 0.0 : real(rng);
       if (b.host.dtype == DType::kF32)
         reinterpret_cast<float*>(b.bytes.data())[i] = static_cast<float>(v);
+      else if (b.host.dtype == DType::kBF16)
+        reinterpret_cast<uint16_t*>(b.bytes.data())[i] = f32_to_bf16(static_cast<float>(v));
       else
         reinterpret_cast<double*>(b.bytes.data())[i] = v;
     }
@@ -281,6 +306,10 @@ void expect_close(const Buffer& got, const Buffer& want, double tol, const std::
       case DType::kF64:
         g = reinterpret_cast<const double*>(got.bytes.data())[i],
         w = reinterpret_cast<const double*>(want.bytes.data())[i];
+        break;
+      case DType::kBF16:
+        g = bf16_to_f32(reinterpret_cast<const uint16_t*>(got.bytes.data())[i]),
+        w = bf16_to_f32(reinterpret_cast<const uint16_t*>(want.bytes.data())[i]);
         break;
       default:
         ASSERT_EQ(std::memcmp(got.bytes.data(), want.bytes.data(), want.bytes.size()), 0) << what;

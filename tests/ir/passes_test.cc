@@ -151,7 +151,7 @@ TEST(Passes, UnknownPassNamesSuggest) {
     EXPECT_STREQ(e.what(),
                  "unknown pass `canonicalise` (did you mean `canonicalize`?); passes: "
                  "verify, canonicalize, cse, dce, tril, attention, linear_cross_entropy, "
-                 "backward_recompute");
+                 "backward_recompute, autocast_bf16, autocast_f16");
   }
   PassManager pm;
   EXPECT_THROW(pm.dump_after({"csee"}, nullptr), InvalidArgument);

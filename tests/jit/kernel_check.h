@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "base/half.h"
 #include "ir/tensor_ref.h"
 #include "jit/cpu/kernel_cache.h"
 #include "jit/kernel_ir/kernel_interpreter.h"
@@ -110,11 +111,23 @@ struct HostBuffer {
       case DType::kBool:
         static_cast<bool*>(p)[i] = v != 0;
         break;
+      case DType::kBF16:
+        static_cast<uint16_t*>(p)[i] = f32_to_bf16(static_cast<float>(v));
+        break;
+      case DType::kF16:
+        static_cast<uint16_t*>(p)[i] = f32_to_f16(static_cast<float>(v));
+        break;
       default:
         break;
     }
   }
-  float f32(int64_t i) const { return reinterpret_cast<const float*>(storage.data())[i]; }
+  // An output element (f32, bf16 or f16) as f32.
+  float f32(int64_t i) const {
+    const void* p = storage.data();
+    if (type == DType::kBF16) return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    if (type == DType::kF16) return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    return static_cast<const float*>(p)[i];
+  }
 };
 
 inline HostBuffer make_buffer(DType t, std::vector<int64_t> shape, const Fill& fill, int64_t cols,

@@ -1,0 +1,16 @@
+// A bf16 GEMM run as an f32 one, for CPUs where oneDNN has no bf16 kernel (it needs AVX512): A
+// and B widened to f32 (exactly), an f32 GEMM summing their products in f32 as a bf16 kernel
+// does, and C rounded once to bf16. Strided operands keep their layout; what lies between their
+// rows is widened and rounded back unchanged.
+#pragma once
+
+#include <functional>
+
+#include "devices/device.h"
+
+namespace disc::devices::cpu {
+
+// `f32_gemm` runs the f32 GEMM; `g` passed check_gemm_args and is bf16.
+void widened_bf16_gemm(const GemmArgs& g, const std::function<void(const GemmArgs&)>& f32_gemm);
+
+}  // namespace disc::devices::cpu
