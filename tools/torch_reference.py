@@ -15,6 +15,33 @@ The model, parameter and safetensors functions are importable without running an
 
 The models mirror ir/models/*.cc exactly: weights are [in, out] (y = x @ W), parameter names
 match, attention uses rotate-half RoPE and repeats each kv head for consecutive query heads.
+
+llama also has a bf16 reference, tests/reference/llama_bf16.safetensors: llama.safetensors' weights
+and batch (the same seed), the forward run under torch.autocast("cpu", dtype=torch.bfloat16), with
+the loss, every parameter's gradient (f32, as autocast gives them) and the global gradient norm.
+It runs disc's precision policy (ir/passes/autocast.cc) on the step disc's Trainer compiles:
+engine/pipeline.cc makes attention one op and the head with the cross-entropy another
+(linear_cross_entropy) before the precision stage, and fuses memory-bound ops into kernels that
+keep their intermediate values in f32 and round only what they store. In bf16:
+  * the matmuls x @ wq, wk, wv, wo, w_gate, w_up, w_down: bf16 operands (the weights cast from f32
+    each step), f32 sums, the result rounded to bf16 once; their gradients are such matmuls too
+  * RoPE of q and k (computed in f32 from the bf16 projections, rounded once; the backward the
+    same) and the kv heads' repeat (its gradient: the two heads' sum, rounded once)
+  * SwiGLU: silu(gate) * up in f32 from the bf16 gate and up, rounded once (disc's one fused
+    kernel); its gradients dgate and dup likewise
+In f32: the embedding, every rms_norm (each matmul casts the norm's output to bf16 itself, so
+the gradients reaching it from its matmuls add in f32, as in disc's fused kernel), the residual
+adds (f32 + bf16 -> f32), attention (q, k, v cast to f32 after RoPE: scores, mask, softmax,
+probs @ v), the final norm, the head matmul (the f32 norm output @ the f32 lm_head) and the
+cross-entropy.
+Where PyTorch 1.13 on the CPU does otherwise, the bf16 path says so itself:
+  * autocast would run the attention products and the head matmul in bf16 (f32_region)
+  * its bf16 GEMM on a CPU without AVX512 sums in bf16, rounding after every product and addition
+    (2% error at K=172 against 0.3% for one rounding; oneDNN's, taken on AVX512 CPUs, sums in f32),
+    so the bf16 matmuls here are f32 GEMMs of the bf16 operands rounded once (bf16_matmul): what
+    disc computes, and the same recording on every CPU
+  * its bf16 silu is not silu rounded once (here 97 of 336 values are one bf16 step off that), so
+    SwiGLU is computed in f32 and rounded once
 """
 import json
 import math
@@ -88,6 +115,79 @@ def llama(p, batch, c, checkpoint=False):
             x = llama_layer(x, p, f"l{l}.", c)
     logits = rms_norm(x, p["final_norm"], c["norm_eps"]) @ p["lm_head"]
     return logits, F.cross_entropy(logits.flatten(0, 1), batch["targets"].long().flatten(), ignore_index=-100)
+
+
+class _Bf16Matmul(torch.autograd.Function):
+    """a @ b for bf16 a [..., K] and b [K, N]: f32 sums, the result rounded to bf16 once. Its
+    gradients are the same kind of matmul: dA = dY @ b^T, dB = a^T @ dY summed over the rows."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        with torch.autocast("cpu", enabled=False):
+            return (a.float() @ b.float()).bfloat16()
+
+    @staticmethod
+    def backward(ctx, dy):
+        a, b = ctx.saved_tensors
+        with torch.autocast("cpu", enabled=False):
+            dy = dy.float()
+            da = (dy @ b.float().t()).bfloat16()
+            db = (a.float().flatten(0, -2).t() @ dy.flatten(0, -2)).bfloat16()
+        return da, db
+
+
+def bf16_matmul(a, w):
+    """A bf16 matmul as disc runs it: the operands cast to bf16 (an f32 activation by each matmul that
+    reads it, as autocast does), f32 sums, a bf16 result."""
+    return _Bf16Matmul.apply(a.bfloat16(), w.bfloat16())
+
+
+def f32_region():
+    """Code that runs in f32 under disc's policy, where autocast would pick bf16."""
+    return torch.autocast("cpu", enabled=False)
+
+
+def attention_bf16(h, p, pre, heads, kv_heads, theta):
+    """attention() under disc's policy: bf16 projections, f32 attention."""
+    b, s, d = h.shape
+    hd = d // heads
+    q = bf16_matmul(h, p[pre + "wq"]).view(b, s, heads, hd)
+    k = bf16_matmul(h, p[pre + "wk"]).view(b, s, kv_heads, hd)
+    v = bf16_matmul(h, p[pre + "wv"]).view(b, s, kv_heads, hd)
+    with f32_region():
+        q, k = rope(q.float(), theta).bfloat16(), rope(k.float(), theta).bfloat16()
+    rep = heads // kv_heads
+    k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
+    with f32_region():  # disc's attention op: f32 q, k, v
+        q, k, v = (t.transpose(1, 2).float() for t in (q, k, v))
+        scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(hd))
+        mask = torch.ones(s, s, dtype=torch.bool, device=h.device).triu(1)
+        probs = scores.masked_fill(mask, float("-inf")).softmax(-1)
+        ctx = (probs @ v).transpose(1, 2).reshape(b, s, heads * hd)
+    return bf16_matmul(ctx, p[pre + "wo"])
+
+
+def llama_bf16(p, batch, c):
+    """llama() under torch.autocast("cpu", dtype=torch.bfloat16) with disc's precision policy (see the
+    docstring at the top): returns the loss (f32)."""
+    eps = c["norm_eps"]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        x = p["embed"][batch["tokens"].long()]
+        for l in range(c["layers"]):
+            pre = f"l{l}."
+            with f32_region():  # f32 h: the matmuls' gradients reaching it add in f32
+                h = rms_norm(x, p[pre + "attn_norm"], eps)
+            x = x + attention_bf16(h, p, pre, c["heads"], c["kv_heads"], c["rope_theta"])
+            with f32_region():
+                h = rms_norm(x, p[pre + "mlp_norm"], eps)
+            gate, up = bf16_matmul(h, p[pre + "w_gate"]), bf16_matmul(h, p[pre + "w_up"])
+            with f32_region():
+                a = (F.silu(gate.float()) * up.float()).bfloat16()
+            x = x + bf16_matmul(a, p[pre + "w_down"])
+        with f32_region():  # disc's linear_cross_entropy: the f32 norm output @ the f32 lm_head
+            logits = rms_norm(x, p["final_norm"], eps) @ p["lm_head"]
+            return F.cross_entropy(logits.flatten(0, 1), batch["targets"].long().flatten(), ignore_index=-100)
 
 
 def gpt2(p, batch, c):
@@ -257,8 +357,28 @@ def record(family):
     print(f"{family}: loss {loss.item():.6f}, grad norm {out['grad_norm'].item():.6f} -> {os.path.relpath(path)}")
 
 
+def record_llama_bf16():
+    """llama_bf16.safetensors: llama.safetensors' weights and batch, the loss, gradients and gradient norm
+    of llama_bf16 (no optimizer steps)."""
+    _, make_params, make_batch, config = FAMILIES["llama"]
+    g = torch.Generator().manual_seed(1234)  # record()'s seed: the same weights and batch
+    params = make_params(config, g)
+    batch = make_batch(config, g)
+    out = {"param." + n: p.detach().clone() for n, p in params.items()}
+    out.update({"input." + n: t for n, t in batch.items()})
+    loss = llama_bf16(params, batch, config)
+    loss.backward()
+    out["loss"] = loss.reshape(())
+    out.update({"grad." + n: p.grad.clone() for n, p in params.items()})
+    out["grad_norm"] = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in params.values())).float()
+    meta = {"family": "llama", "config": json.dumps(config), "precision": "bf16", "torch": torch.__version__}
+    path = os.path.join(OUT_DIR, "llama_bf16.safetensors")
+    write_safetensors(path, out, meta)
+    print(f"llama_bf16: loss {loss.item():.6f}, grad norm {out['grad_norm'].item():.6f} -> {os.path.relpath(path)}")
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     os.makedirs(OUT_DIR, exist_ok=True)
-    for fam in sys.argv[1:] or FAMILIES:
-        record(fam)
+    for name in sys.argv[1:] or [*FAMILIES, "llama_bf16"]:
+        record_llama_bf16() if name == "llama_bf16" else record(name)

@@ -15,6 +15,10 @@
 // A node whose operands change is made again, so its results take the dtypes its op infers.
 // Parameters stay f32 (the masters the optimizer updates); each cast of a value is made once,
 // before its first reader. f64 values are left alone.
+// Where values are rounded is the kernels' business: a reference kernel rounds every bf16 result
+// it writes, a fused kernel only what it stores (its intermediates stay f32, as in
+// torch.compile). So a bf16 run with the JIT differs from one without it by more than an f32 run
+// does (tests/engine/torch_reference_test.cc measures both); each is bit for bit run to run.
 // Needs: a verified forward graph. Keeps: every output's value, up to the low dtype's rounding.
 #include <map>
 #include <set>

@@ -1,6 +1,7 @@
 // disc against PyTorch: the same weights and batch (tests/reference/*.safetensors, written by
 // tools/torch_reference.py) must give the same loss, logits, gradients and gradient norm, and the
-// same parameters after three AdamW steps with clipping. Relative error under 1e-4 (f32).
+// same parameters after three AdamW steps with clipping. Relative error under 1e-4 (f32). Llama
+// in bf16 has its own test, against autocast (llama_bf16.safetensors), with bf16 tolerances.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +10,9 @@
 #include "devices/device.h"
 #include "engine/executor.h"
 #include "engine/init.h"
+#include "engine/pipeline.h"
 #include "engine/safetensors.h"
+#include "engine/trainer.h"
 #include "ir/models/model.h"
 #include "ir/training_step.h"
 
@@ -120,6 +123,98 @@ TEST_P(TorchReference, LossGradientsAndAdamWStepsMatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TorchReference, ::testing::Values("llama", "gpt2", "mlp"));
+
+// The first step of disc's llama at `precision` through the Trainer's compile pipeline (attention,
+// linear_cross_entropy, precision, training_step, ..., fusion) on the reference's weights and
+// batch: loss, grad_norm and grad.<param>. training_step is made here, with gradient outputs.
+std::map<std::string, Tensor> pipeline_step(const TensorFile& ref, DType precision,
+                                            memory::Allocator& alloc) {
+  TrainerOptions o;
+  o.precision = precision;
+  Pipeline pipeline(o);
+  pipeline.disable("training_step");
+  pipeline.after({precision == DType::kF32 ? "linear_cross_entropy" : "precision"},
+                 [&](const std::string&, CompiledStep& s) {
+                   ir::build_training_step(*s.model.graph, s.model.loss, s.model.params,
+                                           o.optimizer, /*debug_outputs=*/true);
+                 });
+  CompiledStep step = pipeline.run(build("llama", json::parse(ref.metadata.at("config"))));
+  jit::KernelCache kernels("");  // fused nodes compiled, as the Trainer runs them
+  Executor ex(step.graph(), alloc, {}, std::move(*step.schedule), &kernels);
+  std::map<std::string, Tensor> args = zero_state(*step.model.graph, alloc);
+  for (const ir::Value* p : step.model.params) {
+    const Tensor& r = ref.tensors.at("param." + p->name());  // a copy: the step updates it
+    args[p->name()] = Tensor::from<float>(r.shape(), r.to_vector<float>(), alloc);
+  }
+  for (const auto& [name, t] : ref.tensors) {
+    if (name.rfind("input.", 0) == 0) args[name.substr(6)] = t;
+  }
+  args["lr"] = Tensor::from<float>({}, {0.0f}, alloc);
+  args["step"] = Tensor::from<int64_t>({}, {1}, alloc);
+  return ex.run(args);
+}
+
+// The largest relative_error among the parameters' gradients.
+double worst_gradient(const std::map<std::string, Tensor>& out, const TensorFile& ref) {
+  double worst = 0;
+  for (const auto& [name, t] : ref.tensors) {
+    if (name.rfind("grad.", 0) == 0) worst = std::max(worst, relative_error(out.at(name), t));
+  }
+  return worst;
+}
+
+// disc in bf16 against PyTorch's autocast running disc's precision policy, fused kernels included
+// (tools/torch_reference.py's llama_bf16; tests/reference/llama_bf16.safetensors holds
+// llama.safetensors' weights and batch). Both sides round the same f32 values to bf16 (here the
+// matmuls' f32 sums of bf16 products are exact), so they part only where a value lies within
+// their f32 differences of a bf16 rounding boundary. Measured, relative error: loss 1e-7, grad
+// norm 1e-7, worst gradient 3e-7 (the weight gradients of bf16 matmuls agree bit for bit).
+// The tolerances leave room for one such flip: moving every norm, RoPE and SwiGLU result by a few
+// f32 ulps flipped one value in 40 tries, which moved the loss by 7e-5, the grad norm by 1.1e-3 and
+// a gradient by 9.4e-3. Hence loss 1e-4, grad norm 2e-3, each gradient 2e-2. Outside them: disc in
+// f32 (grad norm 6.8e-3, gradients up to 4.9e-2; its loss, 5.9e-5 off, is inside: bf16 moves this
+// model's loss less than one flip can, so the gradients tell the precisions apart), and disc in
+// bf16 without the JIT, whose kernels round each bf16 intermediate (loss 5.3e-4, grad norm 3e-3).
+TEST(TorchReferenceBf16, LlamaLossAndGradientsMatchAutocast) {
+  std::unique_ptr<devices::Device> dev = devices::make_cpu_device(2);
+  memory::DeviceAllocator alloc{*dev};
+  TensorFile ref = read_safetensors(
+      std::string(DISC_TEST_DATA_DIR) + "/reference/llama_bf16.safetensors", alloc);
+  ASSERT_EQ(ref.metadata.at("precision"), "bf16");
+  constexpr double kLoss = 1e-4, kGradNorm = 2e-3, kGradient = 2e-2;
+  auto rel = [&](float mine, const std::string& name) {
+    const double theirs = ref.tensors.at(name).data<float>()[0];
+    return std::abs(mine - theirs) / std::abs(theirs);
+  };
+
+  // The Trainer's step.
+  Trainer trainer(build("llama", json::parse(ref.metadata.at("config"))),
+                  {.threads = 2, .precision = DType::kBF16});
+  for (const std::string& p : trainer.parameter_names())
+    trainer.set_parameter(p, ref.tensors.at("param." + p));
+  Batch batch;
+  for (const std::string& i : trainer.input_names()) {
+    const Tensor& t = ref.tensors.at("input." + i);
+    batch[i] = Tensor::from<int32_t>(t.shape(), t.to_vector<int32_t>(), trainer.allocator());
+  }
+  const StepResult r = trainer.step(batch, 0.0);
+  EXPECT_LT(rel(r.loss, "loss"), kLoss) << "loss";
+  EXPECT_LT(rel(r.grad_norm, "grad_norm"), kGradNorm) << "grad_norm";
+
+  // Its gradients: the same step with gradient outputs (which must not change what it computes).
+  auto out = pipeline_step(ref, DType::kBF16, alloc);
+  EXPECT_FLOAT_EQ(out.at("loss").data<float>()[0], r.loss);
+  EXPECT_FLOAT_EQ(out.at("grad_norm").data<float>()[0], r.grad_norm);
+  for (const auto& [name, t] : ref.tensors) {
+    if (name.rfind("grad.", 0) != 0) continue;
+    EXPECT_LT(relative_error(out.at(name), t), kGradient) << "gradient of " << name.substr(5);
+  }
+
+  // The tolerances tell the precisions apart: disc in f32 is outside them.
+  auto f32 = pipeline_step(ref, DType::kF32, alloc);
+  EXPECT_GT(rel(f32.at("grad_norm").data<float>()[0], "grad_norm"), kGradNorm);
+  EXPECT_GT(worst_gradient(f32, ref), kGradient);
+}
 
 }  // namespace
 }  // namespace disc::engine

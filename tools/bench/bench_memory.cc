@@ -15,7 +15,7 @@
 // batches (planning and GEMM primitives per new shape), then timed passes over the same batches.
 //
 // usage: bench_memory [--quick] [--batches 8,16,24] [--steps N] [--repeats N] [--threads N]
-//                     [--max-len N] [--data FILE] [--curve-batch B] [--seed N]
+//                     [--max-len N] [--data FILE] [--curve-batch B] [--seed N] [--precision bf16]
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -63,6 +63,7 @@ struct Options {
   std::string data = "../shared/data/codealpaca/codealpaca.json";
   int64_t curve_batch = 0;  // 0: the first of `batches`
   uint64_t seed = 1;
+  DType precision = DType::kF32;  // every system's (TrainerOptions::precision)
   ir::models::LlamaConfig model{
       .vocab = 32000, .hidden = 512, .layers = 4, .heads = 8, .kv_heads = 8, .ffn = 1376};
 };
@@ -225,6 +226,7 @@ Result run(const Options& o, const Run& spec) {
         // Fused JIT kernels, as disc-train runs by default, for every system compared.
         engine::TrainerOptions{.threads = o.threads,
                                .seed = o.seed,
+                               .precision = o.precision,
                                .memory = spec.memory,
                                .backward_recompute = spec.backward_recompute});
   } catch (const OutOfMemory& e) {
@@ -713,10 +715,11 @@ void print_setup(const Options& o, const std::string& source) {
   const auto& m = o.model;
   std::printf(
       "bench_memory: llama, %lld layers, hidden %lld, %lld heads (%lld kv), SwiGLU %lld, vocab "
-      "%lld; AdamW, f32, cpu, %d threads\n",
+      "%lld; AdamW, precision %s, cpu, %d threads\n",
       static_cast<long long>(m.layers), static_cast<long long>(m.hidden),
       static_cast<long long>(m.heads), static_cast<long long>(m.kv_heads),
-      static_cast<long long>(m.ffn), static_cast<long long>(m.vocab), o.threads);
+      static_cast<long long>(m.ffn), static_cast<long long>(m.vocab),
+      std::string(dtype_name(o.precision)).c_str(), o.threads);
   std::printf("data: %s, truncated at %lld; token ids random in [0, %lld) with the real lengths\n",
               source.c_str(), static_cast<long long>(o.max_len), static_cast<long long>(m.vocab));
   std::printf(
@@ -769,11 +772,16 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "Seed for the batches and the parameters")
       ->capture_default_str();
   app.add_option("--json", json_path, "Also write the figures as JSON to this file");
+  std::string precision = "f32";
+  app.add_option("--precision", precision, "Every system's matmul dtype: f32 or bf16")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_flag(
       "--quick", quick,
       "A small model (2 layers, hidden 256, vocab 1000), B=4, max-len 256: runs in seconds");
   CLI11_PARSE(app, argc, argv);
   try {
+    o.precision = *parse_dtype(precision);
     if (quick) {
       o.model = {.vocab = 1000, .hidden = 256, .layers = 2, .heads = 4, .kv_heads = 4, .ffn = 688};
       if (app.count("--batches") == 0) batches = "4";

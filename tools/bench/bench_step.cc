@@ -11,10 +11,13 @@
 //   disc fused    all three true: JIT kernels with an on-disk kernel cache in a fresh folder,
 //                 attention as one op (devices/cpu/block_attention.h), the head's matmul and
 //                 cross-entropy as one op (devices/cpu/linear_cross_entropy.h)
+//   disc bf16     disc fused with TrainerOptions::precision bf16 (ir/passes/autocast.cc): bf16
+//                 matmuls with f32 sums; norms, softmax, attention and the loss in f32
 //   PyTorch       tools/bench/torch_llama_step.py: the same model (tools/torch_reference.py), the
 //                 same initial weights and batches, AdamW with disc's settings; unpadded, then
 //                 every batch padded to its power-of-two bucket (at most 512); both again with
-//                 activation checkpointing per layer
+//                 activation checkpointing per layer; and unpadded under
+//                 torch.autocast(dtype=torch.bfloat16), the row disc bf16 compares with
 //
 // Each disc system takes a warm-up pass over the batches (compiling and planning per new shape),
 // then rounds of timed passes (unfused, fused, PyTorch; unfused, fused, PyTorch; ...), so that
@@ -28,7 +31,7 @@
 //
 // usage: bench_step [--quick] [--steps N] [--repeats N] [--threads N] [--seed N]
 //                   [--buckets 64,128,...] [--epoch] [--data FILE] [--json FILE]
-//                   [--no-torch] [--torch-repeats N] [--python PATH] [--workdir DIR]
+//                   [--no-torch] [--no-bf16] [--torch-repeats N] [--python PATH] [--workdir DIR]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <bit>
@@ -39,6 +42,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -68,6 +72,9 @@ constexpr double kGoalFused = 1.45;      // fused over unfused: FusionStitching'
 constexpr double kGoalTorch = 2.0;       // fused disc over PyTorch eager, unpadded against unpadded
 constexpr double kGoalCompileMs = 5.0;   // median compile time per kernel
 constexpr double kLossTolerance = 1e-4;  // relative, as tests/engine/torch_reference_test.cc allows
+// The bf16 issue's goals: disc bf16 over disc f32 (fused) and over PyTorch's bf16 autocast, in
+// tokens/s; disc bf16's tracked peak over disc f32's.
+constexpr double kGoalBf16OverF32 = 1.5, kGoalBf16OverTorch = 2.0, kGoalBf16Peak = 0.6;
 // PyTorch eager as issue 6 measured it on this machine (real tokens/s): a sanity check of ours.
 constexpr double kIssueTorchUnpadded = 10600, kIssueTorchPadded = 5400;
 
@@ -81,6 +88,7 @@ struct Options {
   bool epoch = false;
   std::string data = "../shared/data/codealpaca/codealpaca.json";
   bool torch = true;
+  bool bf16 = true;  // the disc bf16 and PyTorch bf16 autocast rows
   TorchRun torch_run;
   std::string workdir;  // "": a fresh temporary folder, removed at the end
   std::string json;
@@ -133,9 +141,11 @@ void describe_workload(const Options& o, const std::vector<data::HostBatch>& bs)
 
 // ----- disc runs -----
 
-engine::TrainerOptions trainer_options(const Options& o, bool jit, const std::string& cache) {
+engine::TrainerOptions trainer_options(const Options& o, bool jit, const std::string& cache,
+                                       DType precision = DType::kF32) {
   return {.threads = o.threads,
           .seed = o.seed,
+          .precision = precision,
           .jit = jit,
           .fuse_attention = jit,  // unfused: no fusion of any kind
           .fuse_cross_entropy = jit,
@@ -143,13 +153,13 @@ engine::TrainerOptions trainer_options(const Options& o, bool jit, const std::st
           .kernel_cache_dir = cache};
 }
 
-std::unique_ptr<engine::Trainer> make_trainer(const Options& o, bool jit,
-                                              const std::string& cache) {
+std::unique_ptr<engine::Trainer> make_trainer(const Options& o, bool jit, const std::string& cache,
+                                              DType precision = DType::kF32) {
   ir::models::LlamaConfig c = o.model;
   c.max_batch = o.batch;
   c.max_seq = o.max_len;
   return std::make_unique<engine::Trainer>(ir::models::build_llama(c),
-                                           trainer_options(o, jit, cache));
+                                           trainer_options(o, jit, cache, precision));
 }
 
 // One pass over batches: its time, losses and JIT counters.
@@ -445,11 +455,13 @@ void print_torch_row(const std::string& name, const TorchTiming& t) {
             "- / " + mib(t.peak_rss_bytes), "-");
 }
 
-void print_table(const Summary& unfused, const Summary& fused, const TorchResult* torch) {
+void print_table(const Summary& unfused, const Summary& fused, const Summary* bf16,
+                 const TorchResult* torch) {
   std::printf("  %-54s %9s  %-14s %-22s %-12s %s\n", "system", "tokens/s", "passes",
               "step ms (p10..p90)", "peak MiB", "compiles warm-up / timed");
   print_disc_row("disc unfused (jit, attention, cross_entropy off)", unfused);
   print_disc_row("disc fused (jit, attention, cross_entropy on)", fused);
+  if (bf16) print_disc_row("disc fused bf16 (precision bf16)", *bf16);
   if (torch) {
     const std::string padded = ", padded to buckets <= " + std::to_string(torch->padded_to);
     print_torch_row("PyTorch " + torch->version + " eager", torch->unpadded);
@@ -459,6 +471,7 @@ void print_table(const Summary& unfused, const Summary& fused, const TorchResult
       if (torch->padded_to > 0)
         print_torch_row("PyTorch eager, checkpointed" + padded, torch->checkpointed_padded);
     }
+    if (torch->autocast) print_torch_row("PyTorch eager, bf16 autocast", torch->autocast_unpadded);
   }
   std::printf(
       "  tokens/s: real (non-padding) target tokens over the fastest timed pass's seconds; passes: "
@@ -489,6 +502,26 @@ void print_ratios(const Summary& unfused, const Summary& fused, const TorchResul
       "padded\n",
       torch->unpadded.tokens_per_s, kIssueTorchUnpadded, torch->padded.tokens_per_s,
       kIssueTorchPadded);
+}
+
+// disc bf16 against disc f32 and PyTorch's bf16 autocast, and their first-step losses (each
+// rounds its own way: a comparison, not a check).
+void print_bf16_ratios(const Summary& fused, const Summary& bf16, const TorchResult* torch) {
+  const double speed = bf16.tokens_per_s / fused.tokens_per_s;
+  const double peak =
+      static_cast<double>(bf16.tracked_peak_bytes) / static_cast<double>(fused.tracked_peak_bytes);
+  std::printf("  disc bf16 / disc fused f32:         %5.2fx (goal >= %.1fx): %s\n", speed,
+              kGoalBf16OverF32, verdict(speed >= kGoalBf16OverF32));
+  std::printf("  disc bf16 tracked peak / f32's:     %5.2fx (goal <= %.1fx): %s\n", peak,
+              kGoalBf16Peak, verdict(peak <= kGoalBf16Peak));
+  if (!torch || !torch->autocast) return;
+  const double t = bf16.tokens_per_s / torch->autocast_unpadded.tokens_per_s;
+  std::printf("  disc bf16 / PyTorch bf16 autocast:  %5.2fx (goal >= %.1fx): %s\n", t,
+              kGoalBf16OverTorch, verdict(t >= kGoalBf16OverTorch));
+  std::printf(
+      "  first-step loss in bf16: disc %.7f, PyTorch autocast %.7f (rel. diff %.1e; f32: %.7f)\n",
+      bf16.first_loss, torch->autocast_first_loss,
+      relative(bf16.first_loss, torch->autocast_first_loss), fused.first_loss);
 }
 
 // "ok" when a cache rerun compiled nothing.
@@ -667,12 +700,16 @@ int run(const Options& o) {
   const Workdir dir(o.workdir);
   System unfused{.name = "disc unfused", .trainer = make_trainer(o, false, "")};
   System fused{.name = "disc fused", .trainer = make_trainer(o, true, dir.path() + "/kernels")};
+  System bf16{.name = "disc bf16"};
+  if (o.bf16) bf16.trainer = make_trainer(o, true, dir.path() + "/kernels-bf16", DType::kBF16);
   if (o.torch)  // before any step: these are the weights both sides start from
     write_torch_workload(dir.path() + "/torch", *unfused.trainer,
                          {.batches = &batches, .model = o.model, .lr = kLr, .pad_to = o.max_len});
   const int64_t resident_before = resident_bytes();
   std::unique_ptr<TorchResult> torch;
-  run_systems(o, batches, {&unfused, &fused}, [&] {
+  std::vector<System*> systems = {&unfused, &fused};
+  if (o.bf16) systems.push_back(&bf16);
+  run_systems(o, batches, systems, [&] {
     if (!o.torch) return;
     const TorchResult round = run_torch(o.torch_run, dir.path() + "/torch");
     if (torch) {
@@ -683,6 +720,7 @@ int run(const Options& o) {
   });
   const int64_t tokens = real_tokens(batches);
   const Summary su = summarize(unfused, tokens), sf = summarize(fused, tokens);
+  const std::optional<Summary> sb = o.bf16 ? std::optional(summarize(bf16, tokens)) : std::nullopt;
   print_fused_losses(unfused, fused);
   if (torch) {
     if (torch->real_tokens != tokens)
@@ -693,19 +731,30 @@ int run(const Options& o) {
   }
   const Compiles c = measure_compiles(o, batches, dir.path());
   std::printf("\n");
-  print_table(su, sf, torch.get());
+  print_table(su, sf, sb ? &*sb : nullptr, torch.get());
   std::printf(
       "  disc's process held %.0f MiB resident before the first step (libraries, both trainers' "
       "parameters and optimizer state)\n\n",
       static_cast<double>(resident_before) / (1 << 20));
   print_ratios(su, sf, torch.get());
+  if (sb) print_bf16_ratios(sf, *sb, torch.get());
   std::printf("\n");
   const bool cache_ok = print_compiles(fused, sf, c);
   if (o.profile)
-    for (const System* s : {&unfused, &fused})
+    for (const System* s : systems)
       s->profile.print(s->name + ", last timed pass (observed, so slower)", 60);
   if (!o.json.empty()) {
     json j = report(o, batches, su, sf, fused, torch.get(), c);
+    if (sb) {
+      j["disc_bf16"] = to_json(*sb);
+      j["ratios"]["bf16_over_fused"] = sb->tokens_per_s / sf.tokens_per_s;
+      if (torch && torch->autocast) {
+        j["torch"]["autocast"] = {{"first_loss", torch->autocast_first_loss},
+                                  {"unpadded", to_json(torch->autocast_unpadded)}};
+        j["ratios"]["bf16_over_torch_autocast"] =
+            sb->tokens_per_s / torch->autocast_unpadded.tokens_per_s;
+      }
+    }
     j["resident_before_first_step_bytes"] = resident_before;
     write_json(o.json, j);
   }
@@ -744,6 +793,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--json", o.json, "Also write the figures as JSON to this file");
   app.add_flag("--no-torch", no_torch, "Skip the PyTorch eager baseline");
+  bool no_bf16 = false;
+  app.add_flag("--no-bf16", no_bf16, "Skip the disc bf16 and PyTorch bf16 autocast rows");
   app.add_option("--torch-repeats", o.torch_run.repeats,
                  "PyTorch's timed passes per round (one round after each of disc's), per variant")
       ->capture_default_str()
@@ -762,6 +813,8 @@ int main(int argc, char** argv) {
     if (app.count("--repeats") == 0) o.repeats = 2;
   }
   o.torch = !no_torch;
+  o.bf16 = !no_bf16;
+  o.torch_run.autocast = o.bf16;
   o.torch_run.threads = o.threads;
   std::sort(o.buckets.begin(), o.buckets.end());
   try {

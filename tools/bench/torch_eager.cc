@@ -74,6 +74,11 @@ TorchResult parse(const std::string& out) {
     r.checkpointed_unpadded = timing(c.at("unpadded"));
     if (c.contains("padded")) r.checkpointed_padded = timing(c.at("padded"));
   }
+  if (j.contains("autocast")) {
+    r.autocast = true;
+    r.autocast_first_loss = j.at("autocast").at("first_loss").get<double>();
+    r.autocast_unpadded = timing(j.at("autocast").at("unpadded"));
+  }
   return r;
 }
 
@@ -109,6 +114,7 @@ std::string torch_command(const TorchRun& run, const std::string& dir) {
   return "LD_LIBRARY_PATH=" + std::string(kOpenBlas) + " " + quoted(run.python) + " " +
          quoted(script) + " --dir " + quoted(dir) + " --threads " + std::to_string(run.threads) +
          " --repeats " + std::to_string(run.repeats) + (run.checkpoint ? " --checkpoint" : "") +
+         (run.autocast ? " --autocast" : "") +
          (run.device != "cpu" ? " --device " + quoted(run.device) : std::string());
 }
 
@@ -152,6 +158,7 @@ void merge(TorchResult& into, const TorchResult& more) {
   merge(into.padded, more.padded);
   merge(into.checkpointed_unpadded, more.checkpointed_unpadded);
   merge(into.checkpointed_padded, more.checkpointed_padded);
+  merge(into.autocast_unpadded, more.autocast_unpadded);
 }
 
 }  // namespace disc::bench

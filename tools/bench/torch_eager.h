@@ -37,6 +37,7 @@ struct TorchRun {
   int threads = 2;
   int repeats = 1;             // timed passes per variant in one run of the script
   bool checkpoint = true;      // also with activation checkpointing per layer
+  bool autocast = false;       // also under torch.autocast(dtype=torch.bfloat16), unpadded
   std::string device = "cpu";  // or "cuda" (cuda:N): PyTorch on an NVIDIA GPU
 };
 
@@ -62,6 +63,10 @@ struct TorchResult {
   bool checkpointed = false;
   double checkpointed_first_loss = 0;
   TorchTiming checkpointed_unpadded, checkpointed_padded;
+  // With TorchRun::autocast: bf16 autocast, unpadded, from the same initial weights.
+  bool autocast = false;
+  double autocast_first_loss = 0;
+  TorchTiming autocast_unpadded;
 };
 
 // Runs the script on DIR (its progress goes to stderr); throws Error when it fails, saying how to

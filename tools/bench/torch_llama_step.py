@@ -8,7 +8,8 @@ disc), timed passes over the same batches as they are (padded to their own longe
 timed passes with every batch padded to its bucket: the next power of two, at most pad_to (what a
 static-shape framework with power-of-two buckets pays); with
 --checkpoint, both again with activation checkpointing per layer (a fresh copy of the initial
-weights, so every variant trains from the same start). Each variant reports its peak resident
+weights, so every variant trains from the same start); with --autocast, unpadded passes under
+torch.autocast(dtype=torch.bfloat16). Each variant reports its peak resident
 memory (VmHWM, reset before its passes). It prints one JSON object on stdout; progress goes to
 stderr.
 
@@ -104,9 +105,10 @@ def pad(batch, seq):
 class Stepper:
     """One training step as disc's graph does it: loss, backward, clipping (if any), AdamW."""
 
-    def __init__(self, config, params, checkpoint=False, device="cpu"):
+    def __init__(self, config, params, checkpoint=False, device="cpu", autocast=False):
         o = config["optimizer"]
         self.device = device
+        self.autocast = autocast
         self.model, self.params, self.clip = config["model"], params, o["clip_norm"]
         self.checkpoint = checkpoint
         self.opt = torch.optim.AdamW(params.values(), lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
@@ -114,7 +116,10 @@ class Stepper:
 
     def __call__(self, batch):
         self.opt.zero_grad(set_to_none=True)
-        _, loss = llama(self.params, batch, self.model, self.checkpoint)
+        # bf16 autocast as a PyTorch user writes it: matmuls in bf16, the rest as autocast decides.
+        with torch.autocast(self.device.split(":")[0], dtype=torch.bfloat16, enabled=self.autocast):
+            _, loss = llama(self.params, batch, self.model, self.checkpoint)
+        loss = loss.float()
         loss.backward()
         if self.clip > 0:
             torch.nn.utils.clip_grad_norm_(self.params.values(), self.clip)
@@ -175,11 +180,11 @@ def timed(step, batches, repeats, label, tokens):
             "reserved_device_bytes": torch.cuda.max_memory_reserved() if on_gpu else 0}
 
 
-def variants(config, params, batches, pad_to, args, tokens, checkpoint):
+def variants(config, params, batches, pad_to, args, tokens, checkpoint, autocast=False):
     """Unpadded and (with pad_to > 0) padded timings of one way of stepping, from a copy of params."""
     step = Stepper(config, {n: p.detach().clone().to(args.device).requires_grad_(True) for n, p in params.items()},
-                   checkpoint, args.device)
-    label = "checkpointed" if checkpoint else "timed"
+                   checkpoint, args.device, autocast)
+    label = "bf16 autocast" if autocast else "checkpointed" if checkpoint else "timed"
     _, warm_losses = run_pass(step, batches, f"{label} warm-up")
     out = {"first_loss": warm_losses[0], "unpadded": timed(step, batches, args.repeats, label, tokens)}
     if pad_to > 0:
@@ -203,6 +208,8 @@ def main():
     ap.add_argument("--device", default="cpu", help="where PyTorch runs: cpu, or cuda (cuda:N)")
     ap.add_argument("--checkpoint", action="store_true",
                     help="also time activation checkpointing per layer, unpadded and padded")
+    ap.add_argument("--autocast", action="store_true",
+                    help="also time torch.autocast(dtype=torch.bfloat16), unpadded")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     config, batches, params = load_workload(args.dir) if args.dir else make_workload(args)
@@ -217,6 +224,8 @@ def main():
         out["padded"] = eager["padded"]
     if args.checkpoint:
         out["checkpointed"] = variants(config, params, batches, pad_to, args, tokens, True)
+    if args.autocast:
+        out["autocast"] = variants(config, params, batches, 0, args, tokens, False, autocast=True)
     print(json.dumps(out))
 
 
