@@ -71,13 +71,12 @@ jit::KernelRun linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& arg
 }  // namespace
 
 void register_cpu_kernels(KernelRegistry& r) {
-  for (DType t : {DType::kF32, DType::kF64, DType::kBF16})
+  for (DType t : {DType::kF32, DType::kF64, DType::kBF16}) {
     r.add({.op = "matmul",
            .device = kHost,
            .dtype = t,
            .name = "cpu/device_gemm",
            .run = device_gemm});
-  for (DType t : {DType::kF32, DType::kF64}) {
     r.add({.op = "attention",
            .device = kHost,
            .dtype = t,
@@ -88,6 +87,8 @@ void register_cpu_kernels(KernelRegistry& r) {
            .dtype = t,
            .name = "cpu/block_attention",
            .run = attention_grad});
+  }
+  for (DType t : {DType::kF32, DType::kF64}) {
     r.add({.op = "linear_cross_entropy",
            .device = kHost,
            .dtype = t,

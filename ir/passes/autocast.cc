@@ -4,11 +4,11 @@
 // matmuls) and parameters' gradients arrive in f32, the dtype of the parameters themselves.
 //
 // Each node, in order, gets operands of the dtype its op runs in:
-//   matmul                              float operands cast to the low dtype; the devices' GEMMs
-//                                       sum in f32 and round the result once
-//   norms, softmax, losses, reductions,  low-precision operands cast back to f32, as autocast
-//   attention                            keeps them (attention until devices have 16-bit
-//                                        attention kernels)
+//   matmul, attention                   float operands cast to the low dtype; the devices' kernels
+//                                       compute in f32 (GEMMs sum in f32, attention's softmax is
+//                                       f32) and round each result once
+//   norms, softmax, losses, reductions   low-precision operands cast back to f32, as autocast
+//                                        keeps them
 //   everything else (elementwise,        operands promoted to the widest float dtype among them;
 //   layout, gather)                      a constant (or a broadcast or reshape of one) takes the
 //                                        dtype of the tensor it meets, as a Python scalar does
@@ -33,10 +33,10 @@ enum class Runs { kLow, kF32, kPromote };
 
 Runs runs_in(const Node& n) {
   static const std::set<std::string, std::less<>> f32 = {
-      "attention",   "cross_entropy", "layer_norm",  "linear_cross_entropy",
-      "log_softmax", "reduce_max",    "reduce_mean", "reduce_sum",
-      "rms_norm",    "softmax"};
-  if (n.op().name == "matmul") return Runs::kLow;
+      "cross_entropy", "layer_norm", "linear_cross_entropy",
+      "log_softmax",   "reduce_max", "reduce_mean",
+      "reduce_sum",    "rms_norm",   "softmax"};
+  if (n.op().name == "matmul" || n.op().name == "attention") return Runs::kLow;
   return f32.contains(n.op().name) ? Runs::kF32 : Runs::kPromote;
 }
 

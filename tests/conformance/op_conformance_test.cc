@@ -66,9 +66,36 @@ Case op_case(const std::string& name,
   return {.name = name, .graph = ir::parse_graph(text, name), .tol = tol};
 }
 
-// bf16 matmuls against the reference on the same bf16 inputs: both sum in f32 (in their own
-// order) and round the result once, so they agree within about one bf16 unit (2^-8 relative).
-void add_bf16_matmul_cases(std::vector<Case>& c) {
+// attention and attention_grad of dtype T on awkward sizes, within `tol`.
+void add_attention_cases(std::vector<Case>& c, const std::string& T, double tol) {
+  for (const auto& [lead, sq, sk, d, dv, causal] :
+       std::vector<std::tuple<std::string, int, int, int, int, bool>>{
+           {"1", 1, 1, 4, 4, true},
+           {"2, 3", 17, 17, 8, 8, true},
+           {"1, 2", 5, 7, 16, 3, false},
+           {"1, 2", 131, 131, 64, 64, true}}) {
+    auto shape = [&](int s, int w) {
+      return T + "[" + lead + ", " + std::to_string(s) + ", " + std::to_string(w) + "]";
+    };
+    const std::string attrs =
+        std::string(" {causal = ") + (causal ? "true" : "false") + ", scale = 0.125}";
+    const std::string size =
+        std::to_string(sq) + "x" + std::to_string(sk) + "x" + std::to_string(d) + "_" + T;
+    c.push_back(op_case("attention_" + size,
+                        {{"q", shape(sq, d)}, {"k", shape(sk, d)}, {"v", shape(sk, dv)}},
+                        "attention(%q, %k, %v)" + attrs, {shape(sq, dv)}, tol));
+    c.push_back(op_case(
+        "attention_grad_" + size,
+        {{"q", shape(sq, d)}, {"k", shape(sk, d)}, {"v", shape(sk, dv)}, {"dout", shape(sq, dv)}},
+        "attention_grad(%q, %k, %v, %dout)" + attrs, {shape(sq, d), shape(sk, d), shape(sk, dv)},
+        tol));
+  }
+}
+
+// bf16 matmuls and attention against the reference on the same bf16 inputs: both compute in f32
+// (summing in their own order) and round each result once, so they agree within about one bf16
+// unit (2^-8 relative).
+void add_bf16_cases(std::vector<Case>& c) {
   constexpr double kTol = 0x1p-7;
   c.push_back(op_case("matmul_1_bf16", {{"a", "bf16[1, 1]"}, {"b", "bf16[1, 1]"}}, "matmul(%a, %b)",
                       {"bf16[1, 1]"}, kTol));
@@ -85,11 +112,12 @@ void add_bf16_matmul_cases(std::vector<Case>& c) {
                       "matmul(%a, %b) {tril_a = true}", {"bf16[3, 67, 8]"}, kTol);
   tril.lower_triangular = {"a"};
   c.push_back(std::move(tril));
+  add_attention_cases(c, "bf16", kTol);  // f32 inside, each result rounded once
 }
 
 std::vector<Case> op_cases() {
   std::vector<Case> c;
-  add_bf16_matmul_cases(c);
+  add_bf16_cases(c);
   for (const char* t : {"f32", "f64"}) {
     const std::string T = t;
     c.push_back(op_case("matmul_1_" + T, {{"a", T + "[1, 1]"}, {"b", T + "[1, 1]"}},
@@ -107,28 +135,7 @@ std::vector<Case> op_cases() {
                         "matmul(%a, %b) {tril_a = true}", {T + "[3, 67, 8]"}, 1e-5);
     tril.lower_triangular = {"a"};
     c.push_back(std::move(tril));
-    for (const auto& [lead, sq, sk, d, dv, causal] :
-         std::vector<std::tuple<std::string, int, int, int, int, bool>>{
-             {"1", 1, 1, 4, 4, true},
-             {"2, 3", 17, 17, 8, 8, true},
-             {"1, 2", 5, 7, 16, 3, false},
-             {"1, 2", 131, 131, 64, 64, true}}) {
-      auto shape = [&](int s, int w) {
-        return T + "[" + lead + ", " + std::to_string(s) + ", " + std::to_string(w) + "]";
-      };
-      const std::string attrs =
-          std::string(" {causal = ") + (causal ? "true" : "false") + ", scale = 0.125}";
-      const std::string size =
-          std::to_string(sq) + "x" + std::to_string(sk) + "x" + std::to_string(d) + "_" + T;
-      c.push_back(op_case("attention_" + size,
-                          {{"q", shape(sq, d)}, {"k", shape(sk, d)}, {"v", shape(sk, dv)}},
-                          "attention(%q, %k, %v)" + attrs, {shape(sq, dv)}, 2e-5));
-      c.push_back(op_case(
-          "attention_grad_" + size,
-          {{"q", shape(sq, d)}, {"k", shape(sk, d)}, {"v", shape(sk, dv)}, {"dout", shape(sq, dv)}},
-          "attention_grad(%q, %k, %v, %dout)" + attrs, {shape(sq, d), shape(sk, d), shape(sk, dv)},
-          2e-5));
-    }
+    add_attention_cases(c, T, 2e-5);
     for (const auto& [rows, d, classes, tw] : std::vector<std::tuple<int, int, int, bool>>{
              {1, 1, 1, false}, {13, 7, 29, true}, {300, 64, 1031, false}}) {
       const std::string r = std::to_string(rows), dd = std::to_string(d),

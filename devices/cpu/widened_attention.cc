@@ -1,0 +1,71 @@
+#include "devices/cpu/widened_attention.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "devices/cpu/bf16_arrays.h"
+#include "devices/cpu/block_attention.h"
+
+namespace disc::devices::cpu {
+namespace {
+
+// One f32 tensor of a chunk: `per_head` elements per head of the bf16 tensor at `bf16`.
+struct Slice {
+  const void* bf16;
+  int64_t per_head;
+  std::vector<float> f32;
+
+  const void* at(int64_t h0) const { return static_cast<const uint16_t*>(bf16) + h0 * per_head; }
+  void widen(int64_t h0, int64_t heads) {
+    f32.resize(static_cast<size_t>(heads * per_head));
+    widen_bf16(at(h0), f32.data(), heads * per_head);
+  }
+  void narrow_into(void* out, int64_t h0, int64_t heads) const {
+    narrow_to_bf16(f32.data(), static_cast<uint16_t*>(out) + h0 * per_head, heads * per_head);
+  }
+};
+
+// Calls f(h0, heads) over chunks of heads whose f32 copies, `floats_per_head` each, fit the
+// scratch budget.
+template <typename F>
+void for_chunks(const AttentionArgs& a, int64_t floats_per_head, F&& f) {
+  const int64_t chunk = std::clamp<int64_t>(
+      kWidenedAttentionBytes / std::max<int64_t>(1, 4 * floats_per_head), 1, a.heads);
+  for (int64_t h0 = 0; h0 < a.heads; h0 += chunk) f(h0, std::min(chunk, a.heads - h0));
+}
+
+AttentionArgs f32_chunk(const AttentionArgs& a, int64_t heads, const Slice& q, const Slice& k,
+                        const Slice& v) {
+  AttentionArgs c = a;
+  c.dtype = DType::kF32, c.heads = heads;
+  c.q = q.f32.data(), c.k = k.f32.data(), c.v = v.f32.data();
+  return c;
+}
+
+}  // namespace
+
+void widened_attention_forward(Device& dev, const AttentionArgs& a, void* out) {
+  Slice q{a.q, a.sq * a.d}, k{a.k, a.sk * a.d}, v{a.v, a.sk * a.dv}, o{out, a.sq * a.dv};
+  for_chunks(a, q.per_head + k.per_head + v.per_head + o.per_head, [&](int64_t h0, int64_t n) {
+    q.widen(h0, n), k.widen(h0, n), v.widen(h0, n);
+    o.f32.resize(static_cast<size_t>(n * o.per_head));
+    attention_forward(dev, f32_chunk(a, n, q, k, v), o.f32.data());
+    o.narrow_into(out, h0, n);
+  });
+}
+
+void widened_attention_backward(Device& dev, const AttentionArgs& a, const void* dout, void* dq,
+                                void* dk, void* dv) {
+  Slice q{a.q, a.sq * a.d}, k{a.k, a.sk * a.d}, v{a.v, a.sk * a.dv}, g{dout, a.sq * a.dv};
+  Slice gq{dq, q.per_head}, gk{dk, k.per_head}, gv{dv, v.per_head};
+  const int64_t floats = 2 * (q.per_head + k.per_head + v.per_head) + g.per_head;
+  for_chunks(a, floats, [&](int64_t h0, int64_t n) {
+    q.widen(h0, n), k.widen(h0, n), v.widen(h0, n), g.widen(h0, n);
+    for (Slice* s : {&gq, &gk, &gv}) s->f32.resize(static_cast<size_t>(n * s->per_head));
+    attention_backward(dev, f32_chunk(a, n, q, k, v), g.f32.data(), gq.f32.data(), gk.f32.data(),
+                       gv.f32.data());
+    gq.narrow_into(dq, h0, n), gk.narrow_into(dk, h0, n), gv.narrow_into(dv, h0, n);
+  });
+}
+
+}  // namespace disc::devices::cpu
