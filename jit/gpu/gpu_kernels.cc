@@ -111,6 +111,14 @@ const FusedKernel& GpuKernels::kernel_of(const ir::Node& n) {
   return it->second;  // map nodes stay where they are
 }
 
+bool GpuKernels::handles(const ir::Node& n) const {
+  auto half = [](const ir::Value* v) {
+    return v->dtype() == DType::kBF16 || v->dtype() == DType::kF16;
+  };
+  return n.op().name == "fused" && std::none_of(n.operands().begin(), n.operands().end(), half) &&
+         std::none_of(n.results().begin(), n.results().end(), half);
+}
+
 KernelRun GpuKernels::prepare(const ir::Node& n, const ir::Bindings& b) {
   const FusedKernel& f = kernel_of(n);
   KernelRun r;

@@ -102,27 +102,27 @@ bool KernelBuilder::fits(const ir::Node& n) const {
     if (sums_.contains(o)) return false;  // a sum over rows is only whole after every row
   const std::string& op = n.op().name;
   // Kernels compute in f32: loads widen bf16 and f16, stores round to them.
-  auto f32 = [](const ir::Value* v) { return computes_in_f32(v->dtype()); };
+  auto real = [](const ir::Value* v) { return computes_in_f32(v->dtype()); };
   KOp k;
   if (is_float_cast(n)) return fit_of(n.result()->shape()) != Fit::kNone;
   if (is_elementwise(n, k)) {
     if (fit_of(n.result()->shape()) == Fit::kNone) return false;
-    if (!is_compare(k) && !f32(n.result())) return false;
+    if (!is_compare(k) && !real(n.result())) return false;
     for (size_t i = 0; i < n.operands().size(); ++i)
-      if (!(k == KOp::kSelect && i == 0) && !f32(n.operand(i))) return false;
+      if (!(k == KOp::kSelect && i == 0) && !real(n.operand(i))) return false;
     return true;
   }
   if (op == "full" || op == "constant")
-    return f32(n.result()) && fit_of(n.result()->shape()) != Fit::kNone;
+    return real(n.result()) && fit_of(n.result()->shape()) != Fit::kNone;
   if (is_tanh_gelu(n)) {
     for (const ir::Value* o : n.operands())
-      if (!f32(o) || !same(o->shape(), n.result()->shape())) return false;
-    return f32(n.result()) && fit_of(n.result()->shape()) != Fit::kNone;
+      if (!real(o) || !same(o->shape(), n.result()->shape())) return false;
+    return real(n.result()) && fit_of(n.result()->shape()) != Fit::kNone;
   }
   if (op == "broadcast") {
     const ir::Value& x = *n.operand(0);
     const Fit out = fit_of(n.result()->shape());
-    if (!f32(n.result()) || out == Fit::kNone) return false;
+    if (!real(n.result()) || out == Fit::kNone) return false;
     if (x.rank() == 0 || same(x.shape(), n.result()->shape())) return true;
     const auto& dims = n.attrs().get_ints("dims");
     const int r = static_cast<int>(space_.size());
@@ -133,7 +133,7 @@ bool KernelBuilder::fits(const ir::Node& n) const {
     for (int i = 0; i < r - 1; ++i) leading[i] = i;
     return dims == leading && same(x.shape(), rows_of(space_));  // by row
   }
-  if (!f32(n.operand(0)) || !same(n.operand(0)->shape(), space_) || space_.empty()) return false;
+  if (!real(n.operand(0)) || !same(n.operand(0)->shape(), space_) || space_.empty()) return false;
   const int64_t last = static_cast<int64_t>(space_.size()) - 1;
   if (op == "reduce_sum" || op == "reduce_max") {
     const auto& axes = n.attrs().get_ints("axes");
@@ -143,25 +143,25 @@ bool KernelBuilder::fits(const ir::Node& n) const {
            !n.attrs().get_bool("keepdims");
   }
   if (op == "rms_norm" || op == "rms_norm_grad" || op == "layer_norm") {
-    return space_.back().constant().has_value() && f32(n.operand(1)) &&
+    return space_.back().constant().has_value() && real(n.operand(1)) &&
            (op == "rms_norm" ||
-            (f32(n.operand(2)) && (op == "layer_norm" || same(n.operand(2)->shape(), space_))));
+            (real(n.operand(2)) && (op == "layer_norm" || same(n.operand(2)->shape(), space_))));
   }
   if (op == "cross_entropy" || op == "cross_entropy_grad") {  // over a static vocabulary
     const ir::Value& labels = *n.operand(1);
     if (!space_.back().constant() || fit_of(labels.shape()) != Fit::kRow) return false;
     if (labels.dtype() != DType::kI32 && labels.dtype() != DType::kI64) return false;
-    return op == "cross_entropy" || (n.operand(2)->rank() == 0 && f32(n.operand(2)));
+    return op == "cross_entropy" || (n.operand(2)->rank() == 0 && real(n.operand(2)));
   }
   // Square tiles only (self-attention, S queries by S keys): the query is then row % cols.
   if (op == "causal_mask") return space_.size() >= 2 && same({space_[last - 1]}, {space_[last]});
   if (op == "adamw_update") {
     for (int i = 1; i < 4; ++i)
-      if (!f32(n.operand(i)) || !same(n.operand(i)->shape(), space_)) return false;
-    return n.operand(4)->rank() == 0 && f32(n.operand(4)) && n.operand(5)->rank() == 0;
+      if (!real(n.operand(i)) || !same(n.operand(i)->shape(), space_)) return false;
+    return n.operand(4)->rank() == 0 && real(n.operand(4)) && n.operand(5)->rank() == 0;
   }
   for (const ir::Value* o : n.operands())
-    if (!f32(o) || !same(o->shape(), space_)) return false;
+    if (!real(o) || !same(o->shape(), space_)) return false;
   return axis_of(n) == last;  // softmax and friends over the last axis
 }
 
