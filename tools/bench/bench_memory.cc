@@ -333,7 +333,10 @@ struct Feasibility {
 Feasibility feasibility(const Options& o, const std::vector<data::HostBatch>& batches) {
   Feasibility f;
   engine::Trainer t(ir::models::build_llama(bounded(o.model, batches)),
-                    {.threads = o.threads, .seed = o.seed, .memory = {.cap = int64_t{1} << 60}});
+                    {.threads = o.threads,
+                     .seed = o.seed,
+                     .precision = o.precision,
+                     .memory = {.cap = int64_t{1} << 60}});
   const ir::Bindings b = t.largest_shape();
   f.held = t.bytes_held_for(b);
   memory::Governor& gov = t.governor();

@@ -40,7 +40,10 @@ def step_rows(step):
     workload = (f"llama {w['layers']}x{w['hidden']}, vocab {w['vocab']}, B={w['batch']}, "
                 f"S {w['min_len']}..{w['max_len']}, {len(w['seqs'])} batches")
     rows = []
-    for key, name in (("disc_fused", "disc fused (JIT, attention, head ops)"), ("disc_unfused", "disc unfused (reference kernels)")):
+    for key, name in (("disc_fused", "disc fused (JIT, attention, head ops)"), ("disc_unfused", "disc unfused (reference kernels)"),
+                      ("disc_bf16", "disc fused bf16 (precision bf16)")):
+        if key not in step:
+            continue
         s = step[key]
         rows.append(row(workload, name, tokens_per_s=s["tokens_per_s"], step_ms_median=s["step_ms_median"],
                         step_ms_p10=s["step_ms_p10"], step_ms_p90=s["step_ms_p90"],
@@ -54,6 +57,8 @@ def step_rows(step):
             variants += [("unpadded", "PyTorch eager, checkpointed per layer", t["checkpointed"]),
                          ("padded", f"PyTorch eager, checkpointed, padded to buckets <= {t['padded_to']}",
                           t["checkpointed"])]
+        if "autocast" in t:
+            variants += [("unpadded", "PyTorch eager, bf16 autocast", t["autocast"])]
         for key, name, src in variants:
             if key in src:
                 v = src[key]
