@@ -46,9 +46,10 @@ int64_t extent(int64_t rows, int64_t cols, int64_t lead) {
 }  // namespace
 
 void check_gemm_args(const GemmArgs& g) {
-  if (g.dtype != DType::kF32 && g.dtype != DType::kF64 && g.dtype != DType::kBF16) {
+  if (g.dtype != DType::kF32 && g.dtype != DType::kF64 && g.dtype != DType::kBF16 &&
+      g.dtype != DType::kF16) {
     throw InvalidArgument("gemm: dtype " + std::string(dtype_name(g.dtype)) +
-                          " is not supported: cast the operands to f32, bf16 or f64");
+                          " is not supported: cast the operands to f32, bf16, f16 or f64");
   }
   if (g.batch < 0 || g.m < 0 || g.n < 0 || g.k < 0) {
     throw InvalidArgument("gemm: negative size in " + sizes(g) + ": every size must be >= 0");

@@ -54,7 +54,7 @@ enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 // (lda, ldb, ldc: elements from one stored row to the next) says otherwise, which addresses a
 // block of a larger matrix (devices/cpu/tril_gemm.h multiplies triangles that way).
 struct GemmArgs {
-  DType dtype = DType::kF32;  // f32, f64, or bf16 (A, B and C; the sums in f32)
+  DType dtype = DType::kF32;  // f32, f64, bf16 or f16 (A, B and C; 16-bit types sum in f32)
   int64_t batch = 1;
   int64_t m = 0;
   int64_t n = 0;

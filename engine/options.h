@@ -25,6 +25,12 @@ struct TrainerOptions {
   // The matmuls' dtype: f32, or bf16 / f16 with f32 sums, norms, softmax, losses and reductions
   // (ir/passes/autocast.cc); parameters and optimizer state stay f32.
   DType precision = DType::kF32;
+  // With f16, dynamic loss scaling as PyTorch's GradScaler does it: the loss is multiplied by the
+  // scale before the backward and the gradients divided by it; a step whose gradients hold an inf
+  // or NaN changes nothing (skipped) and halves the scale; after `loss_scale_growth_interval`
+  // clean steps in a row the scale doubles.
+  double loss_scale = 65536.0;  // the first step's
+  int64_t loss_scale_growth_interval = 2000;
   memory::GovernorOptions memory;  // the cap on device bytes (0: none), scheduling, remat, offload
   bool jit = true;  // fused JIT kernels for memory-bound ops (false: reference kernels only)
   bool fuse_attention =

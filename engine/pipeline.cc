@@ -74,7 +74,9 @@ bool training_step(CompiledStep& s, const TrainerOptions& o) {
   }
   if (trained.empty())
     throw InvalidArgument("every parameter is frozen: there is nothing to train");
-  ir::build_training_step(*s.model.graph, s.model.loss, trained, o.optimizer);
+  ir::OptimizerConfig optimizer = o.optimizer;
+  optimizer.loss_scaling = o.precision == DType::kF16;  // f16's range needs it
+  ir::build_training_step(*s.model.graph, s.model.loss, trained, optimizer);
   return true;
 }
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -53,17 +54,33 @@ void check_replaceable(const fs::path& final) {
   if (ec) throw IoError("cannot list " + final.string() + ": " + ec.message());
 }
 
-// trainer.json's step and extra; IoError naming the file for anything missing or malformed.
-std::pair<int64_t, std::map<std::string, std::string>> read_trainer_json(const std::string& path) {
+// What trainer.json holds besides the caller's extra: the steps taken, the updates applied (fewer
+// when f16 loss scaling skipped some) and the loss scaler's state.
+struct TrainerJson {
+  int64_t step = 0, updates = 0;
+  double loss_scale = 0;
+  int64_t clean_steps = 0;
+  std::map<std::string, std::string> extra;
+};
+
+// IoError naming the file for anything missing or malformed. A checkpoint written before the
+// updates and the scaler were saved applied every step and had no scaler.
+TrainerJson read_trainer_json(const std::string& path) {
   std::ifstream in(path);
   if (!in)
     throw IoError("checkpoint " + fs::path(path).parent_path().string() +
                   " is incomplete: trainer.json is missing");
   try {
     nlohmann::json j = nlohmann::json::parse(in);
-    auto step = j.at("step").get<int64_t>();
-    if (step < 0) throw IoError(path + " is corrupt: step is " + std::to_string(step));
-    return {step, j.at("extra").get<std::map<std::string, std::string>>()};
+    TrainerJson t{.step = j.at("step").get<int64_t>()};
+    t.updates = j.value("updates", t.step);
+    t.loss_scale = j.value("loss_scale", 0.0);
+    t.clean_steps = j.value("loss_scale_clean_steps", int64_t{0});
+    if (t.step < 0 || t.updates < 0 || t.updates > t.step)
+      throw IoError(path + " is corrupt: step " + std::to_string(t.step) + ", updates " +
+                    std::to_string(t.updates));
+    t.extra = j.at("extra").get<std::map<std::string, std::string>>();
+    return t;
   } catch (const nlohmann::json::exception& e) {
     throw IoError(path + " is corrupt (" + e.what() + "): the checkpoint cannot be resumed");
   }
@@ -71,7 +88,7 @@ std::pair<int64_t, std::map<std::string, std::string>> read_trainer_json(const s
 
 // The training step's inputs that step() fills in itself.
 bool supplied_by_the_trainer(const std::string& input) {
-  return input == "lr" || input == "step";
+  return input == "lr" || input == "step" || input == "loss_scale";
 }
 
 // The bytes of the parameters and the optimizer state, as the device will allocate them.
@@ -97,19 +114,16 @@ void refuse_what_the_device_cannot_hold(const ir::Graph& g, const devices::Devic
   }
 }
 
-// bf16 needs a 16-bit GEMM, which the host has (oneDNN); the GPUs' kernels are f32 so far, and
-// f16 (with loss scaling) is not built yet.
+// bf16 and f16 need 16-bit GEMM and attention kernels, which the host has; the GPUs' kernels are
+// f32 so far.
 void check_precision(DType precision, const devices::Device& dev) {
   if (precision == DType::kF32) return;
   const std::string name(dtype_name(precision));
   if (precision != DType::kBF16 && precision != DType::kF16)
-    throw InvalidArgument("precision " + name + " is not one disc trains in: use f32 or bf16");
-  if (precision == DType::kF16)
-    throw InvalidArgument("precision f16 is not supported yet on " + dev.name() +
-                          " (f16 with loss scaling is planned): use bf16 or f32");
+    throw InvalidArgument("precision " + name + " is not one disc trains in: use f32, bf16 or f16");
   if (!dev.is_host())
-    throw InvalidArgument("precision bf16 is not supported on " + dev.name() +
-                          " yet: its kernels are f32 only; use f32 there, or bf16 on cpu");
+    throw InvalidArgument("precision " + name + " is not supported on " + dev.name() +
+                          " yet: its kernels are f32 only; use f32 there, or " + name + " on cpu");
 }
 
 }  // namespace
@@ -160,6 +174,10 @@ struct Trainer::Impl {
   std::unique_ptr<Executor> executor_;
   std::map<std::string, Tensor> state_;  // parameters and optimizer state by name
   int64_t step_ = 0;
+  int64_t updates_ = 0;      // steps whose updates were applied (AdamW's bias correction)
+  double loss_scale_ = 0;    // f16 loss scaling (0: none)
+  int64_t clean_steps_ = 0;  // finite steps in a row since the scale last changed
+  int64_t growth_interval_ = 0;
 };
 
 Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
@@ -173,6 +191,14 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
   impl_->alloc_ = impl_->owned_->alloc.get();
   impl_->alloc_->set_owner(impl_->owned_);
   check_precision(options.precision, *impl_->device_);
+  if (options.precision == DType::kF16) {
+    if (!(options.loss_scale > 0) || options.loss_scale_growth_interval < 1)
+      throw InvalidArgument("loss scaling needs a scale > 0 and a growth interval >= 1, got " +
+                            std::to_string(options.loss_scale) + " and " +
+                            std::to_string(options.loss_scale_growth_interval));
+    impl_->loss_scale_ = options.loss_scale;
+    impl_->growth_interval_ = options.loss_scale_growth_interval;
+  }
   TrainerOptions compile = options;
   compile.memory.offload = options.memory.offload && impl_->device_->separate_memory();
   Pipeline pipeline(compile);
@@ -288,14 +314,31 @@ StepResult Trainer::step(const Batch& batch, double lr) {
   args["lr"] = t == DType::kF64 ? Tensor::from<double>({}, {lr}, *impl_->alloc_)
                                 : Tensor::from<float>({}, {static_cast<float>(lr)}, *impl_->alloc_);
   if (impl_->compiled_.model.graph->find_value("step"))
-    args["step"] = Tensor::from<int64_t>({}, {impl_->step_ + 1}, *impl_->alloc_);
+    args["step"] = Tensor::from<int64_t>({}, {impl_->updates_ + 1}, *impl_->alloc_);
+  if (impl_->loss_scale_ > 0)
+    args["loss_scale"] =
+        Tensor::from<float>({}, {static_cast<float>(impl_->loss_scale_)}, *impl_->alloc_);
   StepResult r;
   auto out = impl_->executor_->run(args, &r.stats);
   impl_->alloc_->trim();  // blocks no step reused for a few steps go back to the system
   r.step = ++impl_->step_;
   r.loss = out.at("loss").to_vector<float>()[0];
   r.grad_norm = out.at("grad_norm").to_vector<float>()[0];
+  r.loss_scale = impl_->loss_scale_;
+  r.skipped = r.loss_scale > 0 && !std::isfinite(r.grad_norm);
+  if (!r.skipped) ++impl_->updates_;
+  if (r.loss_scale > 0) update_loss_scale(r.skipped);
   return r;
+}
+
+// GradScaler's rule: halve on a skipped step, double after growth_interval_ clean ones.
+void Trainer::update_loss_scale(bool skipped) {
+  Impl& s = *impl_;
+  if (skipped) {
+    s.loss_scale_ /= 2, s.clean_steps_ = 0;
+  } else if (++s.clean_steps_ == s.growth_interval_) {
+    s.loss_scale_ *= 2, s.clean_steps_ = 0;
+  }
 }
 
 std::vector<std::string> Trainer::parameter_names() const {
@@ -339,11 +382,15 @@ void Trainer::save(const std::string& dir, const std::map<std::string, std::stri
   check_replaceable(final);
   std::string meta;
   try {
-    meta = nlohmann::json{{"step", impl_->step_},
-                          {"graph", impl_->compiled_.model.graph->name()},
-                          {"extra", extra}}
-               .dump(2) +
-           "\n";
+    nlohmann::json j{{"step", impl_->step_},
+                     {"updates", impl_->updates_},
+                     {"graph", impl_->compiled_.model.graph->name()},
+                     {"extra", extra}};
+    if (impl_->loss_scale_ > 0) {
+      j["loss_scale"] = impl_->loss_scale_;
+      j["loss_scale_clean_steps"] = impl_->clean_steps_;
+    }
+    meta = j.dump(2) + "\n";
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument("checkpoint extra data must be UTF-8 text: " + std::string(e.what()));
   }
@@ -356,7 +403,7 @@ void Trainer::save(const std::string& dir, const std::map<std::string, std::stri
 }
 
 std::map<std::string, std::string> Trainer::load(const std::string& dir) {
-  auto [step, extra] = read_trainer_json(dir + "/trainer.json");
+  TrainerJson saved = read_trainer_json(dir + "/trainer.json");
   TensorFile file = read_safetensors(dir + "/state.safetensors", *impl_->alloc_);
   // Every tensor is checked before any is copied: a checkpoint that does not fit leaves the
   // trainer as it was.
@@ -377,8 +424,12 @@ std::map<std::string, std::string> Trainer::load(const std::string& dir) {
     }
   }
   for (const auto& [name, t] : impl_->state_) t.copy_from(file.tensors.at(name));
-  impl_->step_ = step;
-  return extra;
+  impl_->step_ = saved.step;
+  impl_->updates_ = saved.updates;
+  // A checkpoint of a run without loss scaling starts the scaler afresh.
+  if (impl_->loss_scale_ > 0 && saved.loss_scale > 0)
+    impl_->loss_scale_ = saved.loss_scale, impl_->clean_steps_ = saved.clean_steps;
+  return saved.extra;
 }
 
 }  // namespace disc::engine

@@ -56,7 +56,9 @@ using Batch = std::map<std::string, Tensor>;
 struct StepResult {
   int64_t step = 0;  // 1 for the first step
   float loss = 0;
-  float grad_norm = 0;
+  float grad_norm = 0;    // of the unscaled gradients; inf or NaN on a skipped step
+  double loss_scale = 0;  // f16: the scale this step ran with (0: no loss scaling)
+  bool skipped = false;   // f16: the gradients held an inf or NaN, so nothing changed
   StepStats stats;
 };
 
@@ -119,6 +121,7 @@ class Trainer {
   std::map<std::string, std::string> load(const std::string& dir);
 
  private:
+  void update_loss_scale(bool skipped);
   struct Impl;  // the compiled step, the executor, the kernels (engine/trainer.cc)
   std::unique_ptr<Impl> impl_;
 };

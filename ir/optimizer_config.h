@@ -12,6 +12,11 @@ struct OptimizerConfig {
   double momentum = 0.9;                          // SGD
   bool nesterov = false;                          // SGD
   double clip_norm = 0;                           // 0: no clipping
+  // Loss scaling (f16 training): the step takes a scalar input `loss_scale`, the backward starts
+  // from it instead of 1, and the gradients are divided by it before the norm. Where the norm is
+  // not finite (an inf or NaN in some gradient), no parameter or state changes: the step is
+  // skipped, and the caller sees it in `grad_norm`.
+  bool loss_scaling = false;
 };
 
 }  // namespace disc::ir

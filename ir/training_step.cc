@@ -40,6 +40,28 @@ Value* state_like(Graph& g, Value* p, const std::string& suffix) {
   return g.add_argument(p->name() + "." + suffix, p->type(), Role::kState);
 }
 
+// The gradients of scale * loss, divided by `scale` again.
+std::vector<Value*> unscaled_gradients(Graph& g, Value* loss, const std::vector<Value*>& params,
+                                       Value* scale) {
+  auto grads = build_gradients(g, g.add("mul", {loss, scale}), params);
+  Value* inverse = g.add("div", {scalar(g, 1.0, scale->dtype()), scale});
+  for (Value*& d : grads) d = g.add("mul", {d, stretch(g, inverse, d)});
+  return grads;
+}
+
+// With loss scaling, each update keeps the old value unless `zero_if_finite` (norm - norm: 0 for
+// a finite norm, NaN for an infinite or NaN one) is 0. The compare reads the scalar stretched to
+// the update's shape, so that fusion puts it and the select in the update's kernel.
+void add_update(Graph& g, Value* argument, Value* value, Value* zero_if_finite) {
+  if (zero_if_finite) {
+    const DType t = zero_if_finite->dtype();
+    Value* keep = g.add(
+        "eq", {stretch(g, zero_if_finite, argument), stretch(g, scalar(g, 0.0, t), argument)});
+    value = g.add("select", {keep, value, argument});
+  }
+  g.add_update(argument, value);
+}
+
 }  // namespace
 
 void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& params,
@@ -54,8 +76,11 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
   Value* step = opt.kind == OptimizerConfig::Kind::kAdamW
                     ? g.add_argument("step", {DType::kI64, {}}, Role::kInput)
                     : nullptr;
-  auto grads = build_gradients(g, loss, params);
+  Value* scale = opt.loss_scaling ? g.add_argument("loss_scale", {t, {}}, Role::kInput) : nullptr;
+  auto grads =
+      scale ? unscaled_gradients(g, loss, params, scale) : build_gradients(g, loss, params);
   Value* norm = global_norm(g, grads, t);
+  Value* guard = scale ? g.add("sub", {norm, norm}) : nullptr;  // updates only where 0
   for (size_t i = 0; debug_outputs && i < params.size(); ++i)
     g.add_output("grad." + params[i]->name(), grads[i]);
   if (opt.clip_norm > 0) grads = clip(g, grads, norm, opt.clip_norm);
@@ -81,9 +106,9 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
                             {"weight_decay", opt.weight_decay}},
                            {g.unique_name(p->name() + ".new"), g.unique_name(m->name() + ".new"),
                             g.unique_name(v->name() + ".new")});
-      g.add_update(p, n->result(0));
-      g.add_update(m, n->result(1));
-      g.add_update(v, n->result(2));
+      add_update(g, p, n->result(0), guard);
+      add_update(g, m, n->result(1), guard);
+      add_update(g, v, n->result(2), guard);
     } else {
       Value* buf = state_like(g, p, "momentum");
       Node* n =
@@ -92,8 +117,8 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
                       {"weight_decay", opt.weight_decay},
                       {"nesterov", opt.nesterov}},
                      {g.unique_name(p->name() + ".new"), g.unique_name(buf->name() + ".new")});
-      g.add_update(p, n->result(0));
-      g.add_update(buf, n->result(1));
+      add_update(g, p, n->result(0), guard);
+      add_update(g, buf, n->result(1), guard);
     }
   }
 }

@@ -6,7 +6,7 @@
 // outside the graph), input `step` (i64 scalar, 1 at the first step; AdamW's bias correction),
 // and per parameter P the optimizer state `P.m`, `P.v` (AdamW) or `P.momentum` (SGD), all
 // starting at zero. Outputs: `loss` and `grad_norm` (before clipping). Every parameter and state
-// argument gets an update.
+// argument gets an update. With OptimizerConfig::loss_scaling, also input `loss_scale` (scalar).
 #pragma once
 
 #include <vector>

@@ -118,8 +118,8 @@ const std::vector<ConfigKey>& config_schema() {
       {"train.precision",
        K::kChoice,
        "f32",
-       "matmuls' dtype: f32, or bf16 with f32 sums, norms, softmax and losses (cpu); f16 is "
-       "planned",
+       "matmuls' dtype: f32, or bf16 / f16 with f32 sums, norms, softmax and losses (cpu); f16 "
+       "with dynamic loss scaling",
        {"f32", "bf16", "f16"}},
       {"train.seed", K::kInt, "0", "seeds initialisation, shuffling and dropout", {}, 0, 9.2e18},
       {"memory.cap", K::kBytes, "0", "cap on live bytes, e.g. 2GiB (0: none)", {}, 0, 1e18},

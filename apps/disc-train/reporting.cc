@@ -146,6 +146,8 @@ void MetricsFile::write(const StepReport& r) {
                       {"time", unix_seconds()},
                       {"lr", r.lr},
                       {"grad_norm", r.result.grad_norm},
+                      {"loss_scale", r.result.loss_scale},
+                      {"skipped", r.result.skipped},
                       {"batch", r.batch},
                       {"seq", r.seq}};
   append(j.dump() + "\n");

@@ -264,7 +264,9 @@ int run_training(const Config& c, const RunFlags& f) {
     if (out.metrics) out.metrics->write(r);
     out.progress.update(r);
     totals.add(r);
-    if (!std::isfinite(r.result.loss) || !std::isfinite(r.result.grad_norm)) {
+    // A step that f16 loss scaling skipped changed nothing: the next runs at half the scale.
+    if (!std::isfinite(r.result.loss) ||
+        (!std::isfinite(r.result.grad_norm) && !r.result.skipped)) {
       spdlog::error(
           "training diverged at step {}: loss {}, gradient norm {}; no checkpoint was "
           "written from this state{}. Lower schedule.lr, clip gradients (optimizer.clip_norm, "

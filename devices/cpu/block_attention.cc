@@ -172,9 +172,9 @@ void check(const Device& dev, const AttentionArgs& a) {
   if (!dev.is_host()) {
     throw InvalidArgument("attention on " + dev.name() + ": block attention runs on host memory");
   }
-  if (a.dtype != DType::kF32 && a.dtype != DType::kF64 && a.dtype != DType::kBF16) {
+  if (a.dtype == DType::kI32 || a.dtype == DType::kI64 || a.dtype == DType::kBool) {
     throw InvalidArgument("attention: dtype " + std::string(dtype_name(a.dtype)) +
-                          " is not supported: cast q, k and v to f32, bf16 or f64");
+                          " is not supported: cast q, k and v to f32, bf16, f16 or f64");
   }
   if (a.heads < 0 || a.sq < 0 || a.sk < 0 || a.d < 0 || a.dv < 0) {
     throw InvalidArgument("attention: negative size (heads=" + std::to_string(a.heads) +
@@ -201,7 +201,8 @@ void attention_forward(Device& dev, const AttentionArgs& a, void* out) {
     return;
   }
   if (a.dtype == DType::kF64) return forward(dev, a, static_cast<double*>(out));
-  if (a.dtype == DType::kBF16) return cpu::widened_attention_forward(dev, a, out);
+  if (a.dtype == DType::kBF16 || a.dtype == DType::kF16)
+    return cpu::widened_attention_forward(dev, a, out);
   forward(dev, a, static_cast<float*>(out));
 }
 
@@ -216,7 +217,8 @@ void attention_backward(Device& dev, const AttentionArgs& a, const void* dout, v
     return backward(dev, a, static_cast<const double*>(dout), static_cast<double*>(dq),
                     static_cast<double*>(dk), static_cast<double*>(dv));
   }
-  if (a.dtype == DType::kBF16) return cpu::widened_attention_backward(dev, a, dout, dq, dk, dv);
+  if (a.dtype == DType::kBF16 || a.dtype == DType::kF16)
+    return cpu::widened_attention_backward(dev, a, dout, dq, dk, dv);
   backward(dev, a, static_cast<const float*>(dout), static_cast<float*>(dq),
            static_cast<float*>(dk), static_cast<float*>(dv));
 }

@@ -30,7 +30,7 @@ inline constexpr int64_t kAttentionWorkspace = int64_t{4} << 20;
 // Row-major tensors with the heads (batch and heads flattened) leading:
 // q [heads, sq, d], k [heads, sk, d], v [heads, sk, dv]; outputs and gradients alike.
 struct AttentionArgs {
-  DType dtype = DType::kF32;  // f32, f64, or bf16 (computed in f32: cpu/widened_attention.h)
+  DType dtype = DType::kF32;  // f32, f64, bf16 or f16 (16-bit: in f32, cpu/widened_attention.h)
   int64_t heads = 0;
   int64_t sq = 0, sk = 0, d = 0, dv = 0;
   bool causal = true;  // query row i sees keys 0..i (needs sq == sk)

@@ -3,25 +3,26 @@
 #include <algorithm>
 #include <vector>
 
-#include "devices/cpu/bf16_arrays.h"
 #include "devices/cpu/block_attention.h"
+#include "devices/cpu/half_arrays.h"
 
 namespace disc::devices::cpu {
 namespace {
 
-// One f32 tensor of a chunk: `per_head` elements per head of the bf16 tensor at `bf16`.
+// One f32 tensor of a chunk: `per_head` elements per head of the 16-bit tensor at `half`.
 struct Slice {
-  const void* bf16;
+  DType type;
+  const void* half;
   int64_t per_head;
   std::vector<float> f32;
 
-  const void* at(int64_t h0) const { return static_cast<const uint16_t*>(bf16) + h0 * per_head; }
+  const void* at(int64_t h0) const { return static_cast<const uint16_t*>(half) + h0 * per_head; }
   void widen(int64_t h0, int64_t heads) {
     f32.resize(static_cast<size_t>(heads * per_head));
-    widen_bf16(at(h0), f32.data(), heads * per_head);
+    widen_half(type, at(h0), f32.data(), heads * per_head);
   }
   void narrow_into(void* out, int64_t h0, int64_t heads) const {
-    narrow_to_bf16(f32.data(), static_cast<uint16_t*>(out) + h0 * per_head, heads * per_head);
+    narrow_half(type, f32.data(), static_cast<uint16_t*>(out) + h0 * per_head, heads * per_head);
   }
 };
 
@@ -29,8 +30,9 @@ struct Slice {
 // scratch budget.
 template <typename F>
 void for_chunks(const AttentionArgs& a, int64_t floats_per_head, F&& f) {
-  const int64_t chunk = std::clamp<int64_t>(
-      kWidenedAttentionBytes / std::max<int64_t>(1, 4 * floats_per_head), 1, a.heads);
+  const int64_t chunk =
+      std::clamp<int64_t>(kWidenedAttentionBytes / std::max<int64_t>(1, 4 * floats_per_head), 1,
+                          std::max<int64_t>(1, a.heads));
   for (int64_t h0 = 0; h0 < a.heads; h0 += chunk) f(h0, std::min(chunk, a.heads - h0));
 }
 
@@ -45,7 +47,9 @@ AttentionArgs f32_chunk(const AttentionArgs& a, int64_t heads, const Slice& q, c
 }  // namespace
 
 void widened_attention_forward(Device& dev, const AttentionArgs& a, void* out) {
-  Slice q{a.q, a.sq * a.d}, k{a.k, a.sk * a.d}, v{a.v, a.sk * a.dv}, o{out, a.sq * a.dv};
+  const DType t = a.dtype;
+  Slice q{t, a.q, a.sq * a.d}, k{t, a.k, a.sk * a.d}, v{t, a.v, a.sk * a.dv},
+      o{t, out, a.sq * a.dv};
   for_chunks(a, q.per_head + k.per_head + v.per_head + o.per_head, [&](int64_t h0, int64_t n) {
     q.widen(h0, n), k.widen(h0, n), v.widen(h0, n);
     o.f32.resize(static_cast<size_t>(n * o.per_head));
@@ -56,8 +60,10 @@ void widened_attention_forward(Device& dev, const AttentionArgs& a, void* out) {
 
 void widened_attention_backward(Device& dev, const AttentionArgs& a, const void* dout, void* dq,
                                 void* dk, void* dv) {
-  Slice q{a.q, a.sq * a.d}, k{a.k, a.sk * a.d}, v{a.v, a.sk * a.dv}, g{dout, a.sq * a.dv};
-  Slice gq{dq, q.per_head}, gk{dk, k.per_head}, gv{dv, v.per_head};
+  const DType t = a.dtype;
+  Slice q{t, a.q, a.sq * a.d}, k{t, a.k, a.sk * a.d}, v{t, a.v, a.sk * a.dv},
+      g{t, dout, a.sq * a.dv};
+  Slice gq{t, dq, q.per_head}, gk{t, dk, k.per_head}, gv{t, dv, v.per_head};
   const int64_t floats = 2 * (q.per_head + k.per_head + v.per_head) + g.per_head;
   for_chunks(a, floats, [&](int64_t h0, int64_t n) {
     q.widen(h0, n), k.widen(h0, n), v.widen(h0, n), g.widen(h0, n);

@@ -104,8 +104,9 @@ GpuBlas::~GpuBlas() {
 
 void GpuBlas::gemm(const GemmArgs& g) {
   check_gemm_args(g);
-  if (g.dtype == DType::kBF16)
-    throw InvalidArgument("gpu gemm: bf16 is not supported on GPUs yet: use f32");
+  if (g.dtype != DType::kF32 && g.dtype != DType::kF64)
+    throw InvalidArgument("gpu gemm: " + std::string(dtype_name(g.dtype)) +
+                          " is not supported on GPUs yet: use f32");
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   const BlasGemm b = column_major(g);
   const int ta = b.transa ? api_->lib->op_t : api_->lib->op_n,

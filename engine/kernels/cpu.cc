@@ -71,7 +71,7 @@ jit::KernelRun linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& arg
 }  // namespace
 
 void register_cpu_kernels(KernelRegistry& r) {
-  for (DType t : {DType::kF32, DType::kF64, DType::kBF16}) {
+  for (DType t : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
     r.add({.op = "matmul",
            .device = kHost,
            .dtype = t,

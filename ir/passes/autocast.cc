@@ -4,9 +4,9 @@
 // matmuls) and parameters' gradients arrive in f32, the dtype of the parameters themselves.
 //
 // Each node, in order, gets operands of the dtype its op runs in:
-//   matmul, attention                   float operands cast to the low dtype; the devices' kernels
-//                                       compute in f32 (GEMMs sum in f32, attention's softmax is
-//                                       f32) and round each result once
+//   matmul, attention                    float operands cast to the low dtype; the devices' kernels
+//                                        compute in f32 (GEMMs sum in f32, attention's softmax is
+//                                        f32) and round each result once
 //   norms, softmax, losses, reductions   low-precision operands cast back to f32, as autocast
 //                                        keeps them
 //   everything else (elementwise,        operands promoted to the widest float dtype among them;
@@ -24,6 +24,7 @@
 #include <set>
 #include <utility>
 
+#include "ir/ops/half_widening.h"
 #include "ir/passes/passes.h"
 
 namespace disc::ir {
@@ -40,10 +41,6 @@ Runs runs_in(const Node& n) {
   return f32.contains(n.op().name) ? Runs::kF32 : Runs::kPromote;
 }
 
-bool is_16_bit(DType t) {
-  return t == DType::kBF16 || t == DType::kF16;
-}
-
 // A value made from constants alone: it adapts to the tensors it meets.
 bool is_weak(const Value& v) {
   const Node* p = v.producer();
@@ -55,7 +52,7 @@ bool is_weak(const Value& v) {
 
 // f64 > f32 > 16-bit: the dtype a promoting op computes its mixed float operands in.
 int width(DType t) {
-  return t == DType::kF64 ? 3 : t == DType::kF32 ? 2 : is_16_bit(t) ? 1 : 0;
+  return t == DType::kF64 ? 3 : t == DType::kF32 ? 2 : is_half_float(t) ? 1 : 0;
 }
 
 class Autocast final : public Pass {

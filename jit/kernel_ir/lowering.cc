@@ -142,6 +142,10 @@ bool KernelBuilder::fits(const ir::Node& n) const {
     return axes.size() == 1 && (axes[0] == last || axes[0] == -1) &&
            !n.attrs().get_bool("keepdims");
   }
+  // Their sums over rows (a norm weight's gradient, a mean loss) are stored in f32 only.
+  if ((op == "rms_norm_grad" && n.result(1)->dtype() != DType::kF32) ||
+      (op == "cross_entropy" && n.result()->dtype() != DType::kF32))
+    return false;
   if (op == "rms_norm" || op == "rms_norm_grad" || op == "layer_norm") {
     return space_.back().constant().has_value() && real(n.operand(1)) &&
            (op == "rms_norm" ||

@@ -93,9 +93,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "cannot read /dev/zero: it is not a regular file"},
         BadInput{"unknown_precision", "", "train.precision=bf8",
                  "train.precision must be one of f32, bf16, f16, not `bf8` (did you mean `bf16`?)"},
-        BadInput{"f16_not_built", "", "train.precision=f16",
-                 "precision f16 is not supported yet on cpu (f16 with loss scaling is planned): "
-                 "use bf16 or f32"},
+        BadInput{"f16_on_a_gpu", "", "train.precision=f16 device.name=sim-gpu",
+                 "precision f16 is not supported on sim-gpu yet: its kernels are f32 only"},
         BadInput{"bf16_on_a_gpu", "", "train.precision=bf16 device.name=sim-gpu",
                  "precision bf16 is not supported on sim-gpu yet: its kernels are f32 only"}),
     [](const auto& info) { return std::string(info.param.name); });

@@ -92,32 +92,34 @@ void add_attention_cases(std::vector<Case>& c, const std::string& T, double tol)
   }
 }
 
-// bf16 matmuls and attention against the reference on the same bf16 inputs: both compute in f32
-// (summing in their own order) and round each result once, so they agree within about one bf16
-// unit (2^-8 relative).
-void add_bf16_cases(std::vector<Case>& c) {
-  constexpr double kTol = 0x1p-7;
-  c.push_back(op_case("matmul_1_bf16", {{"a", "bf16[1, 1]"}, {"b", "bf16[1, 1]"}}, "matmul(%a, %b)",
-                      {"bf16[1, 1]"}, kTol));
-  c.push_back(op_case("matmul_129x257x67_bf16", {{"a", "bf16[129, 257]"}, {"b", "bf16[257, 67]"}},
-                      "matmul(%a, %b)", {"bf16[129, 67]"}, kTol));
-  c.push_back(op_case("matmul_shared_b_bf16", {{"a", "bf16[2, 5, 3]"}, {"b", "bf16[3, 11]"}},
-                      "matmul(%a, %b)", {"bf16[2, 5, 11]"}, kTol));
-  c.push_back(op_case("matmul_transposed_bf16", {{"a", "bf16[3, 9, 64]"}, {"b", "bf16[3, 31, 64]"}},
-                      "matmul(%a, %b) {transpose_b = true}", {"bf16[3, 9, 31]"}, kTol));
-  c.push_back(op_case("matmul_sum_batch_bf16", {{"a", "bf16[2, 7, 5]"}, {"b", "bf16[2, 7, 3]"}},
-                      "matmul(%a, %b) {sum_batch = true, transpose_a = true}", {"bf16[5, 3]"},
-                      kTol));
-  Case tril = op_case("matmul_tril_bf16", {{"a", "bf16[3, 67, 67]"}, {"b", "bf16[3, 67, 8]"}},
-                      "matmul(%a, %b) {tril_a = true}", {"bf16[3, 67, 8]"}, kTol);
-  tril.lower_triangular = {"a"};
-  c.push_back(std::move(tril));
-  add_attention_cases(c, "bf16", kTol);  // f32 inside, each result rounded once
+// bf16 and f16 matmuls and attention against the reference on the same 16-bit inputs: both
+// compute in f32 (summing in their own order) and round each result once, so they agree within
+// about one unit of the type (2^-8 relative for bf16, 2^-11 for f16).
+void add_half_cases(std::vector<Case>& c) {
+  for (const auto& [T, tol] : {std::pair<std::string, double>{"bf16", 0x1p-7}, {"f16", 0x1p-9}}) {
+    c.push_back(op_case("matmul_1_" + T, {{"a", T + "[1, 1]"}, {"b", T + "[1, 1]"}},
+                        "matmul(%a, %b)", {T + "[1, 1]"}, tol));
+    c.push_back(op_case("matmul_129x257x67_" + T, {{"a", T + "[129, 257]"}, {"b", T + "[257, 67]"}},
+                        "matmul(%a, %b)", {T + "[129, 67]"}, tol));
+    c.push_back(op_case("matmul_shared_b_" + T, {{"a", T + "[2, 5, 3]"}, {"b", T + "[3, 11]"}},
+                        "matmul(%a, %b)", {T + "[2, 5, 11]"}, tol));
+    c.push_back(op_case("matmul_transposed_" + T,
+                        {{"a", T + "[3, 9, 64]"}, {"b", T + "[3, 31, 64]"}},
+                        "matmul(%a, %b) {transpose_b = true}", {T + "[3, 9, 31]"}, tol));
+    c.push_back(op_case("matmul_sum_batch_" + T, {{"a", T + "[2, 7, 5]"}, {"b", T + "[2, 7, 3]"}},
+                        "matmul(%a, %b) {sum_batch = true, transpose_a = true}", {T + "[5, 3]"},
+                        tol));
+    Case tril = op_case("matmul_tril_" + T, {{"a", T + "[3, 67, 67]"}, {"b", T + "[3, 67, 8]"}},
+                        "matmul(%a, %b) {tril_a = true}", {T + "[3, 67, 8]"}, tol);
+    tril.lower_triangular = {"a"};
+    c.push_back(std::move(tril));
+    add_attention_cases(c, T, tol);  // f32 inside, each result rounded once
+  }
 }
 
 std::vector<Case> op_cases() {
   std::vector<Case> c;
-  add_bf16_cases(c);
+  add_half_cases(c);
   for (const char* t : {"f32", "f64"}) {
     const std::string T = t;
     c.push_back(op_case("matmul_1_" + T, {{"a", T + "[1, 1]"}, {"b", T + "[1, 1]"}},
@@ -272,6 +274,8 @@ void fill(Buffer& b, const Case& c, const std::string& name, std::mt19937& rng) 
         reinterpret_cast<float*>(b.bytes.data())[i] = static_cast<float>(v);
       else if (b.host.dtype == DType::kBF16)
         reinterpret_cast<uint16_t*>(b.bytes.data())[i] = f32_to_bf16(static_cast<float>(v));
+      else if (b.host.dtype == DType::kF16)
+        reinterpret_cast<uint16_t*>(b.bytes.data())[i] = f32_to_f16(static_cast<float>(v));
       else
         reinterpret_cast<double*>(b.bytes.data())[i] = v;
     }
@@ -317,6 +321,10 @@ void expect_close(const Buffer& got, const Buffer& want, double tol, const std::
       case DType::kBF16:
         g = bf16_to_f32(reinterpret_cast<const uint16_t*>(got.bytes.data())[i]),
         w = bf16_to_f32(reinterpret_cast<const uint16_t*>(want.bytes.data())[i]);
+        break;
+      case DType::kF16:
+        g = f16_to_f32(reinterpret_cast<const uint16_t*>(got.bytes.data())[i]),
+        w = f16_to_f32(reinterpret_cast<const uint16_t*>(want.bytes.data())[i]);
         break;
       default:
         ASSERT_EQ(std::memcmp(got.bytes.data(), want.bytes.data(), want.bytes.size()), 0) << what;

@@ -352,7 +352,7 @@ TEST(Gemm, EmptyCTouchesNothing) {
 TEST(Gemm, RejectsBadArguments) {
   auto dev = make_cpu_device(0);
   float x[16] = {};
-  EXPECT_THROW(dev->gemm({.dtype = DType::kF16, .m = 2, .n = 2, .k = 2, .a = x, .b = x, .c = x}),
+  EXPECT_THROW(dev->gemm({.dtype = DType::kI32, .m = 2, .n = 2, .k = 2, .a = x, .b = x, .c = x}),
                InvalidArgument);
   EXPECT_THROW(dev->gemm({.m = -1, .n = 2, .k = 2, .a = x, .b = x, .c = x}), InvalidArgument);
   EXPECT_THROW(dev->gemm({.m = 2, .n = 2, .k = 2, .a = x, .b = nullptr, .c = x}), InvalidArgument);

@@ -1,6 +1,7 @@
-// Training in bf16 (TrainerOptions::precision): the losses follow the f32 run's within a band and
-// repeat bit for bit; activations cost half, so a step holds less; checkpoints hold the f32
-// masters and move between f32 and bf16 runs; what no device kernel runs is refused up front.
+// Training in bf16 and f16 (TrainerOptions::precision): the losses follow the f32 run's within a
+// band and repeat bit for bit; activations cost half, so a step holds less; checkpoints hold the
+// f32 masters and move between f32 and bf16 runs; f16's loss scaling skips steps whose gradients
+// overflow and resumes bit for bit; what no device kernel runs is refused up front.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,10 +20,18 @@ ir::models::Model llama() {
       {.vocab = 32, .hidden = 64, .layers = 2, .heads = 4, .kv_heads = 2, .ffn = 172});
 }
 
-Trainer trainer(DType precision, const std::string& device = "cpu") {
+Trainer trainer(DType precision, const std::string& device = "cpu", double loss_scale = 65536,
+                int64_t growth_interval = 2000) {
   TrainerOptions o;
   o.device = device, o.threads = 2, o.seed = 3, o.precision = precision;
+  o.loss_scale = loss_scale, o.loss_scale_growth_interval = growth_interval;
   return Trainer(llama(), o);
+}
+
+std::map<std::string, std::vector<float>> parameters(const Trainer& t) {
+  std::map<std::string, std::vector<float>> out;
+  for (const std::string& p : t.parameter_names()) out[p] = t.parameter(p).to_vector<float>();
+  return out;
 }
 
 // Counting sequences (start, start + stride, ...) of lengths 8..40, as tests/engine/
@@ -94,6 +103,70 @@ TEST(Precision, CheckpointsMoveBetweenF32AndBf16Runs) {
   std::filesystem::remove_all(dir), std::filesystem::remove_all(dir + "-bf16");
 }
 
+// f16 (10 significant bits, range to 65504) with dynamic loss scaling from 2^16: the losses follow
+// f32's as bf16's do, and the run repeats bit for bit.
+TEST(Precision, F16WithLossScalingFollowsF32AndRepeatsBitForBit) {
+  Trainer f32 = trainer(DType::kF32), f16 = trainer(DType::kF16), again = trainer(DType::kF16);
+  const std::vector<float> want = losses(f32, 40), got = losses(f16, 40);
+  EXPECT_EQ(losses(again, 40), got);
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 0.03 * want[i] + 0.02) << "step " << i + 1;
+  EXPECT_NE(got, want);
+}
+
+// GradScaler's semantics: at a scale of 2^40 the f16 gradients overflow, so each step is skipped
+// (nothing changes, bit for bit) and halves the scale, until the gradients fit.
+TEST(Precision, AnOverflowSkipsTheStepAndHalvesTheScale) {
+  Trainer t = trainer(DType::kF16, "cpu", 0x1p40);
+  const auto initial = parameters(t);
+  double scale = 0x1p40;
+  int skipped = 0;
+  for (int step = 0;; ++step) {
+    const StepResult r = t.step(counting(t, step), 3e-3);
+    ASSERT_EQ(r.loss_scale, scale) << "step " << step + 1;
+    ASSERT_TRUE(std::isfinite(r.loss));
+    if (!r.skipped) break;
+    EXPECT_FALSE(std::isfinite(r.grad_norm));
+    EXPECT_EQ(parameters(t), initial) << "a skipped step changed the parameters";
+    scale /= 2, ++skipped;
+    ASSERT_LT(skipped, 40) << "the scale never came down far enough";
+  }
+  EXPECT_GT(skipped, 5);
+  EXPECT_NE(parameters(t), initial);
+}
+
+// ... and after `growth_interval` clean steps in a row the scale doubles.
+TEST(Precision, CleanStepsDoubleTheScale) {
+  Trainer t = trainer(DType::kF16, "cpu", 0x1p10, 3);
+  for (int step = 0; step < 3; ++step) {
+    const StepResult r = t.step(counting(t, step), 3e-3);
+    ASSERT_FALSE(r.skipped) << "step " << step + 1;
+    EXPECT_EQ(r.loss_scale, 0x1p10);
+  }
+  EXPECT_EQ(t.step(counting(t, 3), 3e-3).loss_scale, 0x1p11);
+}
+
+// The scale and its count of clean steps are part of a checkpoint: a resumed f16 run continues as
+// the uninterrupted one, bit for bit (saved at step 6, between the doublings after steps 4 and 8).
+TEST(Precision, AResumedF16RunContinuesBitForBit) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("disc-f16-" + std::to_string(getpid()))).string();
+  Trainer a = trainer(DType::kF16, "cpu", 0x1p12, 4);
+  for (int i = 0; i < 6; ++i) a.step(counting(a, i), 3e-3);
+  a.save(dir);
+  Trainer b = trainer(DType::kF16, "cpu", 0x1p12, 4);
+  b.load(dir);
+  for (int i = 6; i < 12; ++i) {
+    const StepResult ra = a.step(counting(a, i), 3e-3), rb = b.step(counting(b, i), 3e-3);
+    EXPECT_EQ(ra.loss, rb.loss) << "step " << i + 1;
+    EXPECT_EQ(ra.loss_scale, rb.loss_scale) << "step " << i + 1;
+    EXPECT_EQ(ra.skipped, rb.skipped) << "step " << i + 1;
+  }
+  EXPECT_EQ(parameters(a), parameters(b));
+  EXPECT_EQ(a.step(counting(a, 12), 3e-3).loss_scale, 0x1p15);  // doubled after 4, 8 and 12
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Precision, WhatNoKernelRunsIsRefusedNamingTheDeviceAndWhatItTakes) {
   auto refused = [](DType p, const std::string& device) -> std::string {
     try {
@@ -106,11 +179,11 @@ TEST(Precision, WhatNoKernelRunsIsRefusedNamingTheDeviceAndWhatItTakes) {
   EXPECT_EQ(refused(DType::kBF16, "sim-gpu"),
             "precision bf16 is not supported on sim-gpu yet: its kernels are f32 only; use f32 "
             "there, or bf16 on cpu");
-  EXPECT_EQ(refused(DType::kF16, "cpu"),
-            "precision f16 is not supported yet on cpu (f16 with loss scaling is planned): use "
-            "bf16 or f32");
+  EXPECT_EQ(refused(DType::kF16, "sim-gpu"),
+            "precision f16 is not supported on sim-gpu yet: its kernels are f32 only; use f32 "
+            "there, or f16 on cpu");
   EXPECT_EQ(refused(DType::kF64, "cpu"),
-            "precision f64 is not one disc trains in: use f32 or bf16");
+            "precision f64 is not one disc trains in: use f32, bf16 or f16");
 }
 
 }  // namespace

@@ -47,7 +47,8 @@ struct Shape {
 const std::vector<Shape> kShapes = {{3, 11}, {6, 24}, {1, 5}, {5, 17}};
 
 // "llama" runs attention as one op (the default); "llama-primitives" as matmul, mask, softmax;
-// "llama-bf16" as "llama" with bf16 matmuls (TrainerOptions::precision).
+// "llama-bf16" and "llama-f16" as "llama" with 16-bit matmuls (TrainerOptions::precision; f16
+// with loss scaling).
 ir::models::Model build(const std::string& family, int64_t vocab = 40) {
   if (family.starts_with("llama")) {
     return ir::models::build_llama({.vocab = vocab,
@@ -78,7 +79,9 @@ TrainerOptions options(const std::string& family, const memory::GovernorOptions&
   return {.device = device,
           .threads = 2,
           .seed = 7,
-          .precision = family.ends_with("-bf16") ? DType::kBF16 : DType::kF32,
+          .precision = family.ends_with("-bf16")  ? DType::kBF16
+                       : family.ends_with("-f16") ? DType::kF16
+                                                  : DType::kF32,
           .memory = memory,
           .fuse_attention = family != "llama-primitives"};
 }
@@ -255,7 +258,7 @@ TEST_P(GovernedTraining, OffloadOnTheSimulatedDeviceGivesTheSameNumbers) {
 // for bit, with and without a cap (offload included).
 TEST_P(GovernedTraining, TheGpuPathGivesTheCpusNumbersOnMemoryTheHostCannotAddress) {
   const std::string family = GetParam();
-  if (family.ends_with("-bf16")) GTEST_SKIP() << "bf16 runs on host devices only so far";
+  if (family.ends_with("16")) GTEST_SKIP() << "bf16 and f16 run on host devices only so far";
   const Outcome free_run = train(family, {});
   const Outcome gpu = train(family, {}, "sim-gpu");
   expect_same_numbers(free_run, gpu);
@@ -295,7 +298,7 @@ TEST_P(GovernedTraining, OnAGpuTheLossesFollowTheCpusWithinRounding) {
     device = "hip:0";
   if (device.empty()) GTEST_SKIP() << "no GPU here";
   const std::string family = GetParam();
-  if (family.ends_with("-bf16")) GTEST_SKIP() << "bf16 runs on host devices only so far";
+  if (family.ends_with("16")) GTEST_SKIP() << "bf16 and f16 run on host devices only so far";
   const Outcome cpu = train(family, {});
   auto [smallest, bound] = feasible_and_bound(family, {.cap = 1 << 30, .offload = true}, device);
   for (const memory::GovernorOptions& m :
@@ -340,8 +343,8 @@ TEST(GpuSteps, CompilesAreCounted) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GovernedTraining,
-                         ::testing::Values("llama", "llama-primitives", "llama-bf16", "gpt2",
-                                           "mlp"),
+                         ::testing::Values("llama", "llama-primitives", "llama-bf16", "llama-f16",
+                                           "gpt2", "mlp"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
