@@ -3,8 +3,8 @@
 #   0. the format check (tools/format.sh --check: every C++ file as .clang-format says);
 #   1. the release build (g++) under ctest;
 #   2. a clang-19 build with AddressSanitizer + UndefinedBehaviorSanitizer running the same tests
-#      (less the 300-step learning test and the largest GEMMs) and the fuzzers (parser, config
-#      loader, safetensors reader), DISC_FUZZ_SECONDS (default 60) shared among them;
+#      (less the slowest that repeat covered code paths; see below) and the fuzzers (parser,
+#      config loader, safetensors reader), DISC_FUZZ_SECONDS (default 60) shared among them;
 #   3. a clang-19 build with ThreadSanitizer running the tests that start threads of their own
 #      (background compilation, concurrent kernel and object caches).
 # usage: tools/test.sh [--quick]     (--quick: steps 0 and 1 only)
@@ -29,11 +29,17 @@ if [ "${1:-}" = "--quick" ]; then exit 0; fi
 echo "== sanitizer build (ASan + UBSan), tests and fuzzing"
 cmake -S . -B build-sanitize -G Ninja "${sanitizer_flags[@]}" -DDISC_FUZZ=ON -DDISC_FUZZ_SECONDS="${DISC_FUZZ_SECONDS:-60}" -DDISC_BENCH=OFF > /dev/null
 cmake --build build-sanitize -j "$jobs"
-# Every test but the one that trains 300 steps to show that llama learns (two minutes under the
-# sanitizers, where it checks nothing the 15-step training tests do not: the same code paths)
-# and the 512-cube GEMMs (the same loops as the small and prime-sized cases that do run).
-ctest --test-dir build-sanitize --output-on-failure -j "$jobs" \
-  -E '^Training.LlamaLearnsCounting|^Large/GemmConformance'
+# Every test but those that repeat, at the sanitizers' tenfold cost, code paths the tests that do
+# run already take (the release run above keeps them all): the 300-step llama that learns to
+# count; the training runs compared across options (fusion, attention and head ops, backward
+# recompute, in-place updates, background compiles: the governed-cap tests train every option
+# here); the 40-step bf16 and f16 loss bands (their cap tests and short runs stay); the 512-cube
+# GEMMs (the small and prime-sized cases stay); the CUDA C kernels compiled for the host (the
+# emitter's code, not ours, runs there). About three minutes of CI.
+slow='^Training\.(LlamaLearnsCounting|AttentionOp|FusedKernels|LinearCrossEntropyOp|TriangularAttention'
+slow+='|TheTrainersStep|BackwardRecompute|CompiledKernels|BackgroundCompilation|UpdatesWrittenInPlace)'
+slow+='|^Precision\..*Follow|^Large/GemmConformance|^CudaEmitter\.PatternsAndOpsMatchTheInterpreter'
+ctest --test-dir build-sanitize --output-on-failure -j "$jobs" -E "$slow"
 
 echo "== ThreadSanitizer build: the tests that run threads of their own"
 cmake -S . -B build-tsan -G Ninja "${sanitizer_flags[@]}" -DDISC_TSAN=ON > /dev/null
