@@ -54,4 +54,8 @@ bool is_integer(DType t) {
   return t == DType::kI32 || t == DType::kI64;
 }
 
+bool is_half_float(DType t) {
+  return t == DType::kBF16 || t == DType::kF16;
+}
+
 }  // namespace disc

@@ -17,6 +17,7 @@ std::string_view dtype_name(DType t);  // "f32"
 std::optional<DType> parse_dtype(std::string_view name);
 int64_t dtype_size(DType t);  // bytes per element
 bool is_float(DType t);
-bool is_integer(DType t);  // i32, i64 (not bool)
+bool is_integer(DType t);     // i32, i64 (not bool)
+bool is_half_float(DType t);  // bf16, f16
 
 }  // namespace disc

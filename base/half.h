@@ -7,6 +7,8 @@
 #include <bit>
 #include <cstdint>
 
+#include "base/dtype.h"
+
 namespace disc {
 
 // Inline and branch-free, so that loops over arrays vectorise.
@@ -25,5 +27,10 @@ inline uint16_t f32_to_bf16(float value) {
 float f16_to_f32(uint16_t bits);
 // Subnormal results are rounded like the rest; beyond 65504 (after rounding) is infinity.
 uint16_t f32_to_f16(float value);
+
+// n values of `type` (bf16 or f16) to f32, and n f32 values rounded to `type`: the loops of every
+// whole-array conversion (callers split large arrays into blocks across threads).
+void half_to_f32(DType type, const uint16_t* from, float* to, int64_t n);
+void f32_to_half(DType type, const float* from, uint16_t* to, int64_t n);
 
 }  // namespace disc

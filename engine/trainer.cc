@@ -119,7 +119,7 @@ void refuse_what_the_device_cannot_hold(const ir::Graph& g, const devices::Devic
 void check_precision(DType precision, const devices::Device& dev) {
   if (precision == DType::kF32) return;
   const std::string name(dtype_name(precision));
-  if (precision != DType::kBF16 && precision != DType::kF16)
+  if (!is_half_float(precision))
     throw InvalidArgument("precision " + name + " is not one disc trains in: use f32, bf16 or f16");
   if (!dev.is_host())
     throw InvalidArgument("precision " + name + " is not supported on " + dev.name() +
@@ -178,6 +178,15 @@ struct Trainer::Impl {
   double loss_scale_ = 0;    // f16 loss scaling (0: none)
   int64_t clean_steps_ = 0;  // finite steps in a row since the scale last changed
   int64_t growth_interval_ = 0;
+
+  // GradScaler's rule: halve on a skipped step, double after growth_interval_ clean ones.
+  void update_loss_scale(bool skipped) {
+    if (skipped) {
+      loss_scale_ /= 2, clean_steps_ = 0;
+    } else if (++clean_steps_ == growth_interval_) {
+      loss_scale_ *= 2, clean_steps_ = 0;
+    }
+  }
 };
 
 Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
@@ -327,18 +336,8 @@ StepResult Trainer::step(const Batch& batch, double lr) {
   r.loss_scale = impl_->loss_scale_;
   r.skipped = r.loss_scale > 0 && !std::isfinite(r.grad_norm);
   if (!r.skipped) ++impl_->updates_;
-  if (r.loss_scale > 0) update_loss_scale(r.skipped);
+  if (r.loss_scale > 0) impl_->update_loss_scale(r.skipped);
   return r;
-}
-
-// GradScaler's rule: halve on a skipped step, double after growth_interval_ clean ones.
-void Trainer::update_loss_scale(bool skipped) {
-  Impl& s = *impl_;
-  if (skipped) {
-    s.loss_scale_ /= 2, s.clean_steps_ = 0;
-  } else if (++s.clean_steps_ == s.growth_interval_) {
-    s.loss_scale_ *= 2, s.clean_steps_ = 0;
-  }
 }
 
 std::vector<std::string> Trainer::parameter_names() const {

@@ -121,7 +121,6 @@ class Trainer {
   std::map<std::string, std::string> load(const std::string& dir);
 
  private:
-  void update_loss_scale(bool skipped);
   struct Impl;  // the compiled step, the executor, the kernels (engine/trainer.cc)
   std::unique_ptr<Impl> impl_;
 };

@@ -201,8 +201,7 @@ void attention_forward(Device& dev, const AttentionArgs& a, void* out) {
     return;
   }
   if (a.dtype == DType::kF64) return forward(dev, a, static_cast<double*>(out));
-  if (a.dtype == DType::kBF16 || a.dtype == DType::kF16)
-    return cpu::widened_attention_forward(dev, a, out);
+  if (is_half_float(a.dtype)) return cpu::widened_attention_forward(dev, a, out);
   forward(dev, a, static_cast<float*>(out));
 }
 
@@ -217,8 +216,7 @@ void attention_backward(Device& dev, const AttentionArgs& a, const void* dout, v
     return backward(dev, a, static_cast<const double*>(dout), static_cast<double*>(dq),
                     static_cast<double*>(dk), static_cast<double*>(dv));
   }
-  if (a.dtype == DType::kBF16 || a.dtype == DType::kF16)
-    return cpu::widened_attention_backward(dev, a, dout, dq, dk, dv);
+  if (is_half_float(a.dtype)) return cpu::widened_attention_backward(dev, a, dout, dq, dk, dv);
   backward(dev, a, static_cast<const float*>(dout), static_cast<float*>(dq),
            static_cast<float*>(dk), static_cast<float*>(dv));
 }

@@ -22,26 +22,12 @@ void for_blocks(int64_t n, F&& f) {
 
 void widen_half(DType type, const void* from, float* to, int64_t n) {
   const auto* bits = static_cast<const uint16_t*>(from);
-  if (type == DType::kBF16)
-    for_blocks(n, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) to[i] = bf16_to_f32(bits[i]);
-    });
-  else
-    for_blocks(n, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) to[i] = f16_to_f32(bits[i]);
-    });
+  for_blocks(n, [&](int64_t i0, int64_t i1) { half_to_f32(type, bits + i0, to + i0, i1 - i0); });
 }
 
 void narrow_half(DType type, const float* from, void* to, int64_t n) {
   auto* bits = static_cast<uint16_t*>(to);
-  if (type == DType::kBF16)
-    for_blocks(n, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) bits[i] = f32_to_bf16(from[i]);
-    });
-  else
-    for_blocks(n, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) bits[i] = f32_to_f16(from[i]);
-    });
+  for_blocks(n, [&](int64_t i0, int64_t i1) { f32_to_half(type, from + i0, bits + i0, i1 - i0); });
 }
 
 }  // namespace disc::devices::cpu

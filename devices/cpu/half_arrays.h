@@ -8,9 +8,8 @@
 
 namespace disc::devices::cpu {
 
-// to[i] = the bf16 or f16 (`type`) bits from[i] as f32 (exact).
+// base/half.h's half_to_f32 and f32_to_half over blocks of the arrays in parallel.
 void widen_half(DType type, const void* from, float* to, int64_t n);
-// to[i] = from[i] rounded to `type`, bf16 or f16 (nearest, ties to even; base/half.h).
 void narrow_half(DType type, const float* from, void* to, int64_t n);
 
 }  // namespace disc::devices::cpu

@@ -101,7 +101,7 @@ void gemm_tril_a(Device& dev, const GemmArgs& g) {
   }
   if (g.batch == 0 || g.m == 0 || g.n == 0) return;
   if (g.dtype == DType::kF64) return gemm_tril_typed<double, uint64_t>(dev, g);
-  if (g.dtype == DType::kBF16 || g.dtype == DType::kF16)  // 16 bits, the sign on top: bits only
+  if (is_half_float(g.dtype))  // 16 bits, the sign on top: bits only
     return gemm_tril_typed<uint16_t, uint16_t>(dev, g);
   gemm_tril_typed<float, uint32_t>(dev, g);
 }

@@ -11,29 +11,24 @@
 namespace disc::ir {
 namespace {
 
-// Calls f(i) for i in [0, n), in blocks spread over TBB's threads.
+// Calls f(i0, i1) over blocks of [0, n), spread over TBB's threads.
 template <typename F>
 void for_blocks(int64_t n, F&& f) {
   constexpr int64_t kBlock = 16384;
-  parallel_rows((n + kBlock - 1) / kBlock, [&](int64_t b) {
-    for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) f(i);
-  });
+  parallel_rows((n + kBlock - 1) / kBlock,
+                [&](int64_t b) { f(b * kBlock, std::min(n, (b + 1) * kBlock)); });
 }
 
 void widen(const TensorRef& from, float* to) {
   const auto* bits = from.as<uint16_t>();
-  if (from.dtype == DType::kBF16)
-    for_blocks(from.numel(), [&](int64_t i) { to[i] = bf16_to_f32(bits[i]); });
-  else
-    for_blocks(from.numel(), [&](int64_t i) { to[i] = f16_to_f32(bits[i]); });
+  for_blocks(from.numel(),
+             [&](int64_t i0, int64_t i1) { half_to_f32(from.dtype, bits + i0, to + i0, i1 - i0); });
 }
 
 void narrow(const float* from, const TensorRef& to) {
   auto* bits = to.as<uint16_t>();
-  if (to.dtype == DType::kBF16)
-    for_blocks(to.numel(), [&](int64_t i) { bits[i] = f32_to_bf16(from[i]); });
-  else
-    for_blocks(to.numel(), [&](int64_t i) { bits[i] = f32_to_f16(from[i]); });
+  for_blocks(to.numel(),
+             [&](int64_t i0, int64_t i1) { f32_to_half(to.dtype, from + i0, bits + i0, i1 - i0); });
 }
 
 bool any_half(const std::vector<TensorRef>& ts) {
@@ -42,10 +37,6 @@ bool any_half(const std::vector<TensorRef>& ts) {
 }
 
 }  // namespace
-
-bool is_half_float(DType t) {
-  return t == DType::kBF16 || t == DType::kF16;
-}
 
 ReferenceKernel widen_half_floats(ReferenceKernel k) {
   return [k = std::move(k)](const KernelArgs& a) {

@@ -8,8 +8,6 @@
 
 namespace disc::ir {
 
-bool is_half_float(DType t);  // bf16, f16
-
 // `k`, taking and giving bf16 and f16 tensors as described above. Tensors of other dtypes pass
 // through untouched, and a call without 16-bit tensors is a plain call of `k`.
 ReferenceKernel widen_half_floats(ReferenceKernel k);

@@ -24,7 +24,6 @@
 #include <set>
 #include <utility>
 
-#include "ir/ops/half_widening.h"
 #include "ir/passes/passes.h"
 
 namespace disc::ir {
@@ -145,7 +144,7 @@ class Autocast final : public Pass {
 }  // namespace
 
 std::unique_ptr<Pass> make_autocast_pass(DType low) {
-  if (low != DType::kBF16 && low != DType::kF16)
+  if (!is_half_float(low))
     throw InvalidArgument("autocast: the low precision must be bf16 or f16, not " +
                           std::string(dtype_name(low)));
   return std::make_unique<Autocast>(low);

@@ -112,9 +112,7 @@ const FusedKernel& GpuKernels::kernel_of(const ir::Node& n) {
 }
 
 bool GpuKernels::handles(const ir::Node& n) const {
-  auto half = [](const ir::Value* v) {
-    return v->dtype() == DType::kBF16 || v->dtype() == DType::kF16;
-  };
+  auto half = [](const ir::Value* v) { return is_half_float(v->dtype()); };
   return n.op().name == "fused" && std::none_of(n.operands().begin(), n.operands().end(), half) &&
          std::none_of(n.results().begin(), n.results().end(), half);
 }

@@ -280,7 +280,7 @@ void KernelIR::check() const {
   if (space < 0 || space >= buffers())
     throw InvalidArgument("kernel IR: space buffer " + std::to_string(space) + " out of range");
   for (int b = inputs; b < buffers(); ++b)
-    if (types[b] != DType::kF32 && types[b] != DType::kBF16 && types[b] != DType::kF16)
+    if (types[b] != DType::kF32 && !is_half_float(types[b]))
       throw InvalidArgument("kernel IR: output buffer " + std::to_string(b) +
                             " is not f32, bf16 or f16");
   const std::vector<Level> l = levels();

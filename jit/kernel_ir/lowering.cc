@@ -23,7 +23,7 @@ bool is_tanh_gelu(const ir::Node& n) {
 }
 
 bool computes_in_f32(DType t) {
-  return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16;
+  return t == DType::kF32 || is_half_float(t);
 }
 
 // A cast between f32, bf16 and f16.
