@@ -59,10 +59,22 @@ std::vector<Value*> build_gradients(Graph& g, Value* loss, const std::vector<Val
   }
   auto needed = values_needing_grad(g, loss, wrt);
   std::map<const Value*, Value*> grad;
-  // Contributions from several uses add up.
+  // Contributions from several uses add up; a 16-bit value's in f32 (`wide`), its gradient being
+  // that sum rounded once. Roundings no rule reads are dropped at the end.
+  std::map<const Value*, Value*> wide;
+  std::set<const Node*> roundings;
   auto accumulate = [&](const Value* v, Value* d) {
     auto [it, fresh] = grad.emplace(v, d);
-    if (!fresh) it->second = g.add("add", {it->second, d});
+    if (fresh) return;
+    if (!is_half_float(v->dtype())) {
+      it->second = g.add("add", {it->second, d});
+      return;
+    }
+    auto f32 = [&](Value* x) { return g.add("cast", {x}, {{"dtype", DType::kF32}}); };
+    Value*& sum = wide[v];
+    sum = g.add("add", {sum ? sum : f32(it->second), f32(d)});
+    it->second = g.add("cast", {sum}, {{"dtype", v->dtype()}});
+    roundings.insert(it->second->producer());
   };
   accumulate(loss, g.add("constant", {}, {{"value", 1.0}, {"dtype", loss->dtype()}}, "d.loss"));
   auto nodes = g.nodes();  // the forward nodes only: gradient nodes are appended after them
@@ -73,6 +85,8 @@ std::vector<Value*> build_gradients(Graph& g, Value* loss, const std::vector<Val
     for (const Value* r : n.results()) {
       auto gi = grad.find(r);
       ctx.dy.push_back(gi == grad.end() ? nullptr : gi->second);
+      auto wi = wide.find(r);
+      ctx.dy_f32.push_back(wi == wide.end() ? nullptr : wi->second);
       any |= gi != grad.end();
     }
     bool wants = false;
@@ -97,6 +111,10 @@ std::vector<Value*> build_gradients(Graph& g, Value* loss, const std::vector<Val
             ? it->second
             : g.add("full", {}, {{"shape", w->shape()}, {"value", 0.0}, {"dtype", w->dtype()}}));
   }
+  const std::set<const Value*> returned(out.begin(), out.end());
+  g.erase_nodes([&](const Node& n) {
+    return roundings.contains(&n) && n.result()->users().empty() && !returned.contains(n.result());
+  });
   return out;
 }
 

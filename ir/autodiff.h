@@ -15,6 +15,10 @@ struct GradContext {
   Graph& g;
   const Node& node;
   std::vector<Value*> dy;  // gradient of each result; nullptr where none flows
+  // Per result: where a bf16 or f16 result's gradient adds up several uses, their sum in f32, of
+  // which dy is the rounding (nullptr elsewhere). A rule that hands the gradient to an f32
+  // operand (cast's) hands on this sum, so that gradients accumulate in f32.
+  std::vector<Value*> dy_f32;
 
   Value* x(int i) const { return node.operand(i); }
   Value* y(int i = 0) const { return node.result(i); }

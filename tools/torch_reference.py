@@ -22,26 +22,28 @@ the loss, every parameter's gradient (f32, as autocast gives them) and the globa
 It runs disc's precision policy (ir/passes/autocast.cc) on the step disc's Trainer compiles:
 engine/pipeline.cc makes attention one op and the head with the cross-entropy another
 (linear_cross_entropy) before the precision stage, and fuses memory-bound ops into kernels that
-keep their intermediate values in f32 and round only what they store. In bf16:
+compute in f32 and round each bf16 value they make, stored or not, as its op alone would. In bf16:
   * the matmuls x @ wq, wk, wv, wo, w_gate, w_up, w_down: bf16 operands (the weights cast from f32
     each step), f32 sums, the result rounded to bf16 once; their gradients are such matmuls too
   * RoPE of q and k (computed in f32 from the bf16 projections, rounded once; the backward the
     same) and the kv heads' repeat (its gradient: the two heads' sum, rounded once)
-  * SwiGLU: silu(gate) * up in f32 from the bf16 gate and up, rounded once (disc's one fused
-    kernel); its gradients dgate and dup likewise
+  * SwiGLU: silu(gate) and its product with up, each rounded to bf16; the gradients by the same
+    steps as disc's gradient rules, each rounded (_Bf16SwiGLU)
 In f32: the embedding, every rms_norm (each matmul casts the norm's output to bf16 itself, so
 the gradients reaching it from its matmuls add in f32, as in disc's fused kernel), the residual
 adds (f32 + bf16 -> f32), attention (q, k, v cast to f32 after RoPE: scores, mask, softmax,
-probs @ v), the final norm, the head matmul (the f32 norm output @ the f32 lm_head) and the
-cross-entropy.
+probs @ v) and the final norm.
+The head: disc's linear_cross_entropy reads the bf16 norm output and the bf16 lm_head, sums the
+logits in f32 and keeps them f32 (they never exist whole), computes the cross-entropy in f32 and
+rounds dh and dw to bf16 once (_Bf16Head); autocast would round the logits to bf16 first.
 Where PyTorch 1.13 on the CPU does otherwise, the bf16 path says so itself:
-  * autocast would run the attention products and the head matmul in bf16 (f32_region)
+  * autocast would run the attention products in bf16 (f32_region)
   * its bf16 GEMM on a CPU without AVX512 sums in bf16, rounding after every product and addition
     (2% error at K=172 against 0.3% for one rounding; oneDNN's, taken on AVX512 CPUs, sums in f32),
     so the bf16 matmuls here are f32 GEMMs of the bf16 operands rounded once (bf16_matmul): what
     disc computes, and the same recording on every CPU
-  * its bf16 silu is not silu rounded once (here 97 of 336 values are one bf16 step off that), so
-    SwiGLU is computed in f32 and rounded once
+  * its bf16 silu is not silu rounded once (here 97 of 336 values are one bf16 step off that), and
+    its silu gradient is one kernel, so SwiGLU is written out in f32 steps, each rounded
 """
 import json
 import math
@@ -137,6 +139,63 @@ class _Bf16Matmul(torch.autograd.Function):
         return da, db
 
 
+class _Bf16Head(torch.autograd.Function):
+    """disc's linear_cross_entropy on bf16 h [B, S, D] and w [D, V]: f32 logits (f32 sums, not
+    rounded), the cross-entropy in f32; dh and dw summed in f32 and rounded to bf16 once."""
+
+    @staticmethod
+    def forward(ctx, h, w, targets):
+        with torch.autocast("cpu", enabled=False):
+            h32 = h.float().flatten(0, -2)
+            logits = h32 @ w.float()
+            loss = F.cross_entropy(logits, targets, ignore_index=-100)
+            counted = (targets != -100).sum()
+            g = logits.softmax(-1)
+            g[torch.arange(len(targets)), targets.clamp(min=0)] -= 1
+            g = g * (targets != -100).unsqueeze(1) / counted
+        ctx.save_for_backward(h32, w, g)
+        ctx.shape = h.shape
+        return loss
+
+    @staticmethod
+    def backward(ctx, dloss):
+        h32, w, g = ctx.saved_tensors
+        with torch.autocast("cpu", enabled=False):
+            dh = (g @ w.float().t()).bfloat16().view(ctx.shape)
+            dw = (h32.t() @ g).bfloat16()
+            dloss = dloss.float()
+            return (dh.float() * dloss).bfloat16(), (dw.float() * dloss).bfloat16(), None
+
+
+def _bf16(x):
+    """x (f32) rounded to bf16 and back: the value a bf16 op of disc's holds."""
+    return x.bfloat16().float()
+
+
+class _Bf16SwiGLU(torch.autograd.Function):
+    """silu(gate) * up for bf16 gate and up as disc's ops compute it: each op in f32 from bf16
+    operands, its result rounded to bf16; the backward by disc's gradient rules (ir/ops/
+    elementwise_ops.cc: silu' = s * (1 + x * (1 - s)) with s = sigmoid(x)), each step rounded."""
+
+    @staticmethod
+    def forward(ctx, gate, up):
+        ctx.save_for_backward(gate, up)
+        with torch.autocast("cpu", enabled=False):
+            g = gate.float()
+            return _bf16(_bf16(g * torch.sigmoid(g)) * up.float()).bfloat16()
+
+    @staticmethod
+    def backward(ctx, da):
+        gate, up = ctx.saved_tensors
+        with torch.autocast("cpu", enabled=False):
+            g, u, da = gate.float(), up.float(), da.float()
+            s = _bf16(g * torch.sigmoid(g))
+            dup, ds = _bf16(da * s), _bf16(da * u)
+            sig = _bf16(torch.sigmoid(g))
+            deriv = _bf16(sig * _bf16(1 + _bf16(g * _bf16(1 - sig))))
+            return _bf16(ds * deriv).bfloat16(), dup.bfloat16()
+
+
 def bf16_matmul(a, w):
     """A bf16 matmul as disc runs it: the operands cast to bf16 (an f32 activation by each matmul that
     reads it, as autocast does), f32 sums, a bf16 result."""
@@ -182,12 +241,10 @@ def llama_bf16(p, batch, c):
             with f32_region():
                 h = rms_norm(x, p[pre + "mlp_norm"], eps)
             gate, up = bf16_matmul(h, p[pre + "w_gate"]), bf16_matmul(h, p[pre + "w_up"])
-            with f32_region():
-                a = (F.silu(gate.float()) * up.float()).bfloat16()
-            x = x + bf16_matmul(a, p[pre + "w_down"])
-        with f32_region():  # disc's linear_cross_entropy: the f32 norm output @ the f32 lm_head
-            logits = rms_norm(x, p["final_norm"], eps) @ p["lm_head"]
-            return F.cross_entropy(logits.flatten(0, 1), batch["targets"].long().flatten(), ignore_index=-100)
+            x = x + bf16_matmul(_Bf16SwiGLU.apply(gate, up), p[pre + "w_down"])
+        with f32_region():
+            h = rms_norm(x, p["final_norm"], eps)
+        return _Bf16Head.apply(h.bfloat16(), p["lm_head"].bfloat16(), batch["targets"].long().flatten())
 
 
 def gpt2(p, batch, c):

@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "devices/cpu/half_arrays.h"
 #include "devices/cpu/row_math.h"
 
 namespace disc::devices {
@@ -94,15 +96,32 @@ void check(const Device& dev, const LinearCrossEntropyArgs& a) {
     throw InvalidArgument("linear_cross_entropy on " + dev.name() +
                           ": the chunked kernel runs on host memory");
   }
-  if (a.dtype != DType::kF32 && a.dtype != DType::kF64) {
+  if (a.dtype != DType::kF32 && a.dtype != DType::kF64 && !is_half_float(a.dtype)) {
     throw InvalidArgument("linear_cross_entropy: dtype " + std::string(dtype_name(a.dtype)) +
-                          " is not supported (f32 or f64)");
+                          " is not supported (f32, f64, bf16 or f16)");
   }
   if (a.rows < 0 || a.d < 0 || a.classes < 1) {
     throw InvalidArgument("linear_cross_entropy: bad sizes (rows=" + std::to_string(a.rows) +
                           " d=" + std::to_string(a.d) + " classes=" + std::to_string(a.classes) +
                           "; classes must be >= 1)");
   }
+}
+
+// 16-bit h and w through the f32 kernel: both widened, dh and dw summed in f32 scratch and
+// rounded once.
+void run_widened(Device& dev, const LinearCrossEntropyArgs& a, float* loss, void* dh, void* dw) {
+  const int64_t nh = a.rows * a.d, nw = a.d * a.classes;
+  const auto h = std::make_unique_for_overwrite<float[]>(nh),
+             w = std::make_unique_for_overwrite<float[]>(nw),
+             gh = std::make_unique_for_overwrite<float[]>(nh),
+             gw = std::make_unique_for_overwrite<float[]>(nw);
+  cpu::widen_half(a.dtype, a.h, h.get(), nh);
+  cpu::widen_half(a.dtype, a.w, w.get(), nw);
+  LinearCrossEntropyArgs f = a;
+  f.dtype = DType::kF32, f.h = h.get(), f.w = w.get();
+  run(dev, f, loss, gh.get(), gw.get());
+  cpu::narrow_half(a.dtype, gh.get(), dh, nh);
+  cpu::narrow_half(a.dtype, gw.get(), dw, nw);
 }
 
 }  // namespace
@@ -115,7 +134,9 @@ int64_t cross_entropy_chunk(const LinearCrossEntropyArgs& a) {
 void linear_cross_entropy(Device& dev, const LinearCrossEntropyArgs& a, void* loss, void* dh,
                           void* dw) {
   check(dev, a);
-  if (a.dtype == DType::kF64) {
+  if (is_half_float(a.dtype)) {
+    run_widened(dev, a, static_cast<float*>(loss), dh, dw);
+  } else if (a.dtype == DType::kF64) {
     run(dev, a, static_cast<double*>(loss), static_cast<double*>(dh), static_cast<double*>(dw));
   } else {
     run(dev, a, static_cast<float*>(loss), static_cast<float*>(dh), static_cast<float*>(dw));

@@ -88,7 +88,7 @@ void register_cpu_kernels(KernelRegistry& r) {
            .name = "cpu/block_attention",
            .run = attention_grad});
   }
-  for (DType t : {DType::kF32, DType::kF64}) {
+  for (DType t : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
     r.add({.op = "linear_cross_entropy",
            .device = kHost,
            .dtype = t,

@@ -307,6 +307,8 @@ void register_elementwise_ops(OpRegistry& r) {
   cast.reference = cast_kernel;
   cast.grad = [](G& c) {
     if (!is_float(c.x(0)->dtype())) return grad_of({nullptr});
+    // An f32 value cast to 16 bits and read several times gets its uses' gradients summed in f32.
+    if (c.dy_f32[0] && c.x(0)->dtype() == DType::kF32) return grad_of({c.dy_f32[0]});
     return grad_of({c.add("cast", {c.dy[0]}, {{"dtype", c.x(0)->dtype()}})});
   };
   r.add(std::move(cast));

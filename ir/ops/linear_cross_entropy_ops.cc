@@ -6,6 +6,8 @@
 //   %loss, %dh, %dw = linear_cross_entropy(%h, %w, %labels) {ignore_index = -100}
 //     h f32[..., D], w f32[D, V] (f32[V, D] with transpose_w), labels i64[...]:
 //     loss f32[] (cross_entropy's mean), dh like h, dw like w (its gradients for dloss = 1)
+// h and w may be bf16 or f16 (as the precision stage makes the head's operands): the loss is then
+// f32, computed from f32 logits, and dh and dw are summed in f32 and rounded once.
 //
 // The forward pass computes dh and dw because they cost no GEMM beyond the logits' own products
 // and spare the backward pass the logits; the gradient rule scales them by dloss.
@@ -29,7 +31,8 @@ std::vector<TensorType> infer_linear_cross_entropy(InferContext& ctx) {
   ctx.unify(w[tw ? 1 : 0], h.back(),
             std::string("w's ") + (tw ? "second" : "first") + " dim must equal h's last (D)");
   require_label_shape(ctx, 2, 0, "h", "its last dim");
-  return {TensorType{ctx.in(0).dtype, {}}, ctx.in(0), ctx.in(1)};
+  const DType loss = is_half_float(ctx.in(0).dtype) ? DType::kF32 : ctx.in(0).dtype;
+  return {TensorType{loss, {}}, ctx.in(0), ctx.in(1)};
 }
 
 // Per row and class: the logit's product over D, dh's and dw's (two flops per multiply-add),
@@ -49,10 +52,15 @@ std::vector<Value*> linear_cross_entropy_grad(GradContext& c) {
         "through them (no second derivatives): build the loss from its first result only");
   }
   if (!c.dy[0]) return {nullptr, nullptr, nullptr};
+  // The product in the loss's dtype (f32 for 16-bit h and w: a loss scale such as 2^16 is past
+  // f16's range), rounded once to the gradient's.
   auto scaled = [&](Value* d) {
+    auto as = [&](Value* v, DType t) {
+      return v->dtype() == t ? v : c.add("cast", {v}, {{"dtype", t}});
+    };
     Value* dloss =
         c.add("broadcast", {c.dy[0]}, {{"shape", d->shape()}, {"dims", std::vector<int64_t>{}}});
-    return c.add("mul", {d, dloss});
+    return as(c.add("mul", {as(d, dloss->dtype()), dloss}), d->dtype());
   };
   return {scaled(c.y(1)), scaled(c.y(2)), nullptr};
 }

@@ -7,6 +7,9 @@
 //   matmul, attention                    float operands cast to the low dtype; the devices' kernels
 //                                        compute in f32 (GEMMs sum in f32, attention's softmax is
 //                                        f32) and round each result once
+//   linear_cross_entropy (the head)      h and w cast to bf16; logits, softmax and loss in f32.
+//                                        In f16 it stays f32: its gradients are made for
+//                                        dloss = 1, before the loss scale, and would underflow
 //   norms, softmax, losses, reductions   low-precision operands cast back to f32, as autocast
 //                                        keeps them
 //   everything else (elementwise,        operands promoted to the widest float dtype among them;
@@ -15,10 +18,9 @@
 // A node whose operands change is made again, so its results take the dtypes its op infers.
 // Parameters stay f32 (the masters the optimizer updates); each cast of a value is made once,
 // before its first reader. f64 values are left alone.
-// Where values are rounded is the kernels' business: a reference kernel rounds every bf16 result
-// it writes, a fused kernel only what it stores (its intermediates stay f32, as in
-// torch.compile). So a bf16 run with the JIT differs from one without it by more than an f32 run
-// does (tests/engine/torch_reference_test.cc measures both); each is bit for bit run to run.
+// Every bf16 value is rounded where its op makes it, by a reference kernel or inside a fused one
+// (jit/kernel_ir/lowering.h), so the numbers do not depend on the fusion plan or on a recompute;
+// autodiff adds the gradients of a bf16 value's several uses in f32 (ir/autodiff.h).
 // Needs: a verified forward graph. Keeps: every output's value, up to the low dtype's rounding.
 #include <map>
 #include <set>
@@ -31,12 +33,12 @@ namespace {
 
 enum class Runs { kLow, kF32, kPromote };
 
-Runs runs_in(const Node& n) {
+Runs runs_in(const Node& n, DType low) {
   static const std::set<std::string, std::less<>> f32 = {
-      "cross_entropy", "layer_norm", "linear_cross_entropy",
-      "log_softmax",   "reduce_max", "reduce_mean",
-      "reduce_sum",    "rms_norm",   "softmax"};
+      "cross_entropy", "layer_norm", "log_softmax", "reduce_max",
+      "reduce_mean",   "reduce_sum", "rms_norm",    "softmax"};
   if (n.op().name == "matmul" || n.op().name == "attention") return Runs::kLow;
+  if (n.op().name == "linear_cross_entropy") return low == DType::kBF16 ? Runs::kLow : Runs::kF32;
   return f32.contains(n.op().name) ? Runs::kF32 : Runs::kPromote;
 }
 
@@ -100,7 +102,7 @@ class Autocast final : public Pass {
   DType dtype_for(const Node& n, size_t i) const {
     const DType t = n.operand(static_cast<int>(i))->dtype();
     if (width(t) == 0 || t == DType::kF64) return t;
-    switch (runs_in(n)) {
+    switch (runs_in(n, low_)) {
       case Runs::kLow:
         return low_;
       case Runs::kF32:

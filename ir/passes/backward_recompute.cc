@@ -16,8 +16,8 @@
 // after that point anyway. Values that GEMMs read in the forward stay: the memory governor
 // recomputes a GEMM's result from them (memory/remat.h). The backward is every node after the one
 // that makes output `loss`; a graph without it is left alone.
-// Needs: a training step (ir/training_step.h). Keeps: every value; the copy runs the same op on the
-// same operands (bit for bit on the reference kernels; a fused kernel may round it differently).
+// Needs: a training step (ir/training_step.h). Keeps: every value, bit for bit: the copy runs the
+// same op on the same operands (a fused kernel rounds a bf16 or f16 copy as its node alone would).
 #include <algorithm>
 #include <map>
 #include <set>

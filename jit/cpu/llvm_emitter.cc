@@ -669,6 +669,12 @@ Value* Emitter::unary(KOp op, Value* x, bool dbl) {
       Value* zero = llvm::Constant::getNullValue(x->getType());
       return b_.CreateSelect(b_.CreateFCmpOGT(x, zero), x, zero);
     }
+    case KOp::kRoundBf16:
+    case KOp::kRoundF16: {  // from f32, as a scalar-level (double) value is rounded too
+      const DType t = op == KOp::kRoundBf16 ? DType::kBF16 : DType::kF16;
+      Value* f = dbl ? b_.CreateFPTrunc(x, like(x->getType(), b_.getFloatTy())) : x;
+      return to_real(b_, from_f32(b_, f, t), t, x->getType());
+    }
     case KOp::kExp:
       return dbl ? libm("exp", x) : emit_exp(b_, x);
     case KOp::kLog:

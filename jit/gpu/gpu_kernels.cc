@@ -111,10 +111,16 @@ const FusedKernel& GpuKernels::kernel_of(const ir::Node& n) {
   return it->second;  // map nodes stay where they are
 }
 
+// Not where the group reads, writes or holds a 16-bit value: the CUDA emitter has no 16-bit
+// loads, stores or rounding, so such a kernel runs on the host.
 bool GpuKernels::handles(const ir::Node& n) const {
   auto half = [](const ir::Value* v) { return is_half_float(v->dtype()); };
-  return n.op().name == "fused" && std::none_of(n.operands().begin(), n.operands().end(), half) &&
-         std::none_of(n.results().begin(), n.results().end(), half);
+  auto rounds = [](const Instr& in) { return in.op == KOp::kRoundBf16 || in.op == KOp::kRoundF16; };
+  if (n.op().name != "fused" || std::any_of(n.operands().begin(), n.operands().end(), half) ||
+      std::any_of(n.results().begin(), n.results().end(), half))
+    return false;
+  const std::vector<Instr>& code = jit::kernel_of(n.attrs())->code;
+  return std::none_of(code.begin(), code.end(), rounds);
 }
 
 KernelRun GpuKernels::prepare(const ir::Node& n, const ir::Bindings& b) {

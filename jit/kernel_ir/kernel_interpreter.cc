@@ -62,6 +62,10 @@ double unary(KOp op, double x) {
       return x / (1 + std::exp(-x));
     case KOp::kRelu:
       return x > 0 ? x : 0;
+    case KOp::kRoundBf16:  // from f32, as a scalar-level (double) value is rounded too
+      return bf16_to_f32(f32_to_bf16(static_cast<float>(x)));
+    case KOp::kRoundF16:
+      return f16_to_f32(f32_to_f16(static_cast<float>(x)));
     default:
       return 0;
   }

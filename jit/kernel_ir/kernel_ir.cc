@@ -35,6 +35,8 @@ constexpr std::array kOps = {
     OpInfo{KOp::kSigmoid, "sigmoid", 1},
     OpInfo{KOp::kSilu, "silu", 1},
     OpInfo{KOp::kRelu, "relu", 1},
+    OpInfo{KOp::kRoundBf16, "round_bf16", 1},
+    OpInfo{KOp::kRoundF16, "round_f16", 1},
     OpInfo{KOp::kAdd, "add", 2},
     OpInfo{KOp::kSub, "sub", 2},
     OpInfo{KOp::kMul, "mul", 2},

@@ -75,6 +75,10 @@ enum class KOp : uint8_t {
   kSigmoid,
   kSilu,
   kRelu,
+  // x rounded to bf16 (f16) and widened back: the value a 16-bit node of the fused group holds,
+  // so that a fused kernel computes what the group's nodes compute one by one
+  kRoundBf16,
+  kRoundF16,
   // binary
   kAdd,
   kSub,

@@ -201,6 +201,20 @@ int KernelBuilder::value(const ir::Value* v, std::optional<Access> access) {
 }
 
 void KernelBuilder::add(const ir::Node& n) {
+  lower(n);
+  for (const ir::Value* r : n.results()) round_to_dtype(r);
+}
+
+void KernelBuilder::round_to_dtype(const ir::Value* v) {
+  const auto it = instr_.find(v);
+  if (!is_half_float(v->dtype()) || it == instr_.end()) return;
+  const KOp round = v->dtype() == DType::kBF16 ? KOp::kRoundBf16 : KOp::kRoundF16;
+  const Instr& in = k_.code[it->second];
+  if (in.op == round || (in.op == KOp::kLoad && k_.types[in.buffer] == v->dtype())) return;
+  it->second = emit(round, {it->second});
+}
+
+void KernelBuilder::lower(const ir::Node& n) {
   const std::string& op = n.op().name;
   KOp k;
   if (op == "broadcast") {
@@ -215,7 +229,7 @@ void KernelBuilder::add(const ir::Node& n) {
     instr_[n.result()] = value(x, a);
   } else if (op == "full" || op == "constant") {
     instr_[n.result()] = constant(n.attrs().get_float("value"));
-  } else if (is_float_cast(n)) {  // the kernel's f32 value; a store rounds it to its buffer's type
+  } else if (is_float_cast(n)) {  // the f32 value, rounded by add() when the cast is to 16 bits
     instr_[n.result()] = value(n.operand(0));
   } else if (op == "reduce_sum" && reduces_every_axis(n)) {  // a gradient norm's sum of squares
     sums_[n.result()] = {emit(KOp::kReduceSum, {value(n.operand(0))}), Access::kScalar};

@@ -32,6 +32,8 @@ class KernelBuilder {
   // the IR handles, and n's own shape rules hold (a row op reduces the space's last dim).
   bool fits(const ir::Node& n) const;
   // Lowers n (after fits(n)); its operands are group values added before, or outside values.
+  // Kernels compute in f32; each bf16 or f16 result is rounded to its dtype where it is made, so
+  // that a value is the same in any kernel, fused or not, and in a recompute of it.
   void add(const ir::Node& n);
   // Stores `outputs` (values added before) and returns the kernel; inputs() are its input buffers.
   KernelIR finish(const std::vector<const ir::Value*>& outputs);
@@ -50,6 +52,10 @@ class KernelBuilder {
   int emit(KOp op, std::vector<int> args);
   int constant(double v);
   int load_at(int buffer, int col);
+  void lower(const ir::Node& n);
+  // v's instruction rounded to v's dtype when that is bf16 or f16 and the instruction does not
+  // hold such a value already (a load of v's type, a rounding to it).
+  void round_to_dtype(const ir::Value* v);
   void lower_norm_or_softmax(const ir::Node& n);
   void lower_rms_norm_grad(const ir::Node& n, int x, int w, int inv, double inv_cols);
   void lower_adamw(const ir::Node& n);

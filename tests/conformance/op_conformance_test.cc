@@ -92,6 +92,25 @@ void add_attention_cases(std::vector<Case>& c, const std::string& T, double tol)
   }
 }
 
+// The head's loss and gradients at sizes 1, primes and several panels, w as [D, V] and [V, D];
+// -1 labels become ignore_index. `loss` is the loss's dtype (f32 for 16-bit h and w).
+void add_linear_cross_entropy_cases(std::vector<Case>& c, const std::string& T,
+                                    const std::string& loss, double tol) {
+  for (const auto& [rows, d, classes, tw] : std::vector<std::tuple<int, int, int, bool>>{
+           {1, 1, 1, false}, {13, 7, 29, true}, {300, 64, 1031, false}}) {
+    const std::string r = std::to_string(rows), dd = std::to_string(d), k = std::to_string(classes);
+    const std::string w = tw ? T + "[" + k + ", " + dd + "]" : T + "[" + dd + ", " + k + "]";
+    Case lce = op_case(
+        "linear_cross_entropy_" + r + "x" + k + "_" + T,
+        {{"h", T + "[" + r + ", " + dd + "]"}, {"w", w}, {"labels", "i64[" + r + "]"}},
+        std::string("linear_cross_entropy(%h, %w, %labels) {ignore_index = -100, transpose_w = ") +
+            (tw ? "true" : "false") + "}",
+        {loss + "[]", T + "[" + r + ", " + dd + "]", w}, tol);
+    lce.int_range["labels"] = {-1, classes};  // -1: the label the case turns into ignore_index
+    c.push_back(std::move(lce));
+  }
+}
+
 // bf16 and f16 matmuls and attention against the reference on the same 16-bit inputs: both
 // compute in f32 (summing in their own order) and round each result once, so they agree within
 // about one unit of the type (2^-8 relative for bf16, 2^-11 for f16).
@@ -114,6 +133,7 @@ void add_half_cases(std::vector<Case>& c) {
     tril.lower_triangular = {"a"};
     c.push_back(std::move(tril));
     add_attention_cases(c, T, tol);  // f32 inside, each result rounded once
+    add_linear_cross_entropy_cases(c, T, "f32", tol);
   }
 }
 
@@ -138,21 +158,7 @@ std::vector<Case> op_cases() {
     tril.lower_triangular = {"a"};
     c.push_back(std::move(tril));
     add_attention_cases(c, T, 2e-5);
-    for (const auto& [rows, d, classes, tw] : std::vector<std::tuple<int, int, int, bool>>{
-             {1, 1, 1, false}, {13, 7, 29, true}, {300, 64, 1031, false}}) {
-      const std::string r = std::to_string(rows), dd = std::to_string(d),
-                        k = std::to_string(classes);
-      const std::string w = tw ? T + "[" + k + ", " + dd + "]" : T + "[" + dd + ", " + k + "]";
-      Case lce = op_case(
-          "linear_cross_entropy_" + r + "x" + k + "_" + T,
-          {{"h", T + "[" + r + ", " + dd + "]"}, {"w", w}, {"labels", "i64[" + r + "]"}},
-          std::string(
-              "linear_cross_entropy(%h, %w, %labels) {ignore_index = -100, transpose_w = ") +
-              (tw ? "true" : "false") + "}",
-          {T + "[]", T + "[" + r + ", " + dd + "]", w}, 1e-4);
-      lce.int_range["labels"] = {-1, classes};  // -1: the label the case turns into ignore_index
-      c.push_back(std::move(lce));
-    }
+    add_linear_cross_entropy_cases(c, T, T, 1e-4);
   }
   for (const char* t : {"f32", "i64"}) {
     const std::string T = t;

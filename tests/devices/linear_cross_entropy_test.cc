@@ -121,7 +121,7 @@ TEST(LinearCrossEntropy, RejectsWhatItCannotRun) {
   auto dev = make_cpu_device(1);
   float x[8] = {};
   int64_t label = 0;
-  LinearCrossEntropyArgs a{.dtype = DType::kBF16,
+  LinearCrossEntropyArgs a{.dtype = DType::kI32,
                            .rows = 1,
                            .d = 1,
                            .classes = 1,

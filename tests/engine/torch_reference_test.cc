@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "devices/device.h"
@@ -128,9 +129,10 @@ INSTANTIATE_TEST_SUITE_P(Families, TorchReference, ::testing::Values("llama", "g
 // linear_cross_entropy, precision, training_step, ..., fusion) on the reference's weights and
 // batch: loss, grad_norm and grad.<param>. training_step is made here, with gradient outputs.
 std::map<std::string, Tensor> pipeline_step(const TensorFile& ref, DType precision,
-                                            memory::Allocator& alloc) {
+                                            memory::Allocator& alloc, bool jit = true) {
   TrainerOptions o;
   o.precision = precision;
+  o.jit = jit;
   Pipeline pipeline(o);
   pipeline.disable("training_step");
   pipeline.after({precision == DType::kF32 ? "linear_cross_entropy" : "precision"},
@@ -163,18 +165,18 @@ double worst_gradient(const std::map<std::string, Tensor>& out, const TensorFile
   return worst;
 }
 
-// disc in bf16 against PyTorch's autocast running disc's precision policy, fused kernels included
-// (tools/torch_reference.py's llama_bf16; tests/reference/llama_bf16.safetensors holds
-// llama.safetensors' weights and batch). Both sides round the same f32 values to bf16 (here the
-// matmuls' f32 sums of bf16 products are exact), so they part only where a value lies within
-// their f32 differences of a bf16 rounding boundary. Measured, relative error: loss 1e-7, grad
-// norm 1e-7, worst gradient 3e-7 (the weight gradients of bf16 matmuls agree bit for bit).
-// The tolerances leave room for one such flip: moving every norm, RoPE and SwiGLU result by a few
-// f32 ulps flipped one value in 40 tries, which moved the loss by 7e-5, the grad norm by 1.1e-3 and
-// a gradient by 9.4e-3. Hence loss 1e-4, grad norm 2e-3, each gradient 2e-2. Outside them: disc in
-// f32 (grad norm 6.8e-3, gradients up to 4.9e-2; its loss, 5.9e-5 off, is inside: bf16 moves this
-// model's loss less than one flip can, so the gradients tell the precisions apart), and disc in
-// bf16 without the JIT, whose kernels round each bf16 intermediate (loss 5.3e-4, grad norm 3e-3).
+// disc in bf16 against PyTorch's autocast running disc's precision policy, the bf16 head and fused
+// kernels included (tools/torch_reference.py's llama_bf16; tests/reference/llama_bf16.safetensors
+// holds llama.safetensors' weights and batch). Both sides round the same f32 values to bf16, each
+// bf16 value once where its op makes it (here the matmuls' f32 sums of bf16 products are exact),
+// so they part only where a value lies within their f32 differences of a bf16 rounding boundary.
+// Measured, relative error: loss 0, grad norm 0, worst gradient 3.9e-7 with the JIT, 2.6e-7
+// without it. The tolerances leave room for one such flip: moving every norm, RoPE and SwiGLU
+// result by a few f32 ulps flipped one value in 40 tries, which moved the loss by 7e-5, the grad
+// norm by 1.1e-3 and a gradient by 9.4e-3. Hence loss 1e-4, grad norm 2e-3, each gradient 2e-2.
+// Outside them: disc in f32 (grad norm 6.8e-3, gradients up to 4.9e-2; its loss, 5.9e-5 off, is
+// inside: bf16 moves this model's loss less than one flip can, so the gradients tell the
+// precisions apart).
 TEST(TorchReferenceBf16, LlamaLossAndGradientsMatchAutocast) {
   std::unique_ptr<devices::Device> dev = devices::make_cpu_device(2);
   memory::DeviceAllocator alloc{*dev};
@@ -209,6 +211,18 @@ TEST(TorchReferenceBf16, LlamaLossAndGradientsMatchAutocast) {
     if (name.rfind("grad.", 0) != 0) continue;
     EXPECT_LT(relative_error(out.at(name), t), kGradient) << "gradient of " << name.substr(5);
   }
+  std::printf("relative errors: loss %.2g, gradient norm %.2g, worst gradient %.2g\n",
+              rel(r.loss, "loss"), rel(r.grad_norm, "grad_norm"), worst_gradient(out, ref));
+
+  // Without the JIT the reference kernels round the same bf16 values: inside the tolerances.
+  auto plain = pipeline_step(ref, DType::kBF16, alloc, /*jit=*/false);
+  const double plain_loss = rel(plain.at("loss").data<float>()[0], "loss");
+  const double plain_norm = rel(plain.at("grad_norm").data<float>()[0], "grad_norm");
+  EXPECT_LT(plain_loss, kLoss);
+  EXPECT_LT(plain_norm, kGradNorm);
+  EXPECT_LT(worst_gradient(plain, ref), kGradient);
+  std::printf("without the JIT: loss %.2g, gradient norm %.2g, worst gradient %.2g\n", plain_loss,
+              plain_norm, worst_gradient(plain, ref));
 
   // The tolerances tell the precisions apart: disc in f32 is outside them.
   auto f32 = pipeline_step(ref, DType::kF32, alloc);

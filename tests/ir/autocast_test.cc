@@ -81,8 +81,8 @@ TEST(Autocast, F16IsTheSamePolicyAndF64IsLeftAlone) {
 }
 
 // After the attention pass, as the Trainer runs them: a parameter read by several matmuls is cast
-// once per step; the llama's parameters and its loss stay f32; every matmul and attention reads
-// bf16, every norm f32.
+// once per step (the tied embedding: once, for the head); the llama's parameters and its loss stay
+// f32; every matmul, attention and the head read bf16, every norm f32.
 TEST(Autocast, LlamaCastsEachParameterOnceAndKeepsTheLossF32) {
   models::Model m = models::build_llama({.vocab = 32,
                                          .hidden = 16,
@@ -92,8 +92,10 @@ TEST(Autocast, LlamaCastsEachParameterOnceAndKeepsTheLossF32) {
                                          .ffn = 24,
                                          .tied_embeddings = true});
   Graph& g = *m.graph;
+  g.keep_outputs([](const std::string&) { return false; });  // the logits too, as the Trainer
   g.add_output("loss", m.loss);
   ASSERT_TRUE(make_pass("attention")->run(g));
+  ASSERT_TRUE(make_pass("linear_cross_entropy")->run(g));
   ASSERT_TRUE(make_autocast_pass(DType::kBF16)->run(g));
   make_pass("verify")->run(g);
   std::map<const Value*, int> casts;
@@ -103,15 +105,36 @@ TEST(Autocast, LlamaCastsEachParameterOnceAndKeepsTheLossF32) {
     ++ops[op];
     if (op == "cast") ++casts[n->operand(0)];
     for (const Value* o : n->operands()) {
-      if (op == "matmul" || op == "attention") EXPECT_EQ(o->dtype(), DType::kBF16) << op;
+      const bool low = op == "matmul" || op == "attention" || op == "linear_cross_entropy";
+      if (low && is_float(o->dtype())) EXPECT_EQ(o->dtype(), DType::kBF16) << op;
       if (op == "rms_norm") EXPECT_EQ(o->dtype(), DType::kF32) << op;
     }
   }
   EXPECT_EQ(ops["attention"], 2);
+  EXPECT_EQ(ops["linear_cross_entropy"], 1);
   for (const auto& [v, count] : casts) EXPECT_EQ(count, 1) << v->name();
   for (const Value* p : m.params) EXPECT_EQ(p->dtype(), DType::kF32);
   EXPECT_EQ(g.find_value(g.outputs().back().second->name())->dtype(), DType::kF32);
   EXPECT_EQ(g.outputs().back().first, "loss");
+}
+
+// The head: linear_cross_entropy reads bf16 h and w and gives an f32 loss; under f16 it stays f32,
+// since its gradients are made before the loss scale applies.
+TEST(Autocast, TheHeadReadsBf16AndStaysF32InF16) {
+  const char* head = R"(graph @g {
+  sym B in [1, 8]
+  input %x : f32[B, 4]
+  input %y : i32[B]
+  param %w : f32[4, 5]
+  %loss, %dh, %dw = linear_cross_entropy(%x, %w, %y) : f32[], f32[B, 4], f32[4, 5]
+  output loss = %loss
+}
+)";
+  const std::string bf16 = autocast(head);
+  EXPECT_NE(bf16.find("linear_cross_entropy(%x.bf16, %w.bf16, %y) : f32[], bf16[B, 4], bf16[4, 5]"),
+            std::string::npos)
+      << bf16;
+  EXPECT_EQ(autocast(head, "autocast_f16"), autocast(head, "dce"));
 }
 
 TEST(Autocast, RefusesADtypeThatIsNotSixteenBits) {

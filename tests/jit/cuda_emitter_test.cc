@@ -258,6 +258,14 @@ TEST(CudaEmitter, RefusesBuffersItCannotLoad) {
   const KernelIR k = KernelIR::parse(
       "kernel inputs=1 outputs=1 space=0 types=bf16,f32\n%0 = load 0 full\nstore 1 full %0");
   EXPECT_THROW(emit_cuda_kernel(k, kAnyExtent, "k"), CompileError);
+  // Nor does it round to 16 bits in registers: GpuKernels leaves such kernels to the host.
+  for (const char* op : {"round_bf16", "round_f16"}) {
+    const KernelIR r =
+        KernelIR::parse(std::string("kernel inputs=1 outputs=1 space=0 types=f32,f32\n"
+                                    "%0 = load 0 full\n%1 = ") +
+                        op + " %0\nstore 1 full %1");
+    EXPECT_THROW(emit_cuda_kernel(r, kAnyExtent, "k"), CompileError) << op;
+  }
 }
 
 TEST(RuntimeCompiler, ACompileErrorCarriesTheLog) {

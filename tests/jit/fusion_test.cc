@@ -57,6 +57,33 @@ TEST(FusionPlan, ANormWhoseInputOthersReadTooGetsAKernelOfItsOwn) {
   }
 }
 
+// SwiGLU on bf16 operands with an f32 residual: each bf16 value the kernel makes is rounded where
+// it is made, as its node alone would store it (so that a recompute or another grouping gives the
+// same bits); loads of bf16 buffers and f32 values are not rounded.
+TEST(FusionPlan, EachSixteenBitValueIsRoundedWhereTheKernelMakesIt) {
+  auto g = ir::parse_graph(R"(graph @g {
+  sym R in [1, 300]
+  input %gate : bf16[R, 64]
+  input %up : bf16[R, 64]
+  input %x : f32[R, 64]
+  %s = silu(%gate) : bf16[R, 64]
+  %a = mul(%s, %up) : bf16[R, 64]
+  %a32 = cast(%a) {dtype = f32} : f32[R, 64]
+  %y = add(%x, %a32) : f32[R, 64]
+  %h = cast(%y) {dtype = f16} : f16[R, 64]
+  output y = %y
+  output h = %h
+}
+)");
+  const FusionPlan plan = plan_fusion(*g);
+  ASSERT_EQ(plan.groups.size(), 1u) << plan.str();
+  EXPECT_EQ(plan.groups[0].kernel.str(),
+            "kernel inputs=3 outputs=2 space=0 types=bf16,bf16,f32,f32,f16\n"
+            "%0 = load 0 full\n%1 = silu %0\n%2 = round_bf16 %1\n%3 = load 1 full\n"
+            "%4 = mul %2 %3\n%5 = round_bf16 %4\n%6 = load 2 full\n%7 = add %6 %5\n"
+            "%8 = round_f16 %7\nstore 3 full %7\nstore 4 full %8");
+}
+
 // A chain of n elementwise nodes over one space: add, mul, tanh, sub in turn, each also reading x.
 std::unique_ptr<ir::Graph> chain(int n) {
   std::string text = "graph @chain {\n  sym B in [1, 64]\n  input %x : f32[B, 32]\n";

@@ -349,6 +349,23 @@ TEST(LlvmEmitter, ConversionsRoundAsTheInterpreterBitForBit) {
   }
 }
 
+// Rounding an f32 value to bf16 or f16 in registers (a 16-bit node inside a fused kernel) is
+// base/half.h's rounding, bit for bit, per element, per row and on a scalar (computed in double).
+TEST(LlvmEmitter, RoundingsInRegistersAreTheInterpretersBitForBit) {
+  KernelCache cache("");
+  for (const char* op : {"round_bf16", "round_f16"}) {
+    const std::string r = op;
+    const KernelIR k = parse(
+        "kernel inputs=2 outputs=3 space=0 types=f32,f32,f32,f32,f32\n%0 = load 0 full\n"
+        "%1 = load 1 scalar\n%2 = " +
+        r + " %0\n%3 = reduce_max %0\n%4 = " + r + " %3\n%5 = " + r +
+        " %1\nstore 2 full %2\nstore 3 row %4\nstore 4 scalar %5");
+    for (int64_t cols : {1, 17, 64, 1000})
+      check_kernel(cache, k, {3, cols, false}, {.rtol = 0, .atol = 0},
+                   {Fill{.lo = -70000, .hi = 70000, .specials = true}, Fill{.lo = -3, .hi = 3}});
+  }
+}
+
 TEST(LlvmEmitter, RefusesMalformedKernels) {
   KernelIR k = parse(kSoftmax);
   llvm::LLVMContext ctx;
