@@ -46,8 +46,7 @@ int64_t extent(int64_t rows, int64_t cols, int64_t lead) {
 }  // namespace
 
 void check_gemm_args(const GemmArgs& g) {
-  if (g.dtype != DType::kF32 && g.dtype != DType::kF64 && g.dtype != DType::kBF16 &&
-      g.dtype != DType::kF16) {
+  if (!is_float(g.dtype)) {
     throw InvalidArgument("gemm: dtype " + std::string(dtype_name(g.dtype)) +
                           " is not supported: cast the operands to f32, bf16, f16 or f64");
   }

@@ -33,7 +33,7 @@ cmake --build build-sanitize -j "$jobs"
 # run already take (the release run above keeps them all): the 300-step llama that learns to
 # count; the training runs compared across options (fusion, attention and head ops, backward
 # recompute, in-place updates, background compiles: the governed-cap tests train every option
-# here); the 40-step bf16 and f16 loss bands (their cap tests and short runs stay); the 512-cube
+# here); the 300-step bf16 and f16 loss curves (their cap tests and short runs stay); the 512-cube
 # GEMMs (the small and prime-sized cases stay); the CUDA C kernels compiled for the host (the
 # emitter's code, not ours, runs there). About three minutes of CI.
 slow='^Training\.(LlamaLearnsCounting|AttentionOp|FusedKernels|LinearCrossEntropyOp|TriangularAttention'

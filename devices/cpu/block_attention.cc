@@ -172,7 +172,7 @@ void check(const Device& dev, const AttentionArgs& a) {
   if (!dev.is_host()) {
     throw InvalidArgument("attention on " + dev.name() + ": block attention runs on host memory");
   }
-  if (a.dtype == DType::kI32 || a.dtype == DType::kI64 || a.dtype == DType::kBool) {
+  if (!is_float(a.dtype)) {
     throw InvalidArgument("attention: dtype " + std::string(dtype_name(a.dtype)) +
                           " is not supported: cast q, k and v to f32, bf16, f16 or f64");
   }

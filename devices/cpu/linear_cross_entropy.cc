@@ -96,7 +96,7 @@ void check(const Device& dev, const LinearCrossEntropyArgs& a) {
     throw InvalidArgument("linear_cross_entropy on " + dev.name() +
                           ": the chunked kernel runs on host memory");
   }
-  if (a.dtype != DType::kF32 && a.dtype != DType::kF64 && !is_half_float(a.dtype)) {
+  if (!is_float(a.dtype)) {
     throw InvalidArgument("linear_cross_entropy: dtype " + std::string(dtype_name(a.dtype)) +
                           " is not supported (f32, f64, bf16 or f16)");
   }
