@@ -25,6 +25,10 @@ struct TrainerOptions {
   // The matmuls' dtype: f32, or bf16 / f16 with f32 sums, norms, softmax, losses and reductions
   // (ir/passes/autocast.cc); parameters and optimizer state stay f32.
   DType precision = DType::kF32;
+  // f32 matmuls in TF32 on an NVIDIA GPU's tensor cores (products of 10-bit mantissas, sums in
+  // f32): several times faster than f32, but no longer the CPU's numbers within f32 rounding.
+  // Other devices refuse it (InvalidArgument).
+  bool tf32 = false;
   // With f16, dynamic loss scaling as PyTorch's GradScaler does it: the loss is multiplied by the
   // scale before the backward and the gradients divided by it; a step whose gradients hold an inf
   // or NaN changes nothing (skipped) and halves the scale; after `loss_scale_growth_interval`

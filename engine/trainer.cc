@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/write_fully.h"
 #include "devices/cuda/cuda_device.h"
+#include "devices/gpu/gpu_device.h"
 #include "devices/hip/hip_device.h"
 #include "devices/simulated/simulated_device.h"
 #include "engine/durable_folder.h"
@@ -114,16 +115,18 @@ void refuse_what_the_device_cannot_hold(const ir::Graph& g, const devices::Devic
   }
 }
 
-// bf16 and f16 need 16-bit GEMM and attention kernels, which the host has; the GPUs' kernels are
-// f32 so far.
-void check_precision(DType precision, const devices::Device& dev) {
-  if (precision == DType::kF32) return;
-  const std::string name(dtype_name(precision));
-  if (!is_half_float(precision))
-    throw InvalidArgument("precision " + name + " is not one disc trains in: use f32, bf16 or f16");
-  if (!dev.is_host())
-    throw InvalidArgument("precision " + name + " is not supported on " + dev.name() +
-                          " yet: its kernels are f32 only; use f32 there, or " + name + " on cpu");
+void check_precision(DType precision) {
+  if (precision != DType::kF32 && !is_half_float(precision))
+    throw InvalidArgument("precision " + std::string(dtype_name(precision)) +
+                          " is not one disc trains in: use f32, bf16 or f16");
+}
+
+void allow_tf32(devices::Device& dev) {
+  auto* gpu = dynamic_cast<devices::GpuDevice*>(&dev);
+  if (!gpu)
+    throw InvalidArgument("tf32 is a mode of NVIDIA GPUs' tensor cores; " + dev.name() +
+                          " computes f32 matmuls in f32: drop tf32, or train on cuda:N");
+  gpu->set_tf32(true);
 }
 
 }  // namespace
@@ -199,7 +202,8 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
   impl_->device_ = impl_->owned_->device.get();
   impl_->alloc_ = impl_->owned_->alloc.get();
   impl_->alloc_->set_owner(impl_->owned_);
-  check_precision(options.precision, *impl_->device_);
+  check_precision(options.precision);
+  if (options.tf32) allow_tf32(*impl_->device_);
   if (options.precision == DType::kF16) {
     if (!(options.loss_scale > 0) || options.loss_scale_growth_interval < 1)
       throw InvalidArgument("loss scaling needs a scale > 0 and a growth interval >= 1, got " +

@@ -118,7 +118,7 @@ const std::vector<ConfigKey>& config_schema() {
       {"train.precision",
        K::kChoice,
        "f32",
-       "matmuls' dtype: f32, or bf16 / f16 with f32 sums, norms, softmax and losses (cpu); f16 "
+       "matmuls' dtype: f32, or bf16 / f16 with f32 sums, norms, softmax and losses; f16 "
        "with dynamic loss scaling",
        {"f32", "bf16", "f16"}},
       {"train.seed", K::kInt, "0", "seeds initialisation, shuffling and dropout", {}, 0, 9.2e18},
@@ -146,6 +146,9 @@ const std::vector<ConfigKey>& config_schema() {
        "memory unaddressable by the host, to try the GPU path), cuda:N (NVIDIA GPU N) or hip:N "
        "(AMD GPU N)"},
       {"device.threads", K::kInt, "0", "threads (0: every hardware thread)", {}, 0, 4096},
+      {"device.tf32", K::kBool, "false",
+       "f32 matmuls in TF32 on an NVIDIA GPU's tensor cores (10-bit mantissas in the products: "
+       "faster, less exact; cuda:N only)"},
       {"logging.metrics", K::kString, "", "metrics JSONL file, one object per step ('': none)"},
       {"logging.trace", K::kString, "",
        "Chrome trace JSON of the steps in logging.trace_steps ('': none)"},

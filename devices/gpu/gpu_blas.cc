@@ -12,19 +12,39 @@ namespace {
 using Handle = void*;
 using Status = int;
 constexpr Status kStatusSuccess = 0;
+// cuBLAS's cublasComputeType_t and cublasGemmAlgo_t values, rocBLAS's rocblas_gemm_algo.
+constexpr int kCublasCompute32F = 68, kCublasComputeTf32 = 77, kCublasGemmDefault = -1;
+constexpr int kRocblasAlgoStandard = 0;
 
 template <typename T>
 using GemmFn = Status (*)(Handle, int transa, int transb, int m, int n, int k, const T* alpha,
                           const T* a, int lda, long long stride_a, const T* b, int ldb,
                           long long stride_b, const T* beta, T* c, int ldc, long long stride_c,
                           int batch);
+// cublasGemmStridedBatchedEx: operands of any type the library pairs, a compute type, an algorithm.
+using CublasGemmExFn = Status (*)(Handle, int transa, int transb, int m, int n, int k,
+                                  const void* alpha, const void* a, int a_type, int lda,
+                                  long long stride_a, const void* b, int b_type, int ldb,
+                                  long long stride_b, const void* beta, void* c, int c_type,
+                                  int ldc, long long stride_c, int batch, int compute, int algo);
+// rocblas_gemm_strided_batched_ex: the same, with D = alpha A B + beta C written apart from C (disc
+// passes C twice) and a solution index and flags.
+using RocblasGemmExFn = Status (*)(Handle, int transa, int transb, int m, int n, int k,
+                                   const void* alpha, const void* a, int a_type, int lda,
+                                   int64_t stride_a, const void* b, int b_type, int ldb,
+                                   int64_t stride_b, const void* beta, const void* c, int c_type,
+                                   int ldc, int64_t stride_c, void* d, int d_type, int ldd,
+                                   int64_t stride_d, int batch, int compute, int algo,
+                                   int32_t solution, uint32_t flags);
 
 // The names and codes of each library.
 struct Library {
   const char* title;
   const char* files[3];
-  const char *create, *destroy, *set_stream, *status_string, *sgemm, *dgemm;
+  const char *create, *destroy, *set_stream, *status_string, *sgemm, *dgemm, *gemm_ex;
   int op_n, op_t;
+  int bf16, f16, f32;  // the ex call's type codes (rocBLAS's compute type is f32's)
+
   const char* missing;
 };
 
@@ -36,8 +56,12 @@ const Library kCublas{"cuBLAS",
                       "cublasGetStatusString",
                       "cublasSgemmStridedBatched",
                       "cublasDgemmStridedBatched",
+                      "cublasGemmStridedBatchedEx",
                       0,
                       1,
+                      14,
+                      2,
+                      0,
                       "install the CUDA toolkit's libcublas, or add its folder to LD_LIBRARY_PATH"};
 const Library kRocblas{
     "rocBLAS",
@@ -48,8 +72,12 @@ const Library kRocblas{
     "rocblas_status_to_string",
     "rocblas_sgemm_strided_batched",
     "rocblas_dgemm_strided_batched",
+    "rocblas_gemm_strided_batched_ex",
     111,
     112,
+    168,
+    150,
+    151,
     "Debian 12 packages neither rocBLAS nor hipBLAS: install ROCm's rocBLAS (librocblas.so), "
     "or add its folder to LD_LIBRARY_PATH"};
 
@@ -71,6 +99,7 @@ struct GpuBlas::Api {
   const char* (*status_string)(Status) = nullptr;  // optional (cuBLAS before 11.4 lacks it)
   GemmFn<float> sgemm = nullptr;
   GemmFn<double> dgemm = nullptr;
+  void* gemm_ex = nullptr;  // CublasGemmExFn or RocblasGemmExFn, by lib
 
   void check(Status s, const char* what) const {
     if (s == kStatusSuccess) return;
@@ -92,7 +121,8 @@ GpuBlas::GpuBlas(BlasLibrary library, GpuRuntime::Stream stream) : api_(std::mak
   a.status_string = a.so.symbol<const char* (*)(Status)>(a.lib->status_string);
   a.sgemm = a.so.symbol<GemmFn<float>>(a.lib->sgemm);
   a.dgemm = a.so.symbol<GemmFn<double>>(a.lib->dgemm);
-  if (!a.create || !a.destroy || !a.set_stream || !a.sgemm || !a.dgemm)
+  a.gemm_ex = a.so.symbol<void*>(a.lib->gemm_ex);
+  if (!a.create || !a.destroy || !a.set_stream || !a.sgemm || !a.dgemm || !a.gemm_ex)
     throw DeviceError(a.so.name() + " lacks the strided-batched GEMMs disc calls: it is too old");
   a.check(a.create(&handle_), "create");
   a.check(a.set_stream(handle_, stream), "set stream");
@@ -102,32 +132,76 @@ GpuBlas::~GpuBlas() {
   if (handle_) api_->destroy(handle_);
 }
 
-void GpuBlas::gemm(const GemmArgs& g) {
+namespace {
+
+// A column-major call's sizes, checked to fit the libraries' 32-bit ints.
+struct Sizes {
+  int ta, tb, m, n, k, lda, ldb, ldc, batch;
+};
+Sizes sizes(const BlasGemm& b, const Library& lib) {
+  return {b.transa ? lib.op_t : lib.op_n,
+          b.transb ? lib.op_t : lib.op_n,
+          narrow(b.m, "n"),
+          narrow(b.n, "m"),
+          narrow(b.k, "k"),
+          narrow(b.lda, "the leading dim of B"),
+          narrow(b.ldb, "the leading dim of A"),
+          narrow(b.ldc, "the leading dim of C"),
+          narrow(b.batch, "batch")};
+}
+
+}  // namespace
+
+void GpuBlas::gemm(const GemmArgs& g, bool tf32) {
   check_gemm_args(g);
-  if (g.dtype != DType::kF32 && g.dtype != DType::kF64)
+  if (!is_float(g.dtype))
     throw InvalidArgument("gpu gemm: " + std::string(dtype_name(g.dtype)) +
-                          " is not supported on GPUs yet: use f32");
+                          " is not a GEMM type: use f32, f64, bf16 or f16");
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   const BlasGemm b = column_major(g);
-  const int ta = b.transa ? api_->lib->op_t : api_->lib->op_n,
-            tb = b.transb ? api_->lib->op_t : api_->lib->op_n;
-  const int m = narrow(b.m, "n"), n = narrow(b.n, "m"), k = narrow(b.k, "k");
-  const int lda = narrow(b.lda, "the leading dim of B"),
-            ldb = narrow(b.ldb, "the leading dim of A");
-  const int ldc = narrow(b.ldc, "the leading dim of C"), batch = narrow(b.batch, "batch");
-  if (g.dtype == DType::kF32) {
+  const Sizes z = sizes(b, *api_->lib);
+  if (g.dtype == DType::kF32 && !tf32) {
     const float alpha = 1, beta = static_cast<float>(b.beta);
-    api_->check(api_->sgemm(handle_, ta, tb, m, n, k, &alpha, static_cast<const float*>(b.a), lda,
-                            b.stride_a, static_cast<const float*>(b.b), ldb, b.stride_b, &beta,
-                            static_cast<float*>(b.c), ldc, b.stride_c, batch),
-                "sgemm");
-  } else {
+    api_->check(
+        api_->sgemm(handle_, z.ta, z.tb, z.m, z.n, z.k, &alpha, static_cast<const float*>(b.a),
+                    z.lda, b.stride_a, static_cast<const float*>(b.b), z.ldb, b.stride_b, &beta,
+                    static_cast<float*>(b.c), z.ldc, b.stride_c, z.batch),
+        "sgemm");
+  } else if (g.dtype == DType::kF64) {
     const double alpha = 1, beta = b.beta;
-    api_->check(api_->dgemm(handle_, ta, tb, m, n, k, &alpha, static_cast<const double*>(b.a), lda,
-                            b.stride_a, static_cast<const double*>(b.b), ldb, b.stride_b, &beta,
-                            static_cast<double*>(b.c), ldc, b.stride_c, batch),
-                "dgemm");
+    api_->check(
+        api_->dgemm(handle_, z.ta, z.tb, z.m, z.n, z.k, &alpha, static_cast<const double*>(b.a),
+                    z.lda, b.stride_a, static_cast<const double*>(b.b), z.ldb, b.stride_b, &beta,
+                    static_cast<double*>(b.c), z.ldc, b.stride_c, z.batch),
+        "dgemm");
+  } else {
+    gemm_ex(b, g.dtype);
   }
+}
+
+// 16-bit operands (and f32 ones in TF32) on the tensor cores: sums in f32, C rounded once, as the
+// CPU's widened GEMM does it.
+void GpuBlas::gemm_ex(const BlasGemm& b, DType type) {
+  const Library& lib = *api_->lib;
+  const Sizes z = sizes(b, lib);
+  const int t = type == DType::kBF16 ? lib.bf16 : type == DType::kF16 ? lib.f16 : lib.f32;
+  const float alpha = 1, beta = static_cast<float>(b.beta);
+  if (&lib == &kCublas) {
+    const int compute = type == DType::kF32 ? kCublasComputeTf32 : kCublasCompute32F;
+    auto f = reinterpret_cast<CublasGemmExFn>(api_->gemm_ex);
+    api_->check(
+        f(handle_, z.ta, z.tb, z.m, z.n, z.k, &alpha, b.a, t, z.lda, b.stride_a, b.b, t, z.ldb,
+          b.stride_b, &beta, b.c, t, z.ldc, b.stride_c, z.batch, compute, kCublasGemmDefault),
+        "GemmStridedBatchedEx");
+    return;
+  }
+  if (type == DType::kF32)
+    throw InvalidArgument("gpu gemm: rocBLAS has no TF32 mode: train without tf32 on AMD GPUs");
+  auto f = reinterpret_cast<RocblasGemmExFn>(api_->gemm_ex);
+  api_->check(f(handle_, z.ta, z.tb, z.m, z.n, z.k, &alpha, b.a, t, z.lda, b.stride_a, b.b, t,
+                z.ldb, b.stride_b, &beta, b.c, t, z.ldc, b.stride_c, b.c, t, z.ldc, b.stride_c,
+                z.batch, lib.f32, kRocblasAlgoStandard, 0, 0),
+              "gemm_strided_batched_ex");
 }
 
 }  // namespace disc::devices

@@ -89,7 +89,14 @@ void GpuDevice::synchronize() {
 void GpuDevice::gemm(const GemmArgs& g) {
   rt_->make_current();
   std::call_once(blas_once_, [&] { blas_ = std::make_unique<GpuBlas>(rt_->blas(), compute_); });
-  blas_->gemm(g);
+  blas_->gemm(g, tf32_);
+}
+
+void GpuDevice::set_tf32(bool on) {
+  if (on && rt_->blas() != BlasLibrary::kCublas)
+    throw InvalidArgument(name() + ": TF32 is a mode of NVIDIA's tensor cores, which " + name() +
+                          " does not have: train in f32 or bf16 there");
+  tf32_ = on;
 }
 
 GpuDevice::Kernel GpuDevice::load_kernel(const std::string& image, const std::string& fn) {

@@ -14,6 +14,7 @@
 //   gpu->launch(f, {.grid = rows, .block = 256}, params);
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -49,6 +50,10 @@ class GpuDevice final : public Device {
   void deallocate_host(void* p, size_t bytes) override;
   void gemm(const GemmArgs& g) override;
   int threads() const override { return host_threads_; }
+  // f32 GEMMs in TF32 on the tensor cores from now on (products of 10-bit mantissas, sums in f32:
+  // faster, and no longer the CPU's numbers within f32 rounding). Throws InvalidArgument on a GPU
+  // whose BLAS has no such mode (rocBLAS).
+  void set_tf32(bool on);
 
   std::string product() const { return rt_->product(); }
   std::string arch() const { return rt_->arch(); }
@@ -69,6 +74,7 @@ class GpuDevice final : public Device {
   std::vector<GpuRuntime::Module> modules_;
   std::once_flag blas_once_;
   std::unique_ptr<GpuBlas> blas_;
+  std::atomic<bool> tf32_ = false;
   HostBlockCache host_blocks_;  // last: freed before the runtime goes
 };
 

@@ -36,7 +36,7 @@ jit::KernelRun prepare_attention(const ir::Node& n, const ir::Bindings& b, Kerne
   auto head = [&](int operand) {
     return static_cast<int>(n.operand(operand)->shape().back().evaluate(b));
   };
-  return ctx.gpu_ops->prepare(head(0), head(2));
+  return ctx.gpu_ops->prepare({head(0), head(2), n.operand(0)->dtype()});
 }
 
 template <void (jit::GpuOps::*kOp)(const ir::KernelArgs&, bool), bool kFlag>
@@ -49,7 +49,7 @@ jit::KernelRun run_op_with(const ir::Node&, const ir::KernelArgs& a, KernelConte
 
 void register_gpu_kernels(KernelRegistry& r) {
   using jit::GpuOps;
-  for (DType t : {DType::kF32, DType::kF64})
+  for (DType t : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16})
     r.add(
         {.op = "matmul", .device = kGpu, .dtype = t, .name = "gpu/blas_gemm", .run = device_gemm});
   r.add({.op = "reshape", .device = kGpu, .name = "gpu/copy", .run = reshape});
@@ -66,13 +66,6 @@ void register_gpu_kernels(KernelRegistry& r) {
          .run = run_op<&GpuOps::transpose>,
          .supports = gpu_op,
          .prepare = prepare_ops});
-  r.add({.op = "rope",
-         .device = kGpu,
-         .dtype = f32,
-         .name = "gpu/rope",
-         .run = run_op<&GpuOps::rope>,
-         .supports = gpu_op,
-         .prepare = prepare_ops});
   r.add({.op = "gather",
          .device = kGpu,
          .dtype = f32,
@@ -87,27 +80,37 @@ void register_gpu_kernels(KernelRegistry& r) {
          .run = run_op_with<&GpuOps::indexed, true>,
          .supports = gpu_op,
          .prepare = prepare_ops});
-  r.add({.op = "attention",
-         .device = kGpu,
-         .dtype = f32,
-         .name = "gpu/attention",
-         .run = run_op_with<&GpuOps::attention, false>,
-         .supports = gpu_op,
-         .prepare = prepare_attention});
-  r.add({.op = "attention_grad",
-         .device = kGpu,
-         .dtype = f32,
-         .name = "gpu/attention",
-         .run = run_op_with<&GpuOps::attention, true>,
-         .supports = gpu_op,
-         .prepare = prepare_attention});
-  r.add({.op = "linear_cross_entropy",
-         .device = kGpu,
-         .dtype = f32,
-         .name = "gpu/linear_cross_entropy",
-         .run = run_op<&GpuOps::linear_cross_entropy>,
-         .supports = gpu_op,
-         .prepare = prepare_ops});
+  // Computed in f32 with 16-bit operands widened and results rounded once, as on the CPU.
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+    r.add({.op = "rope",
+           .device = kGpu,
+           .dtype = t,
+           .name = "gpu/rope",
+           .run = run_op<&GpuOps::rope>,
+           .supports = gpu_op,
+           .prepare = prepare_ops});
+    r.add({.op = "attention",
+           .device = kGpu,
+           .dtype = t,
+           .name = "gpu/attention",
+           .run = run_op_with<&GpuOps::attention, false>,
+           .supports = gpu_op,
+           .prepare = prepare_attention});
+    r.add({.op = "attention_grad",
+           .device = kGpu,
+           .dtype = t,
+           .name = "gpu/attention",
+           .run = run_op_with<&GpuOps::attention, true>,
+           .supports = gpu_op,
+           .prepare = prepare_attention});
+    r.add({.op = "linear_cross_entropy",
+           .device = kGpu,
+           .dtype = t,
+           .name = "gpu/linear_cross_entropy",
+           .run = run_op<&GpuOps::linear_cross_entropy>,
+           .supports = gpu_op,
+           .prepare = prepare_ops});
+  }
 }
 
 }  // namespace disc::engine

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "jit/gpu/half_source.h"
 
 namespace disc::jit {
 namespace {
@@ -37,6 +38,18 @@ __device__ __forceinline__ disc_lse disc_lse_add(disc_lse a, float x) {
   const float t = expf(-fabsf(x - a.m));
   disc_lse r = {up ? x : a.m, up ? a.s * t + 1.0f : a.s + t};
   return r;
+}
+)";
+
+// round_bf16 and round_f16, after gpu_half_source()'s conversions (bf16 and f16 buffers are their
+// bits, unsigned short): base/half.h's rounding in plain C, so that the host build of the same
+// source (tests/jit/cuda_host_runner.h) runs it too and every NaN, subnormal and tie has the
+// interpreter's bits.
+constexpr const char* kRounding = R"(__device__ __forceinline__ float disc_round_bf16(float x) {
+  return disc_bf16_to_f32(disc_f32_to_bf16(x));
+}
+__device__ __forceinline__ float disc_round_f16(float x) {
+  return disc_f16_to_f32(disc_f32_to_f16(x));
 }
 )";
 
@@ -114,11 +127,22 @@ const char* c_type(DType t, int buffer) {
       return "long long";
     case DType::kBool:
       return "unsigned char";
+    case DType::kBF16:
+    case DType::kF16:
+      return "unsigned short";  // the bits; loads and stores convert them
     default:
       throw CompileError("cuda emitter: buffer " + std::to_string(buffer) + " is " +
                          std::string(dtype_name(t)) +
-                         ", which kernels cannot load (f32, f64, i32, i64, bool)");
+                         ", which kernels cannot load (f32, f64, bf16, f16, i32, i64, bool)");
   }
+}
+
+// Value v (a float) as buffer type t stores it: f32 as it is, bf16 and f16 rounded (KernelIR::check
+// allows no other output type).
+std::string stored(DType t, const std::string& v) {
+  if (t == DType::kBF16) return "disc_f32_to_bf16(" + v + ")";
+  if (t == DType::kF16) return "disc_f32_to_f16(" + v + ")";
+  return v;
 }
 
 class Emitter {
@@ -188,8 +212,11 @@ class Emitter {
   std::string load(const Instr& in, const std::string& index, bool dbl) const {
     const std::string v = "b" + std::to_string(in.buffer) + "[" + index + "]";
     const char* real = dbl ? "double" : "float";
-    if (k_.types[in.buffer] == DType::kBool)
-      return "(" + v + " ? (" + real + ")1 : (" + real + ")0)";
+    const DType t = k_.types[in.buffer];
+    if (t == DType::kBool) return "(" + v + " ? (" + real + ")1 : (" + real + ")0)";
+    if (t == DType::kBF16 || t == DType::kF16)
+      return "(" + std::string(real) + ")disc_" + (t == DType::kBF16 ? "bf16" : "f16") +
+             "_to_f32(" + v + ")";
     return "(" + std::string(real) + ")" + v;
   }
   // The value of a non-reduction, non-store instruction from its operands' names.
@@ -219,6 +246,12 @@ class Emitter {
         return "(" + a[0] + " * disc_sigmoid" + f + "(" + a[0] + "))";
       case KOp::kRelu:
         return "(" + a[0] + " > " + zero + " ? " + a[0] + " : " + zero + ")";
+      // From f32: a scalar-level (double) value is narrowed first, as the interpreter does.
+      case KOp::kRoundBf16:
+      case KOp::kRoundF16: {
+        const std::string r = in.op == KOp::kRoundBf16 ? "disc_round_bf16(" : "disc_round_f16(";
+        return dbl ? "(double)" + r + "(float)" + a[0] + ")" : r + a[0] + ")";
+      }
       case KOp::kAdd:
         return "(" + a[0] + " + " + a[1] + ")";
       case KOp::kSub:
@@ -393,7 +426,7 @@ class Emitter {
       if (in.op == KOp::kStore && in.access == Access::kScalar &&
           levels_[in.args[0]] == Level::kScalar)
         s_ << "  if (blockIdx.x == 0 && threadIdx.x == 0 && rows > 0) b" << in.buffer
-           << "[0] = " << ref(in.args[0], Level::kRow) << ";\n";
+           << "[0] = " << stored(k_.types[in.buffer], ref(in.args[0], Level::kRow)) << ";\n";
     }
     s_ << "}\n";
   }
@@ -408,7 +441,8 @@ class Emitter {
       if (in.op == KOp::kStore) {
         const std::string v = ref(in.args[0], Level::kRow);
         if (in.access == Access::kRow)
-          s_ << "      if (threadIdx.x == 0) b" << in.buffer << "[row] = " << v << ";\n";
+          s_ << "      if (threadIdx.x == 0) b" << in.buffer
+             << "[row] = " << stored(k_.types[in.buffer], v) << ";\n";
         else if (in.access == Access::kScalar && levels_[in.args[0]] == Level::kRow)
           s_ << "      if (threadIdx.x == 0) sums_g[off" << in.buffer << "] += " << v << ";\n";
         else if (in.access != Access::kScalar)
@@ -429,8 +463,9 @@ class Emitter {
       const Instr& in = k_.code[st];
       const std::string v = ref(in.args[0], Level::kElement);
       if (in.access == Access::kFull)
-        s_ << "        b" << in.buffer << "[base + c] = " << v << ";\n";
-      else
+        s_ << "        b" << in.buffer << "[base + c] = " << stored(k_.types[in.buffer], v)
+           << ";\n";
+      else  // a column sum: f32 (KernelIR::check)
         s_ << "        sums_g[off" << in.buffer << " + c] += " << v << ";\n";
     }
     s_ << "      }\n";
@@ -523,7 +558,7 @@ CudaKernelSource emit_cuda_kernel(const KernelIR& k, const Bucket& b, const std:
   if (b.lo > b.hi || b.lo < 0)
     throw CompileError("cuda emitter: bucket " + b.str() + " holds no extent");
   CudaKernelSource out;
-  out.math = kMath;
+  out.math = std::string(kMath) + gpu_half_source() + kRounding;
   out.reductions = kReductions;
   out.name = name;
   out.block = b.hi <= 32 ? 32 : b.hi <= 64 ? 64 : b.hi <= 128 ? 128 : 256;

@@ -13,6 +13,9 @@
 // where the instruction is one, check_labels counts where it is one); sums the per-group sums,
 // sums_per_group(cols) floats per group of rows_per_group rows, which the kernel zeroes itself.
 //
+// bf16 and f16 buffers are unsigned short: loads widen them to float exactly, stores round to
+// nearest even (column and summed scalar stores are f32), as base/half.h and the interpreter do.
+//
 // What the code does (the interpreter's semantics, as the LLVM emitter does them): scalar-level
 // instructions in double, once per thread; row-level ones in float, per row, by every thread of
 // the block (they are the same for all); each reduction is one pass over the row's columns, the
@@ -37,7 +40,8 @@
 namespace disc::jit {
 
 struct CudaKernelSource {
-  std::string math;        // device helpers of plain arithmetic (NaN-skipping max, logsumexp)
+  std::string math;        // device helpers of plain arithmetic (16-bit conversions,
+                           // NaN-skipping max, logsumexp)
   std::string reductions;  // block reductions (warp shuffles, shared memory)
   std::string body;        // the kernels; read only what math and reductions define
   std::string name;        // NAME; the others are NAME_totals and NAME_sums
@@ -52,7 +56,8 @@ struct CudaKernelSource {
 };
 
 // Throws InvalidArgument for an IR that fails KernelIR::check(), CompileError for a buffer type
-// it cannot load (f32, f64, i32, i64 and bool load) or a bucket that cannot hold an extent.
+// it cannot load (f32, f64, bf16, f16, i32, i64 and bool load) or a bucket that cannot hold an
+// extent.
 CudaKernelSource emit_cuda_kernel(const KernelIR& k, const Bucket& b, const std::string& name);
 
 }  // namespace disc::jit

@@ -13,7 +13,7 @@ namespace disc::jit {
 namespace {
 
 // Part of every binary's cache key: bump it when the emitted CUDA C changes for the same IR.
-constexpr int kCudaEmitterRevision = 1;
+constexpr int kCudaEmitterRevision = 2;  // 2: bf16 and f16
 
 unsigned blocks(int64_t n, int64_t per_block, int64_t cap) {
   return static_cast<unsigned>(std::clamp<int64_t>((n + per_block - 1) / per_block, 1, cap));
@@ -111,16 +111,9 @@ const FusedKernel& GpuKernels::kernel_of(const ir::Node& n) {
   return it->second;  // map nodes stay where they are
 }
 
-// Not where the group reads, writes or holds a 16-bit value: the CUDA emitter has no 16-bit
-// loads, stores or rounding, so such a kernel runs on the host.
+// Every fused node: the CUDA emitter loads, stores and rounds bf16 and f16 as the host does.
 bool GpuKernels::handles(const ir::Node& n) const {
-  auto half = [](const ir::Value* v) { return is_half_float(v->dtype()); };
-  auto rounds = [](const Instr& in) { return in.op == KOp::kRoundBf16 || in.op == KOp::kRoundF16; };
-  if (n.op().name != "fused" || std::any_of(n.operands().begin(), n.operands().end(), half) ||
-      std::any_of(n.results().begin(), n.results().end(), half))
-    return false;
-  const std::vector<Instr>& code = jit::kernel_of(n.attrs())->code;
-  return std::none_of(code.begin(), code.end(), rounds);
+  return n.op().name == "fused";
 }
 
 KernelRun GpuKernels::prepare(const ir::Node& n, const ir::Bindings& b) {

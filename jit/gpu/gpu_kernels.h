@@ -105,8 +105,7 @@ class GpuKernels final : public FusedKernels {
   // The same, with k.fingerprint() computed once by the caller (a step runs each kernel again).
   void run(const KernelIR& k, uint64_t fingerprint, int64_t rows, int64_t cols, bool cols_static,
            void* const* buffers);
-  // Fused nodes, but those with bf16 or f16 tensors: the CUDA emitter has no 16-bit loads and
-  // stores yet, so those run on the host.
+  // Every fused node, 16-bit ones included.
   bool handles(const ir::Node& n) const override;
   // Compiles and loads fused node n's kernel for the column extent the symbols `b` give.
   KernelRun prepare(const ir::Node& n, const ir::Bindings& b) override;

@@ -3,17 +3,49 @@
 // collectives: any grid runs it, the same item always runs the same arithmetic in the same order
 // (no atomics in a sum), and the host build that the tests make of this source (one thread, one
 // block) computes exactly what a GPU does. Attention's kernels take the head sizes as template
-// arguments, so that a row's operands and accumulators stay in registers; DISC_ATTENTION(D, DV)
-// instantiates them.
+// arguments and their element type (f32, bf16 or f16), so that a row's operands and accumulators
+// stay in registers; DISC_ATTENTION(D, DV, T) instantiates them, one type per module.
 #include "jit/gpu/gpu_op_source.h"
 
-namespace disc::jit {
+#include "jit/gpu/half_source.h"
 
-const char* gpu_op_source() {
-  return R"(typedef long long disc_i64;
+namespace disc::jit {
+namespace {
+
+constexpr const char* kOps = R"(typedef long long disc_i64;
 #define DISC_NEG_INF (-__int_as_float(0x7f800000))
 #define DISC_FOR_ITEMS(t, n) \
   for (disc_i64 t = (disc_i64)blockIdx.x * blockDim.x + threadIdx.x; t < (n); t += (disc_i64)gridDim.x * blockDim.x)
+
+// The element types the float kernels read and write: f32, and bf16 and f16 as their bits
+// (disc_bf16_to_f32 and the others come from gpu_half_source()). A kernel computes in f32, widens
+// what it loads and rounds what it stores, once, as the reference kernels do through
+// ir/ops/half_widening.h.
+struct disc_bf16 { unsigned short bits; };
+struct disc_f16 { unsigned short bits; };
+__device__ __forceinline__ float disc_wide(float x) { return x; }
+__device__ __forceinline__ float disc_wide(disc_bf16 x) { return disc_bf16_to_f32(x.bits); }
+__device__ __forceinline__ float disc_wide(disc_f16 x) { return disc_f16_to_f32(x.bits); }
+__device__ __forceinline__ void disc_put(float* p, float v) { *p = v; }
+__device__ __forceinline__ void disc_put(disc_bf16* p, float v) { p->bits = disc_f32_to_bf16(v); }
+__device__ __forceinline__ void disc_put(disc_f16* p, float v) { p->bits = disc_f32_to_f16(v); }
+#define DISC_FLOATS(M) M(float, f32) M(disc_bf16, bf16) M(disc_f16, f16)
+
+// 16-bit arrays widened to f32 and f32 arrays rounded to 16 bits (linear_cross_entropy's operands
+// and gradients, which its GEMMs take in f32).
+template <typename A, typename B>
+__device__ void disc_convert(const A* in, B* out, disc_i64 n) {
+  DISC_FOR_ITEMS(t, n) disc_put(out + t, disc_wide(in[t]));
+}
+#define DISC_CONVERT(T, S)                                                          \
+  extern "C" __global__ void disc_widen_##S(const T* in, float* out, disc_i64 n) {  \
+    disc_convert(in, out, n);                                                       \
+  }                                                                                 \
+  extern "C" __global__ void disc_narrow_##S(const float* in, T* out, disc_i64 n) { \
+    disc_convert(in, out, n);                                                       \
+  }
+DISC_CONVERT(disc_bf16, bf16)
+DISC_CONVERT(disc_f16, f16)
 
 // Transpose: output element o reads input element sum(index_d(o) * in_strides[d]), where
 // in_strides[d] is the input stride of the input dim that output dim d is.
@@ -33,6 +65,10 @@ __device__ void disc_transpose(const T* in, T* out, disc_i64 n, disc_perm p) {
     out[o] = in[src];
   }
 }
+extern "C" __global__ void disc_transpose_2(const unsigned short* in, unsigned short* out, disc_i64 n,
+                                            disc_perm p) {
+  disc_transpose(in, out, n, p);
+}
 extern "C" __global__ void disc_transpose_4(const unsigned* in, unsigned* out, disc_i64 n, disc_perm p) {
   disc_transpose(in, out, n, p);
 }
@@ -43,19 +79,26 @@ extern "C" __global__ void disc_transpose_8(const unsigned long long* in, unsign
 
 // Rope, as the reference computes it: the angle, its cosine and sine and the rotation in double.
 // A thread per pair (x[i], x[i + d/2]) of a row: it reads both before it writes, so y may be x.
-extern "C" __global__ void disc_rope(const float* x, float* y, disc_i64 rows, disc_i64 d, disc_i64 inner,
-                                     disc_i64 seq, double theta, double sign) {
+template <typename T>
+__device__ void disc_rope(const T* x, T* y, disc_i64 rows, disc_i64 d, disc_i64 inner, disc_i64 seq, double theta,
+                          double sign) {
   const disc_i64 half = d / 2;
   DISC_FOR_ITEMS(t, rows * half) {
     const disc_i64 r = t / half, i = t % half;
     const disc_i64 p = (r * d / inner) % seq;
     const double angle = (double)p * pow(theta, -2.0 * (double)i / (double)d);
     const double c = cos(angle), s = sign * sin(angle);
-    const double x0 = x[r * d + i], x1 = x[r * d + i + half];
-    y[r * d + i] = (float)(x0 * c - x1 * s);
-    y[r * d + i + half] = (float)(x1 * c + x0 * s);
+    const double x0 = disc_wide(x[r * d + i]), x1 = disc_wide(x[r * d + i + half]);
+    disc_put(y + r * d + i, (float)(x0 * c - x1 * s));
+    disc_put(y + r * d + i + half, (float)(x1 * c + x0 * s));
   }
 }
+#define DISC_ROPE(T, S)                                                                                 \
+  extern "C" __global__ void disc_rope_##S(const T* x, T* y, disc_i64 rows, disc_i64 d, disc_i64 inner, \
+                                           disc_i64 seq, double theta, double sign) {                   \
+    disc_rope(x, y, rows, d, inner, seq, theta, sign);                                                  \
+  }
+DISC_FLOATS(DISC_ROPE)
 
 // Gather and scatter_add over rows of `cols` floats. An index outside [0, rows) is skipped, and
 // one such position (plus one) is left in *bad for the host to report.
@@ -89,15 +132,15 @@ __device__ void disc_scatter_add(float* out, const I* idx, const float* u, disc_
     }
   }
 }
-#define DISC_INDEXED(I, SUFFIX)                                                                               \
-  extern "C" __global__ void disc_gather_##SUFFIX(const float* table, const I* idx, float* out, disc_i64 n,   \
-                                                  disc_i64 rows, disc_i64 cols, unsigned long long* bad) {    \
-    disc_gather(table, idx, out, n, rows, cols, bad);                                                         \
-  }                                                                                                           \
-  extern "C" __global__ void disc_scatter_add_##SUFFIX(float* out, const I* idx, const float* u, disc_i64 n,  \
-                                                       disc_i64 rows, disc_i64 cols, disc_i64 span,           \
-                                                       unsigned long long* bad) {                             \
-    disc_scatter_add(out, idx, u, n, rows, cols, span, bad);                                                  \
+#define DISC_INDEXED(I, SUFFIX)                                                                              \
+  extern "C" __global__ void disc_gather_##SUFFIX(const float* table, const I* idx, float* out, disc_i64 n,  \
+                                                  disc_i64 rows, disc_i64 cols, unsigned long long* bad) {   \
+    disc_gather(table, idx, out, n, rows, cols, bad);                                                        \
+  }                                                                                                          \
+  extern "C" __global__ void disc_scatter_add_##SUFFIX(float* out, const I* idx, const float* u, disc_i64 n, \
+                                                       disc_i64 rows, disc_i64 cols, disc_i64 span,          \
+                                                       unsigned long long* bad) {                            \
+    disc_scatter_add(out, idx, u, n, rows, cols, span, bad);                                                 \
   }
 DISC_INDEXED(int, i32)
 DISC_INDEXED(long long, i64)
@@ -170,11 +213,11 @@ extern "C" __global__ void disc_lce_loss(const double* terms, disc_i64 rows, dis
   *loss = (float)(count == 0 ? 0.0 : total / (double)count);
 }
 
-#define DISC_LCE(I, SUFFIX)                                                                                    \
-  extern "C" __global__ void __launch_bounds__(DISC_ROW_BLOCK)                                                  \
-      disc_lce_rows_##SUFFIX(float* g, const I* labels, disc_i64 n, disc_i64 classes, disc_i64 ignore,          \
-                             int counted, float scale, double* terms) {                                         \
-    disc_lce_rows(g, labels, n, classes, ignore, counted, scale, terms);                                        \
+#define DISC_LCE(I, SUFFIX)                                                                            \
+  extern "C" __global__ void __launch_bounds__(DISC_ROW_BLOCK)                                         \
+      disc_lce_rows_##SUFFIX(float* g, const I* labels, disc_i64 n, disc_i64 classes, disc_i64 ignore, \
+                             int counted, float scale, double* terms) {                                \
+    disc_lce_rows(g, labels, n, classes, ignore, counted, scale, terms);                               \
   }
 DISC_LCE(int, i32)
 DISC_LCE(long long, i64)
@@ -186,26 +229,26 @@ DISC_LCE(long long, i64)
 // its keys.
 #define DISC_UNROLL _Pragma("unroll")
 #define DISC_UNROLL_2 _Pragma("unroll 2")  // two keys' loads in flight together, where registers allow
-template <int D>
-__device__ __forceinline__ float disc_dot(const float* a, const float* b) {
+template <int D, typename A, typename B>
+__device__ __forceinline__ float disc_dot(const A* a, const B* b) {
   float s[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  DISC_UNROLL for (int e = 0; e < D; ++e) s[e % 8] += a[e] * b[e];
+  DISC_UNROLL for (int e = 0; e < D; ++e) s[e % 8] += disc_wide(a[e]) * disc_wide(b[e]);
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
-template <int N>
-__device__ __forceinline__ void disc_load(float* r, const float* x) {
-  DISC_UNROLL for (int e = 0; e < N; ++e) r[e] = x[e];
+template <int N, typename T>
+__device__ __forceinline__ void disc_load(float* r, const T* x) {
+  DISC_UNROLL for (int e = 0; e < N; ++e) r[e] = disc_wide(x[e]);
 }
-template <int N>
-__device__ __forceinline__ void disc_store(float* x, const float* r, float scale) {
-  DISC_UNROLL for (int e = 0; e < N; ++e) x[e] = scale * r[e];
+template <int N, typename T>
+__device__ __forceinline__ void disc_store(T* x, const float* r, float scale) {
+  DISC_UNROLL for (int e = 0; e < N; ++e) disc_put(x + e, scale * r[e]);
 }
-template <int N>
-__device__ __forceinline__ void disc_axpy(float* r, float a, const float* x) {  // r += a x
-  DISC_UNROLL for (int e = 0; e < N; ++e) r[e] += a * x[e];
+template <int N, typename T>
+__device__ __forceinline__ void disc_axpy(float* r, float a, const T* x) {  // r += a x
+  DISC_UNROLL for (int e = 0; e < N; ++e) r[e] += a * disc_wide(x[e]);
 }
-template <int D, int DV>
-__device__ void disc_attention_fwd(const float* q, const float* k, const float* v, float* o, disc_i64 heads,
+template <int D, int DV, typename T>
+__device__ void disc_attention_fwd(const T* q, const T* k, const T* v, T* o, disc_i64 heads,
                                    disc_i64 sq, disc_i64 sk, int causal, float scale) {
   DISC_FOR_ITEMS(t, heads * sq) {
     const disc_i64 h = t / sq, i = t % sq, end = causal ? i + 1 : sk;
@@ -216,9 +259,9 @@ __device__ void disc_attention_fwd(const float* q, const float* k, const float* 
     DISC_UNROLL_2 for (disc_i64 j = 0; j < end; ++j) {
       const float s = disc_dot<D>(qr, k + (h * sk + j) * D) * scale;
       const float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
-      const float* vj = v + (h * sk + j) * DV;
+      const T* vj = v + (h * sk + j) * DV;
       l = l * corr + p;
-      DISC_UNROLL for (int e = 0; e < DV; ++e) acc[e] = acc[e] * corr + p * vj[e];
+      DISC_UNROLL for (int e = 0; e < DV; ++e) acc[e] = acc[e] * corr + p * disc_wide(vj[e]);
       m = mn;
     }
     disc_store<DV>(o + t * DV, acc, l > 0.f ? 1.f / l : 0.f);
@@ -227,8 +270,8 @@ __device__ void disc_attention_fwd(const float* q, const float* k, const float* 
 // The backward pass, first per query row: the row's log-sum-exp, then dsum = sum_j p_j dp_j
 // (dp_j = dout . v_j), then dq = scale sum_j p_j (dp_j - dsum) k_j; lse and dsum go to stats for
 // the kernels per key row.
-template <int D, int DV>
-__device__ void disc_attention_bwd_q(const float* q, const float* k, const float* v, const float* dout, float* dq,
+template <int D, int DV, typename T>
+__device__ void disc_attention_bwd_q(const T* q, const T* k, const T* v, const T* dout, T* dq,
                                      float* stats, disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal,
                                      float scale) {
   DISC_FOR_ITEMS(t, heads * sq) {
@@ -250,7 +293,7 @@ __device__ void disc_attention_bwd_q(const float* q, const float* k, const float
       dsum += p * disc_dot<DV>(dr, v + (h * sk + j) * DV);
     }
     for (disc_i64 j = 0; j < end; ++j) {
-      const float* kj = k + (h * sk + j) * D;
+      const T* kj = k + (h * sk + j) * D;
       const float p = expf(disc_dot<D>(qr, kj) * scale - lse);
       disc_axpy<D>(acc, p * (disc_dot<DV>(dr, v + (h * sk + j) * DV) - dsum), kj);
     }
@@ -263,8 +306,8 @@ __device__ void disc_attention_bwd_q(const float* q, const float* k, const float
 // dk_j = scale sum_i p_ij (dp_ij - dsum_i) q_i in another (together they would hold four rows and
 // spill registers). For causal attention a thread starts at its group of 32's first key, so that
 // a warp's threads read the same q and dout rows together.
-template <int D, int DV>
-__device__ void disc_attention_bwd_v(const float* q, const float* k, const float* dout, const float* stats, float* dv,
+template <int D, int DV, typename T>
+__device__ void disc_attention_bwd_v(const T* q, const T* k, const T* dout, const float* stats, T* dv,
                                      disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
   DISC_FOR_ITEMS(t, heads * sk) {
     const disc_i64 h = t / sk, j = t % sk;
@@ -279,9 +322,9 @@ __device__ void disc_attention_bwd_v(const float* q, const float* k, const float
     disc_store<DV>(dv + t * DV, acc, 1.f);
   }
 }
-template <int D, int DV>
-__device__ void disc_attention_bwd_k(const float* q, const float* k, const float* v, const float* dout,
-                                     const float* stats, float* dk, disc_i64 heads, disc_i64 sq, disc_i64 sk,
+template <int D, int DV, typename T>
+__device__ void disc_attention_bwd_k(const T* q, const T* k, const T* v, const T* dout,
+                                     const float* stats, T* dk, disc_i64 heads, disc_i64 sq, disc_i64 sk,
                                      int causal, float scale) {
   DISC_FOR_ITEMS(t, heads * sk) {
     const disc_i64 h = t / sk, j = t % sk;
@@ -292,38 +335,43 @@ __device__ void disc_attention_bwd_k(const float* q, const float* k, const float
     for (disc_i64 i = causal ? j - j % 32 : 0; i < sq; ++i) {
       if (causal && i < j) continue;
       const disc_i64 row = h * sq + i;
-      const float* qi = q + row * D;
+      const T* qi = q + row * D;
       const float p = expf(disc_dot<D>(qi, kr) * scale - stats[2 * row]);
       disc_axpy<D>(acc, p * (disc_dot<DV>(dout + row * DV, vr) - stats[2 * row + 1]), qi);
     }
     disc_store<D>(dk + t * D, acc, scale);
   }
 }
-#define DISC_ATTENTION(D, DV)                                                                                   \
-  extern "C" __global__ void disc_attention_fwd_##D##_##DV(const float* q, const float* k, const float* v,      \
-                                                           float* o, disc_i64 heads, disc_i64 sq, disc_i64 sk,  \
-                                                           int causal, float scale) {                           \
-    disc_attention_fwd<D, DV>(q, k, v, o, heads, sq, sk, causal, scale);                                        \
-  }                                                                                                             \
-  extern "C" __global__ void disc_attention_bwd_q_##D##_##DV(const float* q, const float* k, const float* v,    \
-                                                             const float* dout, float* dq, float* stats,        \
-                                                             disc_i64 heads, disc_i64 sq, disc_i64 sk,          \
-                                                             int causal, float scale) {                         \
-    disc_attention_bwd_q<D, DV>(q, k, v, dout, dq, stats, heads, sq, sk, causal, scale);                        \
-  }                                                                                                             \
-  extern "C" __global__ void disc_attention_bwd_v_##D##_##DV(const float* q, const float* k, const float* dout,  \
-                                                             const float* stats, float* dv, disc_i64 heads,     \
-                                                             disc_i64 sq, disc_i64 sk, int causal,              \
-                                                             float scale) {                                     \
-    disc_attention_bwd_v<D, DV>(q, k, dout, stats, dv, heads, sq, sk, causal, scale);                           \
-  }                                                                                                             \
-  extern "C" __global__ void disc_attention_bwd_k_##D##_##DV(const float* q, const float* k, const float* v,    \
-                                                             const float* dout, const float* stats, float* dk,  \
-                                                             disc_i64 heads, disc_i64 sq, disc_i64 sk,          \
-                                                             int causal, float scale) {                         \
-    disc_attention_bwd_k<D, DV>(q, k, v, dout, stats, dk, heads, sq, sk, causal, scale);                        \
+#define DISC_ATTENTION(D, DV, T)                                                                           \
+  extern "C" __global__ void disc_attention_fwd_##D##_##DV(const T* q, const T* k, const T* v,             \
+                                                           T* o, disc_i64 heads, disc_i64 sq, disc_i64 sk, \
+                                                           int causal, float scale) {                      \
+    disc_attention_fwd<D, DV, T>(q, k, v, o, heads, sq, sk, causal, scale);                                \
+  }                                                                                                        \
+  extern "C" __global__ void disc_attention_bwd_q_##D##_##DV(const T* q, const T* k, const T* v,           \
+                                                             const T* dout, T* dq, float* stats,           \
+                                                             disc_i64 heads, disc_i64 sq, disc_i64 sk,     \
+                                                             int causal, float scale) {                    \
+    disc_attention_bwd_q<D, DV, T>(q, k, v, dout, dq, stats, heads, sq, sk, causal, scale);                \
+  }                                                                                                        \
+  extern "C" __global__ void disc_attention_bwd_v_##D##_##DV(const T* q, const T* k, const T* dout,        \
+                                                             const float* stats, T* dv, disc_i64 heads,    \
+                                                             disc_i64 sq, disc_i64 sk, int causal,         \
+                                                             float scale) {                                \
+    disc_attention_bwd_v<D, DV, T>(q, k, dout, stats, dv, heads, sq, sk, causal, scale);                   \
+  }                                                                                                        \
+  extern "C" __global__ void disc_attention_bwd_k_##D##_##DV(const T* q, const T* k, const T* v,           \
+                                                             const T* dout, const float* stats, T* dk,     \
+                                                             disc_i64 heads, disc_i64 sq, disc_i64 sk,     \
+                                                             int causal, float scale) {                    \
+    disc_attention_bwd_k<D, DV, T>(q, k, v, dout, stats, dk, heads, sq, sk, causal, scale);                \
   }
 )";
+
+}  // namespace
+
+std::string gpu_op_source() {
+  return std::string(gpu_half_source()) + kOps;
 }
 
 }  // namespace disc::jit

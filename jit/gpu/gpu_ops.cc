@@ -19,6 +19,18 @@ bool is_index(DType t) {
   return t == DType::kI32 || t == DType::kI64;
 }
 
+// The op source's element type for a float dtype, and the suffix of its kernels' names; null for
+// a type the float kernels do not take.
+const char* element_type(DType t) {
+  return t == DType::kF32    ? "float"
+         : t == DType::kBF16 ? "disc_bf16"
+         : t == DType::kF16  ? "disc_f16"
+                             : nullptr;
+}
+std::string suffix(DType t) {
+  return "_" + std::string(dtype_name(t));
+}
+
 // disc_perm in gpu_op_source.cc, field for field.
 struct Perm {
   long long out_dims[8];
@@ -34,16 +46,23 @@ bool GpuOps::handles(const ir::Node& n) {
     return std::all_of(operands.begin(), operands.end(),
                        [&](int i) { return n.operand(i)->dtype() == DType::kF32; });
   };
+  // f32, bf16 or f16, the same for each of `operands`.
+  auto floats = [&](std::initializer_list<int> operands) {
+    const DType t = n.operand(*operands.begin())->dtype();
+    return element_type(t) != nullptr && std::all_of(operands.begin(), operands.end(), [&](int i) {
+             return n.operand(i)->dtype() == t;
+           });
+  };
   if (op == "transpose") {
     const int64_t size = dtype_size(n.operand(0)->dtype());
-    return (size == 4 || size == 8) && n.operand(0)->rank() <= 8;
+    return (size == 2 || size == 4 || size == 8) && n.operand(0)->rank() <= 8;
   }
-  if (op == "rope") return all_f32({0});
+  if (op == "rope") return floats({0});
   if (op == "gather") return all_f32({0}) && is_index(n.operand(1)->dtype());
   if (op == "scatter_add") return all_f32({0, 2}) && is_index(n.operand(1)->dtype());
-  if (op == "attention") return all_f32({0, 1, 2});
-  if (op == "attention_grad") return all_f32({0, 1, 2, 3});
-  if (op == "linear_cross_entropy") return all_f32({0, 1}) && is_index(n.operand(2)->dtype());
+  if (op == "attention") return floats({0, 1, 2});
+  if (op == "attention_grad") return floats({0, 1, 2, 3});
+  if (op == "linear_cross_entropy") return floats({0, 1}) && is_index(n.operand(2)->dtype());
   return false;
 }
 
@@ -57,28 +76,30 @@ void GpuOps::run(const std::string& op, const ir::KernelArgs& a) {
 }
 
 // The function `name` of the op kernels' module, compiled and loaded on first use; attention's
-// kernels come in a module per head size (d, dv).
-devices::GpuDevice::Kernel GpuOps::kernel(const std::string& name, int d, int dv) {
+// kernels come in a module per head size (d, dv) and element type.
+devices::GpuDevice::Kernel GpuOps::kernel(const std::string& name, const Module& m) {
   std::lock_guard lock(mu_);
-  if (auto it = kernels_.find(name); it != kernels_.end()) return it->second;
+  const std::string key = name + suffix(m.type);
+  if (auto it = kernels_.find(key); it != kernels_.end()) return it->second;
   KernelRun unused;
-  return kernels_[name] = dev_.load_kernel(image(d, dv, unused), name);
+  return kernels_[key] = dev_.load_kernel(image(m, unused), name);
 }
 
-KernelRun GpuOps::prepare(int d, int dv) {
+KernelRun GpuOps::prepare(const Module& m) {
   std::lock_guard lock(mu_);
   KernelRun run;
-  image(d, dv, run);
+  image(m, run);
   return run;
 }
 
-// The module image for head sizes (d, dv) (d = 0: the other ops), compiled on first use; the
-// caller holds mu_.
-const std::string& GpuOps::image(int d, int dv, KernelRun& run) {
-  auto [it, added] = images_.try_emplace({d, dv});
+// The module image of `m`, compiled on first use; the caller holds mu_.
+const std::string& GpuOps::image(const Module& m, KernelRun& run) {
+  auto [it, added] = images_.try_emplace({m.d, m.dv, m.type});
   if (!added) return it->second;
   std::string source = gpu_op_source();
-  if (d > 0) source += "DISC_ATTENTION(" + std::to_string(d) + ", " + std::to_string(dv) + ")\n";
+  if (m.d > 0)
+    source += "DISC_ATTENTION(" + std::to_string(m.d) + ", " + std::to_string(m.dv) + ", " +
+              element_type(m.type) + ")\n";
   try {
     it->second = compile_(source, run);
   } catch (...) {
@@ -88,14 +109,14 @@ const std::string& GpuOps::image(int d, int dv, KernelRun& run) {
   return it->second;
 }
 
-void GpuOps::launch(const std::string& name, int64_t items, void** params, int d, int dv) {
+void GpuOps::launch(const std::string& name, int64_t items, void** params, const Module& m) {
   const int64_t blocks = std::clamp<int64_t>((items + kBlock - 1) / kBlock, 1, int64_t{1} << 30);
-  launch(name, {static_cast<unsigned>(blocks), kBlock, 0}, params, d, dv);
+  launch(name, {static_cast<unsigned>(blocks), kBlock, 0}, params, m);
 }
 
 void GpuOps::launch(const std::string& name, const devices::LaunchShape& shape, void** params,
-                    int d, int dv) {
-  dev_.launch(kernel(name, d, dv), shape, params);
+                    const Module& m) {
+  dev_.launch(kernel(name, m), shape, params);
 }
 
 void GpuOps::transpose(const ir::KernelArgs& a) {
@@ -110,7 +131,7 @@ void GpuOps::transpose(const ir::KernelArgs& a) {
   void* src = in.data;
   void* dst = out.data;
   void* params[] = {&src, &dst, &n, &p};
-  launch(dtype_size(in.dtype) == 4 ? "disc_transpose_4" : "disc_transpose_8", n, params);
+  launch("disc_transpose_" + std::to_string(dtype_size(in.dtype)), n, params);
 }
 
 void GpuOps::rope(const ir::KernelArgs& a) {
@@ -124,7 +145,7 @@ void GpuOps::rope(const ir::KernelArgs& a) {
   void* x = in.data;
   void* y = a.out[0].data;
   void* params[] = {&x, &y, &rows, &d, &inner, &seq, &theta, &sign};
-  launch("disc_rope", rows * (d / 2), params);
+  launch("disc_rope" + suffix(in.dtype), rows * (d / 2), params);
 }
 
 // gather(table, indices) and scatter_add(base, indices, updates) over rows of the table's
@@ -175,28 +196,53 @@ void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
   int causal = s.causal;
   float scale = static_cast<float>(s.scale);
   const std::string sizes = "_" + std::to_string(d) + "_" + std::to_string(dv);
+  const Module m{d, dv, a.in[0].dtype};
   void *pq = a.in[0].data, *pk = a.in[1].data, *pv = a.in[2].data;
   if (!grad) {
     void* o = a.out[0].data;
     void* params[] = {&pq, &pk, &pv, &o, &heads, &sq, &sk, &causal, &scale};
-    return launch("disc_attention_fwd" + sizes, heads * sq, params, d, dv);
+    return launch("disc_attention_fwd" + sizes, heads * sq, params, m);
   }
   void *dout = a.in[3].data, *dq = a.out[0].data, *dk = a.out[1].data, *ddv = a.out[2].data;
   void* stats =
       stats_.get(static_cast<size_t>(std::max<long long>(heads * sq, 1)) * 2 * sizeof(float));
   void* rows[] = {&pq, &pk, &pv, &dout, &dq, &stats, &heads, &sq, &sk, &causal, &scale};
-  launch("disc_attention_bwd_q" + sizes, heads * sq, rows, d, dv);
+  launch("disc_attention_bwd_q" + sizes, heads * sq, rows, m);
   void* values[] = {&pq, &pk, &dout, &stats, &ddv, &heads, &sq, &sk, &causal, &scale};
-  launch("disc_attention_bwd_v" + sizes, heads * sk, values, d, dv);
+  launch("disc_attention_bwd_v" + sizes, heads * sk, values, m);
   void* keys[] = {&pq, &pk, &pv, &dout, &stats, &dk, &heads, &sq, &sk, &causal, &scale};
-  launch("disc_attention_bwd_k" + sizes, heads * sk, keys, d, dv);
+  launch("disc_attention_bwd_k" + sizes, heads * sk, keys, m);
 }
 
 // linear_cross_entropy(h, w, labels) -> loss, dh, dw as devices/cpu/linear_cross_entropy.cc runs it
 // on the CPU: chunks of rows through the device's GEMM into a panel of logits, the panel's rows
 // by disc_lce_rows, two more GEMMs for dh's rows and dw's share. The labels are checked and
-// counted on the host, as the reference does.
+// counted on the host, as the reference does. 16-bit h and w are widened to f32 copies first, and
+// dh and dw, summed there in f32, rounded once into the results, as the CPU's widened head does.
 void GpuOps::linear_cross_entropy(const ir::KernelArgs& a) {
+  const DType type = a.in[0].dtype;
+  if (type == DType::kF32) return linear_cross_entropy_f32(a);
+  ir::KernelArgs wide = a;
+  GpuScratch* scratch[] = {&wide_h_, &wide_w_, &wide_dh_, &wide_dw_};
+  ir::TensorRef* refs[] = {&wide.in[0], &wide.in[1], &wide.out[1], &wide.out[2]};
+  for (int i = 0; i < 4; ++i) {
+    refs[i]->dtype = DType::kF32;
+    refs[i]->data = scratch[i]->get(static_cast<size_t>(std::max<int64_t>(refs[i]->bytes(), 1)));
+  }
+  convert("disc_widen" + suffix(type), a.in[0].data, wide.in[0].data, a.in[0].numel());
+  convert("disc_widen" + suffix(type), a.in[1].data, wide.in[1].data, a.in[1].numel());
+  linear_cross_entropy_f32(wide);
+  convert("disc_narrow" + suffix(type), wide.out[1].data, a.out[1].data, a.out[1].numel());
+  convert("disc_narrow" + suffix(type), wide.out[2].data, a.out[2].data, a.out[2].numel());
+}
+
+void GpuOps::convert(const std::string& kernel, const void* from, void* to, long long n) {
+  void* in = const_cast<void*>(from);
+  void* params[] = {&in, &to, &n};
+  launch(kernel, n, params);
+}
+
+void GpuOps::linear_cross_entropy_f32(const ir::KernelArgs& a) {
   const ir::TensorRef &h = a.in[0], &w = a.in[1], &labels = a.in[2];
   const bool tw = a.a().get_bool("transpose_w");
   long long rows = labels.numel(), classes = w.shape[tw ? 0 : 1],

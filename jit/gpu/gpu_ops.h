@@ -1,6 +1,8 @@
 // GPU kernels for the ops that fusion leaves alone and cuBLAS does not do: transpose, rope,
 // gather, scatter_add, attention, attention_grad and linear_cross_entropy (its GEMMs through the
-// device's, its rows by a kernel), on f32 (transpose on any 4- or 8-byte element). Without them
+// device's, its rows by a kernel), on f32 and on bf16 and f16 where the reference kernels take
+// them: rope, attention and the head compute in f32 and round what they store once, as the CPU
+// does (transpose on any 2-, 4- or 8-byte element, gather and scatter_add on f32). Without them
 // the executor stages such a node on the host: its operands copied over, the CPU kernel, its
 // results copied back. The kernels (gpu_op_source.h) are compiled on first use by
 // GpuKernelCompiler (NVRTC or hiprtc, cached on disk) and give the reference kernels' results
@@ -14,7 +16,8 @@
 //
 // Memory: attention_grad keeps two floats per query row between its kernels, gather and
 // scatter_add a flag for a bad index, linear_cross_entropy a panel of logits (as on the CPU, at
-// most devices::kCrossEntropyPanel bytes) and a double per row, in device memory of their own
+// most devices::kCrossEntropyPanel bytes) and a double per row, and for 16-bit operands f32
+// copies of h, w, dh and dw (as the CPU's widened head holds them), in device memory of their own
 // (outside the governor's cap, as the fused kernels' scratch is).
 #pragma once
 
@@ -22,6 +25,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include "devices/gpu/gpu_device.h"
 #include "ir/graph.h"
@@ -30,6 +34,13 @@
 #include "jit/gpu/gpu_scratch.h"
 
 namespace disc::jit {
+
+// A module of the op kernels: attention's for head sizes (d, dv) and element type `type`, or with
+// d = 0 the other ops'.
+struct GpuOpModule {
+  int d = 0, dv = 0;
+  DType type = DType::kF32;
+};
 
 class GpuOps {
  public:
@@ -48,9 +59,10 @@ class GpuOps {
   // reference kernels do, and for an op or type handles() refuses.
   void run(const std::string& op, const ir::KernelArgs& a);
 
-  // Compiles the module of the kernels for attention's head sizes (d, dv), or with d = 0 of the
-  // other ops, unless it is loaded already: before a step, so that no compile waits mid-step.
-  KernelRun prepare(int d = 0, int dv = 0);
+  using Module = GpuOpModule;
+  // Compiles module `m` unless it is loaded already: before a step, so that no compile waits
+  // mid-step.
+  KernelRun prepare(const Module& m = {});
 
   // Each op over device tensors (operands, then results, as KernelArgs hold them).
   void transpose(const ir::KernelArgs& a);
@@ -60,19 +72,23 @@ class GpuOps {
   void linear_cross_entropy(const ir::KernelArgs& a);
 
  private:
-  devices::GpuDevice::Kernel kernel(const std::string& name, int d = 0, int dv = 0);
-  const std::string& image(int d, int dv, KernelRun& run);
+  void linear_cross_entropy_f32(const ir::KernelArgs& a);
+  // n elements through disc_widen_* or disc_narrow_*.
+  void convert(const std::string& kernel, const void* from, void* to, long long n);
+  devices::GpuDevice::Kernel kernel(const std::string& name, const Module& m);
+  const std::string& image(const Module& m, KernelRun& run);
   // A thread per item (the kernels' grid-stride loops take any grid).
-  void launch(const std::string& name, int64_t items, void** params, int d = 0, int dv = 0);
-  void launch(const std::string& name, const devices::LaunchShape& shape, void** params, int d = 0,
-              int dv = 0);
+  void launch(const std::string& name, int64_t items, void** params, const Module& m = {});
+  void launch(const std::string& name, const devices::LaunchShape& shape, void** params,
+              const Module& m = {});
 
   devices::GpuDevice& dev_;
   Compile compile_;
   std::mutex mu_;
-  std::map<std::string, devices::GpuDevice::Kernel> kernels_;  // by function name
-  std::map<std::pair<int, int>, std::string> images_;          // modules by (d, dv)
+  std::map<std::string, devices::GpuDevice::Kernel> kernels_;  // by function name and type
+  std::map<std::tuple<int, int, DType>, std::string> images_;  // modules by (d, dv, type)
   GpuScratch flag_{dev_}, stats_{dev_}, panel_{dev_}, terms_{dev_};
+  GpuScratch wide_h_{dev_}, wide_w_{dev_}, wide_dh_{dev_}, wide_dw_{dev_};  // 16-bit heads' f32
 };
 
 }  // namespace disc::jit

@@ -169,12 +169,15 @@ std::vector<Case> op_cases() {
     c.push_back(op_case("reshape_" + T, {{"x", T + "[2, 7, 3]"}}, "reshape(%x) {shape = [14, 3]}",
                         {T + "[14, 3]"}));
   }
-  for (bool inverse : {false, true})
-    c.push_back(op_case(std::string("rope_") + (inverse ? "inverse" : "forward"),
-                        {{"x", "f32[3, 13, 2, 64]"}},
-                        std::string("rope(%x) {inverse = ") + (inverse ? "true" : "false") +
-                            ", seq_axis = 1, theta = 10000.0}",
-                        {"f32[3, 13, 2, 64]"}, 1e-5));
+  // 16-bit rope rounds once what f32 computes: within a unit of the type, as add_half_cases says.
+  for (const auto& [T, tol] :
+       {std::pair<std::string, double>{"f32", 1e-5}, {"bf16", 0x1p-7}, {"f16", 0x1p-9}})
+    for (bool inverse : {false, true})
+      c.push_back(op_case("rope_" + std::string(inverse ? "inverse_" : "forward_") + T,
+                          {{"x", T + "[3, 13, 2, 64]"}},
+                          std::string("rope(%x) {inverse = ") + (inverse ? "true" : "false") +
+                              ", seq_axis = 1, theta = 10000.0}",
+                          {T + "[3, 13, 2, 64]"}, tol));
   for (const char* it : {"i32", "i64"}) {
     const std::string I = it;
     for (const auto& [rows, cols, n] :

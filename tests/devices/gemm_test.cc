@@ -1,9 +1,10 @@
 // GEMM conformance: every device present (the CPU; an NVIDIA or AMD GPU where there is one; the
 // column-major BLAS mapping the GPUs use, run as a loop) runs the same cases against a plain
-// triple loop in double precision. Cases cover each transpose combination, single, batched,
-// strided-batch and shared-B layouts, accumulation into C, and awkward sizes (1, primes,
-// non-multiples of 16, one ~512^3 product). Padding between batch entries and after rows holds NaN:
-// reading it, or leaving C partly unwritten, shows up as a NaN in the result or a changed pad.
+// triple loop in double precision, in f32, f64, bf16 and f16. Cases cover each transpose
+// combination, single, batched, strided-batch and shared-B layouts, accumulation into C, and
+// awkward sizes (1, primes, non-multiples of 16, one ~512^3 product). Padding between batch entries
+// and after rows holds NaN: reading it, or leaving C partly unwritten, shows up as a NaN in the
+// result or a changed pad.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -14,10 +15,40 @@
 #include <string>
 #include <vector>
 
+#include "base/half.h"
 #include "devices/cuda/cuda_device.h"
 #include "devices/device.h"
 #include "devices/gpu/blas_gemm.h"
 #include "devices/hip/hip_device.h"
+
+namespace disc::devices {
+
+// A bf16 or f16 element as the cases handle f32 and f64 ones: made from a double (rounded once,
+// to nearest even), read as a double (exactly).
+template <DType kType>
+struct Half {
+  uint16_t bits = 0;
+  Half() = default;
+  explicit Half(double v) {
+    f32_to_half(kType, std::array{static_cast<float>(v)}.data(), &bits, 1);
+  }
+  operator double() const {
+    float f = 0;
+    half_to_f32(kType, &bits, &f, 1);
+    return f;
+  }
+};
+using Bf16 = Half<DType::kBF16>;
+using F16 = Half<DType::kF16>;
+
+}  // namespace disc::devices
+
+template <disc::DType kType>
+struct std::numeric_limits<disc::devices::Half<kType>> {
+  static disc::devices::Half<kType> quiet_NaN() {
+    return disc::devices::Half<kType>(std::numeric_limits<double>::quiet_NaN());
+  }
+};
 
 namespace disc::devices {
 namespace {
@@ -209,6 +240,10 @@ class ColumnMajorBlasLoop final : public Device {
     check_gemm_args(g);
     if (g.dtype == DType::kF32)
       blas_loop<float>(column_major(g));
+    else if (g.dtype == DType::kBF16)
+      blas_loop<Bf16>(column_major(g));
+    else if (g.dtype == DType::kF16)
+      blas_loop<F16>(column_major(g));
     else
       blas_loop<double>(column_major(g));
   }
@@ -255,8 +290,14 @@ TEST_P(GemmConformance, MatchesReference) {
   const GemmCase& t = GetParam();
   for (auto& dev : devices()) {
     SCOPED_TRACE(dev->name());
+    // 16-bit results are rounded once from f32 sums: within half a unit of the type (2^-9 and
+    // 2^-12 of the value) and the sum's f32 rounding.
     if (t.dtype == DType::kF32) {
       run_case<float>(*dev, t, 1e-4);
+    } else if (t.dtype == DType::kBF16) {
+      run_case<Bf16>(*dev, t, 0x1p-8);
+    } else if (t.dtype == DType::kF16) {
+      run_case<F16>(*dev, t, 0x1p-11);
     } else {
       run_case<double>(*dev, t, 1e-12);
     }
@@ -270,7 +311,7 @@ std::vector<GemmCase> small_cases() {
   const Layout layouts[] = {Layout::kSingle,  Layout::kBatched,       Layout::kPaddedBatch,
                             Layout::kSharedB, Layout::kSharedBPadded, Layout::kPaddedRows};
   std::vector<GemmCase> cases;
-  for (DType dtype : {DType::kF32, DType::kF64}) {
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
     for (Layout layout : layouts) {
       for (auto [m, n, k] : sizes) {
         for (int tr = 0; tr < 4; ++tr) {
@@ -290,8 +331,9 @@ std::vector<GemmCase> large_cases() {
   for (int tr = 0; tr < 4; ++tr) {
     cases.push_back({DType::kF32, Layout::kSingle, 512, 512, 512, bool(tr & 1), bool(tr >> 1)});
   }
-  // f64 runs the loop fallback: one layout is enough to cover it at size.
-  cases.push_back({DType::kF64, Layout::kSingle, 512, 512, 512, false, false});
+  // f64 runs the loop fallback: one layout is enough to cover it at size; so for bf16 and f16.
+  for (DType dtype : {DType::kF64, DType::kBF16, DType::kF16})
+    cases.push_back({dtype, Layout::kSingle, 512, 512, 512, false, false});
   return cases;
 }
 

@@ -216,23 +216,29 @@ TEST(Precision, AResumedF16RunContinuesBitForBit) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Precision, WhatNoKernelRunsIsRefusedNamingTheDeviceAndWhatItTakes) {
-  auto refused = [](DType p, const std::string& device) -> std::string {
+// TF32 is an NVIDIA tensor-core mode: elsewhere asking for it is an error, not silently f32.
+TEST(Precision, Tf32OffAnNvidiaGpuIsRefusedSayingWhere) {
+  for (const char* device : {"cpu", "sim-gpu"}) {
     try {
-      trainer(p, device);
+      Trainer t(ir::models::build_mlp({.in = 2, .classes = 2, .hidden = {2}, .max_batch = 1}),
+                {.device = device, .tf32 = true});
+      ADD_FAILURE() << device << " accepted tf32";
     } catch (const InvalidArgument& e) {
-      return e.what();
+      EXPECT_EQ(std::string(e.what()), "tf32 is a mode of NVIDIA GPUs' tensor cores; " +
+                                           std::string(device) +
+                                           " computes f32 matmuls in f32: drop tf32, or train on "
+                                           "cuda:N");
     }
-    return "accepted";
-  };
-  EXPECT_EQ(refused(DType::kBF16, "sim-gpu"),
-            "precision bf16 is not supported on sim-gpu yet: its kernels are f32 only; use f32 "
-            "there, or bf16 on cpu");
-  EXPECT_EQ(refused(DType::kF16, "sim-gpu"),
-            "precision f16 is not supported on sim-gpu yet: its kernels are f32 only; use f32 "
-            "there, or f16 on cpu");
-  EXPECT_EQ(refused(DType::kF64, "cpu"),
-            "precision f64 is not one disc trains in: use f32, bf16 or f16");
+  }
+}
+
+TEST(Precision, APrecisionDiscDoesNotTrainInIsRefusedNamingThoseItDoes) {
+  try {
+    trainer(DType::kF64, "cpu");
+    ADD_FAILURE() << "f64 accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_STREQ(e.what(), "precision f64 is not one disc trains in: use f32, bf16 or f16");
+  }
 }
 
 }  // namespace

@@ -37,6 +37,8 @@ static const disc_dim threadIdx = {0}, blockIdx = {0}, blockDim = {1}, gridDim =
 #define __syncthreads()
 static float __int_as_float(int i) { float f; memcpy(&f, &i, sizeof f); return f; }
 static double __longlong_as_double(long long i) { double d; memcpy(&d, &i, sizeof d); return d; }
+static float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, sizeof f); return f; }
+static unsigned __float_as_uint(float f) { unsigned i; memcpy(&i, &f, sizeof i); return i; }
 )";
 
 inline constexpr const char* kHostReductions = R"(
@@ -98,6 +100,7 @@ class CudaHostRunner {
                       : k.types[b] == DType::kI32  ? "int"
                       : k.types[b] == DType::kI64  ? "long long"
                       : k.types[b] == DType::kBool ? "unsigned char"
+                      : is_half_float(k.types[b])  ? "unsigned short"
                                                    : "float";
       return std::string("(") + (b < k.inputs ? "const " : "") + t + "*)b[" + std::to_string(b) +
              "]";

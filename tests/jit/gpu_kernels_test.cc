@@ -6,11 +6,16 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "devices/cuda/cuda_device.h"
 #include "devices/hip/hip_device.h"
+#include "ir/text_format.h"
+#include "jit/fusion/fused_op.h"
+#include "jit/fusion/fusion.h"
+#include "tests/jit/host_gpu_runtime.h"
 #include "tests/jit/kernel_check.h"
 #include "tests/jit/pattern_kernels.h"
 #include "tests/jit/scratch_dir.h"
@@ -72,6 +77,38 @@ TEST(GpuKernelCompiler, CachesBinariesOnDiskPerArchitecture) {
   EXPECT_FALSE(other.compile(softmax, 100, false).from_cache);
   EXPECT_FALSE(second.compile(KernelIR::parse(kRmsNorm), 100, false).from_cache);
   EXPECT_EQ(dir.files().size(), 4u);
+}
+
+// Every fused node runs on the GPU, 16-bit ones too: the SwiGLU of bf16 operands with an f32
+// residual and an f16 result loads, stores and rounds 16-bit values (fusion_test.cc's graph).
+TEST(GpuKernels, HandlesFusedNodesWithSixteenBitValues) {
+  auto g = ir::parse_graph(R"(graph @g {
+  sym R in [1, 300]
+  input %gate : bf16[R, 64]
+  input %up : bf16[R, 64]
+  input %x : f32[R, 64]
+  %s = silu(%gate) : bf16[R, 64]
+  %a = mul(%s, %up) : bf16[R, 64]
+  %a32 = cast(%a) {dtype = f32} : f32[R, 64]
+  %y = add(%x, %a32) : f32[R, 64]
+  %h = cast(%y) {dtype = f16} : f16[R, 64]
+  output y = %y
+  output h = %h
+}
+)");
+  const std::unique_ptr<ir::Graph> fused = apply_fusion(*g, plan_fusion(*g));
+  devices::GpuDevice dev(std::make_unique<HostGpuRuntime>(), 1);
+  const GpuKernels kernels(dev, "");
+  int nodes = 0;
+  for (const ir::Node* n : fused->nodes()) {
+    if (n->op().name != "fused") continue;
+    ++nodes;
+    const std::string code = kernel_of(n->attrs())->str();
+    EXPECT_NE(code.find("round_bf16"), std::string::npos) << code;
+    EXPECT_NE(code.find("round_f16"), std::string::npos) << code;
+    EXPECT_TRUE(kernels.handles(*n)) << code;
+  }
+  EXPECT_EQ(nodes, 1);
 }
 
 // On a GPU: every pattern against the interpreter, through device memory.

@@ -3,7 +3,8 @@
 // host build of the kernels' source (host_gpu_runtime.h: one thread strides over every item, which
 // is what each GPU thread computes for its own); NVRTC and hiprtc, where present, compile the
 // source for Hopper and AMD's CDNA 2 and RDNA 2; on a GPU (cuda:0 or hip:0) the kernels run there.
-// Transpose, gather and scatter_add must match bit for bit, rope and attention within f32 rounding.
+// Transpose, gather and scatter_add must match bit for bit, rope and attention within f32 rounding
+// (bf16 and f16 results within a unit in their last place).
 #include "jit/gpu/gpu_ops.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "base/half.h"
 #include "devices/cuda/cuda_device.h"
 #include "devices/hip/hip_device.h"
 #include "ir/op_registry.h"
@@ -52,6 +54,10 @@ Tensor random(DType t, std::vector<int64_t> shape, std::mt19937& rng, int64_t bo
   std::uniform_int_distribution<int64_t> index(0, std::max<int64_t>(bound - 1, 0));
   for (int64_t i = 0; i < n; ++i) {
     if (t == DType::kF32) reinterpret_cast<float*>(x.bytes.data())[i] = real(rng);
+    if (is_half_float(t)) {
+      const float v = real(rng);
+      f32_to_half(t, &v, reinterpret_cast<uint16_t*>(x.bytes.data()) + i, 1);
+    }
     if (t == DType::kI32)
       reinterpret_cast<int32_t*>(x.bytes.data())[i] = static_cast<int32_t>(index(rng));
     if (t == DType::kI64) reinterpret_cast<int64_t*>(x.bytes.data())[i] = index(rng);
@@ -83,17 +89,25 @@ std::vector<OpCase> cases(bool with_gemms) {
   transpose(DType::kF32, {2, 7, 3, 64}, {0, 2, 1, 3});
   transpose(DType::kF32, {3, 5, 1, 11}, {3, 1, 0, 2});
   transpose(DType::kI64, {5, 2, 3}, {2, 0, 1});
-  for (bool inverse : {false, true})
-    for (bool in_place : {false, true})
-      for (const std::vector<int64_t>& s :
-           {std::vector<int64_t>{1, 1, 1, 2}, {2, 7, 3, 8}, {3, 13, 2, 64}})
-        c.push_back(
-            {"rope",
-             {{"seq_axis", int64_t{1}}, {"theta", inverse ? 500.0 : 10000.0}, {"inverse", inverse}},
-             {random(DType::kF32, s, rng)},
-             {make(DType::kF32, s)},
-             1e-6,
-             in_place});
+  transpose(DType::kBF16, {2, 7, 3, 64}, {0, 2, 1, 3});
+  transpose(DType::kF16, {13, 17}, {1, 0});
+  // 16-bit results may differ from the reference by a unit in their last place (2^-8 for bf16,
+  // 2^-11 for f16): the f32 values they round from differ within f32 rounding.
+  const std::map<DType, double> tol = {
+      {DType::kF32, 1e-6}, {DType::kBF16, 8e-3}, {DType::kF16, 1e-3}};
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16})
+    for (bool inverse : {false, true})
+      for (bool in_place : {false, true})
+        for (const std::vector<int64_t>& s :
+             {std::vector<int64_t>{1, 1, 1, 2}, {2, 7, 3, 8}, {3, 13, 2, 64}})
+          c.push_back({"rope",
+                       {{"seq_axis", int64_t{1}},
+                        {"theta", inverse ? 500.0 : 10000.0},
+                        {"inverse", inverse}},
+                       {random(t, s, rng)},
+                       {make(t, s)},
+                       tol.at(t),
+                       in_place});
   for (DType it : {DType::kI32, DType::kI64})
     for (auto [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
                                  {11, 5, 6},
@@ -118,50 +132,48 @@ std::vector<OpCase> cases(bool with_gemms) {
     bool causal;
     double scale;
   };
-  for (const Attn& a :
-       {Attn{{1}, 1, 1, 4, 4, true, 0.5}, Attn{{2, 3}, 17, 17, 8, 8, true, 0.125},
-        Attn{{1, 2}, 5, 7, 16, 3, false, 0.3}, Attn{{1, 2}, 131, 131, 64, 64, true, 0.125}}) {
-    auto shape = [&](int64_t s, int64_t d) {
-      std::vector<int64_t> v = a.lead;
-      v.push_back(s), v.push_back(d);
-      return v;
-    };
-    const ir::Attributes attrs{{"causal", a.causal}, {"scale", a.scale}};
-    Tensor q = random(DType::kF32, shape(a.sq, a.d), rng),
-           k = random(DType::kF32, shape(a.sk, a.d), rng);
-    Tensor v = random(DType::kF32, shape(a.sk, a.dv), rng),
-           dout = random(DType::kF32, shape(a.sq, a.dv), rng);
-    c.push_back({"attention", attrs, {q, k, v}, {make(DType::kF32, shape(a.sq, a.dv))}, 2e-5});
-    c.push_back({"attention_grad",
-                 attrs,
-                 {q, k, v, dout},
-                 {make(DType::kF32, shape(a.sq, a.d)), make(DType::kF32, shape(a.sk, a.d)),
-                  make(DType::kF32, shape(a.sk, a.dv))},
-                 2e-5});
-  }
-  for (auto [rows, d, classes, tw] : {std::tuple<int64_t, int64_t, int64_t, bool>{1, 1, 1, false},
-                                      {13, 7, 29, true},
-                                      {300, 64, 1031, false},
-                                      {67, 32, 9001, true}}) {
-    if (!with_gemms) break;
-    Tensor labels = random(DType::kI64, {rows}, rng, classes);
-    if (rows > 2) reinterpret_cast<int64_t*>(labels.bytes.data())[2] = -100;  // ignored
-    c.push_back(
-        {"linear_cross_entropy",
-         {{"ignore_index", int64_t{-100}}, {"transpose_w", tw}},
-         {random(DType::kF32, {rows, d}, rng),
-          random(DType::kF32,
-                 tw ? std::vector<int64_t>{classes, d} : std::vector<int64_t>{d, classes}, rng),
-          labels},
-         {make(DType::kF32, {}), make(DType::kF32, {rows, d}),
-          make(DType::kF32,
-               tw ? std::vector<int64_t>{classes, d} : std::vector<int64_t>{d, classes})},
-         1e-4});
-  }
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16})
+    for (const Attn& a :
+         {Attn{{1}, 1, 1, 4, 4, true, 0.5}, Attn{{2, 3}, 17, 17, 8, 8, true, 0.125},
+          Attn{{1, 2}, 5, 7, 16, 3, false, 0.3}, Attn{{1, 2}, 131, 131, 64, 64, true, 0.125}}) {
+      auto shape = [&](int64_t s, int64_t d) {
+        std::vector<int64_t> v = a.lead;
+        v.push_back(s), v.push_back(d);
+        return v;
+      };
+      const ir::Attributes attrs{{"causal", a.causal}, {"scale", a.scale}};
+      const double at = t == DType::kF32 ? 2e-5 : tol.at(t);
+      Tensor q = random(t, shape(a.sq, a.d), rng), k = random(t, shape(a.sk, a.d), rng);
+      Tensor v = random(t, shape(a.sk, a.dv), rng), dout = random(t, shape(a.sq, a.dv), rng);
+      c.push_back({"attention", attrs, {q, k, v}, {make(t, shape(a.sq, a.dv))}, at});
+      c.push_back(
+          {"attention_grad",
+           attrs,
+           {q, k, v, dout},
+           {make(t, shape(a.sq, a.d)), make(t, shape(a.sk, a.d)), make(t, shape(a.sk, a.dv))},
+           at});
+    }
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16})
+    for (auto [rows, d, classes, tw] : {std::tuple<int64_t, int64_t, int64_t, bool>{1, 1, 1, false},
+                                        {13, 7, 29, true},
+                                        {300, 64, 1031, false},
+                                        {67, 32, 9001, true}}) {
+      if (!with_gemms) break;
+      Tensor labels = random(DType::kI64, {rows}, rng, classes);
+      if (rows > 2) reinterpret_cast<int64_t*>(labels.bytes.data())[2] = -100;  // ignored
+      const std::vector<int64_t> ws =
+          tw ? std::vector<int64_t>{classes, d} : std::vector<int64_t>{d, classes};
+      c.push_back({"linear_cross_entropy",
+                   {{"ignore_index", int64_t{-100}}, {"transpose_w", tw}},
+                   {random(t, {rows, d}, rng), random(t, ws, rng), labels},
+                   {make(DType::kF32, {}), make(t, {rows, d}), make(t, ws)},
+                   t == DType::kF32 ? 1e-4 : tol.at(t)});
+    }
   for (size_t i = 0; i < c.size(); ++i) {
     std::string shape;
     for (int64_t d : c[i].in[0].shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
-    c[i].name = "case " + std::to_string(i) + " " + c[i].op + " " + shape +
+    c[i].name = "case " + std::to_string(i) + " " + c[i].op + " " +
+                std::string(dtype_name(c[i].in[0].dtype)) + " " + shape +
                 (c[i].in_place ? " in place" : "");
   }
   return c;
@@ -201,6 +213,17 @@ void run_on(devices::GpuDevice& dev, GpuOps& ops, OpCase& c) {
   dev.synchronize();
 }
 
+// A float tensor's values as f32 (16-bit ones widened exactly).
+std::vector<float> widened(Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.ref().numel()));
+  if (t.dtype == DType::kF32)
+    std::memcpy(v.data(), t.bytes.data(), v.size() * sizeof(float));
+  else
+    half_to_f32(t.dtype, reinterpret_cast<const uint16_t*>(t.bytes.data()), v.data(),
+                static_cast<int64_t>(v.size()));
+  return v;
+}
+
 void expect_matches_reference(OpCase& c) {
   std::vector<Tensor> want = c.out;
   std::vector<ir::TensorRef> in, out;
@@ -213,9 +236,8 @@ void expect_matches_reference(OpCase& c) {
           << c.name << " result " << o;
       continue;
     }
-    const auto* got = reinterpret_cast<const float*>(c.out[o].bytes.data());
-    const auto* ref = reinterpret_cast<const float*>(want[o].bytes.data());
-    for (int64_t i = 0, n = want[o].ref().numel(); i < n; ++i)
+    const std::vector<float> got = widened(c.out[o]), ref = widened(want[o]);
+    for (size_t i = 0; i < ref.size(); ++i)
       ASSERT_NEAR(got[i], ref[i], c.tol * (1 + std::abs(ref[i])))
           << c.name << " result " << o << " [" << i << "]";
   }
@@ -249,12 +271,13 @@ void check_bad_index(devices::GpuDevice& dev, GpuOps& ops) {
   }
 }
 
-TEST(GpuOps, HandlesF32AndFourOrEightByteTransposes) {
+TEST(GpuOps, HandlesFloatsAndTwoFourOrEightByteTransposes) {
   // Shapes of a node do not matter here, its op and operand types do.
   ir::Graph g;
   ir::Value* x = g.add_argument("x", {DType::kF32, {2, 4, 6}}, ir::Role::kInput);
   ir::Value* h = g.add_argument("h", {DType::kF64, {2, 4, 6}}, ir::Role::kInput);
   ir::Value* b = g.add_argument("b", {DType::kBool, {2, 4, 6}}, ir::Role::kInput);
+  ir::Value* bf = g.add_argument("bf", {DType::kBF16, {2, 4, 6}}, ir::Role::kInput);
   auto node = [&](const std::string& op, std::vector<ir::Value*> in, ir::Attributes a = {}) {
     return g.add_node(op, in, std::move(a));
   };
@@ -262,7 +285,11 @@ TEST(GpuOps, HandlesF32AndFourOrEightByteTransposes) {
   EXPECT_TRUE(GpuOps::handles(*node("transpose", {h}, {{"perm", std::vector<int64_t>{1, 0, 2}}})));
   EXPECT_FALSE(GpuOps::handles(*node("transpose", {b}, {{"perm", std::vector<int64_t>{1, 0, 2}}})));
   EXPECT_TRUE(GpuOps::handles(*node("rope", {x})));
+  EXPECT_TRUE(GpuOps::handles(*node("transpose", {bf}, {{"perm", std::vector<int64_t>{1, 0, 2}}})));
   EXPECT_FALSE(GpuOps::handles(*node("rope", {h})));
+  EXPECT_TRUE(GpuOps::handles(*node("rope", {bf})));
+  EXPECT_TRUE(
+      GpuOps::handles(*node("attention", {bf, bf, bf}, {{"causal", true}, {"scale", 0.5}})));
   EXPECT_FALSE(GpuOps::handles(*node("exp", {x})));
 }
 
@@ -326,15 +353,16 @@ TEST(GpuOps, HostBuildOfTheCrossEntropyRowsMatchesTheReference) {
 TEST(GpuOps, SourceCompilesWithNvrtcForHopper) {
   std::string why;
   if (!RuntimeCompiler::available(GpuVendor::kNvidia, &why)) GTEST_SKIP() << "cannot: " << why;
-  for (const char* sizes : {"", "DISC_ATTENTION(64, 64)\n", "DISC_ATTENTION(16, 3)\n"}) {
+  for (const char* sizes :
+       {"", "DISC_ATTENTION(64, 64, disc_bf16)\n", "DISC_ATTENTION(16, 3, disc_f16)\n"}) {
     const GpuCode c = RuntimeCompiler::get(GpuVendor::kNvidia)
-                          .compile(std::string(gpu_op_source()) + sizes, "ops.cu", "sm_90");
+                          .compile(gpu_op_source() + sizes, "ops.cu", "sm_90");
     EXPECT_EQ(c.binary.compare(0, 4,
                                "\x7f"
                                "ELF"),
               0)
         << sizes;
-    EXPECT_NE(c.text.find(".entry disc_rope"), std::string::npos);
+    EXPECT_NE(c.text.find(".entry disc_rope_bf16"), std::string::npos);
     EXPECT_NE(c.text.find(".entry disc_lce_rows_i64"), std::string::npos);
   }
 }
@@ -345,7 +373,7 @@ TEST(GpuOps, SourceCompilesWithHiprtcForAmd) {
   for (const char* arch : {"gfx90a", "gfx1030"}) {
     const GpuCode c =
         RuntimeCompiler::get(GpuVendor::kAmd)
-            .compile(std::string(gpu_op_source()) + "DISC_ATTENTION(64, 64)\n", "ops.cu", arch);
+            .compile(gpu_op_source() + "DISC_ATTENTION(64, 64, disc_bf16)\n", "ops.cu", arch);
     EXPECT_FALSE(c.binary.empty()) << arch;
   }
 }

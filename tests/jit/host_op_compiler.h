@@ -37,18 +37,32 @@ extern "C" void disc_transpose_4_params(void** p) {
 extern "C" void disc_transpose_8_params(void** p) {
   disc_transpose_8(P(const unsigned long long*, 0), P(unsigned long long*, 1), P(disc_i64, 2), P(disc_perm, 3));
 }
-extern "C" void disc_rope_params(void** p) {
-  disc_rope(P(const float*, 0), P(float*, 1), P(disc_i64, 2), P(disc_i64, 3), P(disc_i64, 4), P(disc_i64, 5),
-            P(double, 6), P(double, 7));
+extern "C" void disc_transpose_2_params(void** p) {
+  disc_transpose_2(P(const unsigned short*, 0), P(unsigned short*, 1), P(disc_i64, 2), P(disc_perm, 3));
 }
-#define DISC_HOST_INDEXED(I, S)                                                                              \
-  extern "C" void disc_gather_##S##_params(void** p) {                                                       \
-    disc_gather_##S(P(const float*, 0), P(const I*, 1), P(float*, 2), P(disc_i64, 3), P(disc_i64, 4),         \
-                    P(disc_i64, 5), P(unsigned long long*, 6));                                              \
-  }                                                                                                          \
-  extern "C" void disc_scatter_add_##S##_params(void** p) {                                                  \
-    disc_scatter_add_##S(P(float*, 0), P(const I*, 1), P(const float*, 2), P(disc_i64, 3), P(disc_i64, 4),    \
-                         P(disc_i64, 5), P(disc_i64, 6), P(unsigned long long*, 7));                         \
+#define DISC_HOST_FLOAT(T, S)                                                                               \
+  extern "C" void disc_rope_##S##_params(void** p) {                                                        \
+    disc_rope_##S(P(const T*, 0), P(T*, 1), P(disc_i64, 2), P(disc_i64, 3), P(disc_i64, 4), P(disc_i64, 5), \
+                  P(double, 6), P(double, 7));                                                              \
+  }
+DISC_FLOATS(DISC_HOST_FLOAT)
+#define DISC_HOST_CONVERT(T, S)                                    \
+  extern "C" void disc_widen_##S##_params(void** p) {              \
+    disc_widen_##S(P(const T*, 0), P(float*, 1), P(disc_i64, 2));  \
+  }                                                                \
+  extern "C" void disc_narrow_##S##_params(void** p) {             \
+    disc_narrow_##S(P(const float*, 0), P(T*, 1), P(disc_i64, 2)); \
+  }
+DISC_HOST_CONVERT(disc_bf16, bf16)
+DISC_HOST_CONVERT(disc_f16, f16)
+#define DISC_HOST_INDEXED(I, S)                                                                            \
+  extern "C" void disc_gather_##S##_params(void** p) {                                                     \
+    disc_gather_##S(P(const float*, 0), P(const I*, 1), P(float*, 2), P(disc_i64, 3), P(disc_i64, 4),      \
+                    P(disc_i64, 5), P(unsigned long long*, 6));                                            \
+  }                                                                                                        \
+  extern "C" void disc_scatter_add_##S##_params(void** p) {                                                \
+    disc_scatter_add_##S(P(float*, 0), P(const I*, 1), P(const float*, 2), P(disc_i64, 3), P(disc_i64, 4), \
+                         P(disc_i64, 5), P(disc_i64, 6), P(unsigned long long*, 7));                       \
   }
 DISC_HOST_INDEXED(int, i32)
 DISC_HOST_INDEXED(long long, i64)
@@ -59,25 +73,25 @@ extern "C" void disc_lce_rows_i64_params(void** p) {
 extern "C" void disc_lce_loss_params(void** p) {
   disc_lce_loss(P(const double*, 0), P(disc_i64, 1), P(disc_i64, 2), P(float*, 3));
 }
-#define DISC_HOST_ATTENTION(D, DV)                                                                           \
-  extern "C" void disc_attention_fwd_##D##_##DV##_params(void** p) {                                         \
-    disc_attention_fwd_##D##_##DV(P(const float*, 0), P(const float*, 1), P(const float*, 2), P(float*, 3),   \
-                                  P(disc_i64, 4), P(disc_i64, 5), P(disc_i64, 6), P(int, 7), P(float, 8));    \
-  }                                                                                                          \
-  extern "C" void disc_attention_bwd_q_##D##_##DV##_params(void** p) {                                       \
-    disc_attention_bwd_q_##D##_##DV(P(const float*, 0), P(const float*, 1), P(const float*, 2),               \
-                                    P(const float*, 3), P(float*, 4), P(float*, 5), P(disc_i64, 6),           \
-                                    P(disc_i64, 7), P(disc_i64, 8), P(int, 9), P(float, 10));                 \
-  }                                                                                                          \
-  extern "C" void disc_attention_bwd_v_##D##_##DV##_params(void** p) {                                       \
-    disc_attention_bwd_v_##D##_##DV(P(const float*, 0), P(const float*, 1), P(const float*, 2),               \
-                                    P(const float*, 3), P(float*, 4), P(disc_i64, 5), P(disc_i64, 6),         \
-                                    P(disc_i64, 7), P(int, 8), P(float, 9));                                  \
-  }                                                                                                          \
-  extern "C" void disc_attention_bwd_k_##D##_##DV##_params(void** p) {                                       \
-    disc_attention_bwd_k_##D##_##DV(P(const float*, 0), P(const float*, 1), P(const float*, 2),               \
-                                    P(const float*, 3), P(const float*, 4), P(float*, 5), P(disc_i64, 6),     \
-                                    P(disc_i64, 7), P(disc_i64, 8), P(int, 9), P(float, 10));                 \
+#define DISC_HOST_ATTENTION(D, DV, T)                                                                         \
+  extern "C" void disc_attention_fwd_##D##_##DV##_params(void** p) {                                          \
+    disc_attention_fwd_##D##_##DV(P(const T*, 0), P(const T*, 1), P(const T*, 2), P(T*, 3), P(disc_i64, 4),   \
+                                  P(disc_i64, 5), P(disc_i64, 6), P(int, 7), P(float, 8));                    \
+  }                                                                                                           \
+  extern "C" void disc_attention_bwd_q_##D##_##DV##_params(void** p) {                                        \
+    disc_attention_bwd_q_##D##_##DV(P(const T*, 0), P(const T*, 1), P(const T*, 2), P(const T*, 3), P(T*, 4), \
+                                    P(float*, 5), P(disc_i64, 6), P(disc_i64, 7), P(disc_i64, 8), P(int, 9),  \
+                                    P(float, 10));                                                            \
+  }                                                                                                           \
+  extern "C" void disc_attention_bwd_v_##D##_##DV##_params(void** p) {                                        \
+    disc_attention_bwd_v_##D##_##DV(P(const T*, 0), P(const T*, 1), P(const T*, 2), P(const float*, 3),       \
+                                    P(T*, 4), P(disc_i64, 5), P(disc_i64, 6), P(disc_i64, 7), P(int, 8),      \
+                                    P(float, 9));                                                             \
+  }                                                                                                           \
+  extern "C" void disc_attention_bwd_k_##D##_##DV##_params(void** p) {                                        \
+    disc_attention_bwd_k_##D##_##DV(P(const T*, 0), P(const T*, 1), P(const T*, 2), P(const T*, 3),           \
+                                    P(const float*, 4), P(T*, 5), P(disc_i64, 6), P(disc_i64, 7),             \
+                                    P(disc_i64, 8), P(int, 9), P(float, 10));                                 \
   }
 )";
 
@@ -92,7 +106,7 @@ class HostOpCompiler {
     std::istringstream lines(source);
     for (std::string line; std::getline(lines, line);)
       if (line.rfind("DISC_ATTENTION(", 0) == 0)
-        entries += "DISC_HOST_" + line.substr(5) + "\n";  // DISC_HOST_ATTENTION(D, DV)
+        entries += "DISC_HOST_" + line.substr(5) + "\n";  // DISC_HOST_ATTENTION(D, DV, T)
     const std::string cc = so + ".cc";
     std::ofstream(cc) << kHostPrelude << kHostAtomics << source << entries;
     const std::string cmd =

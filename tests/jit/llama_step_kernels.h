@@ -17,12 +17,16 @@ struct StepKernel {
   std::vector<int64_t> extents;  // a static extent alone (its constants, a vocabulary, assume it)
 };
 
-inline std::vector<StepKernel> llama_step_kernels(size_t* groups = nullptr) {
+// With `precision` bf16 or f16, the matmuls' dtype (TrainerOptions::precision): kernels that
+// load, store and round 16-bit values.
+inline std::vector<StepKernel> llama_step_kernels(size_t* groups = nullptr,
+                                                  DType precision = DType::kF32) {
   ir::models::LlamaConfig c;
   c.vocab = 32, c.hidden = 64, c.layers = 1, c.heads = 4, c.kv_heads = 2, c.ffn = 172;
   c.max_seq = 64;
   engine::TrainerOptions options;
   options.optimizer.clip_norm = 1.0;
+  options.precision = precision;
   const engine::CompiledStep step = engine::Pipeline(options).run(ir::models::build_llama(c));
   const FusionPlan& plan = *step.fusion;
   if (groups) *groups = plan.groups.size();

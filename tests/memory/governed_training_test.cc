@@ -258,7 +258,6 @@ TEST_P(GovernedTraining, OffloadOnTheSimulatedDeviceGivesTheSameNumbers) {
 // for bit, with and without a cap (offload included).
 TEST_P(GovernedTraining, TheGpuPathGivesTheCpusNumbersOnMemoryTheHostCannotAddress) {
   const std::string family = GetParam();
-  if (family.ends_with("16")) GTEST_SKIP() << "bf16 and f16 run on host devices only so far";
   const Outcome free_run = train(family, {});
   const Outcome gpu = train(family, {}, "sim-gpu");
   expect_same_numbers(free_run, gpu);
@@ -289,7 +288,9 @@ TEST(GpuPath, TheOpsStagedOnTheHostAreNamed) {
 }
 
 // On a real GPU (cuda:0 or hip:0, where there is one): the losses follow the CPU's within f32
-// rounding (cuBLAS and the GPU kernels sum in other orders), with and without a cap.
+// rounding (cuBLAS and the GPU kernels sum in other orders), with and without a cap. In bf16 and
+// f16 a value that lands near a rounding boundary may round the other way, a unit of the type,
+// so the losses there follow within 2%.
 TEST_P(GovernedTraining, OnAGpuTheLossesFollowTheCpusWithinRounding) {
   std::string device;
   if (devices::cuda::cuda_device_count() > 0)
@@ -298,7 +299,7 @@ TEST_P(GovernedTraining, OnAGpuTheLossesFollowTheCpusWithinRounding) {
     device = "hip:0";
   if (device.empty()) GTEST_SKIP() << "no GPU here";
   const std::string family = GetParam();
-  if (family.ends_with("16")) GTEST_SKIP() << "bf16 and f16 run on host devices only so far";
+  const double tol = family.ends_with("16") ? 2e-2 : 1e-3;
   const Outcome cpu = train(family, {});
   auto [smallest, bound] = feasible_and_bound(family, {.cap = 1 << 30, .offload = true}, device);
   for (const memory::GovernorOptions& m :
@@ -306,7 +307,7 @@ TEST_P(GovernedTraining, OnAGpuTheLossesFollowTheCpusWithinRounding) {
     const Outcome gpu = train(family, m, device);
     ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
     for (size_t i = 0; i < cpu.losses.size(); ++i)
-      EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 * std::fabs(cpu.losses[i])) << i;
+      EXPECT_NEAR(gpu.losses[i], cpu.losses[i], tol * std::fabs(cpu.losses[i])) << i;
     if (m.cap > 0) EXPECT_LE(gpu.reserved_peak, m.cap);
   }
 }
