@@ -1,10 +1,11 @@
 // The CUDA C of the GPU op kernels (gpu_ops.h). Every kernel gives one thread one item of work
-// (an element, a row, a column) in a grid-stride loop, with no shared memory and no warp
-// collectives: any grid runs it, the same item always runs the same arithmetic in the same order
-// (no atomics in a sum), and the host build that the tests make of this source (one thread, one
-// block) computes exactly what a GPU does. Attention's kernels take the head sizes as template
-// arguments and their element type (f32, bf16 or f16), so that a row's operands and accumulators
-// stay in registers; DISC_ATTENTION(D, DV, T) instantiates them, one type per module.
+// (an element, a row, a column) in a grid-stride loop, with no warp collectives: any grid runs it,
+// the same item always runs the same arithmetic in the same order (no atomics in a sum), and the
+// host build that the tests make of this source (one thread, one block) computes exactly what a
+// GPU does. Attention's kernels share the rows they read through shared memory, each thread still
+// going over them in its own order. They take the head sizes as template arguments and their
+// element type (f32, bf16 or f16), so that a row's operands and accumulators stay in registers;
+// DISC_ATTENTION(D, DV, T) instantiates them, one type per module.
 #include "jit/gpu/gpu_op_source.h"
 
 #include "jit/gpu/half_source.h"
@@ -223,12 +224,16 @@ DISC_LCE(int, i32)
 DISC_LCE(long long, i64)
 
 // Attention over q [heads, sq, D], k [heads, sk, D], v [heads, sk, DV]; causal: query i sees keys
-// 0..i. Every loop over a head dim is unrolled, so that a row's operands and sums stay in
-// registers, and a dot product keeps eight partial sums, so that its multiply-adds overlap instead
-// of each waiting for the last. The forward pass: a thread per query row, an online softmax over
-// its keys.
+// 0..i. A thread per row (a query row; in the gradient's dk and dv kernels a key row), a block per
+// tile of blockDim.x rows of one head. The block loads the rows its threads go over (keys, or
+// query rows) a tile of DISC_TILE at a time into shared memory, widened to f32, all its threads
+// together; then each thread goes over the tile's rows for its own row, exactly as it would over
+// global memory: the same arithmetic in the same order, so the same bits, with each key read once
+// per block instead of once per row. Every loop over a head dim is unrolled, so that a row's
+// operands and sums stay in registers, and a dot product keeps eight partial sums, so that its
+// multiply-adds overlap instead of each waiting for the last.
 #define DISC_UNROLL _Pragma("unroll")
-#define DISC_UNROLL_2 _Pragma("unroll 2")  // two keys' loads in flight together, where registers allow
+#define DISC_TILE 32
 template <int D, typename A, typename B>
 __device__ __forceinline__ float disc_dot(const A* a, const B* b) {
   float s[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -247,56 +252,90 @@ template <int N, typename T>
 __device__ __forceinline__ void disc_axpy(float* r, float a, const T* x) {  // r += a x
   DISC_UNROLL for (int e = 0; e < N; ++e) r[e] += a * disc_wide(x[e]);
 }
+__device__ __forceinline__ disc_i64 disc_min(disc_i64 a, disc_i64 b) { return a < b ? a : b; }
+// Rows [lo, hi) of x (NX values a row) and of y (NY; y may be null), n rows there, a tile at a time
+// in xs and ys; for each tile, f(r, xs_r, ys_r) for this thread's rows r in [from, to), in order.
+// Every thread of the block calls it with the same lo and hi, as it synchronises the block; a
+// thread without a row passes from = to.
+template <int NX, int NY, typename T, typename F>
+__device__ __forceinline__ void disc_tiles(float (*xs)[NX], float (*ys)[NY], const T* x, const T* y, disc_i64 n,
+                                           disc_i64 lo, disc_i64 hi, disc_i64 from, disc_i64 to, F f) {
+  for (disc_i64 r0 = lo; r0 < hi; r0 += DISC_TILE) {
+    __syncthreads();  // the last tile's readers are done with it
+    for (int e = threadIdx.x; e < DISC_TILE * NX; e += blockDim.x)
+      xs[e / NX][e % NX] = r0 + e / NX < n ? disc_wide(x[(r0 + e / NX) * NX + e % NX]) : 0.f;
+    if (y)
+      for (int e = threadIdx.x; e < DISC_TILE * NY; e += blockDim.x)
+        ys[e / NY][e % NY] = r0 + e / NY < n ? disc_wide(y[(r0 + e / NY) * NY + e % NY]) : 0.f;
+    __syncthreads();
+    const disc_i64 first = from > r0 ? from : r0, last = disc_min(to, r0 + DISC_TILE);
+    for (disc_i64 r = first; r < last; ++r) f(r, xs[r - r0], ys[r - r0]);
+  }
+}
+// The block tiles of `rows` rows per head: tile b is head b / tiles, rows from (b % tiles) * blockDim.x.
+#define DISC_FOR_TILES(b, heads, rows) \
+  for (disc_i64 b = blockIdx.x; b < (heads) * (((rows) + blockDim.x - 1) / blockDim.x); b += gridDim.x)
+
+// The forward pass: an online softmax over the row's keys.
 template <int D, int DV, typename T>
-__device__ void disc_attention_fwd(const T* q, const T* k, const T* v, T* o, disc_i64 heads,
-                                   disc_i64 sq, disc_i64 sk, int causal, float scale) {
-  DISC_FOR_ITEMS(t, heads * sq) {
-    const disc_i64 h = t / sq, i = t % sq, end = causal ? i + 1 : sk;
+__device__ void disc_attention_fwd(const T* q, const T* k, const T* v, T* o, disc_i64 heads, disc_i64 sq, disc_i64 sk,
+                                   int causal, float scale) {
+  __shared__ float ks[DISC_TILE][D], vs[DISC_TILE][DV];
+  const disc_i64 tiles = (sq + blockDim.x - 1) / blockDim.x;
+  DISC_FOR_TILES(b, heads, sq) {
+    const disc_i64 h = b / tiles, i0 = b % tiles * blockDim.x, i = i0 + threadIdx.x, t = h * sq + i;
+    const bool mine = i < sq;
+    const disc_i64 end = !mine ? 0 : causal ? i + 1 : sk;
+    const disc_i64 block_end = causal ? disc_min(disc_min(i0 + blockDim.x, sq), sk) : sk;
     float qr[D], acc[DV];
-    disc_load<D>(qr, q + t * D);
+    if (mine) disc_load<D>(qr, q + t * D);
     DISC_UNROLL for (int e = 0; e < DV; ++e) acc[e] = 0.f;
     float m = DISC_NEG_INF, l = 0.f;
-    DISC_UNROLL_2 for (disc_i64 j = 0; j < end; ++j) {
-      const float s = disc_dot<D>(qr, k + (h * sk + j) * D) * scale;
-      const float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
-      const T* vj = v + (h * sk + j) * DV;
-      l = l * corr + p;
-      DISC_UNROLL for (int e = 0; e < DV; ++e) acc[e] = acc[e] * corr + p * disc_wide(vj[e]);
-      m = mn;
-    }
-    disc_store<DV>(o + t * DV, acc, l > 0.f ? 1.f / l : 0.f);
+    disc_tiles<D, DV>(ks, vs, k + h * sk * D, v + h * sk * DV, sk, 0, block_end, 0, end,
+                      [&](disc_i64, const float* kj, const float* vj) {
+                        const float s = disc_dot<D>(qr, kj) * scale;
+                        const float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
+                        l = l * corr + p;
+                        DISC_UNROLL for (int e = 0; e < DV; ++e) acc[e] = acc[e] * corr + p * vj[e];
+                        m = mn;
+                      });
+    if (mine) disc_store<DV>(o + t * DV, acc, l > 0.f ? 1.f / l : 0.f);
   }
 }
 // The backward pass, first per query row: the row's log-sum-exp, then dsum = sum_j p_j dp_j
 // (dp_j = dout . v_j), then dq = scale sum_j p_j (dp_j - dsum) k_j; lse and dsum go to stats for
 // the kernels per key row.
 template <int D, int DV, typename T>
-__device__ void disc_attention_bwd_q(const T* q, const T* k, const T* v, const T* dout, T* dq,
-                                     float* stats, disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal,
-                                     float scale) {
-  DISC_FOR_ITEMS(t, heads * sq) {
-    const disc_i64 h = t / sq, i = t % sq, end = causal ? i + 1 : sk;
+__device__ void disc_attention_bwd_q(const T* q, const T* k, const T* v, const T* dout, T* dq, float* stats,
+                                     disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
+  __shared__ float ks[DISC_TILE][D], vs[DISC_TILE][DV];
+  const disc_i64 tiles = (sq + blockDim.x - 1) / blockDim.x;
+  DISC_FOR_TILES(b, heads, sq) {
+    const disc_i64 h = b / tiles, i0 = b % tiles * blockDim.x, i = i0 + threadIdx.x, t = h * sq + i;
+    const bool mine = i < sq;
+    const disc_i64 end = !mine ? 0 : causal ? i + 1 : sk;
+    const disc_i64 block_end = causal ? disc_min(disc_min(i0 + blockDim.x, sq), sk) : sk;
+    const T *kh = k + h * sk * D, *vh = v + h * sk * DV;
     float qr[D], dr[DV], acc[D];
-    disc_load<D>(qr, q + t * D);
-    disc_load<DV>(dr, dout + t * DV);
+    if (mine) disc_load<D>(qr, q + t * D), disc_load<DV>(dr, dout + t * DV);
     DISC_UNROLL for (int e = 0; e < D; ++e) acc[e] = 0.f;
     float m = DISC_NEG_INF, l = 0.f;
-    for (disc_i64 j = 0; j < end; ++j) {
-      const float s = disc_dot<D>(qr, k + (h * sk + j) * D) * scale, mn = fmaxf(m, s);
+    disc_tiles<D, DV>(ks, vs, kh, (const T*)0, sk, 0, block_end, 0, end, [&](disc_i64, const float* kj, const float*) {
+      const float s = disc_dot<D>(qr, kj) * scale, mn = fmaxf(m, s);
       l = l * expf(m - mn) + expf(s - mn);
       m = mn;
-    }
+    });
     const float lse = m + logf(l);
     float dsum = 0.f;
-    for (disc_i64 j = 0; j < end; ++j) {
-      const float p = expf(disc_dot<D>(qr, k + (h * sk + j) * D) * scale - lse);
-      dsum += p * disc_dot<DV>(dr, v + (h * sk + j) * DV);
-    }
-    for (disc_i64 j = 0; j < end; ++j) {
-      const T* kj = k + (h * sk + j) * D;
+    disc_tiles<D, DV>(ks, vs, kh, vh, sk, 0, block_end, 0, end, [&](disc_i64, const float* kj, const float* vj) {
       const float p = expf(disc_dot<D>(qr, kj) * scale - lse);
-      disc_axpy<D>(acc, p * (disc_dot<DV>(dr, v + (h * sk + j) * DV) - dsum), kj);
-    }
+      dsum += p * disc_dot<DV>(dr, vj);
+    });
+    disc_tiles<D, DV>(ks, vs, kh, vh, sk, 0, block_end, 0, end, [&](disc_i64, const float* kj, const float* vj) {
+      const float p = expf(disc_dot<D>(qr, kj) * scale - lse);
+      disc_axpy<D>(acc, p * (disc_dot<DV>(dr, vj) - dsum), kj);
+    });
+    if (!mine) continue;
     disc_store<D>(dq + t * D, acc, scale);
     stats[2 * t] = lse;
     stats[2 * t + 1] = dsum;
@@ -304,42 +343,44 @@ __device__ void disc_attention_bwd_q(const T* q, const T* k, const T* v, const T
 }
 // Then per key row j, over the query rows that see it: dv_j = sum_i p_ij dout_i in one kernel,
 // dk_j = scale sum_i p_ij (dp_ij - dsum_i) q_i in another (together they would hold four rows and
-// spill registers). For causal attention a thread starts at its group of 32's first key, so that
-// a warp's threads read the same q and dout rows together.
+// spill registers).
 template <int D, int DV, typename T>
 __device__ void disc_attention_bwd_v(const T* q, const T* k, const T* dout, const float* stats, T* dv,
                                      disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
-  DISC_FOR_ITEMS(t, heads * sk) {
-    const disc_i64 h = t / sk, j = t % sk;
+  __shared__ float qs[DISC_TILE][D], ds[DISC_TILE][DV];
+  const disc_i64 tiles = (sk + blockDim.x - 1) / blockDim.x;
+  DISC_FOR_TILES(b, heads, sk) {
+    const disc_i64 h = b / tiles, j0 = b % tiles * blockDim.x, j = j0 + threadIdx.x, t = h * sk + j;
+    const bool mine = j < sk;
     float kr[D], acc[DV];
-    disc_load<D>(kr, k + t * D);
+    if (mine) disc_load<D>(kr, k + t * D);
     DISC_UNROLL for (int e = 0; e < DV; ++e) acc[e] = 0.f;
-    DISC_UNROLL_2 for (disc_i64 i = causal ? j - j % 32 : 0; i < sq; ++i) {
-      if (causal && i < j) continue;
-      const disc_i64 row = h * sq + i;
-      disc_axpy<DV>(acc, expf(disc_dot<D>(q + row * D, kr) * scale - stats[2 * row]), dout + row * DV);
-    }
-    disc_store<DV>(dv + t * DV, acc, 1.f);
+    const float* sh = stats + 2 * h * sq;
+    disc_tiles<D, DV>(qs, ds, q + h * sq * D, dout + h * sq * DV, sq, causal ? disc_min(j0, sq) : 0, sq,
+                      !mine ? sq : causal ? j : 0, sq, [&](disc_i64 i, const float* qi, const float* di) {
+                        disc_axpy<DV>(acc, expf(disc_dot<D>(qi, kr) * scale - sh[2 * i]), di);
+                      });
+    if (mine) disc_store<DV>(dv + t * DV, acc, 1.f);
   }
 }
 template <int D, int DV, typename T>
-__device__ void disc_attention_bwd_k(const T* q, const T* k, const T* v, const T* dout,
-                                     const float* stats, T* dk, disc_i64 heads, disc_i64 sq, disc_i64 sk,
-                                     int causal, float scale) {
-  DISC_FOR_ITEMS(t, heads * sk) {
-    const disc_i64 h = t / sk, j = t % sk;
+__device__ void disc_attention_bwd_k(const T* q, const T* k, const T* v, const T* dout, const float* stats, T* dk,
+                                     disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
+  __shared__ float qs[DISC_TILE][D], ds[DISC_TILE][DV];
+  const disc_i64 tiles = (sk + blockDim.x - 1) / blockDim.x;
+  DISC_FOR_TILES(b, heads, sk) {
+    const disc_i64 h = b / tiles, j0 = b % tiles * blockDim.x, j = j0 + threadIdx.x, t = h * sk + j;
+    const bool mine = j < sk;
     float kr[D], vr[DV], acc[D];
-    disc_load<D>(kr, k + t * D);
-    disc_load<DV>(vr, v + t * DV);
+    if (mine) disc_load<D>(kr, k + t * D), disc_load<DV>(vr, v + t * DV);
     DISC_UNROLL for (int e = 0; e < D; ++e) acc[e] = 0.f;
-    for (disc_i64 i = causal ? j - j % 32 : 0; i < sq; ++i) {
-      if (causal && i < j) continue;
-      const disc_i64 row = h * sq + i;
-      const T* qi = q + row * D;
-      const float p = expf(disc_dot<D>(qi, kr) * scale - stats[2 * row]);
-      disc_axpy<D>(acc, p * (disc_dot<DV>(dout + row * DV, vr) - stats[2 * row + 1]), qi);
-    }
-    disc_store<D>(dk + t * D, acc, scale);
+    const float* sh = stats + 2 * h * sq;
+    disc_tiles<D, DV>(qs, ds, q + h * sq * D, dout + h * sq * DV, sq, causal ? disc_min(j0, sq) : 0, sq,
+                      !mine ? sq : causal ? j : 0, sq, [&](disc_i64 i, const float* qi, const float* di) {
+                        const float p = expf(disc_dot<D>(qi, kr) * scale - sh[2 * i]);
+                        disc_axpy<D>(acc, p * (disc_dot<DV>(di, vr) - sh[2 * i + 1]), qi);
+                      });
+    if (mine) disc_store<D>(dk + t * D, acc, scale);
   }
 }
 #define DISC_ATTENTION(D, DV, T)                                                                           \

@@ -31,6 +31,11 @@ std::string suffix(DType t) {
   return "_" + std::string(dtype_name(t));
 }
 
+// Threads for attention's kernels, which run a block per tile of kBlock rows of one head.
+int64_t tiled(int64_t heads, int64_t rows) {
+  return heads * ((rows + kBlock - 1) / kBlock) * kBlock;
+}
+
 // disc_perm in gpu_op_source.cc, field for field.
 struct Perm {
   long long out_dims[8];
@@ -201,17 +206,17 @@ void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
   if (!grad) {
     void* o = a.out[0].data;
     void* params[] = {&pq, &pk, &pv, &o, &heads, &sq, &sk, &causal, &scale};
-    return launch("disc_attention_fwd" + sizes, heads * sq, params, m);
+    return launch("disc_attention_fwd" + sizes, tiled(heads, sq), params, m);
   }
   void *dout = a.in[3].data, *dq = a.out[0].data, *dk = a.out[1].data, *ddv = a.out[2].data;
   void* stats =
       stats_.get(static_cast<size_t>(std::max<long long>(heads * sq, 1)) * 2 * sizeof(float));
   void* rows[] = {&pq, &pk, &pv, &dout, &dq, &stats, &heads, &sq, &sk, &causal, &scale};
-  launch("disc_attention_bwd_q" + sizes, heads * sq, rows, m);
+  launch("disc_attention_bwd_q" + sizes, tiled(heads, sq), rows, m);
   void* values[] = {&pq, &pk, &dout, &stats, &ddv, &heads, &sq, &sk, &causal, &scale};
-  launch("disc_attention_bwd_v" + sizes, heads * sk, values, m);
+  launch("disc_attention_bwd_v" + sizes, tiled(heads, sk), values, m);
   void* keys[] = {&pq, &pk, &pv, &dout, &stats, &dk, &heads, &sq, &sk, &causal, &scale};
-  launch("disc_attention_bwd_k" + sizes, heads * sk, keys, m);
+  launch("disc_attention_bwd_k" + sizes, tiled(heads, sk), keys, m);
 }
 
 // linear_cross_entropy(h, w, labels) -> loss, dh, dw as devices/cpu/linear_cross_entropy.cc runs it

@@ -5,6 +5,7 @@
 // suite; the kernels in tests/jit/cuda_emitter_test.cc.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -132,6 +133,45 @@ TEST_P(GpuDeviceTest, CopiesThroughPageLockedHostMemory) {
 TEST_P(GpuDeviceTest, AnAllocationPastTheMemoryIsOutOfMemory) {
   GPU_OR_SKIP(dev);
   EXPECT_THROW(dev->allocate(static_cast<size_t>(dev->memory_info().total_bytes) * 2), OutOfMemory);
+}
+
+// TF32 is asked for, not taken: f32 GEMMs stay within f32 rounding of a double product until
+// set_tf32, and then move off it by about TF32's unit (2^-11 of the row's magnitude), never more.
+// AMD GPUs have no TF32 and refuse it.
+TEST_P(GpuDeviceTest, Tf32IsOnlyWhereAskedFor) {
+  GPU_OR_SKIP(dev);
+  if (std::string(GetParam().name) == "hip") {
+    EXPECT_THROW(dev->set_tf32(true), InvalidArgument);
+    return;
+  }
+  const int64_t n = 256;
+  std::vector<float> a(n * n), b(n * n), c(n * n);
+  for (int64_t i = 0; i < n * n; ++i)
+    a[i] = std::sin(0.37f * static_cast<float>(i)), b[i] = std::cos(0.11f * static_cast<float>(i));
+  std::vector<double> want(n * n);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < n; ++p) want[i * n + j] += double(a[i * n + p]) * b[p * n + j];
+  void *da = dev->allocate(n * n * 4), *db = dev->allocate(n * n * 4),
+       *dc = dev->allocate(n * n * 4);
+  dev->copy(da, a.data(), n * n * 4, CopyKind::kHostToDevice);
+  dev->copy(db, b.data(), n * n * 4, CopyKind::kHostToDevice);
+  auto worst = [&] {  // the largest error over the largest possible sum of |terms| (n here)
+    dev->gemm({.m = n, .n = n, .k = n, .a = da, .b = db, .c = dc});
+    dev->copy(c.data(), dc, n * n * 4, CopyKind::kDeviceToHost);
+    dev->synchronize();
+    double w = 0;
+    for (int64_t i = 0; i < n * n; ++i) w = std::max(w, std::abs(c[i] - want[i]) / double(n));
+    return w;
+  };
+  EXPECT_LT(worst(), 1e-6);
+  dev->set_tf32(true);
+  const double tf32 = worst();
+  EXPECT_GT(tf32, 1e-6);
+  EXPECT_LT(tf32, 0x1p-9);
+  dev->set_tf32(false);
+  EXPECT_LT(worst(), 1e-6);
+  for (void* p : {da, db, dc}) dev->deallocate(p, n * n * 4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Vendors, GpuDeviceTest, ::testing::ValuesIn(vendors()),

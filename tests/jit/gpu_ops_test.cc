@@ -363,6 +363,7 @@ TEST(GpuOps, SourceCompilesWithNvrtcForHopper) {
               0)
         << sizes;
     EXPECT_NE(c.text.find(".entry disc_rope_bf16"), std::string::npos);
+    if (*sizes) EXPECT_NE(c.text.find(".entry disc_attention_bwd_k_"), std::string::npos) << sizes;
     EXPECT_NE(c.text.find(".entry disc_lce_rows_i64"), std::string::npos);
   }
 }
