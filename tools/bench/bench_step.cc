@@ -471,7 +471,8 @@ void print_table(const Summary& unfused, const Summary& fused, const Summary* bf
       if (torch->padded_to > 0)
         print_torch_row("PyTorch eager, checkpointed" + padded, torch->checkpointed_padded);
     }
-    if (torch->autocast) print_torch_row("PyTorch eager, bf16 autocast", torch->autocast_unpadded);
+    if (const TorchVariant* a = torch->find("autocast"))
+      print_torch_row("PyTorch eager, bf16 autocast", a->unpadded);
   }
   std::printf(
       "  tokens/s: real (non-padding) target tokens over the fastest timed pass's seconds; passes: "
@@ -514,14 +515,15 @@ void print_bf16_ratios(const Summary& fused, const Summary& bf16, const TorchRes
               kGoalBf16OverF32, verdict(speed >= kGoalBf16OverF32));
   std::printf("  disc bf16 tracked peak / f32's:     %5.2fx (goal <= %.1fx): %s\n", peak,
               kGoalBf16Peak, verdict(peak <= kGoalBf16Peak));
-  if (!torch || !torch->autocast) return;
-  const double t = bf16.tokens_per_s / torch->autocast_unpadded.tokens_per_s;
+  const TorchVariant* autocast = torch ? torch->find("autocast") : nullptr;
+  if (!autocast) return;
+  const double t = bf16.tokens_per_s / autocast->unpadded.tokens_per_s;
   std::printf("  disc bf16 / PyTorch bf16 autocast:  %5.2fx (goal >= %.1fx): %s\n", t,
               kGoalBf16OverTorch, verdict(t >= kGoalBf16OverTorch));
   std::printf(
       "  first-step loss in bf16: disc %.7f, PyTorch autocast %.7f (rel. diff %.1e; f32: %.7f)\n",
-      bf16.first_loss, torch->autocast_first_loss,
-      relative(bf16.first_loss, torch->autocast_first_loss), fused.first_loss);
+      bf16.first_loss, autocast->first_loss, relative(bf16.first_loss, autocast->first_loss),
+      fused.first_loss);
 }
 
 // "ok" when a cache rerun compiled nothing.
@@ -748,11 +750,10 @@ int run(const Options& o) {
     if (sb) {
       j["disc_bf16"] = to_json(*sb);
       j["ratios"]["bf16_over_fused"] = sb->tokens_per_s / sf.tokens_per_s;
-      if (torch && torch->autocast) {
-        j["torch"]["autocast"] = {{"first_loss", torch->autocast_first_loss},
-                                  {"unpadded", to_json(torch->autocast_unpadded)}};
-        j["ratios"]["bf16_over_torch_autocast"] =
-            sb->tokens_per_s / torch->autocast_unpadded.tokens_per_s;
+      if (const TorchVariant* a = torch ? torch->find("autocast") : nullptr) {
+        j["torch"]["autocast"] = {{"first_loss", a->first_loss},
+                                  {"unpadded", to_json(a->unpadded)}};
+        j["ratios"]["bf16_over_torch_autocast"] = sb->tokens_per_s / a->unpadded.tokens_per_s;
       }
     }
     j["resident_before_first_step_bytes"] = resident_before;

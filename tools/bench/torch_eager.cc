@@ -18,6 +18,30 @@ namespace {
 // reference BLAS and would be an unfairly slow baseline.
 constexpr const char* kOpenBlas = "/usr/lib/x86_64-linux-gnu/openblas-openmp";
 
+// The script's unpadded variants beside eager f32 (checkpointed, with its padded passes, is apart).
+constexpr const char* kVariantKeys[] = {"autocast", "compile_f32", "compile_bf16",
+                                        "compile_bf16_budget"};
+
+std::string script_path() {
+  return std::string(DISC_SOURCE_DIR) + "/tools/bench/torch_llama_step.py";
+}
+
+// Reads a command's stdout; its exit status goes to `status`.
+std::string read_command(const std::string& cmd, int& status) {
+  std::fflush(stdout);
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) throw IoError("cannot start " + cmd);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  status = pclose(pipe);
+  return out;
+}
+
+int exit_code(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 nlohmann::json settings(const TorchWorkload& w) {
   const auto& m = w.model;
   const auto& o = w.optimizer;
@@ -62,6 +86,7 @@ TorchResult parse(const std::string& out) {
                 .threads = j.at("threads").get<int>(),
                 .real_tokens = j.at("real_tokens").get<int64_t>(),
                 .first_loss = j.at("first_loss").get<double>(),
+                .first_step_s = j.value("first_step_s", 0.0),
                 .unpadded = timing(j.at("unpadded"))};
   if (j.contains("padded")) {
     r.padded = timing(j.at("padded"));
@@ -74,10 +99,16 @@ TorchResult parse(const std::string& out) {
     r.checkpointed_unpadded = timing(c.at("unpadded"));
     if (c.contains("padded")) r.checkpointed_padded = timing(c.at("padded"));
   }
-  if (j.contains("autocast")) {
-    r.autocast = true;
-    r.autocast_first_loss = j.at("autocast").at("first_loss").get<double>();
-    r.autocast_unpadded = timing(j.at("autocast").at("unpadded"));
+  for (const char* key : kVariantKeys) {
+    if (!j.contains(key)) continue;
+    const nlohmann::json& v = j.at(key);
+    r.variants.push_back({.key = key,
+                          .first_loss = v.at("first_loss").get<double>(),
+                          .first_step_s = v.value("first_step_s", 0.0),
+                          .sdpa = v.value("sdpa", false),
+                          .graphs_first_step = v.value("graphs_first_step", int64_t{0}),
+                          .recompiles = v.value("recompiles", int64_t{0}),
+                          .unpadded = timing(v.at("unpadded"))});
   }
   return r;
 }
@@ -110,34 +141,61 @@ void write_torch_workload(const std::string& dir, engine::Trainer& initial,
 }
 
 std::string torch_command(const TorchRun& run, const std::string& dir) {
-  const std::string script = std::string(DISC_SOURCE_DIR) + "/tools/bench/torch_llama_step.py";
+  std::string flags;
+  if (run.checkpoint) flags += " --checkpoint";
+  if (run.autocast) flags += " --autocast";
+  if (run.sdpa) flags += " --sdpa";
+  for (size_t i = 0; i < run.compile.size(); ++i)
+    flags += (i ? "," : " --compile ") + run.compile[i];
+  if (run.memory_budget) flags += " --memory-budget " + std::to_string(*run.memory_budget);
+  if (run.device != "cpu") flags += " --device " + quoted(run.device);
   return "LD_LIBRARY_PATH=" + std::string(kOpenBlas) + " " + quoted(run.python) + " " +
-         quoted(script) + " --dir " + quoted(dir) + " --threads " + std::to_string(run.threads) +
-         " --repeats " + std::to_string(run.repeats) + (run.checkpoint ? " --checkpoint" : "") +
-         (run.autocast ? " --autocast" : "") +
-         (run.device != "cpu" ? " --device " + quoted(run.device) : std::string());
+         quoted(script_path()) + " --dir " + quoted(dir) + " --threads " +
+         std::to_string(run.threads) + " --repeats " + std::to_string(run.repeats) + flags;
+}
+
+TorchFeatures torch_features(const std::string& python) {
+  const std::string cmd = "LD_LIBRARY_PATH=" + std::string(kOpenBlas) + " " + quoted(python) + " " +
+                          quoted(script_path()) + " --features";
+  int status = 0;
+  const std::string out = read_command(cmd, status);
+  const std::string how = "; run it by hand (" + cmd + ") or pass --no-torch";
+  if (status != 0)
+    throw Error("the PyTorch baseline's feature check failed (exit " +
+                std::to_string(exit_code(status)) + ")" + how);
+  try {
+    const nlohmann::json j = nlohmann::json::parse(out);
+    return {.version = j.at("torch").get<std::string>(),
+            .sdpa = j.at("sdpa").get<bool>(),
+            .compile = j.at("compile").get<bool>(),
+            .memory_budget = j.at("memory_budget").get<bool>()};
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("the PyTorch baseline's feature check printed no valid result (" +
+                std::string(e.what()) + ")" + how);
+  }
 }
 
 TorchResult run_torch(const TorchRun& run, const std::string& dir) {
   const std::string cmd = torch_command(run, dir);
-  std::fflush(stdout);
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) throw IoError("cannot start the PyTorch baseline: " + cmd);
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  const int status = pclose(pipe);
+  int status = 0;
+  const std::string out = read_command(cmd, status);
   const std::string how = "; to see why, run it by hand (" + cmd +
                           "; the folder is kept only with --workdir), or pass --no-torch";
   if (status != 0 || out.empty())
-    throw Error("the PyTorch baseline failed (exit " +
-                std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")" + how);
+    throw Error("the PyTorch baseline failed (exit " + std::to_string(exit_code(status)) + ")" +
+                how);
   try {
     return parse(out);
   } catch (const nlohmann::json::exception& e) {
     throw Error("the PyTorch baseline printed no valid result (" + std::string(e.what()) + ")" +
                 how);
   }
+}
+
+const TorchVariant* TorchResult::find(std::string_view key) const {
+  for (const TorchVariant& v : variants)
+    if (v.key == key) return &v;
+  return nullptr;
 }
 
 namespace {
@@ -149,6 +207,13 @@ void merge(TorchTiming& into, const TorchTiming& more) {
   into.step_ms.insert(into.step_ms.end(), more.step_ms.begin(), more.step_ms.end());
   into.step_ms_median = percentile(into.step_ms, 0.5);
   into.peak_rss_bytes = std::max(into.peak_rss_bytes, more.peak_rss_bytes);
+  into.peak_device_bytes = std::max(into.peak_device_bytes, more.peak_device_bytes);
+  into.reserved_device_bytes = std::max(into.reserved_device_bytes, more.reserved_device_bytes);
+}
+
+// A first step that did not run counts as 0 seconds; the faster one that ran counts.
+double faster(double a, double b) {
+  return a > 0 && b > 0 ? std::min(a, b) : std::max(a, b);
 }
 
 }  // namespace
@@ -158,7 +223,18 @@ void merge(TorchResult& into, const TorchResult& more) {
   merge(into.padded, more.padded);
   merge(into.checkpointed_unpadded, more.checkpointed_unpadded);
   merge(into.checkpointed_padded, more.checkpointed_padded);
-  merge(into.autocast_unpadded, more.autocast_unpadded);
+  into.first_step_s = faster(into.first_step_s, more.first_step_s);
+  for (const TorchVariant& m : more.variants) {
+    auto it = std::find_if(into.variants.begin(), into.variants.end(),
+                           [&](const TorchVariant& v) { return v.key == m.key; });
+    if (it == into.variants.end()) {
+      into.variants.push_back(m);
+      continue;
+    }
+    merge(it->unpadded, m.unpadded);
+    it->first_step_s = faster(it->first_step_s, m.first_step_s);
+    it->recompiles = std::max(it->recompiles, m.recompiles);
+  }
 }
 
 }  // namespace disc::bench

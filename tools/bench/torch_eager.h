@@ -1,14 +1,18 @@
-// The PyTorch eager baseline of bench_step: hands the benchmark's batches and initial weights to
-// tools/bench/torch_llama_step.py (PyTorch 1.13 running tools/torch_reference.py's llama) and
-// reads back its timings and first-step loss.
+// The PyTorch baseline of bench_step and bench_gpu: hands the benchmark's batches and initial
+// weights to tools/bench/torch_llama_step.py (tools/torch_reference.py's llama in PyTorch eager,
+// and with PyTorch >= 2.0 also SDPA and torch.compile) and reads back its timings, first-step
+// losses and first-step seconds.
 //
 //   write_torch_workload(dir, trainer, {.batches = &batches, .model = cfg, .lr = 3e-4, ...});
-//   TorchResult r = run_torch({.threads = 2, .repeats = 2}, dir);
+//   TorchResult r = run_torch({.threads = 2, .repeats = 2, .compile = {"f32", "bf16"}}, dir);
 //   // r.first_loss: the loss of the first batch at the initial weights, to compare with disc's
+//   // r.find("compile_bf16")->unpadded.tokens_per_s: torch.compile(dynamic=True) in bf16
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "apps/data/batcher.h"
@@ -35,11 +39,25 @@ void write_torch_workload(const std::string& dir, engine::Trainer& initial, cons
 struct TorchRun {
   std::string python = "/usr/bin/python3";  // Debian's, with python3-torch
   int threads = 2;
-  int repeats = 1;             // timed passes per variant in one run of the script
-  bool checkpoint = true;      // also with activation checkpointing per layer
-  bool autocast = false;       // also under torch.autocast(dtype=torch.bfloat16), unpadded
+  int repeats = 1;         // timed passes per variant in one run of the script
+  bool checkpoint = true;  // also with activation checkpointing per layer
+  bool autocast = false;   // also under torch.autocast(dtype=torch.bfloat16), unpadded
+  bool sdpa = false;       // autocast's attention as F.scaled_dot_product_attention
+  // Also torch.compile(dynamic=True) in these of "f32" and "bf16" (autocast + SDPA).
+  std::vector<std::string> compile;
+  // Also compiled bf16 with torch._functorch.config.activation_memory_budget = this.
+  std::optional<double> memory_budget;
   std::string device = "cpu";  // or "cuda" (cuda:N): PyTorch on an NVIDIA GPU
 };
+
+// What the Python's PyTorch has of what TorchRun's sdpa, compile and memory_budget need (the
+// script fails when asked for what it lacks).
+struct TorchFeatures {
+  std::string version;
+  bool sdpa = false, compile = false, memory_budget = false;
+};
+// Throws Error when the script cannot say (no such Python, no torch).
+TorchFeatures torch_features(const std::string& python);
 
 struct TorchTiming {
   double tokens_per_s = 0;  // real tokens over the fastest pass's seconds
@@ -51,11 +69,25 @@ struct TorchTiming {
   int64_t reserved_device_bytes = 0;  // ... and the most it reserved from the device
 };
 
+// A way of stepping beside eager f32, unpadded, from the same initial weights.
+struct TorchVariant {
+  // The script's JSON key: "autocast", "compile_f32", "compile_bf16", "compile_bf16_budget".
+  std::string key;
+  double first_loss = 0;
+  double first_step_s = 0;  // the first step's wall time, compiling included
+  bool sdpa = false;        // its attention was F.scaled_dot_product_attention
+  // torch.compile only: graphs compiled in the first step, and after it (dynamic shapes should
+  // need none for a new sequence length).
+  int64_t graphs_first_step = 0, recompiles = 0;
+  TorchTiming unpadded;
+};
+
 struct TorchResult {
   std::string version;
   int threads = 0;
   int64_t real_tokens = 0;  // per pass, as the script counted them
   double first_loss = 0;
+  double first_step_s = 0;  // eager f32's first step
   TorchTiming unpadded, padded;
   int64_t padded_to = 0;
   // With TorchRun::checkpoint: the same with activation checkpointing per layer, from the same
@@ -63,10 +95,11 @@ struct TorchResult {
   bool checkpointed = false;
   double checkpointed_first_loss = 0;
   TorchTiming checkpointed_unpadded, checkpointed_padded;
-  // With TorchRun::autocast: bf16 autocast, unpadded, from the same initial weights.
-  bool autocast = false;
-  double autocast_first_loss = 0;
-  TorchTiming autocast_unpadded;
+  // The further variants that ran, in the script's order: "autocast" (TorchRun::autocast),
+  // "compile_f32" and "compile_bf16" (TorchRun::compile), "compile_bf16_budget"
+  // (TorchRun::memory_budget).
+  std::vector<TorchVariant> variants;
+  const TorchVariant* find(std::string_view key) const;  // nullptr when it did not run
 };
 
 // Runs the script on DIR (its progress goes to stderr); throws Error when it fails, saying how to
@@ -74,7 +107,8 @@ struct TorchResult {
 TorchResult run_torch(const TorchRun& run, const std::string& dir);
 
 // Adds another run's timed passes to `into`: the fastest pass counts, the median is over every
-// step of both, the peak memory is the larger. So PyTorch can run in rounds between disc's passes.
+// step of both, the peak memory is the larger (and so are recompiles), the first step the faster.
+// So PyTorch can run in rounds between disc's passes.
 void merge(TorchResult& into, const TorchResult& more);
 
 // The shell command run_torch runs, for messages and for running it by hand.
