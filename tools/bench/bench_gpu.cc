@@ -387,6 +387,8 @@ int run(const Options& o) {
     for (const Precision& precision : precisions) {
       const std::string name = "disc " + precision.name;
       const Result free = run_disc(o, batches, precision, {}, name);
+      rows.emplace_back(0, free);
+      if (o.cap_share <= 0) continue;  // no capped row
       // The cap leaves the parameters and state their bytes and takes a share of the rest.
       const int64_t cap =
           free.held +
@@ -397,7 +399,6 @@ int run(const Options& o) {
                           : Result{.system = name + " capped",
                                    .refused = "no uncapped peak to take a share of",
                                    .disc = true};
-      rows.emplace_back(0, free);
       rows.emplace_back(cap, std::move(capped));
     }
     const Result* base = nullptr;
@@ -437,7 +438,8 @@ int main(int argc, char** argv) {
                  "disc's precisions (TrainerOptions::precision), each uncapped and capped")
       ->delimiter(',');
   app.add_option("--cap-share", o.cap_share,
-                 "the cap: parameters and state, and this share of the rest of the uncapped peak");
+                 "the cap: parameters and state, and this share of the rest of the uncapped peak "
+                 "(0: no capped rows)");
   app.add_option("--data", o.data, "CodeAlpaca's JSON (its lengths shape the batches)");
   app.add_flag("!--no-torch", o.torch, "skip PyTorch");
   app.add_option("--torch-compile", o.compiled,
