@@ -159,8 +159,9 @@ void GpuBlas::gemm(const GemmArgs& g, bool tf32) {
                           " is not a GEMM type: use f32, f64, bf16 or f16");
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   const BlasGemm b = column_major(g);
-  const Sizes z = sizes(b, *api_->lib);
-  if (g.dtype == DType::kF32 && !tf32) {
+  const Library& lib = *api_->lib;
+  const Sizes z = sizes(b, lib);
+  if (g.dtype == DType::kF32 && !(tf32 && &lib == &kCublas)) {  // rocBLAS has no TF32
     const float alpha = 1, beta = static_cast<float>(b.beta);
     api_->check(
         api_->sgemm(handle_, z.ta, z.tb, z.m, z.n, z.k, &alpha, static_cast<const float*>(b.a),
@@ -195,8 +196,6 @@ void GpuBlas::gemm_ex(const BlasGemm& b, DType type) {
         "GemmStridedBatchedEx");
     return;
   }
-  if (type == DType::kF32)
-    throw InvalidArgument("gpu gemm: rocBLAS has no TF32 mode: train without tf32 on AMD GPUs");
   auto f = reinterpret_cast<RocblasGemmExFn>(api_->gemm_ex);
   api_->check(f(handle_, z.ta, z.tb, z.m, z.n, z.k, &alpha, b.a, t, z.lda, b.stride_a, b.b, t,
                 z.ldb, b.stride_b, &beta, b.c, t, z.ldc, b.stride_c, b.c, t, z.ldc, b.stride_c,

@@ -26,7 +26,7 @@ class GpuBlas {
   GpuBlas& operator=(const GpuBlas&) = delete;
 
   // tf32: f32 GEMMs on the tensor cores in TF32 (products of 10-bit mantissas, sums in f32;
-  // cuBLAS only).
+  // cuBLAS only: rocBLAS computes in f32).
   void gemm(const GemmArgs& g, bool tf32 = false);
 
   struct Api;

@@ -224,6 +224,10 @@ void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
 // by disc_lce_rows, two more GEMMs for dh's rows and dw's share. The labels are checked and
 // counted on the host, as the reference does. 16-bit h and w are widened to f32 copies first, and
 // dh and dw, summed there in f32, rounded once into the results, as the CPU's widened head does.
+// Their GEMMs run in TF32 on the tensor cores (where the device has it): the widened operands are
+// exact in TF32, so the logits differ from f32 GEMMs only in how they are summed; the logits'
+// gradient G is rounded to TF32's 11 significant bits in dh = G w and dw = G^T h, an error no
+// larger than the rounding of dh and dw to 16 bits that follows (8 bits for bf16, 11 for f16).
 void GpuOps::linear_cross_entropy(const ir::KernelArgs& a) {
   const DType type = a.in[0].dtype;
   if (type == DType::kF32) return linear_cross_entropy_f32(a);
@@ -236,7 +240,7 @@ void GpuOps::linear_cross_entropy(const ir::KernelArgs& a) {
   }
   convert("disc_widen" + suffix(type), a.in[0].data, wide.in[0].data, a.in[0].numel());
   convert("disc_widen" + suffix(type), a.in[1].data, wide.in[1].data, a.in[1].numel());
-  linear_cross_entropy_f32(wide);
+  linear_cross_entropy_f32(wide, /*tf32=*/true);
   convert("disc_narrow" + suffix(type), wide.out[1].data, a.out[1].data, a.out[1].numel());
   convert("disc_narrow" + suffix(type), wide.out[2].data, a.out[2].data, a.out[2].numel());
 }
@@ -247,7 +251,7 @@ void GpuOps::convert(const std::string& kernel, const void* from, void* to, long
   launch(kernel, n, params);
 }
 
-void GpuOps::linear_cross_entropy_f32(const ir::KernelArgs& a) {
+void GpuOps::linear_cross_entropy_f32(const ir::KernelArgs& a, bool tf32) {
   const ir::TensorRef &h = a.in[0], &w = a.in[1], &labels = a.in[2];
   const bool tw = a.a().get_bool("transpose_w");
   long long rows = labels.numel(), classes = w.shape[tw ? 0 : 1],
@@ -274,7 +278,8 @@ void GpuOps::linear_cross_entropy_f32(const ir::KernelArgs& a) {
                .accumulate = accumulate,
                .a = x,
                .b = y,
-               .c = out});
+               .c = out,
+               .tf32 = tf32});
   };
   const auto* hp = static_cast<const float*>(h.data);
   auto* dh = static_cast<float*>(a.out[1].data);

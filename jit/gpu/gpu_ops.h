@@ -72,7 +72,8 @@ class GpuOps {
   void linear_cross_entropy(const ir::KernelArgs& a);
 
  private:
-  void linear_cross_entropy_f32(const ir::KernelArgs& a);
+  // tf32: its GEMMs may run in TF32 (GemmArgs::tf32).
+  void linear_cross_entropy_f32(const ir::KernelArgs& a, bool tf32 = false);
   // n elements through disc_widen_* or disc_narrow_*.
   void convert(const std::string& kernel, const void* from, void* to, long long n);
   devices::GpuDevice::Kernel kernel(const std::string& name, const Module& m);
