@@ -91,8 +91,9 @@ INSTANTIATE_TEST_SUITE_P(
                  "run.yaml: the config file holds no keys"},
         BadInput{"dataset_is_a_device", "", "data.source=text data.path=/dev/zero",
                  "cannot read /dev/zero: it is not a regular file"},
-        BadInput{"unknown_precision", "", "train.precision=bf8",
-                 "train.precision must be one of f32, bf16, f16, not `bf8` (did you mean `bf16`?)"}),
+        BadInput{
+            "unknown_precision", "", "train.precision=bf8",
+            "train.precision must be one of f32, bf16, f16, not `bf8` (did you mean `bf16`?)"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // A graph file that cannot take what the data gives is refused before anything is written, not
