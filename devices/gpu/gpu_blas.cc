@@ -12,8 +12,11 @@ namespace {
 using Handle = void*;
 using Status = int;
 constexpr Status kStatusSuccess = 0;
-// cuBLAS's cublasComputeType_t and cublasGemmAlgo_t values, rocBLAS's rocblas_gemm_algo.
+// cuBLAS's cudaDataType, cublasComputeType_t and cublasGemmAlgo_t values; rocBLAS's
+// rocblas_datatype and rocblas_gemm_algo.
+constexpr int kCudaR16Bf = 14, kCudaR16F = 2, kCudaR32F = 0;
 constexpr int kCublasCompute32F = 68, kCublasComputeTf32 = 77, kCublasGemmDefault = -1;
+constexpr int kRocblasBf16 = 168, kRocblasF16 = 150, kRocblasF32 = 151;
 constexpr int kRocblasAlgoStandard = 0;
 
 template <typename T>
@@ -44,7 +47,6 @@ struct Library {
   const char *create, *destroy, *set_stream, *status_string, *sgemm, *dgemm, *gemm_ex;
   int op_n, op_t;
   int bf16, f16, f32;  // the ex call's type codes (rocBLAS's compute type is f32's)
-
   const char* missing;
 };
 
@@ -59,9 +61,9 @@ const Library kCublas{"cuBLAS",
                       "cublasGemmStridedBatchedEx",
                       0,
                       1,
-                      14,
-                      2,
-                      0,
+                      kCudaR16Bf,
+                      kCudaR16F,
+                      kCudaR32F,
                       "install the CUDA toolkit's libcublas, or add its folder to LD_LIBRARY_PATH"};
 const Library kRocblas{
     "rocBLAS",
@@ -75,9 +77,9 @@ const Library kRocblas{
     "rocblas_gemm_strided_batched_ex",
     111,
     112,
-    168,
-    150,
-    151,
+    kRocblasBf16,
+    kRocblasF16,
+    kRocblasF32,
     "Debian 12 packages neither rocBLAS nor hipBLAS: install ROCm's rocBLAS (librocblas.so), "
     "or add its folder to LD_LIBRARY_PATH"};
 
@@ -150,6 +152,27 @@ Sizes sizes(const BlasGemm& b, const Library& lib) {
           narrow(b.batch, "batch")};
 }
 
+// 16-bit operands (and f32 ones in TF32) on the tensor cores: sums in f32, C rounded once, as the
+// CPU's widened GEMM does it.
+void gemm_ex(const GpuBlas::Api& api, void* handle, const BlasGemm& b, const Sizes& z, DType type) {
+  const Library& lib = *api.lib;
+  const int t = type == DType::kBF16 ? lib.bf16 : type == DType::kF16 ? lib.f16 : lib.f32;
+  const float alpha = 1, beta = static_cast<float>(b.beta);
+  if (&lib == &kCublas) {
+    const int compute = type == DType::kF32 ? kCublasComputeTf32 : kCublasCompute32F;
+    auto f = reinterpret_cast<CublasGemmExFn>(api.gemm_ex);
+    api.check(f(handle, z.ta, z.tb, z.m, z.n, z.k, &alpha, b.a, t, z.lda, b.stride_a, b.b, t, z.ldb,
+                b.stride_b, &beta, b.c, t, z.ldc, b.stride_c, z.batch, compute, kCublasGemmDefault),
+              "GemmStridedBatchedEx");
+    return;
+  }
+  auto f = reinterpret_cast<RocblasGemmExFn>(api.gemm_ex);
+  api.check(f(handle, z.ta, z.tb, z.m, z.n, z.k, &alpha, b.a, t, z.lda, b.stride_a, b.b, t, z.ldb,
+              b.stride_b, &beta, b.c, t, z.ldc, b.stride_c, b.c, t, z.ldc, b.stride_c, z.batch,
+              lib.f32, kRocblasAlgoStandard, 0, 0),
+            "gemm_strided_batched_ex");
+}
+
 }  // namespace
 
 void GpuBlas::gemm(const GemmArgs& g, bool tf32) {
@@ -176,31 +199,8 @@ void GpuBlas::gemm(const GemmArgs& g, bool tf32) {
                     static_cast<double*>(b.c), z.ldc, b.stride_c, z.batch),
         "dgemm");
   } else {
-    gemm_ex(b, g.dtype);
+    gemm_ex(*api_, handle_, b, z, g.dtype);
   }
-}
-
-// 16-bit operands (and f32 ones in TF32) on the tensor cores: sums in f32, C rounded once, as the
-// CPU's widened GEMM does it.
-void GpuBlas::gemm_ex(const BlasGemm& b, DType type) {
-  const Library& lib = *api_->lib;
-  const Sizes z = sizes(b, lib);
-  const int t = type == DType::kBF16 ? lib.bf16 : type == DType::kF16 ? lib.f16 : lib.f32;
-  const float alpha = 1, beta = static_cast<float>(b.beta);
-  if (&lib == &kCublas) {
-    const int compute = type == DType::kF32 ? kCublasComputeTf32 : kCublasCompute32F;
-    auto f = reinterpret_cast<CublasGemmExFn>(api_->gemm_ex);
-    api_->check(
-        f(handle_, z.ta, z.tb, z.m, z.n, z.k, &alpha, b.a, t, z.lda, b.stride_a, b.b, t, z.ldb,
-          b.stride_b, &beta, b.c, t, z.ldc, b.stride_c, z.batch, compute, kCublasGemmDefault),
-        "GemmStridedBatchedEx");
-    return;
-  }
-  auto f = reinterpret_cast<RocblasGemmExFn>(api_->gemm_ex);
-  api_->check(f(handle_, z.ta, z.tb, z.m, z.n, z.k, &alpha, b.a, t, z.lda, b.stride_a, b.b, t,
-                z.ldb, b.stride_b, &beta, b.c, t, z.ldc, b.stride_c, b.c, t, z.ldc, b.stride_c,
-                z.batch, lib.f32, kRocblasAlgoStandard, 0, 0),
-              "gemm_strided_batched_ex");
 }
 
 }  // namespace disc::devices

@@ -14,8 +14,6 @@
 
 namespace disc::devices {
 
-struct BlasGemm;
-
 class GpuBlas {
  public:
   // A handle whose work goes to `stream`; the device's context must be current. Throws
@@ -32,8 +30,6 @@ class GpuBlas {
   struct Api;
 
  private:
-  void gemm_ex(const BlasGemm& b, DType type);
-
   std::unique_ptr<Api> api_;
   void* handle_ = nullptr;
 };

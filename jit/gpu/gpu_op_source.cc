@@ -1,9 +1,11 @@
-// The CUDA C of the GPU op kernels (gpu_ops.h). Every kernel gives one thread one item of work
-// (an element, a row, a column) in a grid-stride loop, with no warp collectives: any grid runs it,
-// the same item always runs the same arithmetic in the same order (no atomics in a sum), and the
-// host build that the tests make of this source (one thread, one block) computes exactly what a
-// GPU does. Attention's kernels share the rows they read through shared memory, each thread still
-// going over them in its own order. They take the head sizes as template arguments and their
+// The CUDA C of the GPU op kernels (gpu_ops.h). Every kernel but attention's gives one thread one
+// item of work (an element, a row, a column) in a grid-stride loop, with no warp collectives: any
+// grid runs it, the same item always runs the same arithmetic in the same order (no atomics in a
+// sum), and the host build that the tests make of this source (one thread, one block) computes
+// exactly what a GPU does. Attention's kernels give a block a tile of rows and share what the
+// rows read through shared memory; each thread still goes over it in its own order, so the host
+// build computes each row as a GPU does, but the block's shared loads, its threads past the last
+// row and its barriers run only on a GPU. They take the head sizes as template arguments and their
 // element type (f32, bf16 or f16), so that a row's operands and accumulators stay in registers;
 // DISC_ATTENTION(D, DV, T) instantiates them, one type per module.
 #include "jit/gpu/gpu_op_source.h"
@@ -226,14 +228,19 @@ DISC_LCE(long long, i64)
 // Attention over q [heads, sq, D], k [heads, sk, D], v [heads, sk, DV]; causal: query i sees keys
 // 0..i. A thread per row (a query row; in the gradient's dk and dv kernels a key row), a block per
 // tile of blockDim.x rows of one head. The block loads the rows its threads go over (keys, or
-// query rows) a tile of DISC_TILE at a time into shared memory, widened to f32, all its threads
+// query rows) a tile of 32 at a time (disc_tile) into shared memory, widened to f32, all its threads
 // together; then each thread goes over the tile's rows for its own row, exactly as it would over
 // global memory: the same arithmetic in the same order, so the same bits, with each key read once
 // per block instead of once per row. Every loop over a head dim is unrolled, so that a row's
 // operands and sums stay in registers, and a dot product keeps eight partial sums, so that its
 // multiply-adds overlap instead of each waiting for the last.
 #define DISC_UNROLL _Pragma("unroll")
-#define DISC_TILE 32
+// Rows of a tile whose rows hold N floats: 32, fewer where 32 would pass the 48 KiB of static
+// shared memory a block may have (heads past D + DV = 384).
+template <int N>
+struct disc_tile {
+  static const int rows = 12288 / N > 32 ? 32 : 12288 / N > 0 ? 12288 / N : 1;
+};
 template <int D, typename A, typename B>
 __device__ __forceinline__ float disc_dot(const A* a, const B* b) {
   float s[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -254,21 +261,22 @@ __device__ __forceinline__ void disc_axpy(float* r, float a, const T* x) {  // r
 }
 __device__ __forceinline__ disc_i64 disc_min(disc_i64 a, disc_i64 b) { return a < b ? a : b; }
 // Rows [lo, hi) of x (NX values a row) and of y (NY; y may be null), n rows there, a tile at a time
-// in xs and ys; for each tile, f(r, xs_r, ys_r) for this thread's rows r in [from, to), in order.
+// in xs and ys (disc_tile<NX + NY>::rows of each); for each tile, f(r, xs_r, ys_r) for this thread's rows r in [from, to), in order.
 // Every thread of the block calls it with the same lo and hi, as it synchronises the block; a
 // thread without a row passes from = to.
 template <int NX, int NY, typename T, typename F>
 __device__ __forceinline__ void disc_tiles(float (*xs)[NX], float (*ys)[NY], const T* x, const T* y, disc_i64 n,
                                            disc_i64 lo, disc_i64 hi, disc_i64 from, disc_i64 to, F f) {
-  for (disc_i64 r0 = lo; r0 < hi; r0 += DISC_TILE) {
+  const int rows = disc_tile<NX + NY>::rows;
+  for (disc_i64 r0 = lo; r0 < hi; r0 += rows) {
     __syncthreads();  // the last tile's readers are done with it
-    for (int e = threadIdx.x; e < DISC_TILE * NX; e += blockDim.x)
+    for (int e = threadIdx.x; e < rows * NX; e += blockDim.x)
       xs[e / NX][e % NX] = r0 + e / NX < n ? disc_wide(x[(r0 + e / NX) * NX + e % NX]) : 0.f;
     if (y)
-      for (int e = threadIdx.x; e < DISC_TILE * NY; e += blockDim.x)
+      for (int e = threadIdx.x; e < rows * NY; e += blockDim.x)
         ys[e / NY][e % NY] = r0 + e / NY < n ? disc_wide(y[(r0 + e / NY) * NY + e % NY]) : 0.f;
     __syncthreads();
-    const disc_i64 first = from > r0 ? from : r0, last = disc_min(to, r0 + DISC_TILE);
+    const disc_i64 first = from > r0 ? from : r0, last = disc_min(to, r0 + rows);
     for (disc_i64 r = first; r < last; ++r) f(r, xs[r - r0], ys[r - r0]);
   }
 }
@@ -280,7 +288,7 @@ __device__ __forceinline__ void disc_tiles(float (*xs)[NX], float (*ys)[NY], con
 template <int D, int DV, typename T>
 __device__ void disc_attention_fwd(const T* q, const T* k, const T* v, T* o, disc_i64 heads, disc_i64 sq, disc_i64 sk,
                                    int causal, float scale) {
-  __shared__ float ks[DISC_TILE][D], vs[DISC_TILE][DV];
+  __shared__ float ks[disc_tile<D + DV>::rows][D], vs[disc_tile<D + DV>::rows][DV];
   const disc_i64 tiles = (sq + blockDim.x - 1) / blockDim.x;
   DISC_FOR_TILES(b, heads, sq) {
     const disc_i64 h = b / tiles, i0 = b % tiles * blockDim.x, i = i0 + threadIdx.x, t = h * sq + i;
@@ -308,7 +316,7 @@ __device__ void disc_attention_fwd(const T* q, const T* k, const T* v, T* o, dis
 template <int D, int DV, typename T>
 __device__ void disc_attention_bwd_q(const T* q, const T* k, const T* v, const T* dout, T* dq, float* stats,
                                      disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
-  __shared__ float ks[DISC_TILE][D], vs[DISC_TILE][DV];
+  __shared__ float ks[disc_tile<D + DV>::rows][D], vs[disc_tile<D + DV>::rows][DV];
   const disc_i64 tiles = (sq + blockDim.x - 1) / blockDim.x;
   DISC_FOR_TILES(b, heads, sq) {
     const disc_i64 h = b / tiles, i0 = b % tiles * blockDim.x, i = i0 + threadIdx.x, t = h * sq + i;
@@ -347,7 +355,7 @@ __device__ void disc_attention_bwd_q(const T* q, const T* k, const T* v, const T
 template <int D, int DV, typename T>
 __device__ void disc_attention_bwd_v(const T* q, const T* k, const T* dout, const float* stats, T* dv,
                                      disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
-  __shared__ float qs[DISC_TILE][D], ds[DISC_TILE][DV];
+  __shared__ float qs[disc_tile<D + DV>::rows][D], ds[disc_tile<D + DV>::rows][DV];
   const disc_i64 tiles = (sk + blockDim.x - 1) / blockDim.x;
   DISC_FOR_TILES(b, heads, sk) {
     const disc_i64 h = b / tiles, j0 = b % tiles * blockDim.x, j = j0 + threadIdx.x, t = h * sk + j;
@@ -356,8 +364,9 @@ __device__ void disc_attention_bwd_v(const T* q, const T* k, const T* dout, cons
     if (mine) disc_load<D>(kr, k + t * D);
     DISC_UNROLL for (int e = 0; e < DV; ++e) acc[e] = 0.f;
     const float* sh = stats + 2 * h * sq;
-    disc_tiles<D, DV>(qs, ds, q + h * sq * D, dout + h * sq * DV, sq, causal ? disc_min(j0, sq) : 0, sq,
-                      !mine ? sq : causal ? j : 0, sq, [&](disc_i64 i, const float* qi, const float* di) {
+    const disc_i64 first = !mine ? sq : causal ? j : 0;  // the first query row that sees key j
+    disc_tiles<D, DV>(qs, ds, q + h * sq * D, dout + h * sq * DV, sq, causal ? disc_min(j0, sq) : 0, sq, first,
+                      sq, [&](disc_i64 i, const float* qi, const float* di) {
                         disc_axpy<DV>(acc, expf(disc_dot<D>(qi, kr) * scale - sh[2 * i]), di);
                       });
     if (mine) disc_store<DV>(dv + t * DV, acc, 1.f);
@@ -366,7 +375,7 @@ __device__ void disc_attention_bwd_v(const T* q, const T* k, const T* dout, cons
 template <int D, int DV, typename T>
 __device__ void disc_attention_bwd_k(const T* q, const T* k, const T* v, const T* dout, const float* stats, T* dk,
                                      disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
-  __shared__ float qs[DISC_TILE][D], ds[DISC_TILE][DV];
+  __shared__ float qs[disc_tile<D + DV>::rows][D], ds[disc_tile<D + DV>::rows][DV];
   const disc_i64 tiles = (sk + blockDim.x - 1) / blockDim.x;
   DISC_FOR_TILES(b, heads, sk) {
     const disc_i64 h = b / tiles, j0 = b % tiles * blockDim.x, j = j0 + threadIdx.x, t = h * sk + j;
@@ -375,8 +384,9 @@ __device__ void disc_attention_bwd_k(const T* q, const T* k, const T* v, const T
     if (mine) disc_load<D>(kr, k + t * D), disc_load<DV>(vr, v + t * DV);
     DISC_UNROLL for (int e = 0; e < D; ++e) acc[e] = 0.f;
     const float* sh = stats + 2 * h * sq;
-    disc_tiles<D, DV>(qs, ds, q + h * sq * D, dout + h * sq * DV, sq, causal ? disc_min(j0, sq) : 0, sq,
-                      !mine ? sq : causal ? j : 0, sq, [&](disc_i64 i, const float* qi, const float* di) {
+    const disc_i64 first = !mine ? sq : causal ? j : 0;
+    disc_tiles<D, DV>(qs, ds, q + h * sq * D, dout + h * sq * DV, sq, causal ? disc_min(j0, sq) : 0, sq, first,
+                      sq, [&](disc_i64 i, const float* qi, const float* di) {
                         const float p = expf(disc_dot<D>(qi, kr) * scale - sh[2 * i]);
                         disc_axpy<D>(acc, p * (disc_dot<DV>(di, vr) - sh[2 * i + 1]), qi);
                       });

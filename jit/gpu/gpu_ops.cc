@@ -224,10 +224,11 @@ void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
 // by disc_lce_rows, two more GEMMs for dh's rows and dw's share. The labels are checked and
 // counted on the host, as the reference does. 16-bit h and w are widened to f32 copies first, and
 // dh and dw, summed there in f32, rounded once into the results, as the CPU's widened head does.
-// Their GEMMs run in TF32 on the tensor cores (where the device has it): the widened operands are
-// exact in TF32, so the logits differ from f32 GEMMs only in how they are summed; the logits'
-// gradient G is rounded to TF32's 11 significant bits in dh = G w and dw = G^T h, an error no
-// larger than the rounding of dh and dw to 16 bits that follows (8 bits for bf16, 11 for f16).
+// Their GEMMs run in TF32 on the tensor cores (where the device has it): widened bf16 and f16
+// values are exact in TF32, so the logits differ from f32 GEMMs only in how they are summed; the
+// logits' gradient G is rounded to TF32's 11 significant bits in dh = G w and dw = G^T h, an error
+// per term comparable to the rounding of dh and dw to 16 bits that follows (8 bits for bf16, 11
+// for f16), though G's rows sum to zero and dh may cancel.
 void GpuOps::linear_cross_entropy(const ir::KernelArgs& a) {
   const DType type = a.in[0].dtype;
   if (type == DType::kF32) return linear_cross_entropy_f32(a);

@@ -38,15 +38,6 @@ struct Pattern {
   std::vector<Fill> fills = {};
 };
 
-// k with its f32 buffers of type `low` (bf16 or f16), but those summed over rows (f32 only).
-KernelIR with_half_buffers(KernelIR k, DType low) {
-  const std::vector<int> sums = k.summed_stores();
-  for (int b = 0; b < k.buffers(); ++b)
-    if (k.types[b] == DType::kF32 && std::find(sums.begin(), sums.end(), b) == sums.end())
-      k.types[b] = low;
-  return k;
-}
-
 std::vector<Pattern> patterns() {
   const std::vector<Fill> adamw = {Fill{},
                                    Fill{},

@@ -111,7 +111,7 @@ TEST(GpuKernels, HandlesFusedNodesWithSixteenBitValues) {
   EXPECT_EQ(nodes, 1);
 }
 
-// On a GPU: every pattern against the interpreter, through device memory.
+// On a GPU: every pattern against the interpreter, through device memory, in f32, bf16 and f16.
 TEST(GpuKernels, PatternsMatchTheInterpreterOnTheGpu) {
   std::unique_ptr<devices::GpuDevice> gpu;
   if (devices::cuda::cuda_device_count() > 0)
@@ -137,14 +137,19 @@ TEST(GpuKernels, PatternsMatchTheInterpreterOnTheGpu) {
     gpu->synchronize();
     for (int b = 0; b < k.buffers(); ++b) gpu->deallocate(dev[b], bytes[b]);
   };
-  for (const char* text : {kBroadcasts, kSoftmax, kRmsNorm, kRmsNormGrad, kCrossEntropyMean,
-                           kCrossEntropy, kCompares}) {
-    const KernelIR k = KernelIR::parse(text);
-    for (int64_t cols : kCols)
-      for (int64_t rows : kRows)
-        check_kernel_with(run, k, {rows, cols, false}, {.rtol = 1e-5, .atol = 1e-5});
-    if (::testing::Test::HasFailure()) return;
-  }
+  // In f32, and with 16-bit buffers within one unit in their last place (both sides round the
+  // same value, computed in f32 on the GPU and in double by the interpreter).
+  for (const auto& [low, tol] : {std::pair{DType::kF32, Tolerance{.rtol = 1e-5, .atol = 1e-5}},
+                                 {DType::kBF16, Tolerance{.rtol = 0x1p-7, .atol = 1e-3}},
+                                 {DType::kF16, Tolerance{.rtol = 0x1p-10, .atol = 1e-3}}})
+    for (const char* text : {kBroadcasts, kSoftmax, kRmsNorm, kRmsNormGrad, kCrossEntropyMean,
+                             kCrossEntropy, kCompares}) {
+      if (low != DType::kF32 && text == kCompares) continue;  // exact compares: f32 only
+      const KernelIR k = with_half_buffers(KernelIR::parse(text), low);
+      for (int64_t cols : kCols)
+        for (int64_t rows : kRows) check_kernel_with(run, k, {rows, cols, false}, tol);
+      if (::testing::Test::HasFailure()) return;
+    }
 }
 
 }  // namespace

@@ -354,7 +354,7 @@ TEST(GpuOps, SourceCompilesWithNvrtcForHopper) {
   std::string why;
   if (!RuntimeCompiler::available(GpuVendor::kNvidia, &why)) GTEST_SKIP() << "cannot: " << why;
   for (const char* sizes :
-       {"", "DISC_ATTENTION(64, 64, disc_bf16)\n", "DISC_ATTENTION(16, 3, disc_f16)\n"}) {
+       {"", "DISC_ATTENTION(64, 64, disc_bf16)\n", "DISC_ATTENTION(256, 256, disc_f16)\n"}) {
     const GpuCode c = RuntimeCompiler::get(GpuVendor::kNvidia)
                           .compile(gpu_op_source() + sizes, "ops.cu", "sm_90");
     EXPECT_EQ(c.binary.compare(0, 4,

@@ -1,7 +1,12 @@
 // Hand-built kernel IRs for the fusion patterns the emitter must handle (issue 6's list): a
 // broadcast chain, softmax, RMSNorm, cross-entropy, AdamW, compares. Shared by the emitter and
-// kernel cache tests.
+// kernel cache tests; with_half_buffers makes their 16-bit variants.
 #pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "jit/kernel_ir/kernel_ir.h"
 
 namespace disc::jit {
 
@@ -227,5 +232,15 @@ store 7 full %13
 store 8 full %15
 store 9 full %17
 store 10 full %20)";
+
+// k with its f32 buffers of type `low` (bf16 or f16), but those summed over rows (f32 only): the
+// 16-bit variant of a pattern, whose loads widen and whose stores round.
+inline KernelIR with_half_buffers(KernelIR k, DType low) {
+  const std::vector<int> sums = k.summed_stores();
+  for (int b = 0; b < k.buffers(); ++b)
+    if (k.types[b] == DType::kF32 && std::find(sums.begin(), sums.end(), b) == sums.end())
+      k.types[b] = low;
+  return k;
+}
 
 }  // namespace disc::jit
