@@ -1,12 +1,12 @@
 // The CUDA C of the GPU op kernels (gpu_ops.h). Every kernel but attention's gives one thread one
 // item of work (an element, a row, a column) in a grid-stride loop, with no warp collectives: any
 // grid runs it, the same item always runs the same arithmetic in the same order (no atomics in a
-// sum), and the host build that the tests make of this source (one thread, one block) computes
-// exactly what a GPU does. Attention's kernels give a block a tile of rows and share what the
-// rows read through shared memory; each thread still goes over it in its own order, so the host
-// build computes each row as a GPU does, but the block's shared loads, its threads past the last
-// row and its barriers run only on a GPU. They take the head sizes as template arguments and their
-// element type (f32, bf16 or f16), so that a row's operands and accumulators stay in registers;
+// sum), and the host build that the tests make of this source computes exactly what a GPU does.
+// Attention's kernels give a block a tile of rows and share what the rows read through shared
+// memory; each thread still goes over it in its own order. The host build runs a block's threads
+// as host threads that meet at each barrier (a few blocks at most), so it checks the shared loads
+// and the idle threads too. They take the head sizes as template arguments and their element
+// type (f32, bf16 or f16), so that a row's operands and accumulators stay in registers;
 // DISC_ATTENTION(D, DV, T) instantiates them, one type per module.
 #include "jit/gpu/gpu_op_source.h"
 

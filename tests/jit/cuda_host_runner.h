@@ -25,20 +25,25 @@
 
 namespace disc::jit {
 
-inline constexpr const char* kHostPrelude = R"(#include <math.h>
+// CUDA's names as plain C++, for both host builds (the op kernels' threads and blocks come apart).
+inline constexpr const char* kHostIntrinsics = R"(#include <math.h>
 #include <string.h>
 struct disc_dim { unsigned x; };
-static const disc_dim threadIdx = {0}, blockIdx = {0}, blockDim = {1}, gridDim = {1};
 #define __global__
 #define __device__ static
 #define __forceinline__ inline
 #define __shared__ static
 #define __launch_bounds__(n)
-#define __syncthreads()
 static float __int_as_float(int i) { float f; memcpy(&f, &i, sizeof f); return f; }
 static double __longlong_as_double(long long i) { double d; memcpy(&d, &i, sizeof d); return d; }
 static float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, sizeof f); return f; }
 static unsigned __float_as_uint(float f) { unsigned i; memcpy(&i, &f, sizeof i); return i; }
+)";
+
+// The fused kernels' host build: one thread in one block.
+inline constexpr const char* kHostOneThread = R"(
+static const disc_dim threadIdx = {0}, blockIdx = {0}, blockDim = {1}, gridDim = {1};
+#define __syncthreads()
 )";
 
 inline constexpr const char* kHostReductions = R"(
@@ -53,7 +58,7 @@ class CudaHostRunner {
   using Entry = void (*)(long long, long long, void* const*, double*, float*);
 
   explicit CudaHostRunner(std::vector<std::pair<KernelIR, Bucket>> kernels) {
-    std::string src = kHostPrelude;
+    std::string src = std::string(kHostIntrinsics) + kHostOneThread;
     for (size_t i = 0; i < kernels.size(); ++i) {
       const auto& [k, b] = kernels[i];
       sources_.push_back(emit_cuda_kernel(k, b, "k" + std::to_string(i)));

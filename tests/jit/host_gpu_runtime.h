@@ -1,8 +1,11 @@
 // A GpuRuntime on the host, so that code written for a GPU device (jit/gpu/gpu_ops.h) runs its
 // launches, copies and scratch memory through devices::GpuDevice on a machine without a GPU.
 // Memory is host memory; streams and events do nothing (everything runs in call order); a module
-// image is the path of a shared object built by the test, whose function NAME is looked up as
-// NAME_params, taking the launch's parameter array (the addresses of the kernel's arguments).
+// image is the path of a shared object built by the test (host_op_compiler.h), whose function NAME
+// is looked up as NAME_params, taking the launch's parameter array (the addresses of the kernel's
+// arguments), and which launches it through its disc_host_run: the block's threads as host
+// threads, at most kHostMaxBlocks blocks (the kernels' loops stride over any grid), to bound the
+// time.
 //
 //   devices::GpuDevice dev(std::make_unique<HostGpuRuntime>(), 1);
 //   auto f = dev.load_kernel("/tmp/kernels.so", "disc_rope");   // calls disc_rope_params(params)
@@ -10,8 +13,10 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -19,6 +24,8 @@
 #include "devices/gpu/gpu_runtime.h"
 
 namespace disc::jit {
+
+inline constexpr unsigned kHostMaxBlocks = 3;
 
 class HostGpuRuntime final : public devices::GpuRuntime {
  public:
@@ -60,16 +67,27 @@ class HostGpuRuntime final : public devices::GpuRuntime {
   }
   void unload_module(Module) override {}  // closed with the runtime
   Function function(Module m, const std::string& name) override {
-    void* f = dlsym(m, (name + "_params").c_str());
-    if (!f) throw DeviceError("host-gpu: no " + name + "_params in the module");
-    return f;
+    void* entry = dlsym(m, (name + "_params").c_str());
+    if (!entry) throw DeviceError("host-gpu: no " + name + "_params in the module");
+    void* run = dlsym(m, "disc_host_run");
+    if (!run) throw DeviceError("host-gpu: no disc_host_run in the module");
+    return &kernels_.emplace_back(
+        Kernel{reinterpret_cast<Entry>(entry), reinterpret_cast<Run>(run)});
   }
-  void launch(Function f, const devices::LaunchShape&, Stream, void** params) override {
-    reinterpret_cast<void (*)(void**)>(f)(params);
+  void launch(Function f, const devices::LaunchShape& shape, Stream, void** params) override {
+    const auto* k = static_cast<const Kernel*>(f);
+    k->run(k->entry, params, std::min(shape.grid, kHostMaxBlocks), shape.block);
   }
 
  private:
+  using Entry = void (*)(void**);
+  using Run = void (*)(Entry, void**, unsigned grid, unsigned block);
+  struct Kernel {
+    Entry entry;
+    Run run;
+  };
   std::vector<void*> handles_;
+  std::deque<Kernel> kernels_;  // Functions point into it
 };
 
 }  // namespace disc::jit

@@ -1,6 +1,8 @@
 // GpuOps::Compile for the host: the GPU op kernels' source (jit/gpu/gpu_op_source.h) built as a
 // shared object with the compiler that built the tests, for HostGpuRuntime (host_gpu_runtime.h)
-// to load. One host thread then computes what each GPU thread computes for its own items.
+// to load. A launch runs each block's threads at once, on host threads of their own that meet at
+// every __syncthreads, and the blocks one after another (__shared__ arrays are the object's
+// statics): so a block's shared loads, its idle threads and its barriers run as on a GPU.
 //
 //   devices::GpuDevice dev(std::make_unique<HostGpuRuntime>(), 1);
 //   HostOpCompiler compile;
@@ -20,15 +22,38 @@
 
 namespace disc::jit {
 
-// What the host build adds: CUDA's atomicCAS for one thread, and for each kernel an entry that
-// takes cuLaunchKernel's parameter array.
-inline constexpr const char* kHostAtomics = R"(
+// What the host build adds: threads and blocks, CUDA's atomicCAS, disc_host_run (the launch, for
+// HostGpuRuntime) and, for each kernel, an entry that takes cuLaunchKernel's parameter array.
+inline constexpr const char* kHostThreads = R"(
+#include <barrier>
+#include <thread>
+#include <vector>
+static thread_local disc_dim threadIdx, blockIdx;
+static disc_dim blockDim, gridDim;
+static std::barrier<>* disc_host_block;
+static void __syncthreads() { disc_host_block->arrive_and_wait(); }
 static unsigned long long atomicCAS(unsigned long long* p, unsigned long long expected, unsigned long long v) {
-  const unsigned long long old = *p;
-  if (old == expected) *p = v;
-  return old;
+  __atomic_compare_exchange_n(p, &expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return expected;  // the old value, whether or not it was swapped
+}
+extern "C" void disc_host_run(void (*entry)(void**), void** params, unsigned grid, unsigned block) {
+  std::barrier<> sync(block);
+  disc_host_block = &sync;
+  blockDim = {block}, gridDim = {grid};
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < block; ++t)
+    threads.emplace_back([&, t] {
+      threadIdx = {t};
+      for (unsigned b = 0; b < grid; ++b) {
+        blockIdx = {b};
+        entry(params);
+        sync.arrive_and_wait();  // the block's threads are done before the next block starts
+      }
+    });
+  for (std::thread& t : threads) t.join();
 }
 )";
+
 inline constexpr const char* kHostEntries = R"(
 #define P(T, i) (*(T*)p[i])
 extern "C" void disc_transpose_4_params(void** p) {
@@ -108,9 +133,9 @@ class HostOpCompiler {
       if (line.rfind("DISC_ATTENTION(", 0) == 0)
         entries += "DISC_HOST_" + line.substr(5) + "\n";  // DISC_HOST_ATTENTION(D, DV, T)
     const std::string cc = so + ".cc";
-    std::ofstream(cc) << kHostPrelude << kHostAtomics << source << entries;
-    const std::string cmd =
-        std::string(DISC_TEST_CXX) + " -std=c++17 -O1 -w -shared -fPIC -o " + so + " " + cc;
+    std::ofstream(cc) << kHostIntrinsics << kHostThreads << source << entries;
+    const std::string cmd = std::string(DISC_TEST_CXX) +
+                            " -std=c++20 -O1 -w -shared -fPIC -pthread -o " + so + " " + cc;
     if (std::system(cmd.c_str()) != 0)
       throw CompileError("the host build of the GPU op kernels failed: " + cmd);
     built_.insert(so);
