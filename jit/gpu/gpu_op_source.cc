@@ -261,8 +261,8 @@ __device__ __forceinline__ void disc_axpy(float* r, float a, const T* x) {  // r
 }
 __device__ __forceinline__ disc_i64 disc_min(disc_i64 a, disc_i64 b) { return a < b ? a : b; }
 // Rows [lo, hi) of x (NX values a row) and of y (NY; y may be null), n rows there, a tile at a time
-// in xs and ys (disc_tile<NX + NY>::rows of each); for each tile, f(r, xs_r, ys_r) for this thread's rows r in [from, to), in order.
-// Every thread of the block calls it with the same lo and hi, as it synchronises the block; a
+// in xs and ys (disc_tile<NX + NY>::rows of each); for each tile, f(r, xs_r, ys_r) for this
+// thread's rows r in [from, to), in order. Every thread of the block calls it with the same lo and hi, as it synchronises the block; a
 // thread without a row passes from = to.
 template <int NX, int NY, typename T, typename F>
 __device__ __forceinline__ void disc_tiles(float (*xs)[NX], float (*ys)[NY], const T* x, const T* y, disc_i64 n,
@@ -283,23 +283,47 @@ __device__ __forceinline__ void disc_tiles(float (*xs)[NX], float (*ys)[NY], con
 // The block tiles of `rows` rows per head: tile b is head b / tiles, rows from (b % tiles) * blockDim.x.
 #define DISC_FOR_TILES(b, heads, rows) \
   for (disc_i64 b = blockIdx.x; b < (heads) * (((rows) + blockDim.x - 1) / blockDim.x); b += gridDim.x)
+// Block tile b of `rows` rows a head: its head h and first row r0, this thread's row r and its
+// index t over every head's rows, and whether that row exists.
+struct disc_row_tile {
+  disc_i64 h, r0, r, t;
+  bool mine;
+};
+__device__ __forceinline__ disc_row_tile disc_tile_at(disc_i64 b, disc_i64 rows) {
+  const disc_i64 tiles = (rows + blockDim.x - 1) / blockDim.x, h = b / tiles, r0 = b % tiles * blockDim.x;
+  const disc_i64 r = r0 + threadIdx.x;
+  return {h, r0, r, h * rows + r, r < rows};
+}
+// The keys a query row's thread goes over, [0, end), and those of any row of its tile, [0, block_end).
+struct disc_keys {
+  disc_i64 end, block_end;
+};
+__device__ __forceinline__ disc_keys disc_keys_of(const disc_row_tile& q, int causal, disc_i64 sq, disc_i64 sk) {
+  return {!q.mine ? 0 : causal ? q.r + 1 : sk, causal ? disc_min(disc_min(q.r0 + blockDim.x, sq), sk) : sk};
+}
+// The query rows that see a key row's thread, [first, sq), and those of any key of its tile, [lo, sq).
+struct disc_queries {
+  disc_i64 lo, first;
+};
+__device__ __forceinline__ disc_queries disc_queries_of(const disc_row_tile& k, int causal, disc_i64 sq) {
+  return {causal ? disc_min(k.r0, sq) : 0, !k.mine ? sq : causal ? k.r : 0};
+}
 
 // The forward pass: an online softmax over the row's keys.
 template <int D, int DV, typename T>
 __device__ void disc_attention_fwd(const T* q, const T* k, const T* v, T* o, disc_i64 heads, disc_i64 sq, disc_i64 sk,
                                    int causal, float scale) {
   __shared__ float ks[disc_tile<D + DV>::rows][D], vs[disc_tile<D + DV>::rows][DV];
-  const disc_i64 tiles = (sq + blockDim.x - 1) / blockDim.x;
   DISC_FOR_TILES(b, heads, sq) {
-    const disc_i64 h = b / tiles, i0 = b % tiles * blockDim.x, i = i0 + threadIdx.x, t = h * sq + i;
-    const bool mine = i < sq;
-    const disc_i64 end = !mine ? 0 : causal ? i + 1 : sk;
-    const disc_i64 block_end = causal ? disc_min(disc_min(i0 + blockDim.x, sq), sk) : sk;
+    const disc_row_tile row = disc_tile_at(b, sq);
+    const disc_keys keys = disc_keys_of(row, causal, sq, sk);
+    const disc_i64 h = row.h, t = row.t;
+    const bool mine = row.mine;
     float qr[D], acc[DV];
     if (mine) disc_load<D>(qr, q + t * D);
     DISC_UNROLL for (int e = 0; e < DV; ++e) acc[e] = 0.f;
     float m = DISC_NEG_INF, l = 0.f;
-    disc_tiles<D, DV>(ks, vs, k + h * sk * D, v + h * sk * DV, sk, 0, block_end, 0, end,
+    disc_tiles<D, DV>(ks, vs, k + h * sk * D, v + h * sk * DV, sk, 0, keys.block_end, 0, keys.end,
                       [&](disc_i64, const float* kj, const float* vj) {
                         const float s = disc_dot<D>(qr, kj) * scale;
                         const float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
@@ -317,12 +341,11 @@ template <int D, int DV, typename T>
 __device__ void disc_attention_bwd_q(const T* q, const T* k, const T* v, const T* dout, T* dq, float* stats,
                                      disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
   __shared__ float ks[disc_tile<D + DV>::rows][D], vs[disc_tile<D + DV>::rows][DV];
-  const disc_i64 tiles = (sq + blockDim.x - 1) / blockDim.x;
   DISC_FOR_TILES(b, heads, sq) {
-    const disc_i64 h = b / tiles, i0 = b % tiles * blockDim.x, i = i0 + threadIdx.x, t = h * sq + i;
-    const bool mine = i < sq;
-    const disc_i64 end = !mine ? 0 : causal ? i + 1 : sk;
-    const disc_i64 block_end = causal ? disc_min(disc_min(i0 + blockDim.x, sq), sk) : sk;
+    const disc_row_tile row = disc_tile_at(b, sq);
+    const disc_keys keys = disc_keys_of(row, causal, sq, sk);
+    const disc_i64 h = row.h, t = row.t, end = keys.end, block_end = keys.block_end;
+    const bool mine = row.mine;
     const T *kh = k + h * sk * D, *vh = v + h * sk * DV;
     float qr[D], dr[DV], acc[D];
     if (mine) disc_load<D>(qr, q + t * D), disc_load<DV>(dr, dout + t * DV);
@@ -356,17 +379,17 @@ template <int D, int DV, typename T>
 __device__ void disc_attention_bwd_v(const T* q, const T* k, const T* dout, const float* stats, T* dv,
                                      disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
   __shared__ float qs[disc_tile<D + DV>::rows][D], ds[disc_tile<D + DV>::rows][DV];
-  const disc_i64 tiles = (sk + blockDim.x - 1) / blockDim.x;
   DISC_FOR_TILES(b, heads, sk) {
-    const disc_i64 h = b / tiles, j0 = b % tiles * blockDim.x, j = j0 + threadIdx.x, t = h * sk + j;
-    const bool mine = j < sk;
+    const disc_row_tile key = disc_tile_at(b, sk);
+    const disc_queries queries = disc_queries_of(key, causal, sq);
+    const disc_i64 h = key.h, t = key.t;
+    const bool mine = key.mine;
     float kr[D], acc[DV];
     if (mine) disc_load<D>(kr, k + t * D);
     DISC_UNROLL for (int e = 0; e < DV; ++e) acc[e] = 0.f;
     const float* sh = stats + 2 * h * sq;
-    const disc_i64 first = !mine ? sq : causal ? j : 0;  // the first query row that sees key j
-    disc_tiles<D, DV>(qs, ds, q + h * sq * D, dout + h * sq * DV, sq, causal ? disc_min(j0, sq) : 0, sq, first,
-                      sq, [&](disc_i64 i, const float* qi, const float* di) {
+    disc_tiles<D, DV>(qs, ds, q + h * sq * D, dout + h * sq * DV, sq, queries.lo, sq, queries.first, sq,
+                      [&](disc_i64 i, const float* qi, const float* di) {
                         disc_axpy<DV>(acc, expf(disc_dot<D>(qi, kr) * scale - sh[2 * i]), di);
                       });
     if (mine) disc_store<DV>(dv + t * DV, acc, 1.f);
@@ -376,17 +399,17 @@ template <int D, int DV, typename T>
 __device__ void disc_attention_bwd_k(const T* q, const T* k, const T* v, const T* dout, const float* stats, T* dk,
                                      disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
   __shared__ float qs[disc_tile<D + DV>::rows][D], ds[disc_tile<D + DV>::rows][DV];
-  const disc_i64 tiles = (sk + blockDim.x - 1) / blockDim.x;
   DISC_FOR_TILES(b, heads, sk) {
-    const disc_i64 h = b / tiles, j0 = b % tiles * blockDim.x, j = j0 + threadIdx.x, t = h * sk + j;
-    const bool mine = j < sk;
+    const disc_row_tile key = disc_tile_at(b, sk);
+    const disc_queries queries = disc_queries_of(key, causal, sq);
+    const disc_i64 h = key.h, t = key.t;
+    const bool mine = key.mine;
     float kr[D], vr[DV], acc[D];
     if (mine) disc_load<D>(kr, k + t * D), disc_load<DV>(vr, v + t * DV);
     DISC_UNROLL for (int e = 0; e < D; ++e) acc[e] = 0.f;
     const float* sh = stats + 2 * h * sq;
-    const disc_i64 first = !mine ? sq : causal ? j : 0;
-    disc_tiles<D, DV>(qs, ds, q + h * sq * D, dout + h * sq * DV, sq, causal ? disc_min(j0, sq) : 0, sq, first,
-                      sq, [&](disc_i64 i, const float* qi, const float* di) {
+    disc_tiles<D, DV>(qs, ds, q + h * sq * D, dout + h * sq * DV, sq, queries.lo, sq, queries.first, sq,
+                      [&](disc_i64 i, const float* qi, const float* di) {
                         const float p = expf(disc_dot<D>(qi, kr) * scale - sh[2 * i]);
                         disc_axpy<D>(acc, p * (disc_dot<DV>(di, vr) - sh[2 * i + 1]), qi);
                       });

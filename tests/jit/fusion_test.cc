@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ir/text_format.h"
+#include "tests/jit/pattern_kernels.h"
 
 namespace disc::jit {
 namespace {
@@ -61,20 +62,7 @@ TEST(FusionPlan, ANormWhoseInputOthersReadTooGetsAKernelOfItsOwn) {
 // it is made, as its node alone would store it (so that a recompute or another grouping gives the
 // same bits); loads of bf16 buffers and f32 values are not rounded.
 TEST(FusionPlan, EachSixteenBitValueIsRoundedWhereTheKernelMakesIt) {
-  auto g = ir::parse_graph(R"(graph @g {
-  sym R in [1, 300]
-  input %gate : bf16[R, 64]
-  input %up : bf16[R, 64]
-  input %x : f32[R, 64]
-  %s = silu(%gate) : bf16[R, 64]
-  %a = mul(%s, %up) : bf16[R, 64]
-  %a32 = cast(%a) {dtype = f32} : f32[R, 64]
-  %y = add(%x, %a32) : f32[R, 64]
-  %h = cast(%y) {dtype = f16} : f16[R, 64]
-  output y = %y
-  output h = %h
-}
-)");
+  auto g = ir::parse_graph(kBf16SwiGluGraph);
   const FusionPlan plan = plan_fusion(*g);
   ASSERT_EQ(plan.groups.size(), 1u) << plan.str();
   EXPECT_EQ(plan.groups[0].kernel.str(),

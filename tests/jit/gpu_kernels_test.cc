@@ -82,20 +82,7 @@ TEST(GpuKernelCompiler, CachesBinariesOnDiskPerArchitecture) {
 // Every fused node runs on the GPU, 16-bit ones too: the SwiGLU of bf16 operands with an f32
 // residual and an f16 result loads, stores and rounds 16-bit values (fusion_test.cc's graph).
 TEST(GpuKernels, HandlesFusedNodesWithSixteenBitValues) {
-  auto g = ir::parse_graph(R"(graph @g {
-  sym R in [1, 300]
-  input %gate : bf16[R, 64]
-  input %up : bf16[R, 64]
-  input %x : f32[R, 64]
-  %s = silu(%gate) : bf16[R, 64]
-  %a = mul(%s, %up) : bf16[R, 64]
-  %a32 = cast(%a) {dtype = f32} : f32[R, 64]
-  %y = add(%x, %a32) : f32[R, 64]
-  %h = cast(%y) {dtype = f16} : f16[R, 64]
-  output y = %y
-  output h = %h
-}
-)");
+  auto g = ir::parse_graph(kBf16SwiGluGraph);
   const std::unique_ptr<ir::Graph> fused = apply_fusion(*g, plan_fusion(*g));
   devices::GpuDevice dev(std::make_unique<HostGpuRuntime>(), 1);
   const GpuKernels kernels(dev, "");

@@ -233,6 +233,23 @@ store 8 full %15
 store 9 full %17
 store 10 full %20)";
 
+// A graph, not a kernel: SwiGLU on bf16 operands with an f32 residual and an f16 result, which
+// fusion makes one kernel that loads, stores and rounds 16-bit values.
+inline constexpr const char* kBf16SwiGluGraph = R"(graph @g {
+  sym R in [1, 300]
+  input %gate : bf16[R, 64]
+  input %up : bf16[R, 64]
+  input %x : f32[R, 64]
+  %s = silu(%gate) : bf16[R, 64]
+  %a = mul(%s, %up) : bf16[R, 64]
+  %a32 = cast(%a) {dtype = f32} : f32[R, 64]
+  %y = add(%x, %a32) : f32[R, 64]
+  %h = cast(%y) {dtype = f16} : f16[R, 64]
+  output y = %y
+  output h = %h
+}
+)";
+
 // k with its f32 buffers of type `low` (bf16 or f16), but those summed over rows (f32 only): the
 // 16-bit variant of a pattern, whose loads widen and whose stores round.
 inline KernelIR with_half_buffers(KernelIR k, DType low) {
