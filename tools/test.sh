@@ -21,7 +21,10 @@ echo "== format check"
 tools/format.sh --check
 
 echo "== release build and tests"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+# Line tables (-g1) rather than full debug information: backtraces keep file and line, and the
+# build takes a quarter less time.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" > /dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs"
 
@@ -45,7 +48,7 @@ ctest --test-dir build-sanitize --output-on-failure -j "$jobs" -E "$slow"
 
 echo "== ThreadSanitizer build: the tests that run threads of their own"
 cmake -S . -B build-tsan -G Ninja "${sanitizer_flags[@]}" -DDISC_TSAN=ON > /dev/null
-cmake --build build-tsan -j "$jobs" --target disc_jit_tests disc_engine_tests
+cmake --build build-tsan -j "$jobs" --target disc_thread_tests
 # A compiler thread beside the executor (background compilation); the LLVM compiler, kernel and
 # object caches under concurrent callers. Not the training tests: oneTBB's pool is not built with
 # TSan, so every parallel loop over its threads reads as a race.

@@ -53,12 +53,34 @@ __device__ __forceinline__ float disc_round_f16(float x) {
 }
 )";
 
-// Block reductions: a butterfly within each warp, lane 0's result per warp into shared memory,
-// then every thread combines the warps in order (one order, so every thread gets the same bits).
-// The first __syncthreads lets the previous reduction's readers of `red` finish.
+// Warp reductions: a butterfly, after which every lane holds the same bits (each step adds the
+// same two values in either order). Block reductions: the warp's, lane 0's result per warp into
+// shared memory, then every thread combines the warps in order (one order, so every thread gets
+// the same bits). DISC_WARP: the warp's threads (the host build's one thread is a warp of 1). The
+// first __syncthreads lets the previous reduction's readers of `red` finish.
 constexpr const char* kReductions = R"(
-__device__ float disc_block_sum(float v, float* red) {
+#define DISC_WARP 32
+__device__ __forceinline__ float disc_warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float disc_warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = disc_max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ disc_lse disc_warp_lse_merge(disc_lse v) {
+  for (int o = 16; o > 0; o >>= 1) {
+    disc_lse other = {__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o)};
+    v = disc_lse_merge(v, other);
+  }
+  return v;
+}
+__device__ __forceinline__ float disc_warp_lse(disc_lse v) {
+  v = disc_warp_lse_merge(v);
+  return v.m + logf(v.s);
+}
+__device__ float disc_block_sum(float v, float* red) {
+  v = disc_warp_sum(v);
   __syncthreads();
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
   __syncthreads();
@@ -67,7 +89,7 @@ __device__ float disc_block_sum(float v, float* red) {
   return t;
 }
 __device__ float disc_block_max(float v, float* red) {
-  for (int o = 16; o > 0; o >>= 1) v = disc_max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  v = disc_warp_max(v);
   __syncthreads();
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
   __syncthreads();
@@ -76,10 +98,7 @@ __device__ float disc_block_max(float v, float* red) {
   return t;
 }
 __device__ float disc_block_lse(disc_lse v, float* red) {
-  for (int o = 16; o > 0; o >>= 1) {
-    disc_lse other = {__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o)};
-    v = disc_lse_merge(v, other);
-  }
+  v = disc_warp_lse_merge(v);
   __syncthreads();
   if ((threadIdx.x & 31) == 0) red[2 * (threadIdx.x >> 5)] = v.m, red[2 * (threadIdx.x >> 5) + 1] = v.s;
   __syncthreads();
@@ -153,6 +172,12 @@ class Emitter {
   void emit() {
     for (int i = 0; i < k_.buffers(); ++i) c_type(k_.types[i], i);  // refuse bad types first
     plan_sums();
+    // Summed scalars only (a gradient norm's squares): a warp per row, the group's rows at once,
+    // their values added in row order after. A block per row would run a group's rows one after
+    // another, and a [512, 512] tensor has only eight groups to spread over the GPU.
+    warp_rows_ = !out_.summed.empty() && out_.col_sums == 0;
+    lane_ = warp_rows_ ? "lane" : "threadIdx.x";
+    lanes_ = warp_rows_ ? "DISC_WARP" : "blockDim.x";
     plan_main();
     if (out_.has_totals) emit_totals_kernel();
     emit_main_kernel();
@@ -381,7 +406,7 @@ class Emitter {
     else
       s_ << "        float acc = "
          << (in.op == KOp::kReduceSum ? "0.0f" : "-__int_as_float(0x7f800000)") << ";\n";
-    s_ << "        for (long long c = threadIdx.x; c < cols; c += blockDim.x) {\n";
+    s_ << "        for (long long c = " << lane_ << "; c < cols; c += " << lanes_ << ") {\n";
     emit_elements({a}, "          ");
     const std::string x = ref(a, Level::kElement);
     s_ << "          acc = "
@@ -389,10 +414,11 @@ class Emitter {
            : in.op == KOp::kReduceMax ? "disc_max(acc, " + x + ")"
                                       : "disc_lse_add(acc, " + x + ")")
        << ";\n        }\n";
-    const char* fn = in.op == KOp::kReduceSum   ? "disc_block_sum"
-                     : in.op == KOp::kReduceMax ? "disc_block_max"
-                                                : "disc_block_lse";
-    s_ << "        r" << i << " = " << fn << "(acc, disc_red);\n      }\n";
+    const char* fn = in.op == KOp::kReduceSum ? "sum" : in.op == KOp::kReduceMax ? "max" : "lse";
+    s_ << "        r" << i << " = "
+       << (warp_rows_ ? "disc_warp_" + std::string(fn) + "(acc)"
+                      : "disc_block_" + std::string(fn) + "(acc, disc_red)")
+       << ";\n      }\n";
   }
 
   void emit_main_kernel() {
@@ -400,7 +426,11 @@ class Emitter {
     bool reduces = false;
     for (size_t i = 0; i < k_.code.size(); ++i)
       reduces = reduces || (live_[i] && is_reduction(k_.code[i].op));
-    if (reduces) s_ << "  __shared__ float disc_red[16];\n";
+    if (reduces && !warp_rows_) s_ << "  __shared__ float disc_red[16];\n";
+    if (warp_rows_)
+      s_ << "  __shared__ float disc_rowv[" << out_.scalar_sums << "][" << out_.rows_per_group
+         << "];\n  const unsigned lane = threadIdx.x % DISC_WARP, warp = threadIdx.x / "
+            "DISC_WARP;\n";
     s_ << "  (void)totals;\n  (void)sums;\n";
     emit_scalars(live_);
     const bool summed = !out_.summed.empty();
@@ -417,10 +447,15 @@ class Emitter {
     }
     s_ << "    const long long row_end = (g + 1) * " << out_.rows_per_group
        << " < rows ? (g + 1) * " << out_.rows_per_group << " : rows;\n"
-       << "    for (long long row = g * " << out_.rows_per_group << "; row < row_end; ++row) {\n"
+       << "    const long long row0 = g * " << out_.rows_per_group << ";\n"
+       << (warp_rows_ ? "    for (long long row = row0 + warp; row < row_end; row += blockDim.x / "
+                        "DISC_WARP) {\n"
+                      : "    for (long long row = row0; row < row_end; ++row) {\n")
        << "      const long long base = row * cols;\n      (void)base;\n";
     emit_row();
-    s_ << "    }\n  }\n";
+    s_ << "    }\n";
+    if (warp_rows_) emit_ordered_sums();
+    s_ << "  }\n";
     for (size_t i = 0; i < k_.code.size(); ++i) {
       const Instr& in = k_.code[i];
       if (in.op == KOp::kStore && in.access == Access::kScalar &&
@@ -441,8 +476,11 @@ class Emitter {
       if (in.op == KOp::kStore) {
         const std::string v = ref(in.args[0], Level::kRow);
         if (in.access == Access::kRow)
-          s_ << "      if (threadIdx.x == 0) b" << in.buffer
+          s_ << "      if (" << lane_ << " == 0) b" << in.buffer
              << "[row] = " << stored(k_.types[in.buffer], v) << ";\n";
+        else if (in.access == Access::kScalar && levels_[in.args[0]] == Level::kRow && warp_rows_)
+          s_ << "      if (lane == 0) disc_rowv[" << offset_[in.buffer].second
+             << "][row - row0] = " << v << ";\n";
         else if (in.access == Access::kScalar && levels_[in.args[0]] == Level::kRow)
           s_ << "      if (threadIdx.x == 0) sums_g[off" << in.buffer << "] += " << v << ";\n";
         else if (in.access != Access::kScalar)
@@ -457,7 +495,7 @@ class Emitter {
     if (stores.empty()) return;
     std::vector<int> values;
     for (int st : stores) values.push_back(k_.code[st].args[0]);
-    s_ << "      for (long long c = threadIdx.x; c < cols; c += blockDim.x) {\n";
+    s_ << "      for (long long c = " << lane_ << "; c < cols; c += " << lanes_ << ") {\n";
     emit_elements(values, "        ");
     for (int st : stores) {
       const Instr& in = k_.code[st];
@@ -469,6 +507,16 @@ class Emitter {
         s_ << "        sums_g[off" << in.buffer << " + c] += " << v << ";\n";
     }
     s_ << "      }\n";
+  }
+
+  // After a warp-per-row group: its row values added into its sums in row order, the block per
+  // row's order, so the group's sums are the same whichever way its rows ran.
+  void emit_ordered_sums() {
+    s_ << "    __syncthreads();\n    if (threadIdx.x == 0)\n"
+       << "      for (long long r = 0; r < row_end - row0; ++r) {\n";
+    for (int b : out_.summed)
+      s_ << "        sums_g[off" << b << "] += disc_rowv[" << offset_[b].second << "][r];\n";
+    s_ << "      }\n    __syncthreads();  // the next group's rows overwrite disc_rowv\n";
   }
 
   // Totals of row values over every row (sum_rows) and the label checks that read them, in
@@ -543,6 +591,8 @@ class Emitter {
   CudaKernelSource& out_;
   std::ostringstream s_;
   std::vector<bool> live_, as_float_;          // plan_main
+  bool warp_rows_ = false;                     // emit: a warp per row, not a block
+  std::string lane_, lanes_;                   // a row's first column for this thread, stride
   std::map<int, std::pair<int, int>> offset_;  // summed buffer -> (cols, ones) before it
   std::pair<int, int> per_group_;
 };

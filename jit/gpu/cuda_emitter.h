@@ -28,7 +28,9 @@
 // of a row value too; a scalar store of a scalar value is written once, by block 0.
 //
 // The block size follows the bucket (32 threads for extents up to 32, up to 256); a block runs one
-// row at a time, or groups of kSumBlockRows rows in order when the kernel sums over rows.
+// row at a time, or groups of kSumBlockRows rows in order when the kernel sums over rows. Where it
+// sums only scalars (a gradient norm's squares), a group's rows run at once, a warp per row (warp
+// reductions), and thread 0 adds their values in row order after: the same sums, in parallel.
 #pragma once
 
 #include <string>

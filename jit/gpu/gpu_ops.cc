@@ -1,12 +1,14 @@
 #include "jit/gpu/gpu_ops.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "base/error.h"
 #include "devices/cpu/linear_cross_entropy.h"
 #include "ir/ops/attention_dims.h"
 #include "ir/ops/index_math.h"
 #include "ir/ops/kernels.h"
+#include "jit/gpu/attention_mma_source.h"
 #include "jit/gpu/gpu_op_source.h"
 
 namespace disc::jit {
@@ -80,6 +82,12 @@ void GpuOps::run(const std::string& op, const ir::KernelArgs& a) {
   throw InvalidArgument("GpuOps: no GPU kernel for op '" + op + "'");
 }
 
+bool GpuOps::tensor_cores(const std::string& arch, const Module& m) {
+  auto fits = [](int n) { return n > 0 && n % 16 == 0 && n <= 128; };
+  const bool sm80 = arch.rfind("sm_", 0) == 0 && std::atoi(arch.c_str() + 3) >= 80;
+  return is_half_float(m.type) && fits(m.d) && fits(m.dv) && (sm80 || arch == "host");
+}
+
 // The function `name` of the op kernels' module, compiled and loaded on first use; attention's
 // kernels come in a module per head size (d, dv) and element type.
 devices::GpuDevice::Kernel GpuOps::kernel(const std::string& name, const Module& m) {
@@ -102,9 +110,11 @@ const std::string& GpuOps::image(const Module& m, KernelRun& run) {
   auto [it, added] = images_.try_emplace({m.d, m.dv, m.type});
   if (!added) return it->second;
   std::string source = gpu_op_source();
-  if (m.d > 0)
-    source += "DISC_ATTENTION(" + std::to_string(m.d) + ", " + std::to_string(m.dv) + ", " +
-              element_type(m.type) + ")\n";
+  const std::string sizes =
+      "(" + std::to_string(m.d) + ", " + std::to_string(m.dv) + ", " + element_type(m.type) + ")\n";
+  if (m.d > 0) source += "DISC_ATTENTION" + sizes;
+  if (tensor_cores(dev_.arch(), m))
+    source += attention_mma_source() + ("DISC_ATTENTION_MMA" + sizes);
   try {
     it->second = compile_(source, run);
   } catch (...) {
@@ -203,15 +213,29 @@ void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
   const std::string sizes = "_" + std::to_string(d) + "_" + std::to_string(dv);
   const Module m{d, dv, a.in[0].dtype};
   void *pq = a.in[0].data, *pk = a.in[1].data, *pv = a.in[2].data;
+  // On the tensor cores: blocks of kBlock threads, 16 rows a warp.
+  const bool mma = tensor_cores(dev_.arch(), m);
+  auto mma_tiles = [&](long long rows) {
+    const long long per_block = kBlock / 32 * 16;
+    return devices::LaunchShape{
+        static_cast<unsigned>(std::max<long long>(heads * ((rows + per_block - 1) / per_block), 1)),
+        kBlock, 0};
+  };
   if (!grad) {
     void* o = a.out[0].data;
     void* params[] = {&pq, &pk, &pv, &o, &heads, &sq, &sk, &causal, &scale};
+    if (mma) return launch("disc_attention_mma_fwd" + sizes, mma_tiles(sq), params, m);
     return launch("disc_attention_fwd" + sizes, tiled(heads, sq), params, m);
   }
   void *dout = a.in[3].data, *dq = a.out[0].data, *dk = a.out[1].data, *ddv = a.out[2].data;
   void* stats =
       stats_.get(static_cast<size_t>(std::max<long long>(heads * sq, 1)) * 2 * sizeof(float));
   void* rows[] = {&pq, &pk, &pv, &dout, &dq, &stats, &heads, &sq, &sk, &causal, &scale};
+  if (mma) {
+    launch("disc_attention_mma_bwd_q" + sizes, mma_tiles(sq), rows, m);
+    void* keys[] = {&pq, &pk, &pv, &dout, &stats, &dk, &ddv, &heads, &sq, &sk, &causal, &scale};
+    return launch("disc_attention_mma_bwd_kv" + sizes, mma_tiles(sk), keys, m);
+  }
   launch("disc_attention_bwd_q" + sizes, tiled(heads, sq), rows, m);
   void* values[] = {&pq, &pk, &dout, &stats, &ddv, &heads, &sq, &sk, &causal, &scale};
   launch("disc_attention_bwd_v" + sizes, tiled(heads, sk), values, m);

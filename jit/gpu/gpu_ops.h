@@ -64,6 +64,11 @@ class GpuOps {
   // mid-step.
   KernelRun prepare(const Module& m = {});
 
+  // Whether attention of module m runs on the tensor cores (attention_mma_source.h) of a device
+  // of `arch`: bf16 or f16, head sizes that are multiples of 16 up to 128, an NVIDIA GPU from
+  // sm_80 on (or "host", the tests' host build of the source).
+  static bool tensor_cores(const std::string& arch, const Module& m);
+
   // Each op over device tensors (operands, then results, as KernelArgs hold them).
   void transpose(const ir::KernelArgs& a);
   void rope(const ir::KernelArgs& a);

@@ -1,9 +1,9 @@
 // Runs the CUDA emitter's kernels on the CPU, so that their arithmetic is checked against the
 // interpreter on a machine without a GPU. The kernels' source is compiled by the C++ compiler that
 // built the tests, with a prelude that makes CUDA's names plain C++: one thread per block
-// (threadIdx.x = 0, blockDim.x = 1), one block striding over every row group, block reductions
-// that return their one thread's value. What this does not check is the block reductions' warp
-// and shared-memory code (NVRTC compiles it; a GPU runs it).
+// (threadIdx.x = 0, blockDim.x = 1, a warp of one), one block striding over every row group, block
+// and warp reductions that return their one thread's value. What this does not check is the
+// reductions' warp and shared-memory code (NVRTC compiles it; a GPU runs it).
 //
 //   CudaHostRunner host({{k, bucket}, ...});      // one shared object for every kernel
 //   host.run(0, rows, cols, buffers);             // kernel 0: totals, rows, sums, as on a GPU
@@ -47,6 +47,10 @@ static const disc_dim threadIdx = {0}, blockIdx = {0}, blockDim = {1}, gridDim =
 )";
 
 inline constexpr const char* kHostReductions = R"(
+#define DISC_WARP 1
+static float disc_warp_sum(float v) { return v; }
+static float disc_warp_max(float v) { return v; }
+static float disc_warp_lse(disc_lse v) { return v.m + logf(v.s); }
 static float disc_block_sum(float v, float*) { return v; }
 static float disc_block_max(float v, float*) { return v; }
 static float disc_block_lse(disc_lse v, float*) { return v.m + logf(v.s); }

@@ -23,6 +23,7 @@
 #include "devices/cuda/cuda_device.h"
 #include "devices/hip/hip_device.h"
 #include "ir/op_registry.h"
+#include "jit/gpu/attention_mma_source.h"
 #include "jit/gpu/gpu_kernels.h"
 #include "jit/gpu/gpu_op_source.h"
 #include "jit/gpu/runtime_compiler.h"
@@ -135,7 +136,11 @@ std::vector<OpCase> cases(bool with_gemms) {
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16})
     for (const Attn& a :
          {Attn{{1}, 1, 1, 4, 4, true, 0.5}, Attn{{2, 3}, 17, 17, 8, 8, true, 0.125},
-          Attn{{1, 2}, 5, 7, 16, 3, false, 0.3}, Attn{{1, 2}, 131, 131, 64, 64, true, 0.125}}) {
+          Attn{{1, 2}, 5, 7, 16, 3, false, 0.3}, Attn{{1, 2}, 131, 131, 64, 64, true, 0.125},
+          // 16-bit ones of these run on the tensor cores (GpuOps::tensor_cores): a head of 128
+          // (tiles of 32 keys), fewer and more query rows than keys, causal with uneven heads.
+          Attn{{3}, 67, 67, 128, 128, false, 0.09}, Attn{{2}, 33, 50, 32, 16, false, 0.2},
+          Attn{{1}, 50, 33, 16, 32, false, 0.2}, Attn{{1, 2}, 37, 37, 16, 48, true, 0.2}}) {
       auto shape = [&](int64_t s, int64_t d) {
         std::vector<int64_t> v = a.lead;
         v.push_back(s), v.push_back(d);
@@ -293,6 +298,18 @@ TEST(GpuOps, HandlesFloatsAndTwoFourOrEightByteTransposes) {
   EXPECT_FALSE(GpuOps::handles(*node("exp", {x})));
 }
 
+// Attention in bf16 and f16 goes to the tensor cores where they exist and the head sizes fit.
+TEST(GpuOps, TensorCoresTakeSixteenBitHeadsOfSixteensUpTo128) {
+  EXPECT_TRUE(GpuOps::tensor_cores("sm_90", {64, 64, DType::kBF16}));
+  EXPECT_TRUE(GpuOps::tensor_cores("sm_80", {128, 16, DType::kF16}));
+  EXPECT_TRUE(GpuOps::tensor_cores("host", {32, 32, DType::kBF16}));
+  EXPECT_FALSE(GpuOps::tensor_cores("sm_75", {64, 64, DType::kBF16}));
+  EXPECT_FALSE(GpuOps::tensor_cores("gfx90a", {64, 64, DType::kBF16}));
+  EXPECT_FALSE(GpuOps::tensor_cores("sm_90", {64, 64, DType::kF32}));
+  EXPECT_FALSE(GpuOps::tensor_cores("sm_90", {16, 3, DType::kBF16}));
+  EXPECT_FALSE(GpuOps::tensor_cores("sm_90", {256, 256, DType::kBF16}));
+}
+
 TEST(GpuOps, HostBuildMatchesTheReferenceKernels) {
   devices::GpuDevice dev(std::make_unique<HostGpuRuntime>(), 1);
   HostOpCompiler compile;
@@ -353,17 +370,28 @@ TEST(GpuOps, HostBuildOfTheCrossEntropyRowsMatchesTheReference) {
 TEST(GpuOps, SourceCompilesWithNvrtcForHopper) {
   std::string why;
   if (!RuntimeCompiler::available(GpuVendor::kNvidia, &why)) GTEST_SKIP() << "cannot: " << why;
-  for (const char* sizes :
-       {"", "DISC_ATTENTION(64, 64, disc_bf16)\n", "DISC_ATTENTION(256, 256, disc_f16)\n"}) {
+  const std::string mma = attention_mma_source();
+  for (const std::string& sizes :
+       {std::string(), std::string("DISC_ATTENTION(64, 64, disc_bf16)\n"),
+        std::string("DISC_ATTENTION(256, 256, disc_f16)\n"),
+        "DISC_ATTENTION(64, 64, disc_bf16)\n" + mma + "DISC_ATTENTION_MMA(64, 64, disc_bf16)\n",
+        "DISC_ATTENTION(128, 128, disc_f16)\n" + mma +
+            "DISC_ATTENTION_MMA(128, 128, disc_f16)\n"}) {
     const GpuCode c = RuntimeCompiler::get(GpuVendor::kNvidia)
                           .compile(gpu_op_source() + sizes, "ops.cu", "sm_90");
     EXPECT_EQ(c.binary.compare(0, 4,
                                "\x7f"
                                "ELF"),
               0)
-        << sizes;
+        << sizes.substr(0, 40);
     EXPECT_NE(c.text.find(".entry disc_rope_bf16"), std::string::npos);
-    if (*sizes) EXPECT_NE(c.text.find(".entry disc_attention_bwd_k_"), std::string::npos) << sizes;
+    if (!sizes.empty())
+      EXPECT_NE(c.text.find(".entry disc_attention_bwd_k_"), std::string::npos) << sizes;
+    if (sizes.find("MMA") != std::string::npos) {
+      EXPECT_NE(c.text.find(".entry disc_attention_mma_bwd_kv_"), std::string::npos);
+      EXPECT_NE(c.text.find("mma.sync.aligned.m16n8k16"), std::string::npos);
+    }
+    EXPECT_EQ(c.log.find("warning"), std::string::npos) << c.log;
     EXPECT_NE(c.text.find(".entry disc_lce_rows_i64"), std::string::npos);
   }
 }

@@ -25,6 +25,7 @@ namespace disc::jit {
 // What the host build adds: threads and blocks, CUDA's atomicCAS, disc_host_run (the launch, for
 // HostGpuRuntime) and, for each kernel, an entry that takes cuLaunchKernel's parameter array.
 inline constexpr const char* kHostThreads = R"(
+#define DISC_HOST_BUILD 1
 #include <barrier>
 #include <thread>
 #include <vector>
@@ -35,6 +36,15 @@ static void __syncthreads() { disc_host_block->arrive_and_wait(); }
 static unsigned long long atomicCAS(unsigned long long* p, unsigned long long expected, unsigned long long v) {
   __atomic_compare_exchange_n(p, &expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
   return expected;  // the old value, whether or not it was swapped
+}
+// A warp's shuffle: the block is one warp here (kHostMaxThreads), so the block's barrier serves.
+static float __shfl_xor_sync(unsigned, float v, int lane_mask) {
+  static float lanes[32];
+  lanes[threadIdx.x & 31] = v;
+  __syncthreads();
+  const float r = lanes[(threadIdx.x & 31) ^ lane_mask];
+  __syncthreads();
+  return r;
 }
 extern "C" void disc_host_run(void (*entry)(void**), void** params, unsigned grid, unsigned block) {
   std::barrier<> sync(block);
@@ -98,6 +108,21 @@ extern "C" void disc_lce_rows_i64_params(void** p) {
 extern "C" void disc_lce_loss_params(void** p) {
   disc_lce_loss(P(const double*, 0), P(disc_i64, 1), P(disc_i64, 2), P(float*, 3));
 }
+#define DISC_HOST_ATTENTION_MMA(D, DV, T)                                                                       \
+  extern "C" void disc_attention_mma_fwd_##D##_##DV##_params(void** p) {                                        \
+    disc_attention_mma_fwd_##D##_##DV(P(const T*, 0), P(const T*, 1), P(const T*, 2), P(T*, 3), P(disc_i64, 4), \
+                                      P(disc_i64, 5), P(disc_i64, 6), P(int, 7), P(float, 8));                  \
+  }                                                                                                             \
+  extern "C" void disc_attention_mma_bwd_q_##D##_##DV##_params(void** p) {                                      \
+    disc_attention_mma_bwd_q_##D##_##DV(P(const T*, 0), P(const T*, 1), P(const T*, 2), P(const T*, 3),         \
+                                        P(T*, 4), P(float*, 5), P(disc_i64, 6), P(disc_i64, 7),                 \
+                                        P(disc_i64, 8), P(int, 9), P(float, 10));                               \
+  }                                                                                                             \
+  extern "C" void disc_attention_mma_bwd_kv_##D##_##DV##_params(void** p) {                                     \
+    disc_attention_mma_bwd_kv_##D##_##DV(P(const T*, 0), P(const T*, 1), P(const T*, 2), P(const T*, 3),        \
+                                         P(const float*, 4), P(T*, 5), P(T*, 6), P(disc_i64, 7),                \
+                                         P(disc_i64, 8), P(disc_i64, 9), P(int, 10), P(float, 11));             \
+  }
 #define DISC_HOST_ATTENTION(D, DV, T)                                                                         \
   extern "C" void disc_attention_fwd_##D##_##DV##_params(void** p) {                                          \
     disc_attention_fwd_##D##_##DV(P(const T*, 0), P(const T*, 1), P(const T*, 2), P(T*, 3), P(disc_i64, 4),   \
@@ -130,8 +155,8 @@ class HostOpCompiler {
     std::string entries = kHostEntries;
     std::istringstream lines(source);
     for (std::string line; std::getline(lines, line);)
-      if (line.rfind("DISC_ATTENTION(", 0) == 0)
-        entries += "DISC_HOST_" + line.substr(5) + "\n";  // DISC_HOST_ATTENTION(D, DV, T)
+      if (line.rfind("DISC_ATTENTION", 0) == 0)  // DISC_HOST_ATTENTION[_MMA](D, DV, T)
+        entries += "DISC_HOST_" + line.substr(5) + "\n";
     const std::string cc = so + ".cc";
     std::ofstream(cc) << kHostIntrinsics << kHostThreads << source << entries;
     const std::string cmd = std::string(DISC_TEST_CXX) +

@@ -1,0 +1,360 @@
+// The CUDA C of attention on the tensor cores; see attention_mma_source.h.
+#include "jit/gpu/attention_mma_source.h"
+
+namespace disc::jit {
+namespace {
+
+// Layouts of mma.m16n8k16 (PTX ISA, "Matrix fragments for mma.m16n8k16"), for lane = 4 g + t:
+//   A (16 x 16, row-major), 4 registers of two halves: rows g and g + 8, columns 2t, 2t + 1 and
+//     2t + 8, 2t + 9, in the order (g, 2t) (g + 8, 2t) (g, 2t + 8) (g + 8, 2t + 8);
+//   B (16 x 8, by column), 2 registers: rows 2t, 2t + 1 and 2t + 8, 2t + 9 of column g;
+//   C (16 x 8, f32), 4 floats: (g, 2t) (g, 2t + 1) (g + 8, 2t) (g + 8, 2t + 1).
+// A C tile's rows are an A tile's rows with its columns in the same lanes, so that softmax's P
+// (and dS) go from one product into the next without leaving registers. A B operand reads two
+// halves that are adjacent along k: the shared tiles are laid out so that they are adjacent in
+// memory too (keys and values by row for QK^T and dO V^T, transposed for PV, dS K, P^T dO and
+// dS^T Q), each row padded by 8 halves so that the 32 lanes' reads fall in 32 different banks.
+constexpr const char* kSource = R"(
+#define DISC_MMA_PAD 8
+// Two adjacent halves as one 32-bit register (the first in the low half).
+__device__ __forceinline__ unsigned disc_ld2(const unsigned short* p) {
+#ifdef DISC_HOST_BUILD
+  return (unsigned)p[0] | (unsigned)p[1] << 16;
+#else
+  return *(const unsigned*)p;
+#endif
+}
+template <typename T>
+__device__ __forceinline__ unsigned disc_pack(float lo, float hi) {
+  T a, b;
+  disc_put(&a, lo);
+  disc_put(&b, hi);
+  return (unsigned)a.bits | (unsigned)b.bits << 16;
+}
+// c += a b for one warp: a 16 x 16, b 16 x 8, c 16 x 8 in f32.
+#ifdef DISC_HOST_BUILD
+// The host build's block is one warp: the lanes trade their registers through shared arrays.
+template <typename T>
+__device__ __forceinline__ void disc_mma(float* c, const unsigned* a, const unsigned* b) {
+  __shared__ unsigned xa[32][4], xb[32][2];
+  const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  for (int i = 0; i < 4; ++i) xa[lane][i] = a[i];
+  for (int i = 0; i < 2; ++i) xb[lane][i] = b[i];
+  __syncthreads();
+  auto half = [](unsigned r, int k) { return disc_wide(T{(unsigned short)(k % 2 ? r >> 16 : r & 0xffffu)}); };
+  for (int i = 0; i < 4; ++i) {
+    const unsigned row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+    float s = c[i];
+    for (int k = 0; k < 16; ++k)
+      s += half(xa[(row % 8) * 4 + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)], k) *
+           half(xb[col * 4 + (k % 8) / 2][k >= 8], k);
+    c[i] = s;
+  }
+  __syncthreads();
+}
+#else
+template <typename T>
+__device__ __forceinline__ void disc_mma(float* c, const unsigned* a, const unsigned* b);
+template <>
+__device__ __forceinline__ void disc_mma<disc_bf16>(float* c, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+template <>
+__device__ __forceinline__ void disc_mma<disc_f16>(float* c, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+// A rows of x [n, N] (row r0 + g and r0 + g + 8; zeros past n): the A fragments of all N / 16
+// column steps.
+template <int N, typename T>
+__device__ __forceinline__ void disc_a_rows(unsigned (*a)[4], const T* x, disc_i64 r0, disc_i64 n) {
+  const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const unsigned short* p = (const unsigned short*)x;
+  DISC_UNROLL for (int kk = 0; kk < N / 16; ++kk)
+    DISC_UNROLL for (int i = 0; i < 4; ++i) {
+      const disc_i64 r = r0 + g + (i & 1) * 8;
+      a[kk][i] = r < n ? disc_ld2(p + r * N + kk * 16 + (i >> 1) * 8 + 2 * t) : 0u;
+    }
+}
+// c[n] = A B for the warp's 16 rows of A (fragments a, K / 16 steps) and columns n * 8 .. of B,
+// B's column j being row j of the shared tile s (row-major [columns][K + pad]).
+template <int K, int COLS, typename T>
+__device__ __forceinline__ void disc_mma_rows(float (*c)[4], const unsigned (*a)[4], const unsigned short* s) {
+  const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  DISC_UNROLL for (int n = 0; n < COLS / 8; ++n) {
+    c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
+    DISC_UNROLL for (int kk = 0; kk < K / 16; ++kk) {
+      const unsigned short* row = s + (n * 8 + g) * (K + DISC_MMA_PAD) + kk * 16 + 2 * t;
+      const unsigned b[2] = {disc_ld2(row), disc_ld2(row + 8)};
+      disc_mma<T>(c[n], a[kk], b);
+    }
+  }
+}
+// acc[n] += P B, P the warp's 16 x KEYS values p (C layout, rounded to T), B's column j being row
+// j of the shared tile s ([N][KEYS + pad]).
+template <int KEYS, int N, typename T>
+__device__ __forceinline__ void disc_mma_acc(float (*acc)[4], const float (*p)[4], const unsigned short* s) {
+  const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  DISC_UNROLL for (int kk = 0; kk < KEYS / 16; ++kk) {
+    const unsigned a[4] = {disc_pack<T>(p[2 * kk][0], p[2 * kk][1]), disc_pack<T>(p[2 * kk][2], p[2 * kk][3]),
+                           disc_pack<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                           disc_pack<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+    DISC_UNROLL for (int n = 0; n < N / 8; ++n) {
+      const unsigned short* row = s + (n * 8 + g) * (KEYS + DISC_MMA_PAD) + kk * 16 + 2 * t;
+      const unsigned b[2] = {disc_ld2(row), disc_ld2(row + 8)};
+      disc_mma<T>(acc[n], a, b);
+    }
+  }
+}
+// Rows [r0, r0 + R) of x [n, N] into shared memory, zeros past n: by row (s [R][N + pad]) and/or
+// transposed (st [N][R + pad]). Every thread of the block calls it.
+template <int R, int N, typename T>
+__device__ __forceinline__ void disc_tile_in(unsigned short* s, unsigned short* st, const T* x, disc_i64 r0, disc_i64 n) {
+  const unsigned short* p = (const unsigned short*)x;
+  for (int e = threadIdx.x; e < R * N; e += blockDim.x) {
+    const int r = e / N, c = e % N;
+    const unsigned short v = r0 + r < n ? p[(r0 + r) * N + c] : (unsigned short)0;
+    if (s) s[r * (N + DISC_MMA_PAD) + c] = v;
+    if (st) st[c * (R + DISC_MMA_PAD) + r] = v;
+  }
+}
+// The sum over a row's four lanes (lanes 4g .. 4g + 3 hold row g), the same bits in each.
+__device__ __forceinline__ float disc_quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+__device__ __forceinline__ float disc_quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+// Key tiles: 64 keys, 32 where the head is large (three tiles of [64][136] would pass 48 KiB).
+template <int D, int DV>
+struct disc_mma_tile {
+  static const int keys = D + DV > 128 ? 32 : 64;
+};
+// Query row i sees key j.
+__device__ __forceinline__ bool disc_sees(disc_i64 i, disc_i64 j, disc_i64 sq, disc_i64 sk, int causal) {
+  return i < sq && j < sk && (!causal || j <= i);
+}
+
+// The forward: a warp per 16 query rows, a block per 16 x (warps) rows of one head; online softmax
+// over tiles of keys, S = Q K^T and O += P V on the tensor cores.
+template <int D, int DV, typename T>
+__device__ void disc_attention_fwd_mma(const T* q, const T* k, const T* v, T* o, disc_i64 heads, disc_i64 sq,
+                                       disc_i64 sk, int causal, float scale) {
+  const int KEYS = disc_mma_tile<D, DV>::keys;
+  __shared__ unsigned short ks[KEYS * (D + DISC_MMA_PAD)], vt[DV * (KEYS + DISC_MMA_PAD)];
+  const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const disc_i64 rows = blockDim.x / 2, tiles = (sq + rows - 1) / rows;
+  for (disc_i64 b = blockIdx.x; b < heads * tiles; b += gridDim.x) {
+    const disc_i64 h = b / tiles, r0 = b % tiles * rows, w0 = r0 + 16 * (threadIdx.x >> 5);
+    unsigned qa[D / 16][4];
+    disc_a_rows<D>(qa, q + h * sq * D, w0, sq);
+    float acc[DV / 8][4] = {}, m[2] = {-3.0e38f, -3.0e38f}, l[2] = {0.f, 0.f};
+    const disc_i64 end = causal ? disc_min(disc_min(r0 + rows, sq), sk) : sk;
+    for (disc_i64 j0 = 0; j0 < end; j0 += KEYS) {
+      __syncthreads();  // the last tile's readers are done
+      disc_tile_in<KEYS, D>(ks, (unsigned short*)0, k + h * sk * D, j0, sk);
+      disc_tile_in<KEYS, DV>((unsigned short*)0, vt, v + h * sk * DV, j0, sk);
+      __syncthreads();
+      if (causal && j0 > w0 + 15) continue;  // every key of the tile is past the warp's rows
+      float s[KEYS / 8][4];
+      disc_mma_rows<D, KEYS, T>(s, qa, ks);
+      DISC_UNROLL for (int r = 0; r < 2; ++r) {
+        const disc_i64 i = w0 + g + 8 * r;
+        float mx = -3.0e38f;
+        DISC_UNROLL for (int n = 0; n < KEYS / 8; ++n)
+          DISC_UNROLL for (int c = 0; c < 2; ++c) {
+            const bool seen = disc_sees(i, j0 + n * 8 + 2 * t + c, sq, sk, causal);
+            s[n][2 * r + c] = seen ? s[n][2 * r + c] * scale : DISC_NEG_INF;
+            mx = fmaxf(mx, s[n][2 * r + c]);
+          }
+        const float mn = fmaxf(m[r], disc_quad_max(mx)), corr = expf(m[r] - mn);
+        float sum = 0.f;
+        DISC_UNROLL for (int n = 0; n < KEYS / 8; ++n)
+          DISC_UNROLL for (int c = 0; c < 2; ++c) {
+            const float x = s[n][2 * r + c], p = x == DISC_NEG_INF ? 0.f : expf(x - mn);
+            s[n][2 * r + c] = p;
+            sum += p;
+          }
+        l[r] = l[r] * corr + disc_quad_sum(sum);
+        m[r] = mn;
+        DISC_UNROLL for (int n = 0; n < DV / 8; ++n) acc[n][2 * r] *= corr, acc[n][2 * r + 1] *= corr;
+      }
+      disc_mma_acc<KEYS, DV, T>(acc, s, vt);
+    }
+    DISC_UNROLL for (int r = 0; r < 2; ++r) {
+      const disc_i64 i = w0 + g + 8 * r;
+      if (i >= sq) continue;
+      const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
+      T* out = o + (h * sq + i) * DV;
+      DISC_UNROLL for (int n = 0; n < DV / 8; ++n)
+        disc_put(out + n * 8 + 2 * t, acc[n][2 * r] * inv), disc_put(out + n * 8 + 2 * t + 1, acc[n][2 * r + 1] * inv);
+    }
+  }
+}
+
+// The gradient per query row, as the forward's tiles: one pass for the log-sum-exp and
+// dsum = sum_j p_j dp_j (dp = dO V^T, online like the softmax's sum), one for
+// dq = scale sum_j p_j (dp_j - dsum) k_j; lse and dsum go to stats for the key rows' kernel.
+template <int D, int DV, typename T>
+__device__ void disc_attention_bwd_q_mma(const T* q, const T* k, const T* v, const T* dout, T* dq, float* stats,
+                                         disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
+  const int KEYS = disc_mma_tile<D, DV>::keys;
+  __shared__ unsigned short ks[KEYS * (D + DISC_MMA_PAD)], kt[D * (KEYS + DISC_MMA_PAD)],
+      vs[KEYS * (DV + DISC_MMA_PAD)];
+  const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const disc_i64 rows = blockDim.x / 2, tiles = (sq + rows - 1) / rows;
+  for (disc_i64 b = blockIdx.x; b < heads * tiles; b += gridDim.x) {
+    const disc_i64 h = b / tiles, r0 = b % tiles * rows, w0 = r0 + 16 * (threadIdx.x >> 5);
+    const T *kh = k + h * sk * D, *vh = v + h * sk * DV;
+    unsigned qa[D / 16][4], da[DV / 16][4];
+    disc_a_rows<D>(qa, q + h * sq * D, w0, sq);
+    disc_a_rows<DV>(da, dout + h * sq * DV, w0, sq);
+    float m[2] = {-3.0e38f, -3.0e38f}, l[2] = {0.f, 0.f}, ds[2] = {0.f, 0.f}, lse[2], dsum[2];
+    const disc_i64 end = causal ? disc_min(disc_min(r0 + rows, sq), sk) : sk;
+    for (int pass = 0; pass < 2; ++pass) {
+      float acc[D / 8][4] = {};
+      for (disc_i64 j0 = 0; j0 < end; j0 += KEYS) {
+        __syncthreads();
+        disc_tile_in<KEYS, D>(ks, pass ? kt : (unsigned short*)0, kh, j0, sk);
+        disc_tile_in<KEYS, DV>(vs, (unsigned short*)0, vh, j0, sk);
+        __syncthreads();
+        if (causal && j0 > w0 + 15) continue;
+        float s[KEYS / 8][4], dp[KEYS / 8][4];
+        disc_mma_rows<D, KEYS, T>(s, qa, ks);
+        disc_mma_rows<DV, KEYS, T>(dp, da, vs);
+        DISC_UNROLL for (int r = 0; r < 2; ++r) {
+          const disc_i64 i = w0 + g + 8 * r;
+          if (pass == 0) {  // the running max, sum and dsum, rescaled as the max grows
+            float mx = -3.0e38f;
+            DISC_UNROLL for (int n = 0; n < KEYS / 8; ++n)
+              DISC_UNROLL for (int c = 0; c < 2; ++c) if (disc_sees(i, j0 + n * 8 + 2 * t + c, sq, sk, causal))
+                mx = fmaxf(mx, s[n][2 * r + c] * scale);
+            const float mn = fmaxf(m[r], disc_quad_max(mx)), corr = expf(m[r] - mn);
+            float sum = 0.f, dsm = 0.f;
+            DISC_UNROLL for (int n = 0; n < KEYS / 8; ++n)
+              DISC_UNROLL for (int c = 0; c < 2; ++c) if (disc_sees(i, j0 + n * 8 + 2 * t + c, sq, sk, causal)) {
+                const float p = expf(s[n][2 * r + c] * scale - mn);
+                sum += p;
+                dsm += p * dp[n][2 * r + c];
+              }
+            l[r] = l[r] * corr + disc_quad_sum(sum);
+            ds[r] = ds[r] * corr + disc_quad_sum(dsm);
+            m[r] = mn;
+          } else {  // dS = P (dP - dsum), into s
+            DISC_UNROLL for (int n = 0; n < KEYS / 8; ++n)
+              DISC_UNROLL for (int c = 0; c < 2; ++c) {
+                const bool seen = disc_sees(i, j0 + n * 8 + 2 * t + c, sq, sk, causal);
+                const float p = seen ? expf(s[n][2 * r + c] * scale - lse[r]) : 0.f;
+                s[n][2 * r + c] = p * (dp[n][2 * r + c] - dsum[r]);
+              }
+          }
+        }
+        if (pass == 1) disc_mma_acc<KEYS, D, T>(acc, s, kt);
+      }
+      if (pass == 0) {
+        DISC_UNROLL for (int r = 0; r < 2; ++r) {
+          lse[r] = m[r] + logf(l[r]);
+          dsum[r] = l[r] > 0.f ? ds[r] / l[r] : 0.f;
+        }
+        continue;
+      }
+      DISC_UNROLL for (int r = 0; r < 2; ++r) {
+        const disc_i64 i = w0 + g + 8 * r;
+        if (i >= sq) continue;
+        T* out = dq + (h * sq + i) * D;
+        DISC_UNROLL for (int n = 0; n < D / 8; ++n)
+          disc_put(out + n * 8 + 2 * t, acc[n][2 * r] * scale), disc_put(out + n * 8 + 2 * t + 1, acc[n][2 * r + 1] * scale);
+        if (t == 0) stats[2 * (h * sq + i)] = lse[r], stats[2 * (h * sq + i) + 1] = dsum[r];
+      }
+    }
+  }
+}
+
+// The gradient per key row: a warp per 16 key rows, over tiles of the query rows that see them,
+// with S^T = K Q^T and dP^T = V dO^T: dv += P^T dO and dk += dS^T Q, dS^T = P^T (dP^T - dsum).
+template <int D, int DV, typename T>
+__device__ void disc_attention_bwd_kv_mma(const T* q, const T* k, const T* v, const T* dout, const float* stats,
+                                          T* dk, T* dv, disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal,
+                                          float scale) {
+  const int QR = disc_mma_tile<D, DV>::keys;
+  __shared__ unsigned short qs[QR * (D + DISC_MMA_PAD)], qt[D * (QR + DISC_MMA_PAD)],
+      dos[QR * (DV + DISC_MMA_PAD)], dot[DV * (QR + DISC_MMA_PAD)];
+  __shared__ float st[2 * QR];
+  const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const disc_i64 rows = blockDim.x / 2, tiles = (sk + rows - 1) / rows;
+  for (disc_i64 b = blockIdx.x; b < heads * tiles; b += gridDim.x) {
+    const disc_i64 h = b / tiles, r0 = b % tiles * rows, w0 = r0 + 16 * (threadIdx.x >> 5);
+    const T *qh = q + h * sq * D, *doh = dout + h * sq * DV;
+    const float* sh = stats + 2 * h * sq;
+    unsigned ka[D / 16][4], va[DV / 16][4];
+    disc_a_rows<D>(ka, k + h * sk * D, w0, sk);
+    disc_a_rows<DV>(va, v + h * sk * DV, w0, sk);
+    float dka[D / 8][4] = {}, dva[DV / 8][4] = {};
+    for (disc_i64 i0 = causal ? disc_min(r0, sq) : 0; i0 < sq; i0 += QR) {
+      __syncthreads();
+      disc_tile_in<QR, D>(qs, qt, qh, i0, sq);
+      disc_tile_in<QR, DV>(dos, dot, doh, i0, sq);
+      for (int e = threadIdx.x; e < 2 * QR; e += blockDim.x) st[e] = i0 + e / 2 < sq ? sh[2 * i0 + e] : 0.f;
+      __syncthreads();
+      if (causal && i0 + QR - 1 < w0) continue;  // every query row of the tile is before the warp's keys
+      float p[QR / 8][4], dp[QR / 8][4];
+      disc_mma_rows<D, QR, T>(p, ka, qs);
+      disc_mma_rows<DV, QR, T>(dp, va, dos);
+      DISC_UNROLL for (int r = 0; r < 2; ++r) {
+        const disc_i64 j = w0 + g + 8 * r;
+        DISC_UNROLL for (int n = 0; n < QR / 8; ++n)
+          DISC_UNROLL for (int c = 0; c < 2; ++c) {
+            const int ii = n * 8 + 2 * t + c;
+            const bool seen = disc_sees(i0 + ii, j, sq, sk, causal);
+            const float pr = seen ? expf(p[n][2 * r + c] * scale - st[2 * ii]) : 0.f;
+            p[n][2 * r + c] = pr;
+            dp[n][2 * r + c] = pr * (dp[n][2 * r + c] - st[2 * ii + 1]);
+          }
+      }
+      disc_mma_acc<QR, DV, T>(dva, p, dot);
+      disc_mma_acc<QR, D, T>(dka, dp, qt);
+    }
+    DISC_UNROLL for (int r = 0; r < 2; ++r) {
+      const disc_i64 j = w0 + g + 8 * r;
+      if (j >= sk) continue;
+      T *ok = dk + (h * sk + j) * D, *ov = dv + (h * sk + j) * DV;
+      DISC_UNROLL for (int n = 0; n < D / 8; ++n)
+        disc_put(ok + n * 8 + 2 * t, dka[n][2 * r] * scale), disc_put(ok + n * 8 + 2 * t + 1, dka[n][2 * r + 1] * scale);
+      DISC_UNROLL for (int n = 0; n < DV / 8; ++n)
+        disc_put(ov + n * 8 + 2 * t, dva[n][2 * r]), disc_put(ov + n * 8 + 2 * t + 1, dva[n][2 * r + 1]);
+    }
+  }
+}
+#define DISC_ATTENTION_MMA(D, DV, T)                                                                             \
+  extern "C" __global__ void disc_attention_mma_fwd_##D##_##DV(const T* q, const T* k, const T* v, T* o,         \
+                                                               disc_i64 heads, disc_i64 sq, disc_i64 sk,         \
+                                                               int causal, float scale) {                        \
+    disc_attention_fwd_mma<D, DV, T>(q, k, v, o, heads, sq, sk, causal, scale);                                  \
+  }                                                                                                              \
+  extern "C" __global__ void disc_attention_mma_bwd_q_##D##_##DV(const T* q, const T* k, const T* v,             \
+                                                                 const T* dout, T* dq, float* stats,             \
+                                                                 disc_i64 heads, disc_i64 sq, disc_i64 sk,       \
+                                                                 int causal, float scale) {                      \
+    disc_attention_bwd_q_mma<D, DV, T>(q, k, v, dout, dq, stats, heads, sq, sk, causal, scale);                  \
+  }                                                                                                              \
+  extern "C" __global__ void disc_attention_mma_bwd_kv_##D##_##DV(const T* q, const T* k, const T* v,            \
+                                                                  const T* dout, const float* stats, T* dk,      \
+                                                                  T* dv, disc_i64 heads, disc_i64 sq,            \
+                                                                  disc_i64 sk, int causal, float scale) {        \
+    disc_attention_bwd_kv_mma<D, DV, T>(q, k, v, dout, stats, dk, dv, heads, sq, sk, causal, scale);             \
+  }
+)";
+
+}  // namespace
+
+const char* attention_mma_source() {
+  return kSource;
+}
+
+}  // namespace disc::jit
