@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what tools/gpu_check.sh runs into one self-contained archive, for a GPU machine that has the
 # driver and CUDA but not our Debian packages (LLVM 19, oneDNN, oneTBB...): the GPU test binaries,
-# bench_gpu and disc-train from a Release build, every library they load that is not glibc's, and
+# bench_gpu, bench_attention and disc-train from a Release build, every library they load that is not glibc's, and
 # the benchmark's data. Then `tools/gpu_check.sh --bundle FILE` there runs from it, without building.
 # The archive is compressed to fit the device tool's 64 MiB transfer (about 55 MB).
 #
@@ -23,7 +23,8 @@ done
 grep -q 'CMAKE_BUILD_TYPE:STRING=Release' "$build/CMakeCache.txt" ||
   { echo "gpu_bundle.sh: $build is not a Release build" >&2; exit 2; }
 bins=(tests/conformance/disc_conformance_tests tests/devices/disc_devices_tests tests/jit/disc_jit_tests
-      tests/memory/disc_memory_tests tools/bench/bench_gpu apps/disc-train/disc-train)
+      tests/memory/disc_memory_tests tools/bench/bench_gpu tools/bench/bench_attention
+      apps/disc-train/disc-train)
 targets=(); for b in "${bins[@]}"; do targets+=("$(basename "$b")"); done
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 

@@ -3,7 +3,8 @@
 # (every registered kernel on every device present, the GPU included, against the reference
 # kernels) and the whole device, JIT and memory test suites (whose GPU tests skip elsewhere: the
 # device's copies and memory, the fused kernels against the interpreter, training against the
-# CPU's losses with and without a cap), then bench_gpu, disc against PyTorch eager on the GPU. For an NVIDIA GPU: its driver (libcuda.so.1), the CUDA toolkit
+# CPU's losses with and without a cap), then bench_gpu, disc against PyTorch eager on the GPU, and
+# bench_attention, disc's attention against PyTorch's SDPA. For an NVIDIA GPU: its driver (libcuda.so.1), the CUDA toolkit
 # (NVRTC and cuBLAS; /usr/local/cuda/lib64 is added to the library path) and, for the comparison,
 # a Python with PyTorch built for CUDA. Results go to out/gpu/.
 #
@@ -44,6 +45,7 @@ if [ -z "$bundle" ]; then
   cmake --build "$build" -j "$(nproc)"
   bin=("$build"/tests/*/)
   bench="$build/tools/bench/bench_gpu"
+  attention="$build/tools/bench/bench_attention"
 else
   # The test binaries name tests/ by this checkout's path where they were built: link it there.
   dir="$(mktemp -d)"
@@ -54,6 +56,7 @@ else
   [ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; }
   bin=("$dir/bin/")
   bench="$dir/bin/bench_gpu"
+  attention="$dir/bin/bench_attention"
   args=(--data "$dir/data/codealpaca.json" "${args[@]}")
 fi
 status=0
@@ -67,6 +70,9 @@ for t in "${suites[@]}"; do
 done
 [ "$status" = 0 ] || echo "gpu_check.sh: GPU tests FAILED (see $out/ctest.txt)" >&2
 "$bench" --device "$device" --python "$python" --json "$out/bench_gpu.json" "${args[@]}" | tee "$out/bench_gpu.txt"
+# Attention alone against PyTorch's SDPA (flash), bf16, at the issue's shapes.
+torch=(--python "$python"); [[ " ${args[*]} " == *" --no-torch "* ]] && torch=(--no-torch)
+"$attention" --device "$device" "${torch[@]}" | tee "$out/bench_attention.txt"
 if [ -n "$profile" ]; then
   data=(); [ -z "$bundle" ] || data=(--data "$dir/data/codealpaca.json")
   ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$out/ncu.csv" \

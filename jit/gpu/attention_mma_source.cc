@@ -10,10 +10,11 @@ namespace {
 //   B (16 x 8, by column), 2 registers: rows 2t, 2t + 1 and 2t + 8, 2t + 9 of column g;
 //   C (16 x 8, f32), 4 floats: (g, 2t) (g, 2t + 1) (g + 8, 2t) (g + 8, 2t + 1).
 // A C tile's rows are an A tile's rows with its columns in the same lanes, so that softmax's P
-// (and dS) go from one product into the next without leaving registers. A B operand reads two
-// halves that are adjacent along k: the shared tiles are laid out so that they are adjacent in
-// memory too (keys and values by row for QK^T and dO V^T, transposed for PV, dS K, P^T dO and
-// dS^T Q), each row padded by 8 halves so that the 32 lanes' reads fall in 32 different banks.
+// (and dS) go from one product into the next without leaving registers. The shared tiles hold
+// rows of keys, values, queries or dO as they are in memory, each padded by 8 halves so that the
+// 32 lanes' reads fall in 32 different banks: a B register is two adjacent halves of a row where
+// the row is B's column (QK^T, dO V^T), two halves of one column in adjacent rows where the rows
+// run along k (PV, dS K, P^T dO, dS^T Q).
 constexpr const char* kSource = R"(
 #define DISC_MMA_PAD 8
 // Two adjacent halves as one 32-bit register (the first in the low half).
@@ -24,6 +25,7 @@ __device__ __forceinline__ unsigned disc_ld2(const unsigned short* p) {
   return *(const unsigned*)p;
 #endif
 }
+// Two floats rounded to T (to nearest even, as disc_put) in one register, lo in the low half.
 template <typename T>
 __device__ __forceinline__ unsigned disc_pack(float lo, float hi) {
   T a, b;
@@ -31,6 +33,20 @@ __device__ __forceinline__ unsigned disc_pack(float lo, float hi) {
   disc_put(&b, hi);
   return (unsigned)a.bits | (unsigned)b.bits << 16;
 }
+#ifndef DISC_HOST_BUILD
+template <>
+__device__ __forceinline__ unsigned disc_pack<disc_bf16>(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <>
+__device__ __forceinline__ unsigned disc_pack<disc_f16>(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+#endif
 // c += a b for one warp: a 16 x 16, b 16 x 8, c 16 x 8 in f32.
 #ifdef DISC_HOST_BUILD
 // The host build's block is one warp: the lanes trade their registers through shared arrays.
@@ -94,32 +110,43 @@ __device__ __forceinline__ void disc_mma_rows(float (*c)[4], const unsigned (*a)
     }
   }
 }
-// acc[n] += P B, P the warp's 16 x KEYS values p (C layout, rounded to T), B's column j being row
-// j of the shared tile s ([N][KEYS + pad]).
+// acc[n] += P B, P the warp's 16 x KEYS values p (C layout, rounded to T), B = the shared tile s
+// ([KEYS][N + pad]; its rows are B's k): each B register pairs two rows of one column.
 template <int KEYS, int N, typename T>
 __device__ __forceinline__ void disc_mma_acc(float (*acc)[4], const float (*p)[4], const unsigned short* s) {
   const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int stride = N + DISC_MMA_PAD;
   DISC_UNROLL for (int kk = 0; kk < KEYS / 16; ++kk) {
     const unsigned a[4] = {disc_pack<T>(p[2 * kk][0], p[2 * kk][1]), disc_pack<T>(p[2 * kk][2], p[2 * kk][3]),
                            disc_pack<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
                            disc_pack<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
     DISC_UNROLL for (int n = 0; n < N / 8; ++n) {
-      const unsigned short* row = s + (n * 8 + g) * (KEYS + DISC_MMA_PAD) + kk * 16 + 2 * t;
-      const unsigned b[2] = {disc_ld2(row), disc_ld2(row + 8)};
+      const unsigned short* c = s + (kk * 16 + 2 * t) * stride + n * 8 + g;
+      const unsigned b[2] = {(unsigned)c[0] | (unsigned)c[stride] << 16,
+                             (unsigned)c[8 * stride] | (unsigned)c[9 * stride] << 16};
       disc_mma<T>(acc[n], a, b);
     }
   }
 }
-// Rows [r0, r0 + R) of x [n, N] into shared memory, zeros past n: by row (s [R][N + pad]) and/or
-// transposed (st [N][R + pad]). Every thread of the block calls it.
+// Rows [r0, r0 + R) of x [n, N] into the shared tile s [R][N + pad], zeros past n, 16 bytes at a
+// time where x is aligned to them (N is a multiple of 16). Every thread of the block calls it.
+struct alignas(16) disc_v16 {
+  unsigned w[4];
+};
 template <int R, int N, typename T>
-__device__ __forceinline__ void disc_tile_in(unsigned short* s, unsigned short* st, const T* x, disc_i64 r0, disc_i64 n) {
-  const unsigned short* p = (const unsigned short*)x;
+__device__ __forceinline__ void disc_tile_in(unsigned short* s, const T* x, disc_i64 r0, disc_i64 n) {
+  const unsigned short* p = (const unsigned short*)x + r0 * N;
+  if (((unsigned long long)p & 15) == 0) {
+    for (int e = threadIdx.x; e < R * N / 8; e += blockDim.x) {
+      const int r = e / (N / 8), c = e % (N / 8) * 8;
+      const disc_v16 zero = {{0u, 0u, 0u, 0u}};
+      *(disc_v16*)(s + r * (N + DISC_MMA_PAD) + c) = r0 + r < n ? *(const disc_v16*)(p + r * N + c) : zero;
+    }
+    return;
+  }
   for (int e = threadIdx.x; e < R * N; e += blockDim.x) {
     const int r = e / N, c = e % N;
-    const unsigned short v = r0 + r < n ? p[(r0 + r) * N + c] : (unsigned short)0;
-    if (s) s[r * (N + DISC_MMA_PAD) + c] = v;
-    if (st) st[c * (R + DISC_MMA_PAD) + r] = v;
+    s[r * (N + DISC_MMA_PAD) + c] = r0 + r < n ? p[r * N + c] : (unsigned short)0;
   }
 }
 // The sum over a row's four lanes (lanes 4g .. 4g + 3 hold row g), the same bits in each.
@@ -131,7 +158,8 @@ __device__ __forceinline__ float disc_quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
-// Key tiles: 64 keys, 32 where the head is large (three tiles of [64][136] would pass 48 KiB).
+// Key tiles: 64 keys, 32 where the head is large (the registers of four 64-key products would
+// spill).
 template <int D, int DV>
 struct disc_mma_tile {
   static const int keys = D + DV > 128 ? 32 : 64;
@@ -140,6 +168,15 @@ struct disc_mma_tile {
 __device__ __forceinline__ bool disc_sees(disc_i64 i, disc_i64 j, disc_i64 sq, disc_i64 sk, int causal) {
   return i < sq && j < sk && (!causal || j <= i);
 }
+// Whether every query row of [i0, i0 + ni) sees every key of [j0, j0 + nj): most tiles, which
+// then skip the check per score.
+__device__ __forceinline__ bool disc_sees_all(disc_i64 i0, int ni, disc_i64 j0, int nj, disc_i64 sq, disc_i64 sk,
+                                              int causal) {
+  return i0 + ni <= sq && j0 + nj <= sk && (!causal || j0 + nj - 1 <= i0);
+}
+// Softmax in base 2: scores times scale log2(e), exp2f of their distance to the row's max (the
+// hardware's ex2, without expf's range reduction); the log-sum-exp in stats is in base 2 too.
+#define DISC_LOG2E 1.44269504088896341f
 
 // The forward: a warp per 16 query rows, a block per 16 x (warps) rows of one head; online softmax
 // over tiles of keys, S = Q K^T and O += P V on the tensor cores.
@@ -147,8 +184,9 @@ template <int D, int DV, typename T>
 __device__ void disc_attention_fwd_mma(const T* q, const T* k, const T* v, T* o, disc_i64 heads, disc_i64 sq,
                                        disc_i64 sk, int causal, float scale) {
   const int KEYS = disc_mma_tile<D, DV>::keys;
-  __shared__ unsigned short ks[KEYS * (D + DISC_MMA_PAD)], vt[DV * (KEYS + DISC_MMA_PAD)];
+  alignas(16) __shared__ unsigned short ks[KEYS * (D + DISC_MMA_PAD)], vs[KEYS * (DV + DISC_MMA_PAD)];
   const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const float sl2 = scale * DISC_LOG2E;
   const disc_i64 rows = blockDim.x / 2, tiles = (sq + rows - 1) / rows;
   for (disc_i64 b = blockIdx.x; b < heads * tiles; b += gridDim.x) {
     const disc_i64 h = b / tiles, r0 = b % tiles * rows, w0 = r0 + 16 * (threadIdx.x >> 5);
@@ -158,10 +196,11 @@ __device__ void disc_attention_fwd_mma(const T* q, const T* k, const T* v, T* o,
     const disc_i64 end = causal ? disc_min(disc_min(r0 + rows, sq), sk) : sk;
     for (disc_i64 j0 = 0; j0 < end; j0 += KEYS) {
       __syncthreads();  // the last tile's readers are done
-      disc_tile_in<KEYS, D>(ks, (unsigned short*)0, k + h * sk * D, j0, sk);
-      disc_tile_in<KEYS, DV>((unsigned short*)0, vt, v + h * sk * DV, j0, sk);
+      disc_tile_in<KEYS, D>(ks, k + h * sk * D, j0, sk);
+      disc_tile_in<KEYS, DV>(vs, v + h * sk * DV, j0, sk);
       __syncthreads();
       if (causal && j0 > w0 + 15) continue;  // every key of the tile is past the warp's rows
+      const bool all = disc_sees_all(w0, 16, j0, KEYS, sq, sk, causal);
       float s[KEYS / 8][4];
       disc_mma_rows<D, KEYS, T>(s, qa, ks);
       DISC_UNROLL for (int r = 0; r < 2; ++r) {
@@ -169,15 +208,15 @@ __device__ void disc_attention_fwd_mma(const T* q, const T* k, const T* v, T* o,
         float mx = -3.0e38f;
         DISC_UNROLL for (int n = 0; n < KEYS / 8; ++n)
           DISC_UNROLL for (int c = 0; c < 2; ++c) {
-            const bool seen = disc_sees(i, j0 + n * 8 + 2 * t + c, sq, sk, causal);
-            s[n][2 * r + c] = seen ? s[n][2 * r + c] * scale : DISC_NEG_INF;
+            const bool seen = all || disc_sees(i, j0 + n * 8 + 2 * t + c, sq, sk, causal);
+            s[n][2 * r + c] = seen ? s[n][2 * r + c] * sl2 : DISC_NEG_INF;
             mx = fmaxf(mx, s[n][2 * r + c]);
           }
-        const float mn = fmaxf(m[r], disc_quad_max(mx)), corr = expf(m[r] - mn);
+        const float mn = fmaxf(m[r], disc_quad_max(mx)), corr = exp2f(m[r] - mn);
         float sum = 0.f;
         DISC_UNROLL for (int n = 0; n < KEYS / 8; ++n)
           DISC_UNROLL for (int c = 0; c < 2; ++c) {
-            const float x = s[n][2 * r + c], p = x == DISC_NEG_INF ? 0.f : expf(x - mn);
+            const float x = s[n][2 * r + c], p = x == DISC_NEG_INF ? 0.f : exp2f(x - mn);
             s[n][2 * r + c] = p;
             sum += p;
           }
@@ -185,7 +224,7 @@ __device__ void disc_attention_fwd_mma(const T* q, const T* k, const T* v, T* o,
         m[r] = mn;
         DISC_UNROLL for (int n = 0; n < DV / 8; ++n) acc[n][2 * r] *= corr, acc[n][2 * r + 1] *= corr;
       }
-      disc_mma_acc<KEYS, DV, T>(acc, s, vt);
+      disc_mma_acc<KEYS, DV, T>(acc, s, vs);
     }
     DISC_UNROLL for (int r = 0; r < 2; ++r) {
       const disc_i64 i = w0 + g + 8 * r;
@@ -205,9 +244,9 @@ template <int D, int DV, typename T>
 __device__ void disc_attention_bwd_q_mma(const T* q, const T* k, const T* v, const T* dout, T* dq, float* stats,
                                          disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
   const int KEYS = disc_mma_tile<D, DV>::keys;
-  __shared__ unsigned short ks[KEYS * (D + DISC_MMA_PAD)], kt[D * (KEYS + DISC_MMA_PAD)],
-      vs[KEYS * (DV + DISC_MMA_PAD)];
+  alignas(16) __shared__ unsigned short ks[KEYS * (D + DISC_MMA_PAD)], vs[KEYS * (DV + DISC_MMA_PAD)];
   const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const float sl2 = scale * DISC_LOG2E;
   const disc_i64 rows = blockDim.x / 2, tiles = (sq + rows - 1) / rows;
   for (disc_i64 b = blockIdx.x; b < heads * tiles; b += gridDim.x) {
     const disc_i64 h = b / tiles, r0 = b % tiles * rows, w0 = r0 + 16 * (threadIdx.x >> 5);
@@ -221,10 +260,11 @@ __device__ void disc_attention_bwd_q_mma(const T* q, const T* k, const T* v, con
       float acc[D / 8][4] = {};
       for (disc_i64 j0 = 0; j0 < end; j0 += KEYS) {
         __syncthreads();
-        disc_tile_in<KEYS, D>(ks, pass ? kt : (unsigned short*)0, kh, j0, sk);
-        disc_tile_in<KEYS, DV>(vs, (unsigned short*)0, vh, j0, sk);
+        disc_tile_in<KEYS, D>(ks, kh, j0, sk);
+        disc_tile_in<KEYS, DV>(vs, vh, j0, sk);
         __syncthreads();
         if (causal && j0 > w0 + 15) continue;
+        const bool all = disc_sees_all(w0, 16, j0, KEYS, sq, sk, causal);
         float s[KEYS / 8][4], dp[KEYS / 8][4];
         disc_mma_rows<D, KEYS, T>(s, qa, ks);
         disc_mma_rows<DV, KEYS, T>(dp, da, vs);
@@ -233,13 +273,13 @@ __device__ void disc_attention_bwd_q_mma(const T* q, const T* k, const T* v, con
           if (pass == 0) {  // the running max, sum and dsum, rescaled as the max grows
             float mx = -3.0e38f;
             DISC_UNROLL for (int n = 0; n < KEYS / 8; ++n)
-              DISC_UNROLL for (int c = 0; c < 2; ++c) if (disc_sees(i, j0 + n * 8 + 2 * t + c, sq, sk, causal))
-                mx = fmaxf(mx, s[n][2 * r + c] * scale);
-            const float mn = fmaxf(m[r], disc_quad_max(mx)), corr = expf(m[r] - mn);
+              DISC_UNROLL for (int c = 0; c < 2; ++c) if (all || disc_sees(i, j0 + n * 8 + 2 * t + c, sq, sk, causal))
+                mx = fmaxf(mx, s[n][2 * r + c] * sl2);
+            const float mn = fmaxf(m[r], disc_quad_max(mx)), corr = exp2f(m[r] - mn);
             float sum = 0.f, dsm = 0.f;
             DISC_UNROLL for (int n = 0; n < KEYS / 8; ++n)
-              DISC_UNROLL for (int c = 0; c < 2; ++c) if (disc_sees(i, j0 + n * 8 + 2 * t + c, sq, sk, causal)) {
-                const float p = expf(s[n][2 * r + c] * scale - mn);
+              DISC_UNROLL for (int c = 0; c < 2; ++c) if (all || disc_sees(i, j0 + n * 8 + 2 * t + c, sq, sk, causal)) {
+                const float p = exp2f(s[n][2 * r + c] * sl2 - mn);
                 sum += p;
                 dsm += p * dp[n][2 * r + c];
               }
@@ -249,17 +289,17 @@ __device__ void disc_attention_bwd_q_mma(const T* q, const T* k, const T* v, con
           } else {  // dS = P (dP - dsum), into s
             DISC_UNROLL for (int n = 0; n < KEYS / 8; ++n)
               DISC_UNROLL for (int c = 0; c < 2; ++c) {
-                const bool seen = disc_sees(i, j0 + n * 8 + 2 * t + c, sq, sk, causal);
-                const float p = seen ? expf(s[n][2 * r + c] * scale - lse[r]) : 0.f;
+                const bool seen = all || disc_sees(i, j0 + n * 8 + 2 * t + c, sq, sk, causal);
+                const float p = seen ? exp2f(s[n][2 * r + c] * sl2 - lse[r]) : 0.f;
                 s[n][2 * r + c] = p * (dp[n][2 * r + c] - dsum[r]);
               }
           }
         }
-        if (pass == 1) disc_mma_acc<KEYS, D, T>(acc, s, kt);
+        if (pass == 1) disc_mma_acc<KEYS, D, T>(acc, s, ks);
       }
       if (pass == 0) {
         DISC_UNROLL for (int r = 0; r < 2; ++r) {
-          lse[r] = m[r] + logf(l[r]);
+          lse[r] = m[r] + log2f(l[r]);
           dsum[r] = l[r] > 0.f ? ds[r] / l[r] : 0.f;
         }
         continue;
@@ -283,10 +323,10 @@ __device__ void disc_attention_bwd_kv_mma(const T* q, const T* k, const T* v, co
                                           T* dk, T* dv, disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal,
                                           float scale) {
   const int QR = disc_mma_tile<D, DV>::keys;
-  __shared__ unsigned short qs[QR * (D + DISC_MMA_PAD)], qt[D * (QR + DISC_MMA_PAD)],
-      dos[QR * (DV + DISC_MMA_PAD)], dot[DV * (QR + DISC_MMA_PAD)];
+  alignas(16) __shared__ unsigned short qs[QR * (D + DISC_MMA_PAD)], dos[QR * (DV + DISC_MMA_PAD)];
   __shared__ float st[2 * QR];
   const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const float sl2 = scale * DISC_LOG2E;
   const disc_i64 rows = blockDim.x / 2, tiles = (sk + rows - 1) / rows;
   for (disc_i64 b = blockIdx.x; b < heads * tiles; b += gridDim.x) {
     const disc_i64 h = b / tiles, r0 = b % tiles * rows, w0 = r0 + 16 * (threadIdx.x >> 5);
@@ -298,11 +338,12 @@ __device__ void disc_attention_bwd_kv_mma(const T* q, const T* k, const T* v, co
     float dka[D / 8][4] = {}, dva[DV / 8][4] = {};
     for (disc_i64 i0 = causal ? disc_min(r0, sq) : 0; i0 < sq; i0 += QR) {
       __syncthreads();
-      disc_tile_in<QR, D>(qs, qt, qh, i0, sq);
-      disc_tile_in<QR, DV>(dos, dot, doh, i0, sq);
+      disc_tile_in<QR, D>(qs, qh, i0, sq);
+      disc_tile_in<QR, DV>(dos, doh, i0, sq);
       for (int e = threadIdx.x; e < 2 * QR; e += blockDim.x) st[e] = i0 + e / 2 < sq ? sh[2 * i0 + e] : 0.f;
       __syncthreads();
       if (causal && i0 + QR - 1 < w0) continue;  // every query row of the tile is before the warp's keys
+      const bool all = disc_sees_all(i0, QR, w0, 16, sq, sk, causal);
       float p[QR / 8][4], dp[QR / 8][4];
       disc_mma_rows<D, QR, T>(p, ka, qs);
       disc_mma_rows<DV, QR, T>(dp, va, dos);
@@ -311,14 +352,14 @@ __device__ void disc_attention_bwd_kv_mma(const T* q, const T* k, const T* v, co
         DISC_UNROLL for (int n = 0; n < QR / 8; ++n)
           DISC_UNROLL for (int c = 0; c < 2; ++c) {
             const int ii = n * 8 + 2 * t + c;
-            const bool seen = disc_sees(i0 + ii, j, sq, sk, causal);
-            const float pr = seen ? expf(p[n][2 * r + c] * scale - st[2 * ii]) : 0.f;
+            const bool seen = all || disc_sees(i0 + ii, j, sq, sk, causal);
+            const float pr = seen ? exp2f(p[n][2 * r + c] * sl2 - st[2 * ii]) : 0.f;
             p[n][2 * r + c] = pr;
             dp[n][2 * r + c] = pr * (dp[n][2 * r + c] - st[2 * ii + 1]);
           }
       }
-      disc_mma_acc<QR, DV, T>(dva, p, dot);
-      disc_mma_acc<QR, D, T>(dka, dp, qt);
+      disc_mma_acc<QR, DV, T>(dva, p, dos);
+      disc_mma_acc<QR, D, T>(dka, dp, qs);
     }
     DISC_UNROLL for (int r = 0; r < 2; ++r) {
       const disc_i64 j = w0 + g + 8 * r;

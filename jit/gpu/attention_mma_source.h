@@ -2,7 +2,8 @@
 // whose head sizes are multiples of 16 up to 128: CUDA C to append to gpu_op_source(), then a
 // line `DISC_ATTENTION_MMA(D, DV, T)` (T disc_bf16 or disc_f16) for the kernels
 //   disc_attention_mma_fwd_D_DV      q, k, v -> o
-//   disc_attention_mma_bwd_q_D_DV    q, k, v, dout -> dq, stats (each row's lse and dsum)
+//   disc_attention_mma_bwd_q_D_DV    q, k, v, dout -> dq, stats (each row's lse, in base 2,
+//                                    and dsum, for bwd_kv)
 //   disc_attention_mma_bwd_kv_D_DV   q, k, v, dout, stats -> dk, dv
 // the same arguments as the tiled kernels' (gpu_op_source.h), but blocks of any multiple of 32
 // threads: a warp takes 16 rows. Sums are f32; P and dS are rounded to T before they multiply, as
