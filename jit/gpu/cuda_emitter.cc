@@ -573,8 +573,13 @@ class Emitter {
     s_ << "  const long long per_group = " << cols_times(per_group_) << ";\n"
        << "  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < per_group;\n"
        << "       e += (long long)gridDim.x * blockDim.x) {\n"
-       << "    double acc = 0;\n"
-       << "    for (long long g = 0; g < groups; ++g) acc += sums[g * per_group + e];\n";
+       << "    double acc = 0;\n    long long g = 0;\n"
+       // Eight groups' loads in flight at a time, added in order: a few threads go over every
+       // group, so their loads must overlap.
+       << "    for (; g + 8 <= groups; g += 8) {\n      float v[8];\n"
+       << "      for (int u = 0; u < 8; ++u) v[u] = sums[(g + u) * per_group + e];\n"
+       << "      for (int u = 0; u < 8; ++u) acc += v[u];\n    }\n"
+       << "    for (; g < groups; ++g) acc += sums[g * per_group + e];\n";
     for (size_t j = 0; j < out_.summed.size(); ++j) {
       const int b = out_.summed[j];
       const std::string end =

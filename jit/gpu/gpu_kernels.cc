@@ -13,7 +13,7 @@ namespace disc::jit {
 namespace {
 
 // Part of every binary's cache key: bump it when the emitted CUDA C changes for the same IR.
-constexpr int kCudaEmitterRevision = 2;  // 2: bf16 and f16
+constexpr int kCudaEmitterRevision = 3;  // 2: bf16 and f16; 3: warp rows, sums in warps
 
 unsigned blocks(int64_t n, int64_t per_block, int64_t cap) {
   return static_cast<unsigned>(std::clamp<int64_t>((n + per_block - 1) / per_block, 1, cap));
@@ -34,10 +34,12 @@ std::vector<GpuLaunch> gpu_launches(const CudaKernelSource& s, int64_t rows, int
   const int64_t groups = (rows + s.rows_per_group - 1) / s.rows_per_group;
   if (groups > 0)
     out.push_back({GpuLaunch::Kind::kRows, s.name, {blocks(groups, 1, max_blocks), b, 0}});
+  // The sums: a thread per summed element, in blocks of one warp, so that the few hundred
+  // elements of a column sum spread over as many multiprocessors.
   if (!s.summed.empty())
     out.push_back({GpuLaunch::Kind::kSums,
                    s.name + "_sums",
-                   {blocks(s.sums_per_group(cols), b, max_blocks), b, 0}});
+                   {blocks(s.sums_per_group(cols), 32, max_blocks), 32, 0}});
   return out;
 }
 
