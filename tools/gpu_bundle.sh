@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Packs what tools/gpu_check.sh runs into one self-contained archive, for a GPU machine that has the
 # driver and CUDA but not our Debian packages (LLVM 19, oneDNN, oneTBB...): the GPU test binaries,
-# bench_gpu, bench_attention and disc-train from a Release build, every library they load that is not glibc's, and
-# the benchmark's data. Then `tools/gpu_check.sh --bundle FILE` there runs from it, without building.
+# bench_gpu, bench_attention and disc-train from a Release build, every library they load that is
+# not glibc's, and the benchmark's data. Then `tools/gpu_check.sh --bundle FILE` there runs from it, without building.
 # The archive is compressed to fit the device tool's 64 MiB transfer (about 55 MB).
 #
 #   tools/gpu_bundle.sh                        # builds build-gpu, writes .gpu-bundle/disc-gpu.tar.xz

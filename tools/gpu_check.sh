@@ -3,10 +3,10 @@
 # (every registered kernel on every device present, the GPU included, against the reference
 # kernels) and the whole device, JIT and memory test suites (whose GPU tests skip elsewhere: the
 # device's copies and memory, the fused kernels against the interpreter, training against the
-# CPU's losses with and without a cap), then bench_gpu, disc against PyTorch eager on the GPU, and
-# bench_attention, disc's attention against PyTorch's SDPA. For an NVIDIA GPU: its driver (libcuda.so.1), the CUDA toolkit
-# (NVRTC and cuBLAS; /usr/local/cuda/lib64 is added to the library path) and, for the comparison,
-# a Python with PyTorch built for CUDA. Results go to out/gpu/.
+# CPU's losses with and without a cap), then bench_gpu, disc against PyTorch on the GPU, and
+# bench_attention, disc's attention against PyTorch's SDPA. For an NVIDIA GPU: its driver
+# (libcuda.so.1), the CUDA toolkit (NVRTC and cuBLAS; /usr/local/cuda/lib64 is added to the library
+# path) and, for the comparison, a Python with PyTorch built for CUDA. Results go to out/gpu/.
 #
 #   tools/gpu_check.sh                      # cuda:0, python3 from PATH
 #   tools/gpu_check.sh --device hip:0 --no-torch
