@@ -81,10 +81,10 @@ Times time_disc(devices::GpuDevice& dev, jit::GpuOps& ops, const Options& o, int
   for (int i = 0; i < 4; ++i) in.push_back(device_tensor(dev, t, shape, &rng));  // q k v dout
   for (int i = 0; i < 4; ++i) out.push_back(device_tensor(dev, t, shape, nullptr));
   const ir::Attributes attrs{{"causal", true}, {"scale", 1.0 / std::sqrt(double(o.dim))}};
-  const ir::KernelArgs fwd{.op = "attention", .in = {in[0], in[1], in[2]}, .out = {out[0]},
-                           .attrs = &attrs};
-  const ir::KernelArgs bwd{.op = "attention_grad", .in = in, .out = {out[1], out[2], out[3]},
-                           .attrs = &attrs};
+  const ir::KernelArgs fwd{
+      .op = "attention", .in = {in[0], in[1], in[2]}, .out = {out[0]}, .attrs = &attrs};
+  const ir::KernelArgs bwd{
+      .op = "attention_grad", .in = in, .out = {out[1], out[2], out[3]}, .attrs = &attrs};
   Times r;
   r.fwd_ms = 1e3 * median_seconds(dev, o.iters, [&] { ops.attention(fwd, false); });
   r.fwd_bwd_ms = 1e3 * median_seconds(dev, o.iters, [&] {
@@ -111,7 +111,8 @@ std::vector<Times> time_torch(const Options& o) {
   char buf[4096];
   while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) text.append(buf, n);
   if (pclose(pipe) != 0)
-    throw Error("bench_attention: '" + cmd + "' failed (run it by hand to see why, or pass --no-torch)");
+    throw Error("bench_attention: '" + cmd +
+                "' failed (run it by hand to see why, or pass --no-torch)");
   const nlohmann::json j = nlohmann::json::parse(text);
   std::printf("PyTorch %s, scaled_dot_product_attention (%s backend)\n",
               j.at("torch").get<std::string>().c_str(), j.at("backend").get<std::string>().c_str());
@@ -127,15 +128,15 @@ int run(const Options& o) {
   std::unique_ptr<devices::Device> device = engine::make_device(o.device, 0);
   auto* dev = dynamic_cast<devices::GpuDevice*>(device.get());
   if (!dev) throw InvalidArgument("needs a GPU (--device cuda:N or hip:N), not '" + o.device + "'");
-  jit::GpuKernelCompiler compiler(dev->arch().rfind("sm_", 0) == 0 ? jit::GpuVendor::kNvidia
-                                                                   : jit::GpuVendor::kAmd,
-                                  dev->arch(), "");
+  jit::GpuKernelCompiler compiler(
+      dev->arch().rfind("sm_", 0) == 0 ? jit::GpuVendor::kNvidia : jit::GpuVendor::kAmd,
+      dev->arch(), "");
   jit::GpuOps ops(*dev, [&](const std::string& source, jit::KernelRun&) {
     return compiler.compile_source(std::to_string(jit::fnv1a(source)), source, "ops.cu").binary;
   });
-  const bool mma = jit::GpuOps::tensor_cores(
-      dev->arch(), {static_cast<int>(o.dim), static_cast<int>(o.dim),
-                    o.dtype == "bf16" ? DType::kBF16 : DType::kF16});
+  const bool mma =
+      jit::GpuOps::tensor_cores(dev->arch(), {static_cast<int>(o.dim), static_cast<int>(o.dim),
+                                              o.dtype == "bf16" ? DType::kBF16 : DType::kF16});
   std::printf("bench_attention: %s (%s), causal, batch %lld x %lld heads, dim %lld, %s; disc %s\n",
               o.device.c_str(), dev->arch().c_str(), static_cast<long long>(o.batch),
               static_cast<long long>(o.heads), static_cast<long long>(o.dim), o.dtype.c_str(),
@@ -146,7 +147,8 @@ int run(const Options& o) {
   for (size_t i = 0; i < o.seqs.size(); ++i) {
     const int64_t s = o.seqs[i];
     const Times d = time_disc(*dev, ops, o, s);
-    const double flops = 3.5 * 2.0 * double(s) * double(s) * double(o.dim) * double(o.batch * o.heads);
+    const double flops =
+        3.5 * 2.0 * double(s) * double(s) * double(o.dim) * double(o.batch * o.heads);
     const Times t = o.torch ? torch[i] : Times{std::nan(""), std::nan("")};
     std::printf("%6lld %7.3f ms %7.3f ms %5.2fx %7.3f ms %7.3f ms %5.2fx %10.1f\n",
                 static_cast<long long>(s), d.fwd_ms, t.fwd_ms, t.fwd_ms / d.fwd_ms, d.fwd_bwd_ms,
@@ -169,7 +171,8 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", o.dtype, "bf16 or f16")->capture_default_str();
   app.add_option("--iters", o.iters, "Timed calls per measurement (the median counts)")
       ->capture_default_str();
-  app.add_option("--python", o.python, "A Python with PyTorch built for CUDA")->capture_default_str();
+  app.add_option("--python", o.python, "A Python with PyTorch built for CUDA")
+      ->capture_default_str();
   app.add_flag("!--no-torch", o.torch, "Time disc alone");
   CLI11_PARSE(app, argc, argv);
   try {
