@@ -46,11 +46,12 @@ TEST(GpuLaunches, TotalsRowsAndSumsInOrderWithTheirGrids) {
   EXPECT_EQ(l[0].shape.block, 256u);
   EXPECT_TRUE(gpu_launches(softmax, 0, 7, 264).empty());
   EXPECT_EQ(gpu_launches(mean, 0, 7, 264).size(), 2u);  // totals, and sums that write 0
-  // A column sum over 1000 columns: a thread per column in the sums kernel.
+  // A column sum over 1000 columns: a thread per column in the sums kernel, in blocks of a warp.
   const CudaKernelSource grad = emit_cuda_kernel(KernelIR::parse(kRmsNormGrad), kAnyExtent, "g");
   l = gpu_launches(grad, 5, 1000, 264);
   ASSERT_EQ(l.size(), 2u);
-  EXPECT_EQ(l[1].shape.grid, 4u);  // ceil(1000 / 256)
+  EXPECT_EQ(l[1].shape.grid, 32u);  // ceil(1000 / 32)
+  EXPECT_EQ(l[1].shape.block, 32u);
 }
 
 // Compiled once: a second compiler over the same folder loads the binary; another architecture
