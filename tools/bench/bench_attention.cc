@@ -19,6 +19,7 @@
 
 #include "base/error.h"
 #include "base/half.h"
+#include "command.h"
 #include "devices/gpu/gpu_device.h"
 #include "engine/trainer.h"
 #include "jit/gpu/gpu_kernels.h"
@@ -104,15 +105,11 @@ std::vector<Times> time_torch(const Options& o) {
                           std::to_string(o.batch) + " --heads " + std::to_string(o.heads) +
                           " --dim " + std::to_string(o.dim) + " --seq " + seqs + " --dtype " +
                           o.dtype + " --iters " + std::to_string(o.iters);
-  std::fflush(stdout);
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) throw IoError("cannot start " + cmd);
-  std::string text;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) text.append(buf, n);
-  if (pclose(pipe) != 0)
-    throw Error("bench_attention: '" + cmd +
-                "' failed (run it by hand to see why, or pass --no-torch)");
+  int status = 0;
+  const std::string text = read_command(cmd, status);
+  if (status != 0)
+    throw Error("bench_attention: '" + cmd + "' failed (exit " + std::to_string(exit_code(status)) +
+                "; run it by hand to see why, or pass --no-torch)");
   const nlohmann::json j = nlohmann::json::parse(text);
   std::printf("PyTorch %s, scaled_dot_product_attention (%s backend)\n",
               j.at("torch").get<std::string>().c_str(), j.at("backend").get<std::string>().c_str());

@@ -1,13 +1,12 @@
 #include "torch_eager.h"
 
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "command.h"
 #include "engine/safetensors.h"
 #include "timing.h"
 
@@ -24,22 +23,6 @@ constexpr const char* kVariantKeys[] = {"autocast", "compile_f32", "compile_bf16
 
 std::string script_path() {
   return std::string(DISC_SOURCE_DIR) + "/tools/bench/torch_llama_step.py";
-}
-
-// Reads a command's stdout; its exit status goes to `status`.
-std::string read_command(const std::string& cmd, int& status) {
-  std::fflush(stdout);
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) throw IoError("cannot start " + cmd);
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  status = pclose(pipe);
-  return out;
-}
-
-int exit_code(int status) {
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 nlohmann::json settings(const TorchWorkload& w) {
