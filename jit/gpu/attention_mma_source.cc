@@ -177,6 +177,25 @@ __device__ __forceinline__ bool disc_sees_all(disc_i64 i0, int ni, disc_i64 j0, 
 // Softmax in base 2: scores times scale log2(e), exp2f of their distance to the row's max (the
 // hardware's ex2, without expf's range reduction); the log-sum-exp in stats is in base 2 too.
 #define DISC_LOG2E 1.44269504088896341f
+// Row r of the warp's two (query row i) of the scores of the key tile at j0, in place: times sl2
+// where i sees the key, -inf where it does not; returns this lane's max of them (-3e38 for none).
+template <int KEYS>
+__device__ __forceinline__ float disc_window_row(float (*s)[4], int r, disc_i64 i, disc_i64 j0, bool all, float sl2,
+                                                 disc_i64 sq, disc_i64 sk, int causal) {
+  const unsigned t = threadIdx.x & 3;
+  float mx = -3.0e38f;
+  DISC_UNROLL for (int n = 0; n < KEYS / 8; ++n)
+    DISC_UNROLL for (int c = 0; c < 2; ++c) {
+      const bool seen = all || disc_sees(i, j0 + n * 8 + 2 * t + c, sq, sk, causal);
+      s[n][2 * r + c] = seen ? s[n][2 * r + c] * sl2 : DISC_NEG_INF;
+      mx = fmaxf(mx, s[n][2 * r + c]);
+    }
+  return mx;
+}
+// 2^(x - m) for a score from disc_window_row; 0 outside the window.
+__device__ __forceinline__ float disc_exp2_in(float x, float m) {
+  return x == DISC_NEG_INF ? 0.f : exp2f(x - m);
+}
 
 // The forward: a warp per 16 query rows, a block per 16 x (warps) rows of one head; online softmax
 // over tiles of keys, S = Q K^T and O += P V on the tensor cores.
@@ -204,19 +223,12 @@ __device__ void disc_attention_fwd_mma(const T* q, const T* k, const T* v, T* o,
       float s[KEYS / 8][4];
       disc_mma_rows<D, KEYS, T>(s, qa, ks);
       DISC_UNROLL for (int r = 0; r < 2; ++r) {
-        const disc_i64 i = w0 + g + 8 * r;
-        float mx = -3.0e38f;
-        DISC_UNROLL for (int n = 0; n < KEYS / 8; ++n)
-          DISC_UNROLL for (int c = 0; c < 2; ++c) {
-            const bool seen = all || disc_sees(i, j0 + n * 8 + 2 * t + c, sq, sk, causal);
-            s[n][2 * r + c] = seen ? s[n][2 * r + c] * sl2 : DISC_NEG_INF;
-            mx = fmaxf(mx, s[n][2 * r + c]);
-          }
+        const float mx = disc_window_row<KEYS>(s, r, w0 + g + 8 * r, j0, all, sl2, sq, sk, causal);
         const float mn = fmaxf(m[r], disc_quad_max(mx)), corr = exp2f(m[r] - mn);
         float sum = 0.f;
         DISC_UNROLL for (int n = 0; n < KEYS / 8; ++n)
           DISC_UNROLL for (int c = 0; c < 2; ++c) {
-            const float x = s[n][2 * r + c], p = x == DISC_NEG_INF ? 0.f : exp2f(x - mn);
+            const float p = disc_exp2_in(s[n][2 * r + c], mn);
             s[n][2 * r + c] = p;
             sum += p;
           }
@@ -269,17 +281,13 @@ __device__ void disc_attention_bwd_q_mma(const T* q, const T* k, const T* v, con
         disc_mma_rows<D, KEYS, T>(s, qa, ks);
         disc_mma_rows<DV, KEYS, T>(dp, da, vs);
         DISC_UNROLL for (int r = 0; r < 2; ++r) {
-          const disc_i64 i = w0 + g + 8 * r;
+          const float mx = disc_window_row<KEYS>(s, r, w0 + g + 8 * r, j0, all, sl2, sq, sk, causal);
           if (pass == 0) {  // the running max, sum and dsum, rescaled as the max grows
-            float mx = -3.0e38f;
-            DISC_UNROLL for (int n = 0; n < KEYS / 8; ++n)
-              DISC_UNROLL for (int c = 0; c < 2; ++c) if (all || disc_sees(i, j0 + n * 8 + 2 * t + c, sq, sk, causal))
-                mx = fmaxf(mx, s[n][2 * r + c] * sl2);
             const float mn = fmaxf(m[r], disc_quad_max(mx)), corr = exp2f(m[r] - mn);
             float sum = 0.f, dsm = 0.f;
             DISC_UNROLL for (int n = 0; n < KEYS / 8; ++n)
-              DISC_UNROLL for (int c = 0; c < 2; ++c) if (all || disc_sees(i, j0 + n * 8 + 2 * t + c, sq, sk, causal)) {
-                const float p = exp2f(s[n][2 * r + c] * sl2 - mn);
+              DISC_UNROLL for (int c = 0; c < 2; ++c) if (s[n][2 * r + c] != DISC_NEG_INF) {
+                const float p = exp2f(s[n][2 * r + c] - mn);
                 sum += p;
                 dsm += p * dp[n][2 * r + c];
               }
@@ -288,11 +296,8 @@ __device__ void disc_attention_bwd_q_mma(const T* q, const T* k, const T* v, con
             m[r] = mn;
           } else {  // dS = P (dP - dsum), into s
             DISC_UNROLL for (int n = 0; n < KEYS / 8; ++n)
-              DISC_UNROLL for (int c = 0; c < 2; ++c) {
-                const bool seen = all || disc_sees(i, j0 + n * 8 + 2 * t + c, sq, sk, causal);
-                const float p = seen ? exp2f(s[n][2 * r + c] * sl2 - lse[r]) : 0.f;
-                s[n][2 * r + c] = p * (dp[n][2 * r + c] - dsum[r]);
-              }
+              DISC_UNROLL for (int c = 0; c < 2; ++c)
+                s[n][2 * r + c] = disc_exp2_in(s[n][2 * r + c], lse[r]) * (dp[n][2 * r + c] - dsum[r]);
           }
         }
         if (pass == 1) disc_mma_acc<KEYS, D, T>(acc, s, ks);
