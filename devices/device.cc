@@ -50,6 +50,10 @@ void check_gemm_args(const GemmArgs& g) {
     throw InvalidArgument("gemm: dtype " + std::string(dtype_name(g.dtype)) +
                           " is not supported: cast the operands to f32, bf16, f16 or f64");
   }
+  if (g.c_f32 && !is_half_float(g.dtype)) {
+    throw InvalidArgument("gemm: an f32 C (c_f32) is for bf16 or f16 operands, not " +
+                          std::string(dtype_name(g.dtype)) + ": leave c_f32 unset");
+  }
   if (g.batch < 0 || g.m < 0 || g.n < 0 || g.k < 0) {
     throw InvalidArgument("gemm: negative size in " + sizes(g) + ": every size must be >= 0");
   }

@@ -75,6 +75,9 @@ struct GemmArgs {
   // mode (cuBLAS on NVIDIA GPUs); others compute in f32. For operands that are widened bf16
   // values, which TF32 holds exactly, only the rounding of the sums differs.
   bool tf32 = false;
+  // With bf16 or f16 A and B: C is f32, its sums never rounded to 16 bits (a head's logits, and a
+  // sum over several calls that is rounded once at its end).
+  bool c_f32 = false;
 };
 
 // The leading dims with 0 resolved to dense rows.

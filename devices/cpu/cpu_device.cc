@@ -155,7 +155,7 @@ void CpuDevice::gemm(const GemmArgs& g) {
     return;
   }
   use_omp_threads();
-  if (g.dtype == DType::kF16 || (g.dtype == DType::kBF16 && !matmul_.has_bf16()))
+  if (g.c_f32 || g.dtype == DType::kF16 || (g.dtype == DType::kBF16 && !matmul_.has_bf16()))
     return widened_gemm(g, [&](const GemmArgs& f) { matmul_.run(f); });
   matmul_.run(g);
 }

@@ -26,14 +26,17 @@ void widened_gemm(const GemmArgs& g, const std::function<void(const GemmArgs&)>&
   const int64_t n_c = span(g.batch, g.batch_stride_c, g.m, g.n, lead_c(g));
   const auto a = widened(g.dtype, g.a, span(g.batch, g.batch_stride_a, rows_a, cols_a, lead_a(g)));
   const auto b = widened(g.dtype, g.b, span(g.batch, g.batch_stride_b, rows_b, cols_b, lead_b(g)));
+  GemmArgs f = g;
+  f.dtype = DType::kF32;
+  f.c_f32 = false;
+  f.a = a.get(), f.b = b.get();
+  f.lda = lead_a(g), f.ldb = lead_b(g);
+  if (g.c_f32) return f32_gemm(f);  // C is f32 already
   // C's sums when accumulating, and what lies between its rows, which goes back as it was.
   const bool dense_c = lead_c(g) == g.n && (g.batch == 1 || g.batch_stride_c == g.m * g.n);
   const auto c = g.accumulate || !dense_c ? widened(g.dtype, g.c, n_c)
                                           : std::unique_ptr<float[]>(new float[n_c]);
-  GemmArgs f = g;
-  f.dtype = DType::kF32;
-  f.a = a.get(), f.b = b.get(), f.c = c.get();
-  f.lda = lead_a(g), f.ldb = lead_b(g), f.ldc = lead_c(g);
+  f.c = c.get(), f.ldc = lead_c(g);
   f32_gemm(f);
   narrow_half(g.dtype, c.get(), g.c, n_c);
 }

@@ -10,7 +10,8 @@
 
 namespace disc::devices::cpu {
 
-// `f32_gemm` runs the f32 GEMM; `g` passed check_gemm_args and is bf16 or f16.
+// `f32_gemm` runs the f32 GEMM; `g` passed check_gemm_args and is bf16 or f16. With g.c_f32, C is
+// f32 and the GEMM sums into it directly.
 void widened_gemm(const GemmArgs& g, const std::function<void(const GemmArgs&)>& f32_gemm);
 
 }  // namespace disc::devices::cpu

@@ -154,21 +154,25 @@ Sizes sizes(const BlasGemm& b, const Library& lib) {
 
 // 16-bit operands (and f32 ones in TF32) on the tensor cores: sums in f32, C rounded once, as the
 // CPU's widened GEMM does it.
-void gemm_ex(const GpuBlas::Api& api, void* handle, const BlasGemm& b, const Sizes& z, DType type) {
+// c_f32: 16-bit A and B with an f32 C, a pairing both libraries have.
+void gemm_ex(const GpuBlas::Api& api, void* handle, const BlasGemm& b, const Sizes& z, DType type,
+             bool c_f32) {
   const Library& lib = *api.lib;
   const int t = type == DType::kBF16 ? lib.bf16 : type == DType::kF16 ? lib.f16 : lib.f32;
+  const int ct = c_f32 ? lib.f32 : t;
   const float alpha = 1, beta = static_cast<float>(b.beta);
   if (&lib == &kCublas) {
     const int compute = type == DType::kF32 ? kCublasComputeTf32 : kCublasCompute32F;
     auto f = reinterpret_cast<CublasGemmExFn>(api.gemm_ex);
-    api.check(f(handle, z.ta, z.tb, z.m, z.n, z.k, &alpha, b.a, t, z.lda, b.stride_a, b.b, t, z.ldb,
-                b.stride_b, &beta, b.c, t, z.ldc, b.stride_c, z.batch, compute, kCublasGemmDefault),
-              "GemmStridedBatchedEx");
+    api.check(
+        f(handle, z.ta, z.tb, z.m, z.n, z.k, &alpha, b.a, t, z.lda, b.stride_a, b.b, t, z.ldb,
+          b.stride_b, &beta, b.c, ct, z.ldc, b.stride_c, z.batch, compute, kCublasGemmDefault),
+        "GemmStridedBatchedEx");
     return;
   }
   auto f = reinterpret_cast<RocblasGemmExFn>(api.gemm_ex);
   api.check(f(handle, z.ta, z.tb, z.m, z.n, z.k, &alpha, b.a, t, z.lda, b.stride_a, b.b, t, z.ldb,
-              b.stride_b, &beta, b.c, t, z.ldc, b.stride_c, b.c, t, z.ldc, b.stride_c, z.batch,
+              b.stride_b, &beta, b.c, ct, z.ldc, b.stride_c, b.c, ct, z.ldc, b.stride_c, z.batch,
               lib.f32, kRocblasAlgoStandard, 0, 0),
             "gemm_strided_batched_ex");
 }
@@ -199,7 +203,7 @@ void GpuBlas::gemm(const GemmArgs& g, bool tf32) {
                     static_cast<double*>(b.c), z.ldc, b.stride_c, z.batch),
         "dgemm");
   } else {
-    gemm_ex(*api_, handle_, b, z, g.dtype);
+    gemm_ex(*api_, handle_, b, z, g.dtype, g.c_f32);
   }
 }
 

@@ -12,9 +12,9 @@ namespace {
 // A C tile's rows are an A tile's rows with its columns in the same lanes, so that softmax's P
 // (and dS) go from one product into the next without leaving registers. The shared tiles hold
 // rows of keys, values, queries or dO as they are in memory, each padded by 8 halves so that the
-// 32 lanes' reads fall in 32 different banks: a B register is two adjacent halves of a row where
-// the row is B's column (QK^T, dO V^T), two halves of one column in adjacent rows where the rows
-// run along k (PV, dS K, P^T dO, dS^T Q).
+// eight rows an ldmatrix reads at once fall in different banks: a B register is two adjacent
+// halves of a row where the row is B's column (QK^T, dO V^T: ldmatrix), two halves of one column in
+// adjacent rows where the rows run along k (PV, dS K, P^T dO, dS^T Q: ldmatrix .trans).
 constexpr const char* kSource = R"(
 #define DISC_MMA_PAD 8
 // Two adjacent halves as one 32-bit register (the first in the low half).
@@ -96,57 +96,130 @@ __device__ __forceinline__ void disc_a_rows(unsigned (*a)[4], const T* x, disc_i
       a[kk][i] = r < n ? disc_ld2(p + r * N + kk * 16 + (i >> 1) * 8 + 2 * t) : 0u;
     }
 }
+// Four 8 x 8 matrices of halves from shared memory in one instruction (ldmatrix .x4): lane l
+// gives the address of row l % 8 of matrix l / 8 (16 bytes, aligned to 16), and r[i] gets lane
+// 4 g + t's share of matrix i, its halves (g, 2t) and (g, 2t + 1); TRANS: (2t, g) and (2t + 1, g),
+// the share of the transposed matrix. Shares are B registers of mma.m16n8k16: of a matrix whose
+// rows are B's columns, or (TRANS) whose rows run along B's k.
+template <bool TRANS>
+__device__ __forceinline__ void disc_ldsm4(unsigned* r, const unsigned short* p) {
+#ifdef DISC_HOST_BUILD
+  __shared__ const unsigned short* rows[32];
+  const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  rows[lane] = p;
+  __syncthreads();
+  for (int i = 0; i < 4; ++i) {
+    const unsigned short* const* m = rows + 8 * i;
+    const unsigned lo = TRANS ? m[2 * t][g] : m[g][2 * t], hi = TRANS ? m[2 * t + 1][g] : m[g][2 * t + 1];
+    r[i] = lo | hi << 16;
+  }
+  __syncthreads();
+#else
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  if (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#endif
+}
 // c[n] = A B for the warp's 16 rows of A (fragments a, K / 16 steps) and columns n * 8 .. of B,
-// B's column j being row j of the shared tile s (row-major [columns][K + pad]).
+// B's column j being row j of the shared tile s (row-major [columns][K + pad]). One ldmatrix takes
+// the B registers of two column blocks (n, n + 1) at one k step.
 template <int K, int COLS, typename T>
 __device__ __forceinline__ void disc_mma_rows(float (*c)[4], const unsigned (*a)[4], const unsigned short* s) {
-  const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  DISC_UNROLL for (int n = 0; n < COLS / 8; ++n) {
-    c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
+  const unsigned lane = threadIdx.x & 31, i = lane >> 3;
+  DISC_UNROLL for (int n = 0; n < COLS / 8; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
+  DISC_UNROLL for (int n = 0; n < COLS / 8; n += 2) {
+    const unsigned short* row = s + ((n + (i >> 1)) * 8 + (lane & 7)) * (K + DISC_MMA_PAD) + (i & 1) * 8;
     DISC_UNROLL for (int kk = 0; kk < K / 16; ++kk) {
-      const unsigned short* row = s + (n * 8 + g) * (K + DISC_MMA_PAD) + kk * 16 + 2 * t;
-      const unsigned b[2] = {disc_ld2(row), disc_ld2(row + 8)};
+      unsigned b[4];
+      disc_ldsm4<false>(b, row + kk * 16);
       disc_mma<T>(c[n], a[kk], b);
+      disc_mma<T>(c[n + 1], a[kk], b + 2);
     }
   }
 }
 // acc[n] += P B, P the warp's 16 x KEYS values p (C layout, rounded to T), B = the shared tile s
-// ([KEYS][N + pad]; its rows are B's k): each B register pairs two rows of one column.
+// ([KEYS][N + pad]; its rows are B's k): ldmatrix .trans takes the B registers of two column
+// blocks (n, n + 1) at one k step.
 template <int KEYS, int N, typename T>
 __device__ __forceinline__ void disc_mma_acc(float (*acc)[4], const float (*p)[4], const unsigned short* s) {
-  const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int stride = N + DISC_MMA_PAD;
+  const unsigned lane = threadIdx.x & 31, i = lane >> 3;
   DISC_UNROLL for (int kk = 0; kk < KEYS / 16; ++kk) {
     const unsigned a[4] = {disc_pack<T>(p[2 * kk][0], p[2 * kk][1]), disc_pack<T>(p[2 * kk][2], p[2 * kk][3]),
                            disc_pack<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
                            disc_pack<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
-    DISC_UNROLL for (int n = 0; n < N / 8; ++n) {
-      const unsigned short* c = s + (kk * 16 + 2 * t) * stride + n * 8 + g;
-      const unsigned b[2] = {(unsigned)c[0] | (unsigned)c[stride] << 16,
-                             (unsigned)c[8 * stride] | (unsigned)c[9 * stride] << 16};
+    const unsigned short* rows = s + (kk * 16 + (i & 1) * 8 + (lane & 7)) * (N + DISC_MMA_PAD) + (i >> 1) * 8;
+    DISC_UNROLL for (int n = 0; n < N / 8; n += 2) {
+      unsigned b[4];
+      disc_ldsm4<true>(b, rows + n * 8);
       disc_mma<T>(acc[n], a, b);
+      disc_mma<T>(acc[n + 1], a, b + 2);
     }
   }
 }
-// Rows [r0, r0 + R) of x [n, N] into the shared tile s [R][N + pad], zeros past n, 16 bytes at a
-// time where x is aligned to them (N is a multiple of 16). Every thread of the block calls it.
-struct alignas(16) disc_v16 {
-  unsigned w[4];
-};
+// 16 bytes from global to shared memory without passing through registers (cp.async; zeros where
+// !valid, g then only a valid address), to be waited for by disc_cp_wait; the host build copies
+// them at once.
+__device__ __forceinline__ void disc_cp16(unsigned short* s, const unsigned short* g, bool valid) {
+#ifdef DISC_HOST_BUILD
+  for (int e = 0; e < 8; ++e) s[e] = valid ? g[e] : (unsigned short)0;
+#else
+  const unsigned a = (unsigned)__cvta_generic_to_shared(s);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(a), "l"(g), "r"(valid ? 16 : 0));
+#endif
+}
+// The copies issued since the last commit as one group; waiting until at most N groups are left.
+__device__ __forceinline__ void disc_cp_commit() {
+#ifndef DISC_HOST_BUILD
+  asm volatile("cp.async.commit_group;");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void disc_cp_wait() {
+#ifndef DISC_HOST_BUILD
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+#endif
+}
+// Rows [r0, r0 + R) of x [n, N] into the shared tile s [R][N + pad], zeros past n: copies of 16
+// bytes in flight (disc_cp16) where x is aligned to them (N is a multiple of 16), else 2-byte
+// loads and stores. Every thread of the block calls it.
 template <int R, int N, typename T>
 __device__ __forceinline__ void disc_tile_in(unsigned short* s, const T* x, disc_i64 r0, disc_i64 n) {
   const unsigned short* p = (const unsigned short*)x + r0 * N;
   if (((unsigned long long)p & 15) == 0) {
     for (int e = threadIdx.x; e < R * N / 8; e += blockDim.x) {
       const int r = e / (N / 8), c = e % (N / 8) * 8;
-      const disc_v16 zero = {{0u, 0u, 0u, 0u}};
-      *(disc_v16*)(s + r * (N + DISC_MMA_PAD) + c) = r0 + r < n ? *(const disc_v16*)(p + r * N + c) : zero;
+      const bool in = r0 + r < n;
+      disc_cp16(s + r * (N + DISC_MMA_PAD) + c, in ? p + r * N + c : (const unsigned short*)x, in);
     }
     return;
   }
   for (int e = threadIdx.x; e < R * N; e += blockDim.x) {
     const int r = e / N, c = e % N;
     s[r * (N + DISC_MMA_PAD) + c] = r0 + r < n ? p[r * N + c] : (unsigned short)0;
+  }
+}
+// Tiles j0 = lo, lo + STEP, ... below end, two buffers deep: load(buf, j0) issues tile j0's copies
+// into buffer buf, and body(buf, j0) runs once they have landed, while the next tile's copies are
+// in flight. Every thread of the block calls it with the same bounds (it synchronises the block).
+template <int STEP, typename L, typename B>
+__device__ __forceinline__ void disc_pipeline(disc_i64 lo, disc_i64 end, L load, B body) {
+  __syncthreads();  // the buffers' last readers are done
+  if (lo < end) load(0, lo);
+  disc_cp_commit();
+  int buf = 0;
+  for (disc_i64 j0 = lo; j0 < end; j0 += STEP, buf ^= 1) {
+    if (j0 + STEP < end) load(buf ^ 1, j0 + STEP);
+    disc_cp_commit();
+    disc_cp_wait<1>();  // all but the newest group: tile j0
+    __syncthreads();
+    body(buf, j0);
+    __syncthreads();  // body's reads of buf are done before the next load into it
   }
 }
 // The sum over a row's four lanes (lanes 4g .. 4g + 3 hold row g), the same bits in each.
@@ -203,25 +276,26 @@ template <int D, int DV, typename T>
 __device__ void disc_attention_fwd_mma(const T* q, const T* k, const T* v, T* o, disc_i64 heads, disc_i64 sq,
                                        disc_i64 sk, int causal, float scale) {
   const int KEYS = disc_mma_tile<D, DV>::keys;
-  alignas(16) __shared__ unsigned short ks[KEYS * (D + DISC_MMA_PAD)], vs[KEYS * (DV + DISC_MMA_PAD)];
+  alignas(16) __shared__ unsigned short ks[2][KEYS * (D + DISC_MMA_PAD)], vs[2][KEYS * (DV + DISC_MMA_PAD)];
   const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const float sl2 = scale * DISC_LOG2E;
   const disc_i64 rows = blockDim.x / 2, tiles = (sq + rows - 1) / rows;
   for (disc_i64 b = blockIdx.x; b < heads * tiles; b += gridDim.x) {
     const disc_i64 h = b / tiles, r0 = b % tiles * rows, w0 = r0 + 16 * (threadIdx.x >> 5);
+    const T *kh = k + h * sk * D, *vh = v + h * sk * DV;
     unsigned qa[D / 16][4];
     disc_a_rows<D>(qa, q + h * sq * D, w0, sq);
     float acc[DV / 8][4] = {}, m[2] = {-3.0e38f, -3.0e38f}, l[2] = {0.f, 0.f};
     const disc_i64 end = causal ? disc_min(disc_min(r0 + rows, sq), sk) : sk;
-    for (disc_i64 j0 = 0; j0 < end; j0 += KEYS) {
-      __syncthreads();  // the last tile's readers are done
-      disc_tile_in<KEYS, D>(ks, k + h * sk * D, j0, sk);
-      disc_tile_in<KEYS, DV>(vs, v + h * sk * DV, j0, sk);
-      __syncthreads();
-      if (causal && j0 > w0 + 15) continue;  // every key of the tile is past the warp's rows
+    auto load = [&](int buf, disc_i64 j0) {
+      disc_tile_in<KEYS, D>(ks[buf], kh, j0, sk);
+      disc_tile_in<KEYS, DV>(vs[buf], vh, j0, sk);
+    };
+    disc_pipeline<KEYS>(0, end, load, [&](int buf, disc_i64 j0) {
+      if (causal && j0 > w0 + 15) return;  // every key of the tile is past the warp's rows
       const bool all = disc_sees_all(w0, 16, j0, KEYS, sq, sk, causal);
       float s[KEYS / 8][4];
-      disc_mma_rows<D, KEYS, T>(s, qa, ks);
+      disc_mma_rows<D, KEYS, T>(s, qa, ks[buf]);
       DISC_UNROLL for (int r = 0; r < 2; ++r) {
         const float mx = disc_window_row<KEYS>(s, r, w0 + g + 8 * r, j0, all, sl2, sq, sk, causal);
         const float mn = fmaxf(m[r], disc_quad_max(mx)), corr = exp2f(m[r] - mn);
@@ -236,8 +310,8 @@ __device__ void disc_attention_fwd_mma(const T* q, const T* k, const T* v, T* o,
         m[r] = mn;
         DISC_UNROLL for (int n = 0; n < DV / 8; ++n) acc[n][2 * r] *= corr, acc[n][2 * r + 1] *= corr;
       }
-      disc_mma_acc<KEYS, DV, T>(acc, s, vs);
-    }
+      disc_mma_acc<KEYS, DV, T>(acc, s, vs[buf]);
+    });
     DISC_UNROLL for (int r = 0; r < 2; ++r) {
       const disc_i64 i = w0 + g + 8 * r;
       if (i >= sq) continue;
@@ -256,13 +330,17 @@ template <int D, int DV, typename T>
 __device__ void disc_attention_bwd_q_mma(const T* q, const T* k, const T* v, const T* dout, T* dq, float* stats,
                                          disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
   const int KEYS = disc_mma_tile<D, DV>::keys;
-  alignas(16) __shared__ unsigned short ks[KEYS * (D + DISC_MMA_PAD)], vs[KEYS * (DV + DISC_MMA_PAD)];
+  alignas(16) __shared__ unsigned short ks[2][KEYS * (D + DISC_MMA_PAD)], vs[2][KEYS * (DV + DISC_MMA_PAD)];
   const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const float sl2 = scale * DISC_LOG2E;
   const disc_i64 rows = blockDim.x / 2, tiles = (sq + rows - 1) / rows;
   for (disc_i64 b = blockIdx.x; b < heads * tiles; b += gridDim.x) {
     const disc_i64 h = b / tiles, r0 = b % tiles * rows, w0 = r0 + 16 * (threadIdx.x >> 5);
     const T *kh = k + h * sk * D, *vh = v + h * sk * DV;
+    auto load = [&](int buf, disc_i64 j0) {
+      disc_tile_in<KEYS, D>(ks[buf], kh, j0, sk);
+      disc_tile_in<KEYS, DV>(vs[buf], vh, j0, sk);
+    };
     unsigned qa[D / 16][4], da[DV / 16][4];
     disc_a_rows<D>(qa, q + h * sq * D, w0, sq);
     disc_a_rows<DV>(da, dout + h * sq * DV, w0, sq);
@@ -270,16 +348,12 @@ __device__ void disc_attention_bwd_q_mma(const T* q, const T* k, const T* v, con
     const disc_i64 end = causal ? disc_min(disc_min(r0 + rows, sq), sk) : sk;
     for (int pass = 0; pass < 2; ++pass) {
       float acc[D / 8][4] = {};
-      for (disc_i64 j0 = 0; j0 < end; j0 += KEYS) {
-        __syncthreads();
-        disc_tile_in<KEYS, D>(ks, kh, j0, sk);
-        disc_tile_in<KEYS, DV>(vs, vh, j0, sk);
-        __syncthreads();
-        if (causal && j0 > w0 + 15) continue;
+      disc_pipeline<KEYS>(0, end, load, [&](int buf, disc_i64 j0) {
+        if (causal && j0 > w0 + 15) return;
         const bool all = disc_sees_all(w0, 16, j0, KEYS, sq, sk, causal);
         float s[KEYS / 8][4], dp[KEYS / 8][4];
-        disc_mma_rows<D, KEYS, T>(s, qa, ks);
-        disc_mma_rows<DV, KEYS, T>(dp, da, vs);
+        disc_mma_rows<D, KEYS, T>(s, qa, ks[buf]);
+        disc_mma_rows<DV, KEYS, T>(dp, da, vs[buf]);
         DISC_UNROLL for (int r = 0; r < 2; ++r) {
           const float mx = disc_window_row<KEYS>(s, r, w0 + g + 8 * r, j0, all, sl2, sq, sk, causal);
           if (pass == 0) {  // the running max, sum and dsum, rescaled as the max grows
@@ -300,8 +374,8 @@ __device__ void disc_attention_bwd_q_mma(const T* q, const T* k, const T* v, con
                 s[n][2 * r + c] = disc_exp2_in(s[n][2 * r + c], lse[r]) * (dp[n][2 * r + c] - dsum[r]);
           }
         }
-        if (pass == 1) disc_mma_acc<KEYS, D, T>(acc, s, ks);
-      }
+        if (pass == 1) disc_mma_acc<KEYS, D, T>(acc, s, ks[buf]);
+      });
       if (pass == 0) {
         DISC_UNROLL for (int r = 0; r < 2; ++r) {
           lse[r] = m[r] + log2f(l[r]);
@@ -328,8 +402,8 @@ __device__ void disc_attention_bwd_kv_mma(const T* q, const T* k, const T* v, co
                                           T* dk, T* dv, disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal,
                                           float scale) {
   const int QR = disc_mma_tile<D, DV>::keys;
-  alignas(16) __shared__ unsigned short qs[QR * (D + DISC_MMA_PAD)], dos[QR * (DV + DISC_MMA_PAD)];
-  __shared__ float st[2 * QR];
+  alignas(16) __shared__ unsigned short qs[2][QR * (D + DISC_MMA_PAD)], dos[2][QR * (DV + DISC_MMA_PAD)];
+  __shared__ float st[2][2 * QR];
   const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const float sl2 = scale * DISC_LOG2E;
   const disc_i64 rows = blockDim.x / 2, tiles = (sk + rows - 1) / rows;
@@ -341,31 +415,32 @@ __device__ void disc_attention_bwd_kv_mma(const T* q, const T* k, const T* v, co
     disc_a_rows<D>(ka, k + h * sk * D, w0, sk);
     disc_a_rows<DV>(va, v + h * sk * DV, w0, sk);
     float dka[D / 8][4] = {}, dva[DV / 8][4] = {};
-    for (disc_i64 i0 = causal ? disc_min(r0, sq) : 0; i0 < sq; i0 += QR) {
-      __syncthreads();
-      disc_tile_in<QR, D>(qs, qh, i0, sq);
-      disc_tile_in<QR, DV>(dos, doh, i0, sq);
-      for (int e = threadIdx.x; e < 2 * QR; e += blockDim.x) st[e] = i0 + e / 2 < sq ? sh[2 * i0 + e] : 0.f;
-      __syncthreads();
-      if (causal && i0 + QR - 1 < w0) continue;  // every query row of the tile is before the warp's keys
+    auto load = [&](int buf, disc_i64 i0) {
+      disc_tile_in<QR, D>(qs[buf], qh, i0, sq);
+      disc_tile_in<QR, DV>(dos[buf], doh, i0, sq);
+      for (int e = threadIdx.x; e < 2 * QR; e += blockDim.x) st[buf][e] = i0 + e / 2 < sq ? sh[2 * i0 + e] : 0.f;
+    };
+    disc_pipeline<QR>(causal ? disc_min(r0, sq) : 0, sq, load, [&](int buf, disc_i64 i0) {
+      if (causal && i0 + QR - 1 < w0) return;  // every query row of the tile is before the warp's keys
       const bool all = disc_sees_all(i0, QR, w0, 16, sq, sk, causal);
+      const float* sb = st[buf];
       float p[QR / 8][4], dp[QR / 8][4];
-      disc_mma_rows<D, QR, T>(p, ka, qs);
-      disc_mma_rows<DV, QR, T>(dp, va, dos);
+      disc_mma_rows<D, QR, T>(p, ka, qs[buf]);
+      disc_mma_rows<DV, QR, T>(dp, va, dos[buf]);
       DISC_UNROLL for (int r = 0; r < 2; ++r) {
         const disc_i64 j = w0 + g + 8 * r;
         DISC_UNROLL for (int n = 0; n < QR / 8; ++n)
           DISC_UNROLL for (int c = 0; c < 2; ++c) {
             const int ii = n * 8 + 2 * t + c;
             const bool seen = all || disc_sees(i0 + ii, j, sq, sk, causal);
-            const float pr = seen ? exp2f(p[n][2 * r + c] * sl2 - st[2 * ii]) : 0.f;
+            const float pr = seen ? exp2f(p[n][2 * r + c] * sl2 - sb[2 * ii]) : 0.f;
             p[n][2 * r + c] = pr;
-            dp[n][2 * r + c] = pr * (dp[n][2 * r + c] - st[2 * ii + 1]);
+            dp[n][2 * r + c] = pr * (dp[n][2 * r + c] - sb[2 * ii + 1]);
           }
       }
-      disc_mma_acc<QR, DV, T>(dva, p, dos);
-      disc_mma_acc<QR, D, T>(dka, dp, qs);
-    }
+      disc_mma_acc<QR, DV, T>(dva, p, dos[buf]);
+      disc_mma_acc<QR, D, T>(dka, dp, qs[buf]);
+    });
     DISC_UNROLL for (int r = 0; r < 2; ++r) {
       const disc_i64 j = w0 + g + 8 * r;
       if (j >= sk) continue;

@@ -34,18 +34,14 @@ __device__ __forceinline__ void disc_put(disc_bf16* p, float v) { p->bits = disc
 __device__ __forceinline__ void disc_put(disc_f16* p, float v) { p->bits = disc_f32_to_f16(v); }
 #define DISC_FLOATS(M) M(float, f32) M(disc_bf16, bf16) M(disc_f16, f16)
 
-// 16-bit arrays widened to f32 and f32 arrays rounded to 16 bits (linear_cross_entropy's operands
-// and gradients, which its GEMMs take in f32).
-template <typename A, typename B>
-__device__ void disc_convert(const A* in, B* out, disc_i64 n) {
-  DISC_FOR_ITEMS(t, n) disc_put(out + t, disc_wide(in[t]));
+// f32 arrays rounded to 16 bits (a 16-bit head's weight gradient, summed over its chunks in f32).
+template <typename T>
+__device__ void disc_narrow(const float* in, T* out, disc_i64 n) {
+  DISC_FOR_ITEMS(t, n) disc_put(out + t, in[t]);
 }
 #define DISC_CONVERT(T, S)                                                          \
-  extern "C" __global__ void disc_widen_##S(const T* in, float* out, disc_i64 n) {  \
-    disc_convert(in, out, n);                                                       \
-  }                                                                                 \
   extern "C" __global__ void disc_narrow_##S(const float* in, T* out, disc_i64 n) { \
-    disc_convert(in, out, n);                                                       \
+    disc_narrow(in, out, n);                                                        \
   }
 DISC_CONVERT(disc_bf16, bf16)
 DISC_CONVERT(disc_f16, f16)
@@ -150,8 +146,9 @@ DISC_INDEXED(long long, i64)
 
 // linear_cross_entropy's panel rows (logits, as the reference computes them in
 // devices/cpu/linear_cross_entropy.cc): a block per row, its threads striding over the classes, sums
-// combined in a fixed tree. Each row becomes its gradient (softmax - onehot) * scale in place and
-// leaves its loss term in terms[row]; a row whose label is ignore_index (or counted == 0) zeros.
+// combined in a fixed tree. Each row's gradient (softmax - onehot) * scale goes to g (f32 in place
+// of the logits, or rounded once to bf16 or f16 for a 16-bit head's GEMMs) and its loss term to
+// terms[row]; a row whose label is ignore_index (or counted == 0) has a zero gradient.
 #define DISC_ROW_BLOCK 256
 __device__ __forceinline__ double disc_block_sum_d(double v, double* red) {
   red[threadIdx.x] = v;
@@ -175,16 +172,17 @@ __device__ __forceinline__ float disc_block_max_f(float v, float* red) {
   __syncthreads();
   return v;
 }
-template <typename I>
-__device__ void disc_lce_rows(float* g, const I* labels, disc_i64 n, disc_i64 classes, disc_i64 ignore, int counted,
-                              float scale, double* terms) {
+template <typename I, typename G>
+__device__ void disc_lce_rows(const float* x0, G* g0, const I* labels, disc_i64 n, disc_i64 classes, disc_i64 ignore,
+                              int counted, float scale, double* terms) {
   __shared__ double dred[DISC_ROW_BLOCK];
   __shared__ float fred[DISC_ROW_BLOCK];
   for (disc_i64 r = blockIdx.x; r < n; r += gridDim.x) {
-    float* x = g + r * classes;
+    const float* x = x0 + r * classes;
+    G* g = g0 + r * classes;
     const disc_i64 label = (disc_i64)labels[r];
     if (!counted || label == ignore) {
-      for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) x[j] = 0.f;
+      for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) disc_put(g + j, 0.f);
       if (threadIdx.x == 0) terms[r] = 0.0;
       continue;
     }
@@ -193,16 +191,14 @@ __device__ void disc_lce_rows(float* g, const I* labels, disc_i64 n, disc_i64 cl
     for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) top = fmaxf(top, x[j]);
     top = disc_block_max_f(top, fred);
     double sum = 0.0;
-    for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) {
-      x[j] = expf(x[j] - top);
-      sum += x[j];
-    }
+    for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) sum += expf(x[j] - top);
     sum = disc_block_sum_d(sum, dred);
     const float factor = (float)(scale / sum);
-    for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) x[j] *= factor;
+    // x may be g (f32): each thread reads and writes only its own elements.
+    for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) disc_put(g + j, expf(x[j] - top) * factor);
     __syncthreads();
     if (threadIdx.x == 0) {
-      x[label] -= scale;
+      disc_put(g + label, expf(at_label - top) * factor - scale);
       terms[r] = log(sum) + (double)top - (double)at_label;
     }
     __syncthreads();
@@ -216,14 +212,14 @@ extern "C" __global__ void disc_lce_loss(const double* terms, disc_i64 rows, dis
   *loss = (float)(count == 0 ? 0.0 : total / (double)count);
 }
 
-#define DISC_LCE(I, SUFFIX)                                                                            \
-  extern "C" __global__ void __launch_bounds__(DISC_ROW_BLOCK)                                         \
-      disc_lce_rows_##SUFFIX(float* g, const I* labels, disc_i64 n, disc_i64 classes, disc_i64 ignore, \
-                             int counted, float scale, double* terms) {                                \
-    disc_lce_rows(g, labels, n, classes, ignore, counted, scale, terms);                               \
+#define DISC_LCE_ROWS(I, SI, G, SG)                                                                         \
+  extern "C" __global__ void __launch_bounds__(DISC_ROW_BLOCK)                                              \
+      disc_lce_rows_##SI##_##SG(const float* x, G* g, const I* labels, disc_i64 n, disc_i64 classes,        \
+                                disc_i64 ignore, int counted, float scale, double* terms) {                 \
+    disc_lce_rows(x, g, labels, n, classes, ignore, counted, scale, terms);                                 \
   }
-DISC_LCE(int, i32)
-DISC_LCE(long long, i64)
+#define DISC_LCE(G, SG) DISC_LCE_ROWS(int, i32, G, SG) DISC_LCE_ROWS(long long, i64, G, SG)
+DISC_FLOATS(DISC_LCE)
 
 // Attention over q [heads, sq, D], k [heads, sk, D], v [heads, sk, DV]; causal: query i sees keys
 // 0..i. A thread per row (a query row; in the gradient's dk and dv kernels a key row), a block per

@@ -2,10 +2,11 @@
 // host build, after the 16-bit conversions (half_source.h). Its kernels, all extern "C":
 //   disc_transpose_2, disc_transpose_4, disc_transpose_8   (elements of 2, 4 and 8 bytes)
 //   disc_rope_f32, disc_rope_bf16, disc_rope_f16
-//   disc_widen_bf16, disc_widen_f16, disc_narrow_bf16, disc_narrow_f16   (16-bit <-> f32 arrays)
+//   disc_narrow_bf16, disc_narrow_f16   (f32 arrays rounded to 16 bits)
 //   disc_gather_i32, disc_gather_i64, disc_scatter_add_i32, disc_scatter_add_i64   (f32 rows)
-//   disc_lce_rows_i32, disc_lce_rows_i64, disc_lce_loss  (linear_cross_entropy between its GEMMs;
-//                                                         DISC_ROW_BLOCK threads per block)
+//   disc_lce_rows_{i32,i64}_{f32,bf16,f16}, disc_lce_loss   (linear_cross_entropy between its
+//                                          GEMMs, by label type and gradient type; DISC_ROW_BLOCK
+//                                          threads per block)
 //   disc_attention_{fwd,bwd_q,bwd_v,bwd_k}_D_DV   after a line `DISC_ATTENTION(D, DV, T)`, T one
 //                                                 of float, disc_bf16, disc_f16
 #pragma once

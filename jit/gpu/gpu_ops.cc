@@ -16,6 +16,9 @@ namespace {
 
 constexpr unsigned kBlock = 128;
 constexpr unsigned kRowBlock = 256;  // DISC_ROW_BLOCK in gpu_op_source.cc
+// linear_cross_entropy's panel of f32 logits: chunks of rows large enough that its GEMMs fill a
+// GPU (524 rows at a vocabulary of 32000).
+constexpr int64_t kHeadPanel = int64_t{64} << 20;
 
 bool is_index(DType t) {
   return t == DType::kI32 || t == DType::kI64;
@@ -244,58 +247,33 @@ void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
 }
 
 // linear_cross_entropy(h, w, labels) -> loss, dh, dw as devices/cpu/linear_cross_entropy.cc runs it
-// on the CPU: chunks of rows through the device's GEMM into a panel of logits, the panel's rows
-// by disc_lce_rows, two more GEMMs for dh's rows and dw's share. The labels are checked and
-// counted on the host, as the reference does. 16-bit h and w are widened to f32 copies first, and
-// dh and dw, summed there in f32, rounded once into the results, as the CPU's widened head does.
-// Their GEMMs run in TF32 on the tensor cores (where the device has it): widened bf16 and f16
-// values are exact in TF32, so the logits differ from f32 GEMMs only in how they are summed; the
-// logits' gradient G is rounded to TF32's 11 significant bits in dh = G w and dw = G^T h, an error
-// per term comparable to the rounding of dh and dw to 16 bits that follows (8 bits for bf16, 11
-// for f16), though G's rows sum to zero and dh may cancel.
+// on the CPU: chunks of rows through the device's GEMM into a panel of f32 logits, the panel's rows
+// by disc_lce_rows into their gradient G, two more GEMMs for dh's rows and dw's share. The labels
+// are checked and counted on the host, as the reference does. A 16-bit head multiplies its own
+// operands on the tensor cores: logits summed in f32 into the f32 panel (GemmArgs::c_f32), G
+// rounded once to the head's type for dh = G w and dw = G^T h, as PyTorch's autocast does, and dw
+// summed over the chunks in f32 and rounded once at the end. The CPU's widened head keeps G in f32;
+// the two differ by G's rounding (8 bits for bf16, 11 for f16).
 void GpuOps::linear_cross_entropy(const ir::KernelArgs& a) {
-  const DType type = a.in[0].dtype;
-  if (type == DType::kF32) return linear_cross_entropy_f32(a);
-  ir::KernelArgs wide = a;
-  GpuScratch* scratch[] = {&wide_h_, &wide_w_, &wide_dh_, &wide_dw_};
-  ir::TensorRef* refs[] = {&wide.in[0], &wide.in[1], &wide.out[1], &wide.out[2]};
-  for (int i = 0; i < 4; ++i) {
-    refs[i]->dtype = DType::kF32;
-    refs[i]->data = scratch[i]->get(static_cast<size_t>(std::max<int64_t>(refs[i]->bytes(), 1)));
-  }
-  convert("disc_widen" + suffix(type), a.in[0].data, wide.in[0].data, a.in[0].numel());
-  convert("disc_widen" + suffix(type), a.in[1].data, wide.in[1].data, a.in[1].numel());
-  linear_cross_entropy_f32(wide, /*tf32=*/true);
-  convert("disc_narrow" + suffix(type), wide.out[1].data, a.out[1].data, a.out[1].numel());
-  convert("disc_narrow" + suffix(type), wide.out[2].data, a.out[2].data, a.out[2].numel());
-}
-
-void GpuOps::convert(const std::string& kernel, const void* from, void* to, long long n) {
-  void* in = const_cast<void*>(from);
-  void* params[] = {&in, &to, &n};
-  launch(kernel, n, params);
-}
-
-void GpuOps::linear_cross_entropy_f32(const ir::KernelArgs& a, bool tf32) {
   const ir::TensorRef &h = a.in[0], &w = a.in[1], &labels = a.in[2];
+  const DType type = h.dtype;
+  const bool half = is_half_float(type);
   const bool tw = a.a().get_bool("transpose_w");
   long long rows = labels.numel(), classes = w.shape[tw ? 0 : 1],
             ignore = a.a().get_int("ignore_index");
   const int64_t d = h.shape.back();
-  std::vector<std::byte> ids(static_cast<size_t>(labels.bytes()));
-  dev_.copy(ids.data(), labels.data, ids.size(), devices::CopyKind::kDeviceToHost);
-  dev_.synchronize();
-  ir::TensorRef host = labels;
-  host.data = ids.data();
-  long long count = ir::count_labels(a.op, host, classes, ignore);
-  const int64_t chunk = devices::cross_entropy_chunk({.rows = rows, .d = d, .classes = classes});
-  auto* panel =
-      static_cast<float*>(panel_.get(static_cast<size_t>(chunk * classes) * sizeof(float)));
+  long long count = count_labels(a, classes, ignore);
+  const int64_t chunk = std::clamp<int64_t>(kHeadPanel / std::max<int64_t>(classes * 4, 1), 1,
+                                            std::max<long long>(rows, 1));
+  const size_t cells = static_cast<size_t>(chunk * classes);
+  void* panel = panel_.get(cells * sizeof(float));
+  void* g = half ? gradient_.get(cells * dtype_size(type)) : panel;
   auto* terms = static_cast<double*>(
       terms_.get(static_cast<size_t>(std::max<long long>(rows, 1)) * sizeof(double)));
   auto gemm = [&](int64_t m, int64_t n, int64_t k, const void* x, bool tx, const void* y, bool ty,
-                  void* out, bool accumulate) {
-    dev_.gemm({.m = m,
+                  void* out, bool accumulate, bool c_f32) {
+    dev_.gemm({.dtype = type,
+               .m = m,
                .n = n,
                .k = k,
                .transpose_a = tx,
@@ -304,35 +282,55 @@ void GpuOps::linear_cross_entropy_f32(const ir::KernelArgs& a, bool tf32) {
                .a = x,
                .b = y,
                .c = out,
-               .tf32 = tf32});
+               .c_f32 = c_f32});
   };
-  const auto* hp = static_cast<const float*>(h.data);
-  auto* dh = static_cast<float*>(a.out[1].data);
-  void* dw = a.out[2].data;
-  dev_.zero(dw, static_cast<size_t>(a.out[2].bytes()));
+  const size_t elem = dtype_size(type);
+  void* dw =
+      half ? dw_sum_.get(static_cast<size_t>(a.out[2].numel()) * sizeof(float)) : a.out[2].data;
+  dev_.zero(dw, static_cast<size_t>(a.out[2].numel()) * sizeof(float));
   int counted = count > 0;
   float scale = count == 0 ? 0.f : static_cast<float>(1.0 / static_cast<double>(count));
   const std::string rows_kernel =
-      labels.dtype == DType::kI32 ? "disc_lce_rows_i32" : "disc_lce_rows_i64";
+      std::string(labels.dtype == DType::kI32 ? "disc_lce_rows_i32" : "disc_lce_rows_i64") +
+      suffix(type);
   for (long long r0 = 0; r0 < rows; r0 += chunk) {
     long long n = std::min<long long>(chunk, rows - r0);
-    const float* hc = hp + r0 * d;
-    gemm(n, classes, d, hc, false, w.data, tw, panel, false);
-    void* g = panel;
+    const void* hc = static_cast<const char*>(h.data) + r0 * d * elem;
+    gemm(n, classes, d, hc, false, w.data, tw, panel, false, half);
     void* lc = static_cast<char*>(labels.data) + r0 * dtype_size(labels.dtype);
     void* tc = terms + r0;
-    void* params[] = {&g, &lc, &n, &classes, &ignore, &counted, &scale, &tc};
+    void* params[] = {&panel, &g, &lc, &n, &classes, &ignore, &counted, &scale, &tc};
     launch(rows_kernel, {static_cast<unsigned>(n), kRowBlock, 0}, params);
-    gemm(n, d, classes, panel, false, w.data, !tw, dh + r0 * d, false);
+    gemm(n, d, classes, g, false, w.data, !tw, static_cast<char*>(a.out[1].data) + r0 * d * elem,
+         false, false);
     if (tw)
-      gemm(classes, d, n, panel, true, hc, false, dw, true);
+      gemm(classes, d, n, g, true, hc, false, dw, true, half);
     else
-      gemm(d, classes, n, hc, true, panel, false, dw, true);
+      gemm(d, classes, n, hc, true, g, false, dw, true, half);
   }
+  if (half) convert("disc_narrow" + suffix(type), dw, a.out[2].data, a.out[2].numel());
   void* t = terms;
   void* loss = a.out[0].data;
   void* params[] = {&t, &rows, &count, &loss};
   launch("disc_lce_loss", {1, 1, 0}, params);
+}
+
+void GpuOps::convert(const std::string& kernel, const void* from, void* to, long long n) {
+  void* in = const_cast<void*>(from);
+  void* params[] = {&in, &to, &n};
+  launch(kernel, n, params);
+}
+
+// The labels of linear_cross_entropy other than ignore_index, checked on the host as the
+// reference checks them (an error names the bad label and where it is).
+long long GpuOps::count_labels(const ir::KernelArgs& a, long long classes, long long ignore) {
+  const ir::TensorRef& labels = a.in[2];
+  std::vector<std::byte> ids(static_cast<size_t>(labels.bytes()));
+  dev_.copy(ids.data(), labels.data, ids.size(), devices::CopyKind::kDeviceToHost);
+  dev_.synchronize();
+  ir::TensorRef host = labels;
+  host.data = ids.data();
+  return ir::count_labels(a.op, host, classes, ignore);
 }
 
 }  // namespace disc::jit

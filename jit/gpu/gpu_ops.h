@@ -77,9 +77,8 @@ class GpuOps {
   void linear_cross_entropy(const ir::KernelArgs& a);
 
  private:
-  // tf32: its GEMMs may run in TF32 (GemmArgs::tf32).
-  void linear_cross_entropy_f32(const ir::KernelArgs& a, bool tf32 = false);
-  // n elements through disc_widen_* or disc_narrow_*.
+  long long count_labels(const ir::KernelArgs& a, long long classes, long long ignore);
+  // n elements through disc_narrow_*.
   void convert(const std::string& kernel, const void* from, void* to, long long n);
   devices::GpuDevice::Kernel kernel(const std::string& name, const Module& m);
   const std::string& image(const Module& m, KernelRun& run);
@@ -94,7 +93,7 @@ class GpuOps {
   std::map<std::string, devices::GpuDevice::Kernel> kernels_;  // by function name and type
   std::map<std::tuple<int, int, DType>, std::string> images_;  // modules by (d, dv, type)
   GpuScratch flag_{dev_}, stats_{dev_}, panel_{dev_}, terms_{dev_};
-  GpuScratch wide_h_{dev_}, wide_w_{dev_}, wide_dh_{dev_}, wide_dw_{dev_};  // 16-bit heads' f32
+  GpuScratch gradient_{dev_}, dw_sum_{dev_};  // a 16-bit head's G panel and f32 sum of dw
 };
 
 }  // namespace disc::jit

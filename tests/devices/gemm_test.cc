@@ -61,6 +61,7 @@ struct GemmCase {
   int64_t m, n, k;
   bool ta, tb;
   bool accumulate = false;  // C starts random and the product is added to it
+  bool c_f32 = false;       // 16-bit A and B, an f32 C (GemmArgs::c_f32)
 };
 
 // Batch count, batch strides and leading dims (elements between stored rows) in elements.
@@ -141,9 +142,9 @@ std::vector<T> make_operand(int64_t batch, int64_t stride, int64_t rows, int64_t
 // Checks C of batch entry `e` against a double-precision triple loop. Each element may be off
 // by `rel` times its row's magnitude: the largest sum of |a*b| terms in that row, which bounds
 // the rounding error of any summation order.
-template <typename T>
+template <typename T, typename C>
 void check_entry(const GemmCase& t, const Strides& s, int64_t e, const std::vector<T>& a,
-                 const std::vector<T>& b, const std::vector<T>& c0, const std::vector<T>& c,
+                 const std::vector<T>& b, const std::vector<C>& c0, const std::vector<C>& c,
                  double rel) {
   auto a_at = [&](int64_t i, int64_t p) {
     return double(a[e * s.a + (t.ta ? p * s.lda + i : i * s.lda + p)]);
@@ -186,7 +187,8 @@ void check_gaps(const GemmCase& t, const Strides& s, const std::vector<T>& c) {
   }
 }
 
-template <typename T>
+// C is T's type, or float where t.c_f32.
+template <typename T, typename C = T>
 void run_case(Device& dev, const GemmCase& t, double rel) {
   const Strides s = strides_for(t);
   std::mt19937 rng(static_cast<uint32_t>(t.m * 1000003 + t.n * 1009 + t.k));
@@ -195,10 +197,11 @@ void run_case(Device& dev, const GemmCase& t, double rel) {
       make_operand<T>(s.batch, s.a, t.ta ? t.k : t.m, t.ta ? t.m : t.k, s.lda, rng);
   const std::vector<T> b =
       make_operand<T>(b_batch, s.b, t.tb ? t.n : t.k, t.tb ? t.k : t.n, s.ldb, rng);
-  const std::vector<T> c0 = t.accumulate ? make_operand<T>(s.batch, s.c, t.m, t.n, s.ldc, rng)
-                                         : std::vector<T>(extent(s.batch, s.c, t.m * s.ldc),
-                                                          std::numeric_limits<T>::quiet_NaN());
-  DeviceBuffer<T> da(dev, a), db(dev, b), dc(dev, c0);
+  const std::vector<C> c0 = t.accumulate ? make_operand<C>(s.batch, s.c, t.m, t.n, s.ldc, rng)
+                                         : std::vector<C>(extent(s.batch, s.c, t.m * s.ldc),
+                                                          std::numeric_limits<C>::quiet_NaN());
+  DeviceBuffer<T> da(dev, a), db(dev, b);
+  DeviceBuffer<C> dc(dev, c0);
   dev.gemm({.dtype = t.dtype,
             .batch = s.batch,
             .m = t.m,
@@ -215,8 +218,9 @@ void run_case(Device& dev, const GemmCase& t, double rel) {
             .batch_stride_c = s.c,
             .lda = s.lda,
             .ldb = s.ldb,
-            .ldc = s.ldc});
-  const std::vector<T> c = dc.download();
+            .ldc = s.ldc,
+            .c_f32 = t.c_f32});
+  const std::vector<C> c = dc.download();
   for (int64_t e = 0; e < s.batch; ++e) check_entry(t, s, e, a, b, c0, c, rel);
   check_gaps(t, s, c);
 }
@@ -238,7 +242,11 @@ class ColumnMajorBlasLoop final : public Device {
   int threads() const override { return 1; }
   void gemm(const GemmArgs& g) override {
     check_gemm_args(g);
-    if (g.dtype == DType::kF32)
+    if (g.c_f32 && g.dtype == DType::kBF16)
+      blas_loop<Bf16, float>(column_major(g));
+    else if (g.c_f32)
+      blas_loop<F16, float>(column_major(g));
+    else if (g.dtype == DType::kF32)
       blas_loop<float>(column_major(g));
     else if (g.dtype == DType::kBF16)
       blas_loop<Bf16>(column_major(g));
@@ -249,21 +257,22 @@ class ColumnMajorBlasLoop final : public Device {
   }
 
  private:
-  // c(i, j) = sum_p op(a)(i, p) op(b)(p, j) + beta c(i, j), each matrix column-major.
-  template <typename T>
+  // c(i, j) = sum_p op(a)(i, p) op(b)(p, j) + beta c(i, j), each matrix column-major; C of type
+  // C (f32 for c_f32).
+  template <typename T, typename C = T>
   static void blas_loop(const BlasGemm& g) {
     for (int64_t e = 0; e < g.batch; ++e) {
       const T* a = static_cast<const T*>(g.a) + e * g.stride_a;
       const T* b = static_cast<const T*>(g.b) + e * g.stride_b;
-      T* c = static_cast<T*>(g.c) + e * g.stride_c;
+      C* c = static_cast<C*>(g.c) + e * g.stride_c;
       for (int64_t j = 0; j < g.n; ++j)
         for (int64_t i = 0; i < g.m; ++i) {
           double sum = 0;
           for (int64_t p = 0; p < g.k; ++p)
             sum += double(g.transa ? a[p + i * g.lda] : a[i + p * g.lda]) *
                    double(g.transb ? b[j + p * g.ldb] : b[p + j * g.ldb]);
-          T& out = c[i + j * g.ldc];
-          out = static_cast<T>(g.beta == 0 ? sum : sum + g.beta * double(out));
+          C& out = c[i + j * g.ldc];
+          out = static_cast<C>(g.beta == 0 ? sum : sum + g.beta * double(out));
         }
     }
   }
@@ -292,7 +301,12 @@ TEST_P(GemmConformance, MatchesReference) {
     SCOPED_TRACE(dev->name());
     // 16-bit results are rounded once from f32 sums: within half a unit of the type (2^-9 and
     // 2^-12 of the value) and the sum's f32 rounding.
-    if (t.dtype == DType::kF32) {
+    // An f32 C holds the f32 sums: closer than any 16-bit rounding of them would be.
+    if (t.c_f32 && t.dtype == DType::kBF16) {
+      run_case<Bf16, float>(*dev, t, 1e-5);
+    } else if (t.c_f32) {
+      run_case<F16, float>(*dev, t, 1e-5);
+    } else if (t.dtype == DType::kF32) {
       run_case<float>(*dev, t, 1e-4);
     } else if (t.dtype == DType::kBF16) {
       run_case<Bf16>(*dev, t, 0x1p-8);
@@ -327,6 +341,11 @@ std::vector<GemmCase> small_cases() {
       }
     }
   }
+  for (DType dtype : {DType::kBF16, DType::kF16})
+    for (Layout layout : {Layout::kSingle, Layout::kPaddedBatch, Layout::kPaddedRows})
+      for (auto [m, n, k] : {std::array<int64_t, 3>{7, 13, 31}, {17, 33, 65}})
+        for (int tr = 0; tr < 8; ++tr)
+          cases.push_back({dtype, layout, m, n, k, bool(tr & 1), bool(tr & 2), bool(tr & 4), true});
   return cases;
 }
 
@@ -363,7 +382,8 @@ std::string case_name(const ::testing::TestParamInfo<GemmCase>& info) {
   const GemmCase& t = info.param;
   return std::string(dtype_name(t.dtype)) + "_" + layout_name(t.layout) + "_" +
          std::to_string(t.m) + "x" + std::to_string(t.n) + "x" + std::to_string(t.k) + "_" +
-         (t.ta ? "T" : "N") + (t.tb ? "T" : "N") + (t.accumulate ? "_accumulate" : "");
+         (t.ta ? "T" : "N") + (t.tb ? "T" : "N") + (t.accumulate ? "_accumulate" : "") +
+         (t.c_f32 ? "_cf32" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Small, GemmConformance, ::testing::ValuesIn(small_cases()), case_name);
@@ -402,6 +422,8 @@ TEST(Gemm, RejectsBadArguments) {
                InvalidArgument);
   EXPECT_THROW(dev->gemm({.m = -1, .n = 2, .k = 2, .a = x, .b = x, .c = x}), InvalidArgument);
   EXPECT_THROW(dev->gemm({.m = 2, .n = 2, .k = 2, .a = x, .b = nullptr, .c = x}), InvalidArgument);
+  EXPECT_THROW(dev->gemm({.m = 2, .n = 2, .k = 2, .a = x, .b = x, .c = x, .c_f32 = true}),
+               InvalidArgument);  // an f32 C is for 16-bit operands
   try {
     dev->gemm({.batch = 2,
                .m = 2,

@@ -357,15 +357,16 @@ TEST(GpuOps, HostBuildOfTheCrossEntropyRowsMatchesTheReference) {
   devices::GpuDevice dev(std::make_unique<HostGpuRuntime>(), 1);
   HostOpCompiler compile;
   const std::string so = compile(gpu_op_source());
-  void* g = panel.data();
+  const std::vector<float> logits = panel;
+  void* x = panel.data();
   void* ids = c.in[2].bytes.data();
   void* t = terms.data();
   void* l = &loss;
   long long n = rows, cls = classes, ignore = -100, count = rows - 1;
   int counted = 1;
   float scale = 1.0f / static_cast<float>(count);
-  void* row_params[] = {&g, &ids, &n, &cls, &ignore, &counted, &scale, &t};
-  dev.launch(dev.load_kernel(so, "disc_lce_rows_i64"), {1, 1, 0}, row_params);
+  void* row_params[] = {&x, &x, &ids, &n, &cls, &ignore, &counted, &scale, &t};
+  dev.launch(dev.load_kernel(so, "disc_lce_rows_i64_f32"), {1, 1, 0}, row_params);
   void* loss_params[] = {&t, &n, &count, &l};
   dev.launch(dev.load_kernel(so, "disc_lce_loss"), {1, 1, 0}, loss_params);
   const float want_loss = *reinterpret_cast<const float*>(c.out[0].bytes.data());
@@ -377,6 +378,17 @@ TEST(GpuOps, HostBuildOfTheCrossEntropyRowsMatchesTheReference) {
       for (int64_t j = 0; j < classes; ++j) dh += panel[r * classes + j] * wp[k * classes + j];
       ASSERT_NEAR(dh, want_dh[r * d + k], 1e-6) << r << ", " << k;
     }
+  // A 16-bit head's rows: the same gradient from the same logits, rounded once to bf16 (a unit
+  // in the last place apart at most, where the f32 value itself lies near a rounding boundary).
+  std::vector<uint16_t> g16(panel.size());
+  std::vector<float> g16_wide(panel.size());
+  void* from = const_cast<float*>(logits.data());
+  void* to = g16.data();
+  void* half_params[] = {&from, &to, &ids, &n, &cls, &ignore, &counted, &scale, &t};
+  dev.launch(dev.load_kernel(so, "disc_lce_rows_i64_bf16"), {1, 1, 0}, half_params);
+  half_to_f32(DType::kBF16, g16.data(), g16_wide.data(), static_cast<int64_t>(g16.size()));
+  for (size_t i = 0; i < panel.size(); ++i)
+    ASSERT_NEAR(g16_wide[i], panel[i], 0x1p-8 * std::abs(panel[i])) << "gradient [" << i << "]";
 }
 
 TEST(GpuOps, SourceCompilesWithNvrtcForHopper) {
@@ -404,7 +416,7 @@ TEST(GpuOps, SourceCompilesWithNvrtcForHopper) {
       EXPECT_NE(c.text.find("mma.sync.aligned.m16n8k16"), std::string::npos);
     }
     EXPECT_EQ(c.log.find("warning"), std::string::npos) << c.log;
-    EXPECT_NE(c.text.find(".entry disc_lce_rows_i64"), std::string::npos);
+    EXPECT_NE(c.text.find(".entry disc_lce_rows_i64_bf16"), std::string::npos);
   }
 }
 

@@ -82,9 +82,6 @@ extern "C" void disc_transpose_2_params(void** p) {
   }
 DISC_FLOATS(DISC_HOST_FLOAT)
 #define DISC_HOST_CONVERT(T, S)                                    \
-  extern "C" void disc_widen_##S##_params(void** p) {              \
-    disc_widen_##S(P(const T*, 0), P(float*, 1), P(disc_i64, 2));  \
-  }                                                                \
   extern "C" void disc_narrow_##S##_params(void** p) {             \
     disc_narrow_##S(P(const float*, 0), P(T*, 1), P(disc_i64, 2)); \
   }
@@ -101,10 +98,12 @@ DISC_HOST_CONVERT(disc_f16, f16)
   }
 DISC_HOST_INDEXED(int, i32)
 DISC_HOST_INDEXED(long long, i64)
-extern "C" void disc_lce_rows_i64_params(void** p) {
-  disc_lce_rows_i64(P(float*, 0), P(const long long*, 1), P(disc_i64, 2), P(disc_i64, 3), P(disc_i64, 4), P(int, 5),
-                    P(float, 6), P(double*, 7));
-}
+#define DISC_HOST_LCE(G, S)                                                                                 \
+  extern "C" void disc_lce_rows_i64_##S##_params(void** p) {                                                \
+    disc_lce_rows_i64_##S(P(const float*, 0), P(G*, 1), P(const long long*, 2), P(disc_i64, 3), P(disc_i64, 4), \
+                          P(disc_i64, 5), P(int, 6), P(float, 7), P(double*, 8));                           \
+  }
+DISC_FLOATS(DISC_HOST_LCE)
 extern "C" void disc_lce_loss_params(void** p) {
   disc_lce_loss(P(const double*, 0), P(disc_i64, 1), P(disc_i64, 2), P(float*, 3));
 }
