@@ -17,8 +17,17 @@ namespace {
 // adjacent rows where the rows run along k (PV, dS K, P^T dO, dS^T Q: ldmatrix .trans).
 constexpr const char* kSource = R"(
 #define DISC_MMA_PAD 8
-// Two adjacent halves as one 32-bit register (the first in the low half).
+// The host build stops where a GPU would fault on an access not aligned to its size.
+#ifdef DISC_HOST_BUILD
+#define DISC_HOST_ALIGNED(p, bytes) \
+  if ((unsigned long long)(p) % (bytes)) __builtin_trap()
+#else
+#define DISC_HOST_ALIGNED(p, bytes)
+#endif
+// Two adjacent halves as one 32-bit register (the first in the low half): one 4-byte load, or two
+// 2-byte ones where p is not aligned to 4 bytes (a view 2 bytes into its buffer).
 __device__ __forceinline__ unsigned disc_ld2(const unsigned short* p) {
+  if ((unsigned long long)p & 3) return (unsigned)p[0] | (unsigned)p[1] << 16;
 #ifdef DISC_HOST_BUILD
   return (unsigned)p[0] | (unsigned)p[1] << 16;
 #else
@@ -106,6 +115,7 @@ __device__ __forceinline__ void disc_ldsm4(unsigned* r, const unsigned short* p)
 #ifdef DISC_HOST_BUILD
   __shared__ const unsigned short* rows[32];
   const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  DISC_HOST_ALIGNED(p, 16);
   rows[lane] = p;
   __syncthreads();
   for (int i = 0; i < 4; ++i) {
@@ -167,6 +177,8 @@ __device__ __forceinline__ void disc_mma_acc(float (*acc)[4], const float (*p)[4
 // them at once.
 __device__ __forceinline__ void disc_cp16(unsigned short* s, const unsigned short* g, bool valid) {
 #ifdef DISC_HOST_BUILD
+  DISC_HOST_ALIGNED(s, 16);
+  DISC_HOST_ALIGNED(g, 16);
   for (int e = 0; e < 8; ++e) s[e] = valid ? g[e] : (unsigned short)0;
 #else
   const unsigned a = (unsigned)__cvta_generic_to_shared(s);

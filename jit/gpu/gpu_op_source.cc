@@ -113,22 +113,40 @@ __device__ void disc_gather(const float* table, const I* idx, float* out, disc_i
     out[t] = table[r * cols + t % cols];
   }
 }
-// out (holding the base) += each update row at its index: a thread per column and range of
-// `span` table rows, going over every index in order and adding the rows that fall in its range,
-// as the reference adds them, so the same bits.
+// scatter_add: out (holding the base) += each update row at its index, each row's updates added in
+// index order as the reference adds them, so the same bits. First the positions sorted by (row,
+// position) into order: each position's rank counted over all positions (every thread reads the
+// same index at once), a permutation since no two positions tie, so the same for any grid; a bad
+// index ranks last and one such position (plus one) is left in *bad for the host to report.
 template <typename I>
-__device__ void disc_scatter_add(float* out, const I* idx, const float* u, disc_i64 n, disc_i64 rows, disc_i64 cols,
-                                 disc_i64 span, unsigned long long* bad) {
-  DISC_FOR_ITEMS(t, (rows + span - 1) / span * cols) {
-    const disc_i64 c = t % cols, lo = t / cols * span, hi = lo + span;
-    for (disc_i64 i = 0; i < n; ++i) {
-      const disc_i64 r = (disc_i64)idx[i];
-      if (r < 0 || r >= rows) {
-        if (lo == 0) atomicCAS(bad, 0ull, (unsigned long long)i + 1);
-        continue;
-      }
-      if (r >= lo && r < hi) out[r * cols + c] += u[i * cols + c];
+__device__ __forceinline__ disc_i64 disc_row_or(const I* idx, disc_i64 i, disc_i64 rows) {
+  const disc_i64 r = (disc_i64)idx[i];
+  return r < 0 || r >= rows ? rows : r;
+}
+template <typename I>
+__device__ void disc_scatter_order(const I* idx, disc_i64 n, disc_i64 rows, int* order, unsigned long long* bad) {
+  DISC_FOR_ITEMS(i, n) {
+    const disc_i64 r = disc_row_or(idx, i, rows);
+    if (r == rows) atomicCAS(bad, 0ull, (unsigned long long)i + 1);
+    disc_i64 rank = 0;
+    for (disc_i64 j = 0; j < n; ++j) {
+      const disc_i64 s = disc_row_or(idx, j, rows);
+      rank += s < r || (s == r && j < i);
     }
+    order[rank] = (int)i;
+  }
+}
+// Then a thread per column and run of positions with one row (its first thread; the others have
+// nothing to do), adding the run's updates in order.
+template <typename I>
+__device__ void disc_scatter_runs(float* out, const I* idx, const float* u, const int* order, disc_i64 n,
+                                  disc_i64 rows, disc_i64 cols) {
+  DISC_FOR_ITEMS(t, n * cols) {
+    const disc_i64 p = t / cols, c = t % cols, r = disc_row_or(idx, order[p], rows);
+    if (r == rows || (p > 0 && disc_row_or(idx, order[p - 1], rows) == r)) continue;
+    float acc = out[r * cols + c];
+    for (disc_i64 q = p; q < n && disc_row_or(idx, order[q], rows) == r; ++q) acc += u[(disc_i64)order[q] * cols + c];
+    out[r * cols + c] = acc;
   }
 }
 #define DISC_INDEXED(I, SUFFIX)                                                                              \
@@ -136,10 +154,13 @@ __device__ void disc_scatter_add(float* out, const I* idx, const float* u, disc_
                                                   disc_i64 rows, disc_i64 cols, unsigned long long* bad) {   \
     disc_gather(table, idx, out, n, rows, cols, bad);                                                        \
   }                                                                                                          \
-  extern "C" __global__ void disc_scatter_add_##SUFFIX(float* out, const I* idx, const float* u, disc_i64 n, \
-                                                       disc_i64 rows, disc_i64 cols, disc_i64 span,          \
-                                                       unsigned long long* bad) {                            \
-    disc_scatter_add(out, idx, u, n, rows, cols, span, bad);                                                 \
+  extern "C" __global__ void disc_scatter_order_##SUFFIX(const I* idx, disc_i64 n, disc_i64 rows, int* order,        \
+                                                         unsigned long long* bad) {                                   \
+    disc_scatter_order(idx, n, rows, order, bad);                                                                     \
+  }                                                                                                                   \
+  extern "C" __global__ void disc_scatter_runs_##SUFFIX(float* out, const I* idx, const float* u, const int* order,  \
+                                                        disc_i64 n, disc_i64 rows, disc_i64 cols) {                   \
+    disc_scatter_runs(out, idx, u, order, n, rows, cols);                                                             \
   }
 DISC_INDEXED(int, i32)
 DISC_INDEXED(long long, i64)
@@ -150,6 +171,8 @@ DISC_INDEXED(long long, i64)
 // of the logits, or rounded once to bf16 or f16 for a 16-bit head's GEMMs) and its loss term to
 // terms[row]; a row whose label is ignore_index (or counted == 0) has a zero gradient.
 #define DISC_ROW_BLOCK 256
+// The rows' loops unrolled, so that each thread has eight loads in flight rather than one.
+#define DISC_UNROLL8 _Pragma("unroll 8")
 __device__ __forceinline__ double disc_block_sum_d(double v, double* red) {
   red[threadIdx.x] = v;
   __syncthreads();
@@ -188,14 +211,15 @@ __device__ void disc_lce_rows(const float* x0, G* g0, const I* labels, disc_i64 
     }
     const float at_label = x[label];
     float top = DISC_NEG_INF;
-    for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) top = fmaxf(top, x[j]);
+    DISC_UNROLL8 for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) top = fmaxf(top, x[j]);
     top = disc_block_max_f(top, fred);
     double sum = 0.0;
-    for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) sum += expf(x[j] - top);
+    DISC_UNROLL8 for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) sum += expf(x[j] - top);
     sum = disc_block_sum_d(sum, dred);
     const float factor = (float)(scale / sum);
     // x may be g (f32): each thread reads and writes only its own elements.
-    for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) disc_put(g + j, expf(x[j] - top) * factor);
+    DISC_UNROLL8 for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x)
+      disc_put(g + j, expf(x[j] - top) * factor);
     __syncthreads();
     if (threadIdx.x == 0) {
       disc_put(g + label, expf(at_label - top) * factor - scale);
@@ -204,12 +228,16 @@ __device__ void disc_lce_rows(const float* x0, G* g0, const I* labels, disc_i64 
     __syncthreads();
   }
 }
-// The mean of the loss terms, summed in row order by one thread: the same bits for any grid.
-extern "C" __global__ void disc_lce_loss(const double* terms, disc_i64 rows, disc_i64 count, float* loss) {
-  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+// The mean of the loss terms: one block, each thread summing rows t, t + blockDim.x, ... in order,
+// then the fixed tree of disc_block_sum_d: the same bits every run.
+extern "C" __global__ void __launch_bounds__(DISC_ROW_BLOCK)
+    disc_lce_loss(const double* terms, disc_i64 rows, disc_i64 count, float* loss) {
+  __shared__ double red[DISC_ROW_BLOCK];
+  if (blockIdx.x != 0) return;
   double total = 0.0;
-  for (disc_i64 r = 0; r < rows; ++r) total += terms[r];
-  *loss = (float)(count == 0 ? 0.0 : total / (double)count);
+  for (disc_i64 r = threadIdx.x; r < rows; r += blockDim.x) total += terms[r];
+  total = disc_block_sum_d(total, red);
+  if (threadIdx.x == 0) *loss = (float)(count == 0 ? 0.0 : total / (double)count);
 }
 
 #define DISC_LCE_ROWS(I, SI, G, SG)                                                                         \

@@ -3,7 +3,8 @@
 //   disc_transpose_2, disc_transpose_4, disc_transpose_8   (elements of 2, 4 and 8 bytes)
 //   disc_rope_f32, disc_rope_bf16, disc_rope_f16
 //   disc_narrow_bf16, disc_narrow_f16   (f32 arrays rounded to 16 bits)
-//   disc_gather_i32, disc_gather_i64, disc_scatter_add_i32, disc_scatter_add_i64   (f32 rows)
+//   disc_gather_{i32,i64}, disc_scatter_order_{i32,i64}, disc_scatter_runs_{i32,i64}   (f32 rows;
+//                                          scatter_add is the last two)
 //   disc_lce_rows_{i32,i64}_{f32,bf16,f16}, disc_lce_loss   (linear_cross_entropy between its
 //                                          GEMMs, by label type and gradient type; DISC_ROW_BLOCK
 //                                          threads per block)

@@ -181,12 +181,13 @@ void GpuOps::indexed(const ir::KernelArgs& a, bool scatter) {
     if (out != table.data)
       dev_.copy(out, table.data, static_cast<size_t>(table.bytes()),
                 devices::CopyKind::kDeviceToDevice);
-    // Some 256 table rows per thread and column: enough threads to fill the GPU, each reading
-    // every index once.
+    // The positions in (row, position) order, then a thread per column and run of one row.
     void* updates = a.in[2].data;
-    long long span = std::max<long long>(rows / 128, 256);
-    void* params[] = {&out, &indices, &updates, &n, &rows, &cols, &span, &bad};
-    launch("disc_scatter_add" + suffix, (rows + span - 1) / span * cols, params);
+    void* order = order_.get(static_cast<size_t>(std::max<long long>(n, 1)) * sizeof(int));
+    void* ranks[] = {&indices, &n, &rows, &order, &bad};
+    launch("disc_scatter_order" + suffix, n, ranks);
+    void* runs[] = {&out, &indices, &updates, &order, &n, &rows, &cols};
+    launch("disc_scatter_runs" + suffix, n * cols, runs);
   } else {
     void* src = table.data;
     void* params[] = {&src, &indices, &out, &n, &rows, &cols, &bad};
@@ -312,7 +313,7 @@ void GpuOps::linear_cross_entropy(const ir::KernelArgs& a) {
   void* t = terms;
   void* loss = a.out[0].data;
   void* params[] = {&t, &rows, &count, &loss};
-  launch("disc_lce_loss", {1, 1, 0}, params);
+  launch("disc_lce_loss", {1, kRowBlock, 0}, params);
 }
 
 void GpuOps::convert(const std::string& kernel, const void* from, void* to, long long n) {

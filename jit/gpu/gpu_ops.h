@@ -92,7 +92,7 @@ class GpuOps {
   std::mutex mu_;
   std::map<std::string, devices::GpuDevice::Kernel> kernels_;  // by function name and type
   std::map<std::tuple<int, int, DType>, std::string> images_;  // modules by (d, dv, type)
-  GpuScratch flag_{dev_}, stats_{dev_}, panel_{dev_}, terms_{dev_};
+  GpuScratch flag_{dev_}, stats_{dev_}, panel_{dev_}, terms_{dev_}, order_{dev_};
   GpuScratch gradient_{dev_}, dw_sum_{dev_};  // a 16-bit head's G panel and f32 sum of dw
 };
 

@@ -92,9 +92,13 @@ DISC_HOST_CONVERT(disc_f16, f16)
     disc_gather_##S(P(const float*, 0), P(const I*, 1), P(float*, 2), P(disc_i64, 3), P(disc_i64, 4),      \
                     P(disc_i64, 5), P(unsigned long long*, 6));                                            \
   }                                                                                                        \
-  extern "C" void disc_scatter_add_##S##_params(void** p) {                                                \
-    disc_scatter_add_##S(P(float*, 0), P(const I*, 1), P(const float*, 2), P(disc_i64, 3), P(disc_i64, 4), \
-                         P(disc_i64, 5), P(disc_i64, 6), P(unsigned long long*, 7));                       \
+  extern "C" void disc_scatter_order_##S##_params(void** p) {                                              \
+    disc_scatter_order_##S(P(const I*, 0), P(disc_i64, 1), P(disc_i64, 2), P(int*, 3),                      \
+                           P(unsigned long long*, 4));                                                      \
+  }                                                                                                        \
+  extern "C" void disc_scatter_runs_##S##_params(void** p) {                                               \
+    disc_scatter_runs_##S(P(float*, 0), P(const I*, 1), P(const float*, 2), P(const int*, 3), P(disc_i64, 4), \
+                          P(disc_i64, 5), P(disc_i64, 6));                                                  \
   }
 DISC_HOST_INDEXED(int, i32)
 DISC_HOST_INDEXED(long long, i64)
