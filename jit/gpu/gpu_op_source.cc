@@ -46,6 +46,15 @@ __device__ void disc_narrow(const float* in, T* out, disc_i64 n) {
 DISC_CONVERT(disc_bf16, bf16)
 DISC_CONVERT(disc_f16, f16)
 
+// i / n and i % n (i >= 0, n > 0) in 32 bits where both fit: a 64-bit division is a long subroutine
+// on a GPU.
+__device__ __forceinline__ disc_i64 disc_div(disc_i64 i, disc_i64 n) {
+  return (i | n) >> 32 ? i / n : (disc_i64)((unsigned)i / (unsigned)n);
+}
+__device__ __forceinline__ disc_i64 disc_mod(disc_i64 i, disc_i64 n) {
+  return (i | n) >> 32 ? i % n : (disc_i64)((unsigned)i % (unsigned)n);
+}
+
 // Transpose: output element o reads input element sum(index_d(o) * in_strides[d]), where
 // in_strides[d] is the input stride of the input dim that output dim d is.
 struct disc_perm {
@@ -58,8 +67,8 @@ __device__ void disc_transpose(const T* in, T* out, disc_i64 n, disc_perm p) {
   DISC_FOR_ITEMS(o, n) {
     disc_i64 src = 0, rest = o;
     for (int d = p.rank - 1; d >= 0; --d) {
-      src += rest % p.out_dims[d] * p.in_strides[d];
-      rest /= p.out_dims[d];
+      src += disc_mod(rest, p.out_dims[d]) * p.in_strides[d];
+      rest = disc_div(rest, p.out_dims[d]);
     }
     out[o] = in[src];
   }
@@ -77,16 +86,26 @@ extern "C" __global__ void disc_transpose_8(const unsigned long long* in, unsign
 }
 
 // Rope, as the reference computes it: the angle, its cosine and sine and the rotation in double.
-// A thread per pair (x[i], x[i + d/2]) of a row: it reads both before it writes, so y may be x.
+// The cosines and sines depend on the position and the pair only, so they come from a table that
+// disc_rope_table fills (tab[2 (p d/2 + i)] and the next: position p, pair i) and later calls of the
+// same head size and theta reuse. A thread per pair (x[i], x[i + d/2]) of a row: it reads both
+// before it writes, so y may be x.
+extern "C" __global__ void disc_rope_table(double* tab, disc_i64 positions, disc_i64 d, double theta) {
+  const disc_i64 half = d / 2;
+  DISC_FOR_ITEMS(t, positions * half) {
+    const double angle = (double)disc_div(t, half) * pow(theta, -2.0 * (double)disc_mod(t, half) / (double)d);
+    tab[2 * t] = cos(angle);
+    tab[2 * t + 1] = sin(angle);
+  }
+}
 template <typename T>
-__device__ void disc_rope(const T* x, T* y, disc_i64 rows, disc_i64 d, disc_i64 inner, disc_i64 seq, double theta,
-                          double sign) {
+__device__ void disc_rope(const T* x, T* y, disc_i64 rows, disc_i64 d, disc_i64 inner, disc_i64 seq,
+                          const double* tab, double sign) {
   const disc_i64 half = d / 2;
   DISC_FOR_ITEMS(t, rows * half) {
-    const disc_i64 r = t / half, i = t % half;
-    const disc_i64 p = (r * d / inner) % seq;
-    const double angle = (double)p * pow(theta, -2.0 * (double)i / (double)d);
-    const double c = cos(angle), s = sign * sin(angle);
+    const disc_i64 r = disc_div(t, half), i = disc_mod(t, half);
+    const disc_i64 p = disc_mod(disc_div(r * d, inner), seq);
+    const double c = tab[2 * (p * half + i)], s = sign * tab[2 * (p * half + i) + 1];
     const double x0 = disc_wide(x[r * d + i]), x1 = disc_wide(x[r * d + i + half]);
     disc_put(y + r * d + i, (float)(x0 * c - x1 * s));
     disc_put(y + r * d + i + half, (float)(x1 * c + x0 * s));
@@ -94,8 +113,8 @@ __device__ void disc_rope(const T* x, T* y, disc_i64 rows, disc_i64 d, disc_i64 
 }
 #define DISC_ROPE(T, S)                                                                                 \
   extern "C" __global__ void disc_rope_##S(const T* x, T* y, disc_i64 rows, disc_i64 d, disc_i64 inner, \
-                                           disc_i64 seq, double theta, double sign) {                   \
-    disc_rope(x, y, rows, d, inner, seq, theta, sign);                                                  \
+                                           disc_i64 seq, const double* tab, double sign) {              \
+    disc_rope(x, y, rows, d, inner, seq, tab, sign);                                                    \
   }
 DISC_FLOATS(DISC_ROPE)
 

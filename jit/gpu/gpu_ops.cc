@@ -160,10 +160,26 @@ void GpuOps::rope(const ir::KernelArgs& a) {
   long long d = in.shape.back(), rows = in.numel() / std::max<int64_t>(d, 1), seq = split.extent,
             inner = split.inner;
   double theta = a.a().get_float("theta"), sign = a.a().get_bool("inverse") ? -1.0 : 1.0;
+  void* tab = rope_table(d, seq, theta);
   void* x = in.data;
   void* y = a.out[0].data;
-  void* params[] = {&x, &y, &rows, &d, &inner, &seq, &theta, &sign};
+  void* params[] = {&x, &y, &rows, &d, &inner, &seq, &tab, &sign};
   launch("disc_rope" + suffix(in.dtype), rows * (d / 2), params);
+}
+
+// Rope's cosines and sines for head size d and `theta`, at positions [0, seq) at least: refilled
+// only when the head size or theta change or the sequences grow past the positions it holds.
+void* GpuOps::rope_table(long long d, long long seq, double theta) {
+  RopeTable& t = rope_table_;
+  if (d == t.d && theta == t.theta && seq <= t.positions) return t.values.get(0);
+  long long positions =
+      std::max<long long>({seq, t.d == d && t.theta == theta ? t.positions : 0, 1});
+  void* tab = t.values.get(static_cast<size_t>(positions * std::max<long long>(d / 2, 1)) * 2 *
+                           sizeof(double));
+  void* params[] = {&tab, &positions, &d, &theta};
+  launch("disc_rope_table", positions * (d / 2), params);
+  t.d = d, t.theta = theta, t.positions = positions;
+  return tab;
 }
 
 // gather(table, indices) and scatter_add(base, indices, updates) over rows of the table's

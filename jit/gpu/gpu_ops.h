@@ -78,6 +78,7 @@ class GpuOps {
 
  private:
   long long count_labels(const ir::KernelArgs& a, long long classes, long long ignore);
+  void* rope_table(long long d, long long seq, double theta);
   // n elements through disc_narrow_*.
   void convert(const std::string& kernel, const void* from, void* to, long long n);
   devices::GpuDevice::Kernel kernel(const std::string& name, const Module& m);
@@ -94,6 +95,11 @@ class GpuOps {
   std::map<std::tuple<int, int, DType>, std::string> images_;  // modules by (d, dv, type)
   GpuScratch flag_{dev_}, stats_{dev_}, panel_{dev_}, terms_{dev_}, order_{dev_};
   GpuScratch gradient_{dev_}, dw_sum_{dev_};  // a 16-bit head's G panel and f32 sum of dw
+  struct RopeTable {
+    GpuScratch values;
+    long long d = 0, positions = 0;
+    double theta = 0;
+  } rope_table_{GpuScratch(dev_)};
 };
 
 }  // namespace disc::jit

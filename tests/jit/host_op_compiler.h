@@ -78,9 +78,12 @@ extern "C" void disc_transpose_2_params(void** p) {
 #define DISC_HOST_FLOAT(T, S)                                                                               \
   extern "C" void disc_rope_##S##_params(void** p) {                                                        \
     disc_rope_##S(P(const T*, 0), P(T*, 1), P(disc_i64, 2), P(disc_i64, 3), P(disc_i64, 4), P(disc_i64, 5), \
-                  P(double, 6), P(double, 7));                                                              \
+                  P(const double*, 6), P(double, 7));                                                       \
   }
 DISC_FLOATS(DISC_HOST_FLOAT)
+extern "C" void disc_rope_table_params(void** p) {
+  disc_rope_table(P(double*, 0), P(disc_i64, 1), P(disc_i64, 2), P(double, 3));
+}
 #define DISC_HOST_CONVERT(T, S)                                    \
   extern "C" void disc_narrow_##S##_params(void** p) {             \
     disc_narrow_##S(P(const float*, 0), P(T*, 1), P(disc_i64, 2)); \
