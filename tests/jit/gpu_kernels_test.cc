@@ -26,7 +26,8 @@ namespace {
 constexpr Bucket kAnyExtent{0, std::numeric_limits<int64_t>::max()};
 
 TEST(GpuLaunches, TotalsRowsAndSumsInOrderWithTheirGrids) {
-  // The mean cross-entropy: totals (the count of counted labels), rows in groups of 64, one sum.
+  // The mean cross-entropy: totals (the count of counted labels), rows in groups of
+  // kSumBlockRows, one sum.
   const CudaKernelSource mean =
       emit_cuda_kernel(KernelIR::parse(kCrossEntropyMean), kAnyExtent, "k");
   std::vector<GpuLaunch> l = gpu_launches(mean, 1000, 32000, 264);
@@ -34,10 +35,11 @@ TEST(GpuLaunches, TotalsRowsAndSumsInOrderWithTheirGrids) {
   EXPECT_EQ(l[0].function, "k_totals");
   EXPECT_EQ(l[0].shape.grid, 1u);
   EXPECT_EQ(l[1].function, "k");
-  EXPECT_EQ(l[1].shape.grid, 16u);  // ceil(1000 / 64) groups
+  const int64_t groups = (1000 + kSumBlockRows - 1) / kSumBlockRows;
+  EXPECT_EQ(l[1].shape.grid, static_cast<unsigned>(groups));
   EXPECT_EQ(l[2].function, "k_sums");
   EXPECT_EQ(l[2].shape.grid, 1u);  // one summed float
-  EXPECT_EQ(gpu_sums_floats(mean, 1000, 32000), 16);
+  EXPECT_EQ(gpu_sums_floats(mean, 1000, 32000), groups);
   // Softmax: a block per row, at most max_blocks; nothing to total or sum; no rows, no launch.
   const CudaKernelSource softmax = emit_cuda_kernel(KernelIR::parse(kSoftmax), kAnyExtent, "s");
   l = gpu_launches(softmax, 100000, 7, 264);
