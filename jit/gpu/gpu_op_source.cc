@@ -186,7 +186,8 @@ DISC_INDEXED(long long, i64)
 
 // linear_cross_entropy's panel rows (logits, as the reference computes them in
 // devices/cpu/linear_cross_entropy.cc): a block per row, its threads striding over the classes, sums
-// combined in a fixed tree. Each row's gradient (softmax - onehot) * scale goes to g (f32 in place
+// combined in a fixed tree; the logits read twice (the max and the sum of exponentials together,
+// then the gradient). Each row's gradient (softmax - onehot) * scale goes to g (f32 in place
 // of the logits, or rounded once to bf16 or f16 for a 16-bit head's GEMMs) and its loss term to
 // terms[row]; a row whose label is ignore_index (or counted == 0) has a zero gradient.
 #define DISC_ROW_BLOCK 256
@@ -229,12 +230,21 @@ __device__ void disc_lce_rows(const float* x0, G* g0, const I* labels, disc_i64 
       continue;
     }
     const float at_label = x[label];
-    float top = DISC_NEG_INF;
-    DISC_UNROLL8 for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) top = fmaxf(top, x[j]);
-    top = disc_block_max_f(top, fred);
-    double sum = 0.0;
-    DISC_UNROLL8 for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) sum += expf(x[j] - top);
-    sum = disc_block_sum_d(sum, dred);
+    // One read for the max and the sum of exp(x - max): each thread's sum is rescaled when its own
+    // max grows, and by exp(its max - the row's) once the row's is known.
+    float m = DISC_NEG_INF;
+    double part = 0.0;
+    DISC_UNROLL8 for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) {
+      const float v = x[j];
+      if (v > m) {
+        part = part * (double)expf(m - v) + 1.0;
+        m = v;
+      } else if (v != DISC_NEG_INF) {
+        part += (double)expf(v - m);
+      }
+    }
+    const float top = disc_block_max_f(m, fred);
+    const double sum = disc_block_sum_d(m == DISC_NEG_INF ? 0.0 : part * (double)expf(m - top), dred);
     const float factor = (float)(scale / sum);
     // x may be g (f32): each thread reads and writes only its own elements.
     DISC_UNROLL8 for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x)
