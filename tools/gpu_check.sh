@@ -14,6 +14,9 @@
 #   tools/gpu_check.sh --bundle disc-gpu.tar.xz      # no build: what tools/gpu_bundle.sh packed
 #   tools/gpu_check.sh --profile                     # then Nsight Compute's GPU time per kernel
 #                                                    # over two steps at B=8 (ncu.csv, ncu_summary.txt)
+#   tools/gpu_check.sh --gpu-tests-only              # skip the tests that need no GPU (host builds
+#                                                    # of the kernels, NVRTC/hiprtc compiles): a
+#                                                    # lent GPU's minutes go to what needs it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 device=cuda:0
@@ -26,6 +29,7 @@ while [ $# -gt 0 ]; do
     --device) device="$2"; shift 2 ;;
     --bundle) bundle="$2"; shift 2 ;;
     --profile) profile=1; shift ;;
+    --gpu-tests-only) export GTEST_FILTER='-*HostBuild*:*Nvrtc*:*Hiprtc*'; shift ;;
     --out) out="$2"; shift 2 ;;
     *) args+=("$1"); shift ;;
   esac
