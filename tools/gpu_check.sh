@@ -13,7 +13,8 @@
 #   tools/gpu_check.sh --batches 8,16,24 --steps 4   # any bench_gpu option
 #   tools/gpu_check.sh --bundle disc-gpu.tar.xz      # no build: what tools/gpu_bundle.sh packed
 #   tools/gpu_check.sh --profile                     # then Nsight Compute's GPU time per kernel
-#                                                    # over two steps at B=8 (ncu.csv, ncu_summary.txt)
+#                                                    # over two bf16 steps at B=16 (ncu.csv,
+#                                                    # ncu_summary.txt)
 #   tools/gpu_check.sh --gpu-tests-only              # skip the tests that need no GPU (host builds
 #                                                    # of the kernels, NVRTC/hiprtc compiles): a
 #                                                    # lent GPU's minutes go to what needs it
@@ -80,7 +81,8 @@ torch=(--python "$python"); [[ " ${args[*]} " == *" --no-torch "* ]] && torch=(-
 if [ -n "$profile" ]; then
   data=(); [ -z "$bundle" ] || data=(--data "$dir/data/codealpaca.json")
   ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$out/ncu.csv" \
-    "$bench" --device "$device" --no-torch --batches 8 --steps 2 --repeats 0 "${data[@]}" >/dev/null
+    "$bench" --device "$device" --no-torch --precision bf16 --batches 16 --steps 2 --repeats 0 \
+    --cap-share 0 "${data[@]}" >/dev/null
   python3 tools/bench/ncu_summary.py "$out/ncu.csv" | tee "$out/ncu_summary.txt"
 fi
 exit "$status"
