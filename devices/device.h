@@ -71,10 +71,6 @@ struct GemmArgs {
   int64_t lda = 0;  // 0: dense rows, that is k (m when transpose_a)
   int64_t ldb = 0;  // 0: n (k when transpose_b)
   int64_t ldc = 0;  // 0: n
-  // f32 operands may be multiplied as TF32 (10-bit mantissas, f32 sums) where a device has such a
-  // mode (cuBLAS on NVIDIA GPUs); others compute in f32. For operands that are widened bf16
-  // values, which TF32 holds exactly, only the rounding of the sums differs.
-  bool tf32 = false;
   // With bf16 or f16 A and B: C is f32, its sums never rounded to 16 bits (a head's logits, and a
   // sum over several calls that is rounded once at its end).
   bool c_f32 = false;

@@ -89,7 +89,7 @@ void GpuDevice::synchronize() {
 void GpuDevice::gemm(const GemmArgs& g) {
   rt_->make_current();
   std::call_once(blas_once_, [&] { blas_ = std::make_unique<GpuBlas>(rt_->blas(), compute_); });
-  blas_->gemm(g, tf32_ || g.tf32);
+  blas_->gemm(g, tf32_);
 }
 
 void GpuDevice::set_tf32(bool on) {
