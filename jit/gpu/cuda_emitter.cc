@@ -164,6 +164,11 @@ std::string stored(DType t, const std::string& v) {
   return v;
 }
 
+// Columns a thread may hold column sums for in registers through a group of rows (cols up to
+// this many times the block): each row then adds into registers instead of reading and writing
+// the group's sums in global memory.
+constexpr int kRegisterCols = 8;
+
 class Emitter {
  public:
   Emitter(const KernelIR& k, const Bucket& b, CudaKernelSource& out)
@@ -178,6 +183,7 @@ class Emitter {
     warp_rows_ = !out_.summed.empty() && out_.col_sums == 0;
     lane_ = warp_rows_ ? "lane" : "threadIdx.x";
     lanes_ = warp_rows_ ? "DISC_WARP" : "blockDim.x";
+    register_sums_ = out_.col_sums > 0 && !warp_rows_;
     plan_main();
     if (out_.has_totals) emit_totals_kernel();
     emit_main_kernel();
@@ -445,6 +451,12 @@ class Emitter {
          << "; e += blockDim.x) sums_g[e] = 0.0f;\n"
          << "    __syncthreads();\n";
     }
+    if (register_sums_) {
+      s_ << "    const bool in_regs = cols <= " << kRegisterCols << "LL * blockDim.x;\n";
+      for (int b : out_.summed)
+        if (sum_access(b) == Access::kCol)
+          s_ << "    float cs" << b << "[" << kRegisterCols << "] = {};\n";
+    }
     s_ << "    const long long row_end = (g + 1) * " << out_.rows_per_group
        << " < rows ? (g + 1) * " << out_.rows_per_group << " : rows;\n"
        << "    const long long row0 = g * " << out_.rows_per_group << ";\n"
@@ -455,6 +467,7 @@ class Emitter {
     emit_row();
     s_ << "    }\n";
     if (warp_rows_) emit_ordered_sums();
+    if (register_sums_) emit_register_sums_out();
     s_ << "  }\n";
     for (size_t i = 0; i < k_.code.size(); ++i) {
       const Instr& in = k_.code[i];
@@ -493,9 +506,25 @@ class Emitter {
       }
     }
     if (stores.empty()) return;
+    if (!register_sums_) return emit_final_pass(stores, false);
+    s_ << "      if (in_regs) {\n";
+    emit_final_pass(stores, true);
+    s_ << "      } else {\n";
+    emit_final_pass(stores, false);
+    s_ << "      }\n";
+  }
+
+  // The pass over a row's columns that stores its elements; in_regs: pass `it` takes column
+  // threadIdx.x + it * blockDim.x and adds into the column sums' registers.
+  void emit_final_pass(const std::vector<int>& stores, bool in_regs) {
     std::vector<int> values;
     for (int st : stores) values.push_back(k_.code[st].args[0]);
-    s_ << "      for (long long c = " << lane_ << "; c < cols; c += " << lanes_ << ") {\n";
+    if (in_regs)
+      s_ << "      #pragma unroll\n      for (int it = 0; it < " << kRegisterCols << "; ++it) {\n"
+         << "        const long long c = threadIdx.x + it * (long long)blockDim.x;\n"
+         << "        if (c >= cols) break;\n";
+    else
+      s_ << "      for (long long c = " << lane_ << "; c < cols; c += " << lanes_ << ") {\n";
     emit_elements(values, "        ");
     for (int st : stores) {
       const Instr& in = k_.code[st];
@@ -503,10 +532,26 @@ class Emitter {
       if (in.access == Access::kFull)
         s_ << "        b" << in.buffer << "[base + c] = " << stored(k_.types[in.buffer], v)
            << ";\n";
-      else  // a column sum: f32 (KernelIR::check)
+      else if (in_regs)  // a column sum: f32 (KernelIR::check)
+        s_ << "        cs" << in.buffer << "[it] += " << v << ";\n";
+      else
         s_ << "        sums_g[off" << in.buffer << " + c] += " << v << ";\n";
     }
     s_ << "      }\n";
+  }
+
+  // After a group whose column sums were in registers: each thread's columns into its sums, the
+  // same adds in the same order as summing them there row by row (the zeroing before the group
+  // is overwritten).
+  void emit_register_sums_out() {
+    s_ << "    if (in_regs) {\n      #pragma unroll\n"
+       << "      for (int it = 0; it < " << kRegisterCols << "; ++it) {\n"
+       << "        const long long c = threadIdx.x + it * (long long)blockDim.x;\n"
+       << "        if (c >= cols) break;\n";
+    for (int b : out_.summed)
+      if (sum_access(b) == Access::kCol)
+        s_ << "        sums_g[off" << b << " + c] = cs" << b << "[it];\n";
+    s_ << "      }\n    }\n";
   }
 
   // After a warp-per-row group: its row values added into its sums in row order, the block per
@@ -597,6 +642,7 @@ class Emitter {
   std::ostringstream s_;
   std::vector<bool> live_, as_float_;          // plan_main
   bool warp_rows_ = false;                     // emit: a warp per row, not a block
+  bool register_sums_ = false;                 // emit: column sums in registers where they fit
   std::string lane_, lanes_;                   // a row's first column for this thread, stride
   std::map<int, std::pair<int, int>> offset_;  // summed buffer -> (cols, ones) before it
   std::pair<int, int> per_group_;

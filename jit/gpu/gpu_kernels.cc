@@ -12,9 +12,9 @@
 namespace disc::jit {
 namespace {
 
-// Part of every binary's cache key: bump it when the emitted CUDA C changes for the same IR.
-constexpr int kCudaEmitterRevision =
-    4;  // 2: bf16 and f16; 3: warp rows, sums in warps; 4: groups of 16 rows
+// Part of every binary's cache key: bump it when the emitted CUDA C changes for the same IR. 2:
+// bf16 and f16; 3: warp rows, sums in warps; 4: groups of 16 rows; 5: column sums in registers.
+constexpr int kCudaEmitterRevision = 5;
 
 unsigned blocks(int64_t n, int64_t per_block, int64_t cap) {
   return static_cast<unsigned>(std::clamp<int64_t>((n + per_block - 1) / per_block, 1, cap));
