@@ -27,12 +27,10 @@ constexpr const char* kSource = R"(
 // Two adjacent halves as one 32-bit register (the first in the low half): one 4-byte load, or two
 // 2-byte ones where p is not aligned to 4 bytes (a view 2 bytes into its buffer).
 __device__ __forceinline__ unsigned disc_ld2(const unsigned short* p) {
-  if ((unsigned long long)p & 3) return (unsigned)p[0] | (unsigned)p[1] << 16;
-#ifdef DISC_HOST_BUILD
-  return (unsigned)p[0] | (unsigned)p[1] << 16;
-#else
-  return *(const unsigned*)p;
+#ifndef DISC_HOST_BUILD
+  if (((unsigned long long)p & 3) == 0) return *(const unsigned*)p;
 #endif
+  return (unsigned)p[0] | (unsigned)p[1] << 16;
 }
 // Two floats rounded to T (to nearest even, as disc_put) in one register, lo in the low half.
 template <typename T>

@@ -514,15 +514,13 @@ class Emitter {
     s_ << "      }\n";
   }
 
-  // The pass over a row's columns that stores its elements; in_regs: pass `it` takes column
-  // threadIdx.x + it * blockDim.x and adds into the column sums' registers.
+  // The pass over a row's columns that stores its elements; in_regs: over the register columns,
+  // adding into the column sums' registers.
   void emit_final_pass(const std::vector<int>& stores, bool in_regs) {
     std::vector<int> values;
     for (int st : stores) values.push_back(k_.code[st].args[0]);
     if (in_regs)
-      s_ << "      #pragma unroll\n      for (int it = 0; it < " << kRegisterCols << "; ++it) {\n"
-         << "        const long long c = threadIdx.x + it * (long long)blockDim.x;\n"
-         << "        if (c >= cols) break;\n";
+      emit_register_loop();
     else
       s_ << "      for (long long c = " << lane_ << "; c < cols; c += " << lanes_ << ") {\n";
     emit_elements(values, "        ");
@@ -540,14 +538,20 @@ class Emitter {
     s_ << "      }\n";
   }
 
+  // The loop over a thread's register columns: pass `it` takes column threadIdx.x + it *
+  // blockDim.x.
+  void emit_register_loop() {
+    s_ << "      #pragma unroll\n      for (int it = 0; it < " << kRegisterCols << "; ++it) {\n"
+       << "        const long long c = threadIdx.x + it * (long long)blockDim.x;\n"
+       << "        if (c >= cols) break;\n";
+  }
+
   // After a group whose column sums were in registers: each thread's columns into its sums, the
   // same adds in the same order as summing them there row by row (the zeroing before the group
   // is overwritten).
   void emit_register_sums_out() {
-    s_ << "    if (in_regs) {\n      #pragma unroll\n"
-       << "      for (int it = 0; it < " << kRegisterCols << "; ++it) {\n"
-       << "        const long long c = threadIdx.x + it * (long long)blockDim.x;\n"
-       << "        if (c >= cols) break;\n";
+    s_ << "    if (in_regs) {\n";
+    emit_register_loop();
     for (int b : out_.summed)
       if (sum_access(b) == Access::kCol)
         s_ << "        sums_g[off" << b << " + c] = cs" << b << "[it];\n";
