@@ -3,10 +3,10 @@
 // Memory is host memory; streams and events do nothing (everything runs in call order); a module
 // image is the path of a shared object built by the test (host_op_compiler.h), whose function NAME
 // is looked up as NAME_params, taking the launch's parameter array (the addresses of the kernel's
-// arguments), and which launches it through its disc_host_run: the block's threads as host
-// threads. To bound the time, at most kHostMaxBlocks blocks of kHostMaxThreads threads run (the
-// kernels' loops stride over any grid and block: attention's 131-row cases still leave threads
-// idle past the last row).
+// arguments), and which launches it through its disc_host_run: the block's threads as fibers of
+// the launching thread. To bound the time, at most kHostMaxBlocks blocks of kHostMaxThreads
+// threads run (the kernels' loops stride over any grid and block: attention's 131-row cases still
+// leave threads idle past the last row).
 //
 //   devices::GpuDevice dev(std::make_unique<HostGpuRuntime>(), 1);
 //   auto f = dev.load_kernel("/tmp/kernels.so", "disc_rope");   // calls disc_rope_params(params)

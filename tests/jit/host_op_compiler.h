@@ -1,8 +1,9 @@
 // GpuOps::Compile for the host: the GPU op kernels' source (jit/gpu/gpu_op_source.h) built as a
 // shared object with the compiler that built the tests, for HostGpuRuntime (host_gpu_runtime.h)
-// to load. A launch runs each block's threads at once, on host threads of their own that meet at
-// every __syncthreads, and the blocks one after another (__shared__ arrays are the object's
-// statics): so a block's shared loads, its idle threads and its barriers run as on a GPU.
+// to load. A launch runs each block's threads at once, as fibers of the launching thread that
+// take turns between one __syncthreads and the next, and the blocks one after another (__shared__
+// arrays are the object's statics): so a block's shared loads, its idle threads and its barriers
+// run as on a GPU.
 //
 //   devices::GpuDevice dev(std::make_unique<HostGpuRuntime>(), 1);
 //   HostOpCompiler compile;
@@ -26,13 +27,18 @@ namespace disc::jit {
 // HostGpuRuntime) and, for each kernel, an entry that takes cuLaunchKernel's parameter array.
 inline constexpr const char* kHostThreads = R"(
 #define DISC_HOST_BUILD 1
-#include <barrier>
-#include <thread>
-#include <vector>
-static thread_local disc_dim threadIdx, blockIdx;
-static disc_dim blockDim, gridDim;
-static std::barrier<>* disc_host_block;
-static void __syncthreads() { disc_host_block->arrive_and_wait(); }
+#include <setjmp.h>
+#include <ucontext.h>
+// A block's threads are fibers on the launching thread, each run in turn up to its next barrier.
+// makecontext gives each its stack; after that _setjmp and _longjmp switch between them, which
+// (unlike swapcontext) leave the signal mask alone: no system call per switch. OS threads meeting
+// at a futex, before, spent most of the run in the kernel. (Plain C headers: the build compiles
+// once per module.)
+static disc_dim threadIdx, blockIdx, blockDim, gridDim;
+static jmp_buf disc_host_main, disc_host_fiber[32];  // a block is at most kHostMaxThreads
+static void __syncthreads() {
+  if (!_setjmp(disc_host_fiber[threadIdx.x])) _longjmp(disc_host_main, 1);
+}
 static unsigned long long atomicCAS(unsigned long long* p, unsigned long long expected, unsigned long long v) {
   __atomic_compare_exchange_n(p, &expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
   return expected;  // the old value, whether or not it was swapped
@@ -46,21 +52,42 @@ static float __shfl_xor_sync(unsigned, float v, int lane_mask) {
   __syncthreads();
   return r;
 }
+static void (*disc_host_entry)(void**);
+static void** disc_host_params;
+static bool disc_host_ended;  // set by the fiber that just returned to disc_host_run
+static void disc_host_thread() {
+  disc_host_entry(disc_host_params);
+  disc_host_ended = true;
+  _longjmp(disc_host_main, 1);
+}
+// Each thread of a block runs to its next barrier (or its end) in turn, round after round, until
+// all have ended; then the next block.
 extern "C" void disc_host_run(void (*entry)(void**), void** params, unsigned grid, unsigned block) {
-  std::barrier<> sync(block);
-  disc_host_block = &sync;
+  enum { kStack = 1 << 18 };
+  static char stacks[32 * kStack];  // the module's own (a malloc would outlive its dlclose)
+  disc_host_entry = entry, disc_host_params = params;
   blockDim = {block}, gridDim = {grid};
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < block; ++t)
-    threads.emplace_back([&, t] {
-      threadIdx = {t};
-      for (unsigned b = 0; b < grid; ++b) {
-        blockIdx = {b};
-        entry(params);
-        sync.arrive_and_wait();  // the block's threads are done before the next block starts
+  for (unsigned b = 0; b < grid; ++b) {
+    blockIdx = {b};
+    bool started[32] = {}, ended[32] = {};
+    for (volatile unsigned running = block; running > 0;)
+      for (volatile unsigned t = 0; t < block; ++t) {
+        if (ended[t]) continue;
+        threadIdx = {t}, disc_host_ended = false;
+        if (!_setjmp(disc_host_main)) {
+          if (started[t]) _longjmp(disc_host_fiber[t], 1);
+          started[t] = true;
+          ucontext_t here, fiber;
+          getcontext(&fiber);
+          fiber.uc_stack = {stacks + t * kStack, 0, kStack};
+          fiber.uc_link = nullptr;  // a fiber leaves by _longjmp, never by returning
+          makecontext(&fiber, disc_host_thread, 0);
+          swapcontext(&here, &fiber);
+        }
+        ended[t] = disc_host_ended;
+        running = running - ended[t];
       }
-    });
-  for (std::thread& t : threads) t.join();
+  }
 }
 )";
 
