@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "devices/cpu/cpu_device.h"
 #include "ir/binding.h"
+#include "jit/gpu/gpu_ops.h"
 
 namespace disc::engine {
 
@@ -92,9 +93,16 @@ std::map<std::string, Tensor> Executor::run(std::map<std::string, Tensor>& args,
   const memory::Liveness& live = governor_.liveness();
 
   for (const ir::Value* a : g_.arguments()) r.env[a] = args.at(a->name());
+  if (ctx_.gpu_ops) ctx_.gpu_ops->checks().clear();  // what a step that threw left
+  bool updated = false;
   for (int i = 0; i < live.steps(); ++i) {
     for (const memory::RegenRun& u : plan.regen_runs[i]) regenerate(u, plan, r);
-    run_node(*live.order[i], r, /*in_place=*/true);
+    const ir::Node& n = *live.order[i];
+    if (!updated && writes_an_argument(n)) {
+      updated = true;
+      raise_device_checks();  // a bad index found on the GPU leaves the state as it was
+    }
+    run_node(n, r, /*in_place=*/true);
     for (const auto& [arg, v] : live.copies_after[i]) {
       const Tensor &target = r.env.at(arg), &value = r.env.at(v);
       target.copy_from(value);
@@ -102,6 +110,7 @@ std::map<std::string, Tensor> Executor::run(std::map<std::string, Tensor>& args,
     for (const ir::Value* v : live.frees_after[i]) r.env.erase(v);
     for (int e : plan.evict_after[i]) evict(plan.evictions[e], r);
   }
+  raise_device_checks();
   if (!r.offloaded.empty() || !r.reloaded.empty())
     alloc_.device().synchronize();  // before their memory goes
   std::map<std::string, Tensor> outputs;
@@ -117,6 +126,21 @@ std::map<std::string, Tensor> Executor::run(std::map<std::string, Tensor>& args,
     stats->bindings = r.b;
   }
   return outputs;
+}
+
+bool Executor::writes_an_argument(const ir::Node& n) const {
+  const memory::Liveness& live = governor_.liveness();
+  for (const ir::Value* v : n.results())
+    if (live.written_into.contains(v)) return true;
+  return false;
+}
+
+// The GPU kernels' operand checks (jit/gpu/device_checks.h) are read here, once before the step's
+// first update of its state and once at its end, not after each kernel: the host waits for the
+// device twice a step, not at every gather.
+void Executor::raise_device_checks() {
+  if (!ctx_.gpu_ops) return;
+  ctx_.gpu_ops->checks().raise([&](const ir::Node& n) { return g_.describe(n); });
 }
 
 // The value whose buffer result v is written into, by the schedule: an update's argument, or an
@@ -140,6 +164,7 @@ void Executor::run_node(const ir::Node& n, Run& r, bool in_place) {
     args.out.push_back(t.ref());
     r.env[v] = std::move(t);
   }
+  if (ctx_.gpu_ops) ctx_.gpu_ops->checks().set_node(&n);
   try {
     const Placement& p = placement_.at(&n);
     if (p.staged) {
@@ -148,6 +173,7 @@ void Executor::run_node(const ir::Node& n, Run& r, bool in_place) {
       run_kernel(n, p.kernel, args, ctx_, r);
     }
   } catch (const Error& e) {
+    raise_device_checks();  // a bad operand an earlier kernel found comes first
     rethrow_with_context(e, g_.describe(n) + ": ");
   }
   if (observer_)

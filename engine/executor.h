@@ -76,6 +76,9 @@ class Executor {
   // written_into); a regeneration's reruns allocate their own.
   void run_node(const ir::Node& n, Run& r, bool in_place = false);
   const ir::Value* buffer_for(const ir::Value* v) const;
+  // Whether n writes a result into an argument's buffer (an update of the state).
+  bool writes_an_argument(const ir::Node& n) const;
+  void raise_device_checks();
   void evict(const memory::Eviction& e, Run& r);
   void regenerate(const memory::RegenRun& u, const memory::MemoryPlan& plan, Run& r);
   // n's kernel (or its reference) on `ctx`'s device, counted in r's stats.

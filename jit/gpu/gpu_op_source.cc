@@ -118,15 +118,21 @@ __device__ void disc_rope(const T* x, T* y, disc_i64 rows, disc_i64 d, disc_i64 
   }
 DISC_FLOATS(DISC_ROPE)
 
+// A bad value at position i, kept in the check record (jit/gpu/device_checks.h) unless an earlier
+// one is there: the check's tag and the position plus one in the first word, the value in the second.
+__device__ __forceinline__ void disc_report_bad(unsigned long long* record, unsigned long long tag, disc_i64 i,
+                                                disc_i64 value) {
+  if (atomicCAS(record, 0ull, tag | (unsigned long long)(i + 1)) == 0ull) record[1] = (unsigned long long)value;
+}
 // Gather and scatter_add over rows of `cols` floats. An index outside [0, rows) is skipped, and
-// one such position (plus one) is left in *bad for the host to report.
+// reported in the check record under `tag`.
 template <typename I>
 __device__ void disc_gather(const float* table, const I* idx, float* out, disc_i64 n, disc_i64 rows,
-                            disc_i64 cols, unsigned long long* bad) {
+                            disc_i64 cols, unsigned long long* bad, unsigned long long tag) {
   DISC_FOR_ITEMS(t, n * cols) {
     const disc_i64 i = t / cols, r = (disc_i64)idx[i];
     if (r < 0 || r >= rows) {
-      atomicCAS(bad, 0ull, (unsigned long long)i + 1);
+      disc_report_bad(bad, tag, i, r);
       continue;
     }
     out[t] = table[r * cols + t % cols];
@@ -136,17 +142,18 @@ __device__ void disc_gather(const float* table, const I* idx, float* out, disc_i
 // index order as the reference adds them, so the same bits. First the positions sorted by (row,
 // position) into order: each position's rank counted over all positions (every thread reads the
 // same index at once), a permutation since no two positions tie, so the same for any grid; a bad
-// index ranks last and one such position (plus one) is left in *bad for the host to report.
+// index ranks last and is reported in the check record under `tag`.
 template <typename I>
 __device__ __forceinline__ disc_i64 disc_row_or(const I* idx, disc_i64 i, disc_i64 rows) {
   const disc_i64 r = (disc_i64)idx[i];
   return r < 0 || r >= rows ? rows : r;
 }
 template <typename I>
-__device__ void disc_scatter_order(const I* idx, disc_i64 n, disc_i64 rows, int* order, unsigned long long* bad) {
+__device__ void disc_scatter_order(const I* idx, disc_i64 n, disc_i64 rows, int* order, unsigned long long* bad,
+                                   unsigned long long tag) {
   DISC_FOR_ITEMS(i, n) {
     const disc_i64 r = disc_row_or(idx, i, rows);
-    if (r == rows) atomicCAS(bad, 0ull, (unsigned long long)i + 1);
+    if (r == rows) disc_report_bad(bad, tag, i, (disc_i64)idx[i]);
     disc_i64 rank = 0;
     for (disc_i64 j = 0; j < n; ++j) {
       const disc_i64 s = disc_row_or(idx, j, rows);
@@ -170,12 +177,13 @@ __device__ void disc_scatter_runs(float* out, const I* idx, const float* u, cons
 }
 #define DISC_INDEXED(I, SUFFIX)                                                                              \
   extern "C" __global__ void disc_gather_##SUFFIX(const float* table, const I* idx, float* out, disc_i64 n,  \
-                                                  disc_i64 rows, disc_i64 cols, unsigned long long* bad) {   \
-    disc_gather(table, idx, out, n, rows, cols, bad);                                                        \
+                                                  disc_i64 rows, disc_i64 cols, unsigned long long* bad,     \
+                                                  unsigned long long tag) {                                  \
+    disc_gather(table, idx, out, n, rows, cols, bad, tag);                                                   \
   }                                                                                                          \
   extern "C" __global__ void disc_scatter_order_##SUFFIX(const I* idx, disc_i64 n, disc_i64 rows, int* order,        \
-                                                         unsigned long long* bad) {                                   \
-    disc_scatter_order(idx, n, rows, order, bad);                                                                     \
+                                                         unsigned long long* bad, unsigned long long tag) {           \
+    disc_scatter_order(idx, n, rows, order, bad, tag);                                                                \
   }                                                                                                                   \
   extern "C" __global__ void disc_scatter_runs_##SUFFIX(float* out, const I* idx, const float* u, const int* order,  \
                                                         disc_i64 n, disc_i64 rows, disc_i64 cols) {                   \

@@ -183,13 +183,14 @@ void* GpuOps::rope_table(long long d, long long seq, double theta) {
 }
 
 // gather(table, indices) and scatter_add(base, indices, updates) over rows of the table's
-// trailing elements; a bad index is reported as the reference kernels report it.
+// trailing elements; a bad index is left in checks() for its raise(), which reports it as the
+// reference kernels do.
 void GpuOps::indexed(const ir::KernelArgs& a, bool scatter) {
   const ir::TensorRef &table = a.in[0], &idx = a.in[1];
   long long rows = table.shape.empty() ? 1 : table.shape[0];
   long long cols = table.numel() / std::max<long long>(rows, 1), n = idx.numel();
-  void* bad = flag_.get(sizeof(unsigned long long));
-  dev_.zero(bad, sizeof(unsigned long long));
+  unsigned long long tag = checks_.add_index_check(a.op, rows);
+  void* bad = checks_.record();
   const std::string suffix = idx.dtype == DType::kI32 ? "_i32" : "_i64";
   void* out = a.out[0].data;
   void* indices = idx.data;
@@ -200,26 +201,15 @@ void GpuOps::indexed(const ir::KernelArgs& a, bool scatter) {
     // The positions in (row, position) order, then a thread per column and run of one row.
     void* updates = a.in[2].data;
     void* order = order_.get(static_cast<size_t>(std::max<long long>(n, 1)) * sizeof(int));
-    void* ranks[] = {&indices, &n, &rows, &order, &bad};
+    void* ranks[] = {&indices, &n, &rows, &order, &bad, &tag};
     launch("disc_scatter_order" + suffix, n, ranks);
     void* runs[] = {&out, &indices, &updates, &order, &n, &rows, &cols};
     launch("disc_scatter_runs" + suffix, n * cols, runs);
   } else {
     void* src = table.data;
-    void* params[] = {&src, &indices, &out, &n, &rows, &cols, &bad};
+    void* params[] = {&src, &indices, &out, &n, &rows, &cols, &bad, &tag};
     launch("disc_gather" + suffix, n * cols, params);
   }
-  unsigned long long flag = 0;
-  dev_.copy(&flag, bad, sizeof flag, devices::CopyKind::kDeviceToHost);
-  dev_.synchronize();
-  if (flag == 0) return;
-  const int64_t at = static_cast<int64_t>(flag - 1);
-  int64_t raw = 0;  // room for the bad index, read back in the indices' own dtype
-  const ir::TensorRef one{.dtype = idx.dtype, .shape = {1}, .data = &raw};
-  dev_.copy(&raw, static_cast<const char*>(idx.data) + at * dtype_size(idx.dtype),
-            static_cast<size_t>(dtype_size(idx.dtype)), devices::CopyKind::kDeviceToHost);
-  dev_.synchronize();
-  ir::throw_bad_index(a.op, ir::index_at(one, 0), at, rows);
 }
 
 // attention(q, k, v) -> out; attention_grad(q, k, v, dout) -> dq, dk, dv: q [..., sq, d],

@@ -31,6 +31,7 @@
 #include "ir/graph.h"
 #include "ir/tensor_ref.h"
 #include "jit/fused_kernels.h"
+#include "jit/gpu/device_checks.h"
 #include "jit/gpu/gpu_scratch.h"
 
 namespace disc::jit {
@@ -54,10 +55,12 @@ class GpuOps {
 
   // Whether run() has a kernel for this node's op and operand types.
   static bool handles(const ir::Node& n);
-  // Runs `op` over device tensors, asynchronously on the compute stream (gather and scatter_add
-  // wait for their index check). Throws InvalidArgument for an index outside the table, as the
-  // reference kernels do, and for an op or type handles() refuses.
+  // Runs `op` over device tensors, asynchronously on the compute stream. An index outside the
+  // table (gather, scatter_add) is found on the device: checks().raise() throws its
+  // InvalidArgument, as the reference kernels do. Throws for an op or type handles() refuses.
   void run(const std::string& op, const ir::KernelArgs& a);
+  // What the kernels found wrong with their operands since its last raise().
+  DeviceChecks& checks() { return checks_; }
 
   using Module = GpuOpModule;
   // Compiles module `m` unless it is loaded already: before a step, so that no compile waits
@@ -93,7 +96,8 @@ class GpuOps {
   std::mutex mu_;
   std::map<std::string, devices::GpuDevice::Kernel> kernels_;  // by function name and type
   std::map<std::tuple<int, int, DType>, std::string> images_;  // modules by (d, dv, type)
-  GpuScratch flag_{dev_}, stats_{dev_}, panel_{dev_}, terms_{dev_}, order_{dev_};
+  DeviceChecks checks_{dev_};
+  GpuScratch stats_{dev_}, panel_{dev_}, terms_{dev_}, order_{dev_};
   GpuScratch gradient_{dev_}, dw_sum_{dev_};  // a 16-bit head's G panel and f32 sum of dw
   struct RopeTable {
     GpuScratch values;

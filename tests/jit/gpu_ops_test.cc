@@ -263,28 +263,54 @@ void expect_matches_reference(OpCase& c) {
 void check_every_case(devices::GpuDevice& dev, GpuOps& ops, bool with_gemms) {
   for (OpCase& c : cases(with_gemms)) {
     run_on(dev, ops, c);
+    ASSERT_NO_THROW(ops.checks().raise()) << c.name;
     expect_matches_reference(c);
   }
 }
 
-// A bad index is reported as the reference kernel reports it, naming the index and where it is.
+// A bad index is found on the device and reported by checks().raise() as the reference kernel
+// reports it, naming the index and where it is: the first bad one of the ops run since the last
+// raise(), with the describer's name for where the executor ran it; good indices raise nothing.
 void check_bad_index(devices::GpuDevice& dev, GpuOps& ops) {
   std::mt19937 rng(3);
-  for (const char* op : {"gather", "scatter_add"}) {
+  auto indexed = [&](const std::string& op, int64_t bad_at, int64_t bad) {
     OpCase c{op,
              {},
              {random(DType::kF32, {11, 5}, rng), random(DType::kI64, {6}, rng, 11)},
-             {make(DType::kF32, {op == std::string("gather") ? 6 : 11, 5})}};
+             {make(DType::kF32, {op == "gather" ? 6 : 11, 5})}};
     if (c.op == "scatter_add") c.in.push_back(random(DType::kF32, {6, 5}, rng));
-    reinterpret_cast<int64_t*>(c.in[1].bytes.data())[4] = 11;
+    if (bad_at >= 0) reinterpret_cast<int64_t*>(c.in[1].bytes.data())[bad_at] = bad;
+    return c;
+  };
+  ir::Graph g;
+  ir::Value* x = g.add_argument("x", {DType::kF32, {11, 5}}, ir::Role::kInput);
+  std::vector<const ir::Node*> nodes;
+  for (int i = 0; i < 3; ++i) nodes.push_back(g.add_node("neg", {x}));
+  auto describe = [&](const ir::Node& n) {
+    return "node " + std::to_string(std::find(nodes.begin(), nodes.end(), &n) - nodes.begin());
+  };
+  for (const std::string op : {"gather", "scatter_add"}) {
+    std::vector<OpCase> c = {indexed(op, -1, 0), indexed(op, 4, 11), indexed(op, 1, -3)};
+    for (int i = 0; i < 3; ++i) {
+      ops.checks().set_node(nodes[i]);
+      run_on(dev, ops, c[i]);  // the bad ones raise nothing yet
+    }
     try {
-      run_on(dev, ops, c);
+      ops.checks().raise(describe);
       ADD_FAILURE() << op << ": no error for index 11 of 11 rows";
     } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find("index 11 at position 4 is outside [0, 11)"),
+      EXPECT_NE(std::string(e.what()).find("node 1: " + op +
+                                           ": index 11 at position 4 is outside [0, 11)"),
                 std::string::npos)
           << e.what();
     }
+    EXPECT_NO_THROW(ops.checks().raise());  // started over
+    run_on(dev, ops, c[0]);
+    EXPECT_NO_THROW(ops.checks().raise()) << op << ": a good index after a bad one's report";
+    run_on(dev, ops, c[2]);
+    ops.checks().clear();  // a step that threw
+    run_on(dev, ops, c[0]);
+    EXPECT_NO_THROW(ops.checks().raise()) << op << ": a bad index of a cleared check";
   }
 }
 

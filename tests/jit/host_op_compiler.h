@@ -120,11 +120,11 @@ DISC_HOST_CONVERT(disc_f16, f16)
 #define DISC_HOST_INDEXED(I, S)                                                                            \
   extern "C" void disc_gather_##S##_params(void** p) {                                                     \
     disc_gather_##S(P(const float*, 0), P(const I*, 1), P(float*, 2), P(disc_i64, 3), P(disc_i64, 4),      \
-                    P(disc_i64, 5), P(unsigned long long*, 6));                                            \
+                    P(disc_i64, 5), P(unsigned long long*, 6), P(unsigned long long, 7));                  \
   }                                                                                                        \
   extern "C" void disc_scatter_order_##S##_params(void** p) {                                              \
     disc_scatter_order_##S(P(const I*, 0), P(disc_i64, 1), P(disc_i64, 2), P(int*, 3),                      \
-                           P(unsigned long long*, 4));                                                      \
+                           P(unsigned long long*, 4), P(unsigned long long, 5));                            \
   }                                                                                                        \
   extern "C" void disc_scatter_runs_##S##_params(void** p) {                                               \
     disc_scatter_runs_##S(P(float*, 0), P(const I*, 1), P(const float*, 2), P(const int*, 3), P(disc_i64, 4), \

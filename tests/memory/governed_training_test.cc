@@ -343,6 +343,53 @@ TEST(GpuSteps, CompilesAreCounted) {
   }
 }
 
+// A token id outside the vocabulary: on a GPU the gather's kernel finds it and the step reports
+// it before its first update (jit/gpu/device_checks.h), as the CPU reports it at the gather: the
+// error names the node and the index, no parameter changes, and the next good
+// step trains as if the bad one had never been tried.
+TEST(GpuSteps, ABadTokenIdChangesNothingAndNamesTheGather) {
+  std::vector<std::string> names = {"cpu", "sim-gpu"};
+  if (devices::cuda::cuda_device_count() > 0)
+    names.push_back("cuda:0");
+  else if (devices::hip::hip_device_count() > 0)
+    names.push_back("hip:0");
+  std::vector<float> want_losses;
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    Trainer t(ir::models::build_llama({.vocab = 64,
+                                       .hidden = 32,
+                                       .layers = 1,
+                                       .heads = 2,
+                                       .kv_heads = 1,
+                                       .ffn = 64,
+                                       .max_batch = 4,
+                                       .max_seq = 64}),
+              {.device = name, .threads = 2});
+    auto batch = [&](int32_t last) {
+      std::vector<int32_t> tokens(2 * 17);
+      for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(i * 7 % 64);
+      tokens.back() = last;
+      return Batch{{"tokens", Tensor::from<int32_t>({2, 17}, tokens, t.allocator())},
+                   {"targets", Tensor::from<int32_t>({2, 17}, tokens, t.allocator())}};
+    };
+    std::vector<float> losses = {t.step(batch(5), 1e-2).loss};
+    std::map<std::string, std::vector<float>> before;
+    for (const std::string& p : t.parameter_names()) before[p] = t.parameter(p).to_vector<float>();
+    try {
+      t.step(batch(64), 1e-2);
+      ADD_FAILURE() << "no error for token id 64 of a vocabulary of 64";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("gather: index 64 at position 33 is outside [0, 64)"),
+                std::string::npos)
+          << e.what();
+    }
+    for (const auto& [p, bytes] : before) EXPECT_EQ(t.parameter(p).to_vector<float>(), bytes) << p;
+    losses.push_back(t.step(batch(5), 1e-2).loss);
+    if (want_losses.empty()) want_losses = losses;
+    if (name != "cuda:0" && name != "hip:0") EXPECT_EQ(losses, want_losses);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, GovernedTraining,
                          ::testing::Values("llama", "llama-primitives", "llama-bf16", "llama-f16",
                                            "gpt2", "mlp"),
