@@ -146,5 +146,8 @@ double row_rms_inv(const T* x, int64_t d, double eps) {
 // InvalidArgument for a counted label outside [0, classes).
 int64_t count_labels(const std::string& op, const TensorRef& labels, int64_t classes,
                      int64_t ignore_index);
+// count_labels' error for `label` at `position`.
+[[noreturn]] void throw_bad_label(const std::string& op, int64_t label, int64_t position,
+                                  int64_t classes, int64_t ignore_index);
 
 }  // namespace disc::ir

@@ -63,14 +63,17 @@ int64_t count_labels(const std::string& op, const TensorRef& labels, int64_t cla
   for (int64_t i = 0, n = labels.numel(); i < n; ++i) {
     int64_t label = index_at(labels, i);
     if (label == ignore_index) continue;
-    if (label < 0 || label >= classes) {
-      throw InvalidArgument("`" + op + "`: label " + std::to_string(label) + " at position " +
-                            std::to_string(i) + " is outside [0, " + std::to_string(classes) +
-                            ") and is not ignore_index (" + std::to_string(ignore_index) + ")");
-    }
+    if (label < 0 || label >= classes) throw_bad_label(op, label, i, classes, ignore_index);
     ++count;
   }
   return count;
+}
+
+void throw_bad_label(const std::string& op, int64_t label, int64_t position, int64_t classes,
+                     int64_t ignore_index) {
+  throw InvalidArgument("`" + op + "`: label " + std::to_string(label) + " at position " +
+                        std::to_string(position) + " is outside [0, " + std::to_string(classes) +
+                        ") and is not ignore_index (" + std::to_string(ignore_index) + ")");
 }
 
 void softmax_kernel(const KernelArgs& a) {

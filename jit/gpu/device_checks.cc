@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "ir/ops/kernels.h"
+#include "jit/kernel_ir/kernel_ir.h"
 
 namespace disc::jit {
 namespace {
@@ -13,8 +14,25 @@ constexpr int kTagShift = 40;
 }  // namespace
 
 unsigned long long DeviceChecks::add_index_check(const std::string& op, int64_t rows) {
+  return add({.kind = Kind::kIndex, .op = op, .rows = rows, .node = node_});
+}
+
+unsigned long long DeviceChecks::add_label_check(const std::string& op, int64_t classes,
+                                                 int64_t ignore_index) {
+  return add({.kind = Kind::kLabel,
+              .op = op,
+              .rows = classes,
+              .ignore_index = ignore_index,
+              .node = node_});
+}
+
+unsigned long long DeviceChecks::add_label_count_check(int64_t cols) {
+  return add({.kind = Kind::kLabelCount, .op = "fused", .rows = cols, .node = node_});
+}
+
+unsigned long long DeviceChecks::add(Check c) {
   record();  // zeroed before the kernel that may write it
-  checks_.push_back({op, rows, node_});
+  checks_.push_back(std::move(c));
   return static_cast<unsigned long long>(checks_.size()) << kTagShift;
 }
 
@@ -40,7 +58,10 @@ void DeviceChecks::raise(const std::function<std::string(const ir::Node&)>& desc
   const Check& c = checks[tag - 1];
   const auto position = static_cast<int64_t>((found[0] & ((uint64_t{1} << kTagShift) - 1)) - 1);
   try {
-    ir::throw_bad_index(c.op, static_cast<int64_t>(found[1]), position, c.rows);
+    const auto value = static_cast<int64_t>(found[1]);
+    if (c.kind == Kind::kLabel) ir::throw_bad_label(c.op, value, position, c.rows, c.ignore_index);
+    if (c.kind == Kind::kLabelCount) throw_bad_labels(value, c.rows);
+    ir::throw_bad_index(c.op, value, position, c.rows);
   } catch (const Error& e) {
     if (!describe || !c.node) throw;
     rethrow_with_context(e, describe(*c.node) + ": ");

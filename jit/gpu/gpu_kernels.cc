@@ -171,13 +171,12 @@ void GpuKernels::run_loaded(const KernelIR& k, const Loaded& l, int64_t rows, in
     }
     dev_.launch(l.functions.at(launch.function), launch.shape, params.data());
     if (launch.kind != GpuLaunch::Kind::kTotals) continue;
-    // The label checks, before any row stores a value computed from a bad label.
-    std::vector<double> host(n);
-    dev_.copy(host.data(), totals, n * sizeof(double), devices::CopyKind::kDeviceToHost);
-    dev_.synchronize();
+    // The label checks, on the device: the executor raises them before the step's updates (rows
+    // computed from a bad label hold numbers no update will use).
     for (size_t i = 0; i < n; ++i)
-      if (k.code[i].op == KOp::kCheckLabels && host[i] != 0)
-        throw_bad_labels(static_cast<int64_t>(host[i]), cols);
+      if (k.code[i].op == KOp::kCheckLabels)
+        ops_->report_nonzero(static_cast<const double*>(totals) + i,
+                             ops_->checks().add_label_count_check(cols));
   }
 }
 

@@ -124,6 +124,11 @@ __device__ __forceinline__ void disc_report_bad(unsigned long long* record, unsi
                                                 disc_i64 value) {
   if (atomicCAS(record, 0ull, tag | (unsigned long long)(i + 1)) == 0ull) record[1] = (unsigned long long)value;
 }
+// A fused kernel's label check (jit/kernel_ir): its count of bad labels, if any, reported under
+// `tag`.
+extern "C" __global__ void disc_report_nonzero(const double* total, unsigned long long* bad, unsigned long long tag) {
+  if (blockIdx.x == 0 && threadIdx.x == 0 && *total != 0.0) disc_report_bad(bad, tag, 0, (disc_i64)*total);
+}
 // Gather and scatter_add over rows of `cols` floats. An index outside [0, rows) is skipped, and
 // reported in the check record under `tag`.
 template <typename I>
@@ -223,16 +228,39 @@ __device__ __forceinline__ float disc_block_max_f(float v, float* red) {
   __syncthreads();
   return v;
 }
+// The labels other than ignore, which the mean is over, counted by one block into *count, on the
+// device so that the host need not wait for them; a label outside [0, classes) that is not ignore
+// is reported in the check record under `tag` (and the rows skip it).
+template <typename I>
+__device__ void disc_lce_count(const I* labels, disc_i64 n, disc_i64 classes, disc_i64 ignore,
+                               unsigned long long* bad, unsigned long long tag, disc_i64* count) {
+  __shared__ double red[DISC_ROW_BLOCK];
+  if (blockIdx.x != 0) return;
+  double c = 0.0;  // exact: fewer than 2^53 labels
+  for (disc_i64 i = threadIdx.x; i < n; i += blockDim.x) {
+    const disc_i64 label = (disc_i64)labels[i];
+    if (label == ignore) continue;
+    if (label < 0 || label >= classes)
+      disc_report_bad(bad, tag, i, label);
+    else
+      c += 1.0;
+  }
+  c = disc_block_sum_d(c, red);
+  if (threadIdx.x == 0) *count = (disc_i64)c;
+}
+// Each row's gradient, scaled by 1 / count as the reference scales it, and its loss term.
 template <typename I, typename G>
 __device__ void disc_lce_rows(const float* x0, G* g0, const I* labels, disc_i64 n, disc_i64 classes, disc_i64 ignore,
-                              int counted, float scale, double* terms) {
+                              const disc_i64* count, double* terms) {
   __shared__ double dred[DISC_ROW_BLOCK];
   __shared__ float fred[DISC_ROW_BLOCK];
+  const disc_i64 counted = *count;
+  const float scale = counted == 0 ? 0.f : (float)(1.0 / (double)counted);
   for (disc_i64 r = blockIdx.x; r < n; r += gridDim.x) {
     const float* x = x0 + r * classes;
     G* g = g0 + r * classes;
     const disc_i64 label = (disc_i64)labels[r];
-    if (!counted || label == ignore) {
+    if (counted == 0 || label == ignore || label < 0 || label >= classes) {
       for (disc_i64 j = threadIdx.x; j < classes; j += blockDim.x) disc_put(g + j, 0.f);
       if (threadIdx.x == 0) terms[r] = 0.0;
       continue;
@@ -268,9 +296,10 @@ __device__ void disc_lce_rows(const float* x0, G* g0, const I* labels, disc_i64 
 // The mean of the loss terms: one block, each thread summing rows t, t + blockDim.x, ... in order,
 // then the fixed tree of disc_block_sum_d: the same bits every run.
 extern "C" __global__ void __launch_bounds__(DISC_ROW_BLOCK)
-    disc_lce_loss(const double* terms, disc_i64 rows, disc_i64 count, float* loss) {
+    disc_lce_loss(const double* terms, disc_i64 rows, const disc_i64* counted, float* loss) {
   __shared__ double red[DISC_ROW_BLOCK];
   if (blockIdx.x != 0) return;
+  const disc_i64 count = *counted;
   double total = 0.0;
   for (disc_i64 r = threadIdx.x; r < rows; r += blockDim.x) total += terms[r];
   total = disc_block_sum_d(total, red);
@@ -280,11 +309,19 @@ extern "C" __global__ void __launch_bounds__(DISC_ROW_BLOCK)
 #define DISC_LCE_ROWS(I, SI, G, SG)                                                                         \
   extern "C" __global__ void __launch_bounds__(DISC_ROW_BLOCK)                                              \
       disc_lce_rows_##SI##_##SG(const float* x, G* g, const I* labels, disc_i64 n, disc_i64 classes,        \
-                                disc_i64 ignore, int counted, float scale, double* terms) {                 \
-    disc_lce_rows(x, g, labels, n, classes, ignore, counted, scale, terms);                                 \
+                                disc_i64 ignore, const disc_i64* count, double* terms) {                    \
+    disc_lce_rows(x, g, labels, n, classes, ignore, count, terms);                                          \
   }
 #define DISC_LCE(G, SG) DISC_LCE_ROWS(int, i32, G, SG) DISC_LCE_ROWS(long long, i64, G, SG)
 DISC_FLOATS(DISC_LCE)
+#define DISC_LCE_COUNT(I, SI)                                                                                  \
+  extern "C" __global__ void __launch_bounds__(DISC_ROW_BLOCK)                                                 \
+      disc_lce_count_##SI(const I* labels, disc_i64 n, disc_i64 classes, disc_i64 ignore, unsigned long long* bad, \
+                          unsigned long long tag, disc_i64* count) {                                           \
+    disc_lce_count(labels, n, classes, ignore, bad, tag, count);                                               \
+  }
+DISC_LCE_COUNT(int, i32)
+DISC_LCE_COUNT(long long, i64)
 
 // Attention over q [heads, sq, D], k [heads, sk, D], v [heads, sk, DV]; causal: query i sees keys
 // 0..i. A thread per row (a query row; in the gradient's dk and dv kernels a key row), a block per

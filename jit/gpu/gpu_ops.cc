@@ -256,11 +256,11 @@ void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
 // linear_cross_entropy(h, w, labels) -> loss, dh, dw as devices/cpu/linear_cross_entropy.cc runs it
 // on the CPU: chunks of rows through the device's GEMM into a panel of f32 logits, the panel's rows
 // by disc_lce_rows into their gradient G, two more GEMMs for dh's rows and dw's share. The labels
-// are checked and counted on the host, as the reference does. A 16-bit head multiplies its own
-// operands on the tensor cores: logits summed in f32 into the f32 panel (GemmArgs::c_f32), G
-// rounded once to the head's type for dh = G w and dw = G^T h, as PyTorch's autocast does, and dw
-// summed over the chunks in f32 and rounded once at the end. The CPU's widened head keeps G in f32;
-// the two differ by G's rounding (8 bits for bf16, 11 for f16).
+// are counted and checked on the device (a bad one reported through checks()). A 16-bit head
+// multiplies its own operands on the tensor cores: logits summed in f32 into the f32 panel
+// (GemmArgs::c_f32), G rounded once to the head's type for dh = G w and dw = G^T h, as PyTorch's
+// autocast does, and dw summed over the chunks in f32 and rounded once at the end. The CPU's
+// widened head keeps G in f32; the two differ by G's rounding (8 bits for bf16, 11 for f16).
 void GpuOps::linear_cross_entropy(const ir::KernelArgs& a) {
   const ir::TensorRef &h = a.in[0], &w = a.in[1], &labels = a.in[2];
   const DType type = h.dtype;
@@ -269,7 +269,16 @@ void GpuOps::linear_cross_entropy(const ir::KernelArgs& a) {
   long long rows = labels.numel(), classes = w.shape[tw ? 0 : 1],
             ignore = a.a().get_int("ignore_index");
   const int64_t d = h.shape.back();
-  long long count = count_labels(a, classes, ignore);
+  // The labels' count, on the device: the rows and the loss read it there.
+  void* count = count_.get(sizeof(long long));
+  {
+    unsigned long long tag = checks_.add_label_check(a.op, classes, ignore);
+    void* bad = checks_.record();
+    void* ids = labels.data;
+    void* params[] = {&ids, &rows, &classes, &ignore, &bad, &tag, &count};
+    launch(labels.dtype == DType::kI32 ? "disc_lce_count_i32" : "disc_lce_count_i64",
+           {1, kRowBlock, 0}, params);
+  }
   const int64_t chunk = std::clamp<int64_t>(kHeadPanel / std::max<int64_t>(classes * 4, 1), 1,
                                             std::max<long long>(rows, 1));
   const size_t cells = static_cast<size_t>(chunk * classes);
@@ -295,8 +304,6 @@ void GpuOps::linear_cross_entropy(const ir::KernelArgs& a) {
   void* dw =
       half ? dw_sum_.get(static_cast<size_t>(a.out[2].numel()) * sizeof(float)) : a.out[2].data;
   dev_.zero(dw, static_cast<size_t>(a.out[2].numel()) * sizeof(float));
-  int counted = count > 0;
-  float scale = count == 0 ? 0.f : static_cast<float>(1.0 / static_cast<double>(count));
   const std::string rows_kernel =
       std::string(labels.dtype == DType::kI32 ? "disc_lce_rows_i32" : "disc_lce_rows_i64") +
       suffix(type);
@@ -306,7 +313,7 @@ void GpuOps::linear_cross_entropy(const ir::KernelArgs& a) {
     gemm(n, classes, d, hc, false, w.data, tw, panel, false, half);
     void* lc = static_cast<char*>(labels.data) + r0 * dtype_size(labels.dtype);
     void* tc = terms + r0;
-    void* params[] = {&panel, &g, &lc, &n, &classes, &ignore, &counted, &scale, &tc};
+    void* params[] = {&panel, &g, &lc, &n, &classes, &ignore, &count, &tc};
     launch(rows_kernel, {static_cast<unsigned>(n), kRowBlock, 0}, params);
     gemm(n, d, classes, g, false, w.data, !tw, static_cast<char*>(a.out[1].data) + r0 * d * elem,
          false, false);
@@ -322,22 +329,17 @@ void GpuOps::linear_cross_entropy(const ir::KernelArgs& a) {
   launch("disc_lce_loss", {1, kRowBlock, 0}, params);
 }
 
+void GpuOps::report_nonzero(const void* total, unsigned long long tag) {
+  void* t = const_cast<void*>(total);
+  void* bad = checks_.record();
+  void* params[] = {&t, &bad, &tag};
+  launch("disc_report_nonzero", {1, 1, 0}, params);
+}
+
 void GpuOps::convert(const std::string& kernel, const void* from, void* to, long long n) {
   void* in = const_cast<void*>(from);
   void* params[] = {&in, &to, &n};
   launch(kernel, n, params);
-}
-
-// The labels of linear_cross_entropy other than ignore_index, checked on the host as the
-// reference checks them (an error names the bad label and where it is).
-long long GpuOps::count_labels(const ir::KernelArgs& a, long long classes, long long ignore) {
-  const ir::TensorRef& labels = a.in[2];
-  std::vector<std::byte> ids(static_cast<size_t>(labels.bytes()));
-  dev_.copy(ids.data(), labels.data, ids.size(), devices::CopyKind::kDeviceToHost);
-  dev_.synchronize();
-  ir::TensorRef host = labels;
-  host.data = ids.data();
-  return ir::count_labels(a.op, host, classes, ignore);
 }
 
 }  // namespace disc::jit

@@ -61,6 +61,9 @@ class GpuOps {
   void run(const std::string& op, const ir::KernelArgs& a);
   // What the kernels found wrong with their operands since its last raise().
   DeviceChecks& checks() { return checks_; }
+  // Reports *total (a double on the device: a fused kernel's count of bad labels) under `tag` of
+  // checks() unless it is zero.
+  void report_nonzero(const void* total, unsigned long long tag);
 
   using Module = GpuOpModule;
   // Compiles module `m` unless it is loaded already: before a step, so that no compile waits
@@ -80,7 +83,6 @@ class GpuOps {
   void linear_cross_entropy(const ir::KernelArgs& a);
 
  private:
-  long long count_labels(const ir::KernelArgs& a, long long classes, long long ignore);
   void* rope_table(long long d, long long seq, double theta);
   // n elements through disc_narrow_*.
   void convert(const std::string& kernel, const void* from, void* to, long long n);
@@ -97,7 +99,7 @@ class GpuOps {
   std::map<std::string, devices::GpuDevice::Kernel> kernels_;  // by function name and type
   std::map<std::tuple<int, int, DType>, std::string> images_;  // modules by (d, dv, type)
   DeviceChecks checks_{dev_};
-  GpuScratch stats_{dev_}, panel_{dev_}, terms_{dev_}, order_{dev_};
+  GpuScratch stats_{dev_}, panel_{dev_}, terms_{dev_}, order_{dev_}, count_{dev_};
   GpuScratch gradient_{dev_}, dw_sum_{dev_};  // a 16-bit head's G panel and f32 sum of dw
   struct RopeTable {
     GpuScratch values;

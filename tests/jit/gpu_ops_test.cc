@@ -388,12 +388,18 @@ TEST(GpuOps, HostBuildOfTheCrossEntropyRowsMatchesTheReference) {
   void* ids = c.in[2].bytes.data();
   void* t = terms.data();
   void* l = &loss;
-  long long n = rows, cls = classes, ignore = -100, count = rows - 1;
-  int counted = 1;
-  float scale = 1.0f / static_cast<float>(count);
-  void* row_params[] = {&x, &x, &ids, &n, &cls, &ignore, &counted, &scale, &t};
+  long long n = rows, cls = classes, ignore = -100, count = -1;
+  void* counted = &count;
+  uint64_t record[2] = {};
+  void* bad = record;
+  unsigned long long tag = 1ull << 40;
+  void* count_params[] = {&ids, &n, &cls, &ignore, &bad, &tag, &counted};
+  dev.launch(dev.load_kernel(so, "disc_lce_count_i64"), {1, 32, 0}, count_params);
+  EXPECT_EQ(count, rows - 1);  // all but the one ignored
+  EXPECT_EQ(record[0], 0u);
+  void* row_params[] = {&x, &x, &ids, &n, &cls, &ignore, &counted, &t};
   dev.launch(dev.load_kernel(so, "disc_lce_rows_i64_f32"), {1, 1, 0}, row_params);
-  void* loss_params[] = {&t, &n, &count, &l};
+  void* loss_params[] = {&t, &n, &counted, &l};
   dev.launch(dev.load_kernel(so, "disc_lce_loss"), {1, 1, 0}, loss_params);
   const float want_loss = *reinterpret_cast<const float*>(c.out[0].bytes.data());
   EXPECT_NEAR(loss, want_loss, 1e-5 * want_loss);
@@ -410,11 +416,67 @@ TEST(GpuOps, HostBuildOfTheCrossEntropyRowsMatchesTheReference) {
   std::vector<float> g16_wide(panel.size());
   void* from = const_cast<float*>(logits.data());
   void* to = g16.data();
-  void* half_params[] = {&from, &to, &ids, &n, &cls, &ignore, &counted, &scale, &t};
+  void* half_params[] = {&from, &to, &ids, &n, &cls, &ignore, &counted, &t};
   dev.launch(dev.load_kernel(so, "disc_lce_rows_i64_bf16"), {1, 1, 0}, half_params);
   half_to_f32(DType::kBF16, g16.data(), g16_wide.data(), static_cast<int64_t>(g16.size()));
   for (size_t i = 0; i < panel.size(); ++i)
     ASSERT_NEAR(g16_wide[i], panel[i], 0x1p-8 * std::abs(panel[i])) << "gradient [" << i << "]";
+
+  // A label outside the classes: reported under the check's tag with its position and value, and
+  // not counted.
+  reinterpret_cast<int64_t*>(c.in[2].bytes.data())[11] = classes;
+  dev.launch(dev.load_kernel(so, "disc_lce_count_i64"), {1, 32, 0}, count_params);
+  EXPECT_EQ(count, rows - 2);
+  EXPECT_EQ(record[0], tag | 12);
+  EXPECT_EQ(record[1], static_cast<uint64_t>(classes));
+}
+
+// DeviceChecks raises what the kernels report as the reference kernels word it: a label of the
+// cross-entropy (disc_lce_count), a fused kernel's count of bad labels (disc_report_nonzero); a
+// zero count reports nothing.
+TEST(GpuOps, DeviceChecksRaiseTheReferenceErrors) {
+  devices::GpuDevice dev(std::make_unique<HostGpuRuntime>(), 1);
+  HostOpCompiler compile;
+  const std::string so = compile(gpu_op_source());
+  DeviceChecks checks(dev);
+  std::vector<int64_t> labels = {3, -100, 7, 2};
+  void* ids = labels.data();
+  long long n = 4, classes = 7, ignore = -100, count = 0;
+  void* counted = &count;
+  unsigned long long tag = checks.add_label_check("linear_cross_entropy", classes, ignore);
+  void* bad = checks.record();
+  void* count_params[] = {&ids, &n, &classes, &ignore, &bad, &tag, &counted};
+  dev.launch(dev.load_kernel(so, "disc_lce_count_i64"), {1, 32, 0}, count_params);
+  EXPECT_EQ(count, 2);
+  try {
+    checks.raise();
+    ADD_FAILURE() << "no error for label 7 of 7 classes";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("`linear_cross_entropy`: label 7 at position 2 is outside "
+                                         "[0, 7) and is not ignore_index (-100)"),
+              std::string::npos)
+        << e.what();
+  }
+  for (double bad_labels : {0.0, 3.0}) {
+    double total = bad_labels;
+    void* t = &total;
+    tag = checks.add_label_count_check(17);
+    bad = checks.record();
+    void* params[] = {&t, &bad, &tag};
+    dev.launch(dev.load_kernel(so, "disc_report_nonzero"), {1, 1, 0}, params);
+    if (bad_labels == 0) {
+      EXPECT_NO_THROW(checks.raise());
+      continue;
+    }
+    try {
+      checks.raise();
+      ADD_FAILURE() << "no error for 3 bad labels";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("3 labels are outside the classes [0, 17)"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // One compile of every kind of module at once (each kernel's name carries its head sizes, so they
@@ -437,7 +499,7 @@ TEST(GpuOps, SourceCompilesWithNvrtcForHopper) {
             0);
   EXPECT_EQ(c.log.find("warning"), std::string::npos) << c.log;
   for (const char* kernel :
-       {"disc_rope_bf16", "disc_lce_rows_i64_bf16", "disc_scatter_runs_i64",
+       {"disc_rope_bf16", "disc_lce_rows_i64_bf16", "disc_lce_count_i32", "disc_scatter_runs_i64",
         "disc_attention_fwd_64_64", "disc_attention_bwd_k_128_128", "disc_attention_bwd_q_128_128",
         "disc_attention_mma_fwd_64_64", "disc_attention_mma_bwd_kv_128_128"})
     EXPECT_NE(c.text.find(std::string(".entry ") + kernel), std::string::npos) << kernel;

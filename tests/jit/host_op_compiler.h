@@ -135,11 +135,21 @@ DISC_HOST_INDEXED(long long, i64)
 #define DISC_HOST_LCE(G, S)                                                                                 \
   extern "C" void disc_lce_rows_i64_##S##_params(void** p) {                                                \
     disc_lce_rows_i64_##S(P(const float*, 0), P(G*, 1), P(const long long*, 2), P(disc_i64, 3), P(disc_i64, 4), \
-                          P(disc_i64, 5), P(int, 6), P(float, 7), P(double*, 8));                           \
+                          P(disc_i64, 5), P(const disc_i64*, 6), P(double*, 7));                            \
   }
 DISC_FLOATS(DISC_HOST_LCE)
+#define DISC_HOST_LCE_COUNT(I, S)                                                                              \
+  extern "C" void disc_lce_count_##S##_params(void** p) {                                                      \
+    disc_lce_count_##S(P(const I*, 0), P(disc_i64, 1), P(disc_i64, 2), P(disc_i64, 3), P(unsigned long long*, 4), \
+                       P(unsigned long long, 5), P(disc_i64*, 6));                                             \
+  }
+DISC_HOST_LCE_COUNT(int, i32)
+DISC_HOST_LCE_COUNT(long long, i64)
+extern "C" void disc_report_nonzero_params(void** p) {
+  disc_report_nonzero(P(const double*, 0), P(unsigned long long*, 1), P(unsigned long long, 2));
+}
 extern "C" void disc_lce_loss_params(void** p) {
-  disc_lce_loss(P(const double*, 0), P(disc_i64, 1), P(disc_i64, 2), P(float*, 3));
+  disc_lce_loss(P(const double*, 0), P(disc_i64, 1), P(const disc_i64*, 2), P(float*, 3));
 }
 #define DISC_HOST_ATTENTION_MMA(D, DV, T)                                                                       \
   extern "C" void disc_attention_mma_fwd_##D##_##DV##_params(void** p) {                                        \
