@@ -269,16 +269,7 @@ void GpuOps::linear_cross_entropy(const ir::KernelArgs& a) {
   long long rows = labels.numel(), classes = w.shape[tw ? 0 : 1],
             ignore = a.a().get_int("ignore_index");
   const int64_t d = h.shape.back();
-  // The labels' count, on the device: the rows and the loss read it there.
-  void* count = count_.get(sizeof(long long));
-  {
-    unsigned long long tag = checks_.add_label_check(a.op, classes, ignore);
-    void* bad = checks_.record();
-    void* ids = labels.data;
-    void* params[] = {&ids, &rows, &classes, &ignore, &bad, &tag, &count};
-    launch(labels.dtype == DType::kI32 ? "disc_lce_count_i32" : "disc_lce_count_i64",
-           {1, kRowBlock, 0}, params);
-  }
+  void* count = count_labels(a, classes, ignore);
   const int64_t chunk = std::clamp<int64_t>(kHeadPanel / std::max<int64_t>(classes * 4, 1), 1,
                                             std::max<long long>(rows, 1));
   const size_t cells = static_cast<size_t>(chunk * classes);
@@ -327,6 +318,21 @@ void GpuOps::linear_cross_entropy(const ir::KernelArgs& a) {
   void* loss = a.out[0].data;
   void* params[] = {&t, &rows, &count, &loss};
   launch("disc_lce_loss", {1, kRowBlock, 0}, params);
+}
+
+// The labels of linear_cross_entropy other than ignore_index, counted on the device into the
+// count the rows and the loss read there; a bad label is left in checks().
+void* GpuOps::count_labels(const ir::KernelArgs& a, long long classes, long long ignore) {
+  const ir::TensorRef& labels = a.in[2];
+  void* count = count_.get(sizeof(long long));
+  unsigned long long tag = checks_.add_label_check(a.op, classes, ignore);
+  void* bad = checks_.record();
+  void* ids = labels.data;
+  long long n = labels.numel();
+  void* params[] = {&ids, &n, &classes, &ignore, &bad, &tag, &count};
+  launch(labels.dtype == DType::kI32 ? "disc_lce_count_i32" : "disc_lce_count_i64",
+         {1, kRowBlock, 0}, params);
+  return count;
 }
 
 void GpuOps::report_nonzero(const void* total, unsigned long long tag) {

@@ -83,6 +83,8 @@ class GpuOps {
   void linear_cross_entropy(const ir::KernelArgs& a);
 
  private:
+  // The device's count of a cross-entropy's counted labels (a long long), a bad one in checks().
+  void* count_labels(const ir::KernelArgs& a, long long classes, long long ignore);
   void* rope_table(long long d, long long seq, double theta);
   // n elements through disc_narrow_*.
   void convert(const std::string& kernel, const void* from, void* to, long long n);

@@ -287,16 +287,19 @@ TEST(GpuPath, TheOpsStagedOnTheHostAreNamed) {
   EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
 }
 
+// The GPU of this machine, as a device name ("cuda:0" or "hip:0"); empty where there is none.
+std::string gpu_name() {
+  if (devices::cuda::cuda_device_count() > 0) return "cuda:0";
+  if (devices::hip::hip_device_count() > 0) return "hip:0";
+  return "";
+}
+
 // On a real GPU (cuda:0 or hip:0, where there is one): the losses follow the CPU's within f32
 // rounding (cuBLAS and the GPU kernels sum in other orders), with and without a cap. In bf16 and
 // f16 a value that lands near a rounding boundary may round the other way, a unit of the type,
 // so the losses there follow within 2%.
 TEST_P(GovernedTraining, OnAGpuTheLossesFollowTheCpusWithinRounding) {
-  std::string device;
-  if (devices::cuda::cuda_device_count() > 0)
-    device = "cuda:0";
-  else if (devices::hip::hip_device_count() > 0)
-    device = "hip:0";
+  const std::string device = gpu_name();
   if (device.empty()) GTEST_SKIP() << "no GPU here";
   const std::string family = GetParam();
   const double tol = family.ends_with("16") ? 2e-2 : 1e-3;
@@ -312,26 +315,28 @@ TEST_P(GovernedTraining, OnAGpuTheLossesFollowTheCpusWithinRounding) {
   }
 }
 
+// A llama of one layer and a vocabulary of 64, trained on `device`.
+Trainer small_llama(const std::string& device) {
+  return Trainer(ir::models::build_llama({.vocab = 64,
+                                          .hidden = 32,
+                                          .layers = 1,
+                                          .heads = 2,
+                                          .kv_heads = 1,
+                                          .ffn = 64,
+                                          .max_batch = 4,
+                                          .max_seq = 64}),
+                 {.device = device, .threads = 2});
+}
+
 // On a device whose memory the host cannot address, the step's kernel compiles reach StepStats
 // as on the CPU: the first step of a shape compiles them (NVRTC or hiprtc on a GPU; the host's
 // LLVM for nodes staged from sim-gpu), the next step of that shape compiles nothing.
 TEST(GpuSteps, CompilesAreCounted) {
   std::vector<std::string> names = {"sim-gpu"};
-  if (devices::cuda::cuda_device_count() > 0)
-    names.push_back("cuda:0");
-  else if (devices::hip::hip_device_count() > 0)
-    names.push_back("hip:0");
+  if (!gpu_name().empty()) names.push_back(gpu_name());
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
-    Trainer t(ir::models::build_llama({.vocab = 64,
-                                       .hidden = 32,
-                                       .layers = 1,
-                                       .heads = 2,
-                                       .kv_heads = 1,
-                                       .ffn = 64,
-                                       .max_batch = 4,
-                                       .max_seq = 64}),
-              {.device = name, .threads = 2});
+    Trainer t = small_llama(name);
     std::vector<int32_t> tokens(2 * 17, 3);
     Batch batch{{"tokens", Tensor::from<int32_t>({2, 17}, tokens, t.allocator())},
                 {"targets", Tensor::from<int32_t>({2, 17}, tokens, t.allocator())}};
@@ -349,22 +354,11 @@ TEST(GpuSteps, CompilesAreCounted) {
 // step trains as if the bad one had never been tried.
 TEST(GpuSteps, ABadTokenIdChangesNothingAndNamesTheGather) {
   std::vector<std::string> names = {"cpu", "sim-gpu"};
-  if (devices::cuda::cuda_device_count() > 0)
-    names.push_back("cuda:0");
-  else if (devices::hip::hip_device_count() > 0)
-    names.push_back("hip:0");
+  if (!gpu_name().empty()) names.push_back(gpu_name());
   std::vector<float> want_losses;
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
-    Trainer t(ir::models::build_llama({.vocab = 64,
-                                       .hidden = 32,
-                                       .layers = 1,
-                                       .heads = 2,
-                                       .kv_heads = 1,
-                                       .ffn = 64,
-                                       .max_batch = 4,
-                                       .max_seq = 64}),
-              {.device = name, .threads = 2});
+    Trainer t = small_llama(name);
     auto batch = [&](int32_t last) {
       std::vector<int32_t> tokens(2 * 17);
       for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(i * 7 % 64);
