@@ -13,7 +13,12 @@ cd "$(dirname "$0")/.."
 # The sanitizer builds: -O1, as the sanitizers' documentation advises, and line tables only,
 # which is all their stack traces need; a quarter less compile time than -O2 -g.
 sanitizer_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-19
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG")
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" -DCMAKE_UNITY_BUILD=ON)
+# Every build here is a unity build (CMake joins each target's sources eight to a file): the
+# headers (gtest, nlohmann-json, the project's own) are parsed and their inline functions compiled
+# once per eight files instead of once per file, which halves the compile time. So two files of
+# one target must not define the same name in their anonymous namespaces: share a helper in a
+# header, or name each for what it holds. A plain build (the README's) compiles them one by one.
 "$(pwd)/tools/setup.sh"
 jobs=$(nproc)
 
@@ -24,7 +29,7 @@ echo "== release build and tests"
 # Line tables (-g1) rather than full debug information: backtraces keep file and line, and the
 # build takes a quarter less time.
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" > /dev/null
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" -DCMAKE_UNITY_BUILD=ON > /dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs"
 

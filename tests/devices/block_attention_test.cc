@@ -29,7 +29,7 @@ struct AttentionCase {
   bool causal;
 };
 
-std::string case_name(const ::testing::TestParamInfo<AttentionCase>& info) {
+std::string attention_case_name(const ::testing::TestParamInfo<AttentionCase>& info) {
   const AttentionCase& c = info.param;
   return std::to_string(c.heads) + "h_" + std::to_string(c.sq) + "x" + std::to_string(c.sk) + "_d" +
          std::to_string(c.d) + "_dv" + std::to_string(c.dv) + (c.causal ? "_causal" : "_full");
@@ -134,7 +134,7 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionCase{0, 5, 5, 4, 4, true},
                       // 2 heads per chunk: 3 chunks
                       AttentionCase{5, 3, 4099, 4, 4, false}),
-    case_name);
+    attention_case_name);
 
 TEST(BlockAttention, ChunksHoldAtMostTheWorkspace) {
   AttentionArgs a{.heads = 100, .sq = 512, .sk = 512, .d = 64, .dv = 64};

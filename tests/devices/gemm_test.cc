@@ -378,7 +378,7 @@ const char* layout_name(Layout l) {
   return "?";
 }
 
-std::string case_name(const ::testing::TestParamInfo<GemmCase>& info) {
+std::string gemm_case_name(const ::testing::TestParamInfo<GemmCase>& info) {
   const GemmCase& t = info.param;
   return std::string(dtype_name(t.dtype)) + "_" + layout_name(t.layout) + "_" +
          std::to_string(t.m) + "x" + std::to_string(t.n) + "x" + std::to_string(t.k) + "_" +
@@ -386,8 +386,8 @@ std::string case_name(const ::testing::TestParamInfo<GemmCase>& info) {
          (t.c_f32 ? "_cf32" : "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Small, GemmConformance, ::testing::ValuesIn(small_cases()), case_name);
-INSTANTIATE_TEST_SUITE_P(Large, GemmConformance, ::testing::ValuesIn(large_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Small, GemmConformance, ::testing::ValuesIn(small_cases()), gemm_case_name);
+INSTANTIATE_TEST_SUITE_P(Large, GemmConformance, ::testing::ValuesIn(large_cases()), gemm_case_name);
 
 TEST(Gemm, EmptyKZeroesC) {
   auto dev = make_cpu_device(0);

@@ -29,7 +29,7 @@ struct Case {
   int ignored_every = 0;  // every n-th label is ignore_index (1: all; 0: none)
 };
 
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+std::string lce_case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return std::to_string(c.rows) + "x" + std::to_string(c.d) + "_v" + std::to_string(c.classes) +
          (c.transpose_w ? "_wt" : "_w") + "_ignore" + std::to_string(c.ignored_every);
@@ -106,7 +106,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{0, 4, 3, false}, Case{6, 0, 11, true},
                       // 131072 f64 classes fill a panel in 32 rows: 3 panels
                       Case{70, 2, 131072, false, 9}, Case{40, 2, 131072, true}),
-    case_name);
+    lce_case_name);
 
 TEST(LinearCrossEntropy, PanelsHoldAtMostTheirBytes) {
   LinearCrossEntropyArgs a{.rows = 10000, .d = 512, .classes = 32000};

@@ -27,7 +27,7 @@ struct TrilCase {
   Upper upper;
 };
 
-struct Problem {
+struct TrilProblem {
   int64_t batch = 3, s, n, lda, ldb, ldc;
   std::vector<float> a, b, c;
 };
@@ -36,8 +36,8 @@ bool in_diagonal_block(int64_t r, int64_t c) {
   return r / kTrilBlock == c / kTrilBlock;
 }
 
-Problem make_problem(const TrilCase& t) {
-  Problem p{.s = t.s, .n = t.n, .lda = t.s + 3, .ldb = (t.tb ? t.s : t.n) + 2, .ldc = t.n + 1};
+TrilProblem make_problem(const TrilCase& t) {
+  TrilProblem p{.s = t.s, .n = t.n, .lda = t.s + 3, .ldb = (t.tb ? t.s : t.n) + 2, .ldc = t.n + 1};
   std::mt19937 rng(static_cast<uint32_t>(t.s * 31 + t.n));
   std::uniform_real_distribution<float> dist(-1, 1);
   const int64_t rows_b = t.tb ? t.n : t.s, cols_b = t.tb ? t.s : t.n;
@@ -62,7 +62,7 @@ Problem make_problem(const TrilCase& t) {
 }
 
 // C[e] = op(tril(A[e])) op(B[e]) in double, and the bound on its rounding: the sum of |terms|.
-void expected(const TrilCase& t, const Problem& p, int64_t e, int64_t i, int64_t j, double& sum,
+void expected(const TrilCase& t, const TrilProblem& p, int64_t e, int64_t i, int64_t j, double& sum,
               double& magnitude) {
   const int64_t rows_b = t.tb ? t.n : t.s;
   sum = magnitude = 0;
@@ -80,7 +80,7 @@ class TrilGemm : public ::testing::TestWithParam<TrilCase> {};
 
 TEST_P(TrilGemm, MatchesLowerTriangleProduct) {
   const TrilCase& t = GetParam();
-  Problem p = make_problem(t);
+  TrilProblem p = make_problem(t);
   auto dev = make_cpu_device(2);
   const int64_t rows_b = t.tb ? t.n : t.s;
   gemm_tril_a(*dev, {.batch = p.batch,
@@ -127,14 +127,14 @@ std::vector<TrilCase> cases() {
   return all;
 }
 
-std::string case_name(const ::testing::TestParamInfo<TrilCase>& info) {
+std::string tril_case_name(const ::testing::TestParamInfo<TrilCase>& info) {
   const TrilCase& t = info.param;
   const char* upper[] = {"zero", "nanoutside", "random"};
   return "s" + std::to_string(t.s) + "_n" + std::to_string(t.n) + "_" + (t.ta ? "T" : "N") +
          (t.tb ? "T" : "N") + "_" + upper[static_cast<int>(t.upper)];
 }
 
-INSTANTIATE_TEST_SUITE_P(Sizes, TrilGemm, ::testing::ValuesIn(cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Sizes, TrilGemm, ::testing::ValuesIn(cases()), tril_case_name);
 
 TEST(TrilGemmArgs, RejectsNonSquareA) {
   auto dev = make_cpu_device(1);

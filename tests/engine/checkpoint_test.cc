@@ -66,14 +66,14 @@ void write_raw_safetensors(const std::string& path, const std::string& header,
 }
 
 // A safetensors header the reader must refuse, and what its IoError must say.
-struct Case {
+struct BadHeader {
   const char* header;
   const char* message;
 };
 
 // Writes `c.header` with `data_bytes` zero bytes after it at `path`; reading it must be an IoError
 // whose message holds `c.message`.
-void expect_refused(const std::string& path, const Case& c, size_t data_bytes,
+void expect_refused(const std::string& path, const BadHeader& c, size_t data_bytes,
                     memory::Allocator& alloc) {
   write_raw_safetensors(path, c.header, std::string(data_bytes, '\0'));
   try {
@@ -192,7 +192,7 @@ TEST(Safetensors, HeaderCannotMakeTheReaderAllocateWhatTheFileLacks) {
   ScratchDir s;
   auto dev = devices::make_cpu_device(1);
   memory::DeviceAllocator alloc(*dev);
-  const Case cases[] = {
+  const BadHeader cases[] = {
       // 2^40 floats claimed, 8 bytes present: refused before a 4 TiB allocation is tried.
       {R"({"x": {"dtype": "F32", "shape": [1099511627776], "data_offsets": [0, 4398046511104]}})",
        "outside the file"},
@@ -206,7 +206,7 @@ TEST(Safetensors, HeaderCannotMakeTheReaderAllocateWhatTheFileLacks) {
       {R"({"x": {"dtype": "F32", "shape": "big", "data_offsets": [0, 8]}})", "malformed header"},
       {R"([1, 2])", "not a JSON object"},
   };
-  for (const Case& c : cases) expect_refused(s.path("t.safetensors"), c, 8, alloc);
+  for (const BadHeader& c : cases) expect_refused(s.path("t.safetensors"), c, 8, alloc);
   EXPECT_EQ(alloc.stats().live_bytes, 0);
 }
 
@@ -234,7 +234,7 @@ TEST(Safetensors, ByteRangesMustTileTheDataSection) {
   ScratchDir s;
   auto dev = devices::make_cpu_device(1);
   memory::DeviceAllocator alloc(*dev);
-  const Case cases[] = {
+  const BadHeader cases[] = {
       {R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
            "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
        "overlapping"},
@@ -247,7 +247,7 @@ TEST(Safetensors, ByteRangesMustTileTheDataSection) {
            "c": {"dtype": "BF16", "shape": [3], "data_offsets": [6, 12]}})",
        "inside an element"},
   };
-  for (const Case& c : cases) expect_refused(s.path("t.safetensors"), c, 12, alloc);
+  for (const BadHeader& c : cases) expect_refused(s.path("t.safetensors"), c, 12, alloc);
   // The same tensors tiling the section are read.
   write_raw_safetensors(s.path("t.safetensors"),
                         R"({"b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]},

@@ -23,14 +23,14 @@
 namespace disc::engine {
 namespace {
 
-struct Case {
+struct FusedCase {
   const char* name;
   const char* body;    // graph lines; D is replaced by the static extent
   double atol = 1e-5;  // long sums of random signs cancel: absolute error on a small result
 };
 
 // Symbols: R rows (or B batches) and S columns; D is a static extent, substituted per run.
-const Case kCases[] = {
+const FusedCase kCases[] = {
     {"unary", R"(
   input %x : f32[R, S]
   %a = abs(%x) : f32[R, S]
@@ -141,7 +141,7 @@ const Case kCases[] = {
   %o1, %o2, %o3 = adamw_update(%p, %g, %m, %v, %lr, %step) {beta1 = 0.9, beta2 = 0.999, eps = 1e-08, weight_decay = 0.01} : f32[R, S], f32[R, S], f32[R, S])"},
 };
 
-std::string graph_text(const Case& c, int64_t d) {
+std::string graph_text(const FusedCase& c, int64_t d) {
   std::string body = c.body;
   for (size_t at = body.find('D'); at != std::string::npos; at = body.find('D', at))
     body.replace(at, 1, std::to_string(d));
@@ -179,7 +179,7 @@ class FusedGraphs : public ::testing::Test {
   }
 };
 
-class FusedOps : public FusedGraphs, public ::testing::WithParamInterface<Case> {};
+class FusedOps : public FusedGraphs, public ::testing::WithParamInterface<FusedCase> {};
 
 void expect_close(const std::map<std::string, Tensor>& got,
                   const std::map<std::string, Tensor>& want, double atol,
@@ -200,7 +200,7 @@ void expect_close(const std::map<std::string, Tensor>& got,
 }
 
 TEST_P(FusedOps, MatchTheReferenceKernelsInterpretedAndCompiled) {
-  const Case& c = GetParam();
+  const FusedCase& c = GetParam();
   jit::KernelCache kernels("");
   const bool static_extent = std::string(c.body).find('D') != std::string::npos;
   for (int64_t d :
@@ -307,7 +307,7 @@ TEST_F(FusedGraphs, BackgroundCompilationInterpretsUntilTheKernelsAreReady) {
 // for large scores: the tril pass relies on it (devices/cpu/tril_gemm.h takes its fast path only
 // then).
 TEST_F(FusedGraphs, CausalProbabilitiesAreExactlyZeroAboveTheDiagonal) {
-  const Case* causal = std::find_if(std::begin(kCases), std::end(kCases), [](const Case& c) {
+  const FusedCase* causal = std::find_if(std::begin(kCases), std::end(kCases), [](const FusedCase& c) {
     return std::string(c.name) == "causal_mask_softmax_and_its_gradient";
   });
   ASSERT_NE(causal, std::end(kCases));
@@ -323,7 +323,9 @@ TEST_F(FusedGraphs, CausalProbabilitiesAreExactlyZeroAboveTheDiagonal) {
       for (const char* name : {"o1", "o2"}) {
         const float* v = out.at(name).data<float>();
         for (int64_t i = 0; i < out.at(name).numel(); ++i) {
-          if (i % s > i / s % s) ASSERT_EQ(v[i], 0.0f) << name << "[" << i << "] at S=" << s;
+          if (i % s > i / s % s) {
+            ASSERT_EQ(v[i], 0.0f) << name << "[" << i << "] at S=" << s;
+          }
         }
       }
     }
@@ -333,7 +335,7 @@ TEST_F(FusedGraphs, CausalProbabilitiesAreExactlyZeroAboveTheDiagonal) {
 // Labels outside [0, classes) that are not the ignore index fail every path with the count, and
 // a batch whose labels are all ignored has loss 0 and zero gradients, on every path.
 TEST_F(FusedGraphs, CrossEntropyRefusesLabelsOutsideTheClassesAndIgnoresAllIgnored) {
-  const Case* ce = std::find_if(std::begin(kCases), std::end(kCases), [](const Case& c) {
+  const FusedCase* ce = std::find_if(std::begin(kCases), std::end(kCases), [](const FusedCase& c) {
     return std::string(c.name) == "cross_entropy_and_its_gradient";
   });
   ASSERT_NE(ce, std::end(kCases));

@@ -5,13 +5,10 @@
 
 #include "base/error.h"
 #include "ir/text_format.h"
+#include "dim_expr_literal.h"
 
 namespace disc::ir {
 namespace {
-
-DimExpr P(std::string_view s) {
-  return parse_dim_expr(s);
-}
 
 TEST(DimExpr, CanonicalFormIsIndependentOfSpelling) {
   EXPECT_EQ(P("S*B*4096").str(), "4096*B*S");

@@ -6,13 +6,10 @@
 
 #include "base/error.h"
 #include "ir/text_format.h"
+#include "dim_expr_literal.h"
 
 namespace disc::ir {
 namespace {
-
-DimExpr P(std::string_view s) {
-  return parse_dim_expr(s);
-}
 
 class ShapeGraphTest : public ::testing::Test {
  protected:

@@ -8,13 +8,10 @@
 
 #include "base/error.h"
 #include "ir/text_format.h"
+#include "dim_expr_literal.h"
 
 namespace disc::ir {
 namespace {
-
-DimExpr P(std::string_view s) {
-  return parse_dim_expr(s);
-}
 
 std::string message(const std::function<void()>& f) {
   try {

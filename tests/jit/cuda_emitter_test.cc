@@ -29,7 +29,6 @@ namespace {
 
 constexpr Tolerance kArithmetic{.rtol = 1e-4, .atol = 1e-4};
 constexpr Tolerance kEightUlp{.rtol = 9.6e-7, .atol = 1e-42};
-constexpr Bucket kAnyExtent{0, std::numeric_limits<int64_t>::max()};
 
 struct Pattern {
   std::string name;
@@ -129,8 +128,12 @@ void expect_entries(GpuVendor v, const GpuCode& o, const std::vector<CudaKernelS
   };
   for (const CudaKernelSource& s : sources) {
     EXPECT_TRUE(has(s.name)) << s.name;
-    if (s.has_totals) EXPECT_TRUE(has(s.name + "_totals")) << s.name;
-    if (!s.summed.empty()) EXPECT_TRUE(has(s.name + "_sums")) << s.name;
+    if (s.has_totals) {
+      EXPECT_TRUE(has(s.name + "_totals")) << s.name;
+    }
+    if (!s.summed.empty()) {
+      EXPECT_TRUE(has(s.name + "_sums")) << s.name;
+    }
   }
 }
 

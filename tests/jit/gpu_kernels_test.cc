@@ -23,8 +23,6 @@
 namespace disc::jit {
 namespace {
 
-constexpr Bucket kAnyExtent{0, std::numeric_limits<int64_t>::max()};
-
 TEST(GpuLaunches, TotalsRowsAndSumsInOrderWithTheirGrids) {
   // The mean cross-entropy: totals (the count of counted labels), rows in groups of
   // kSumBlockRows, one sum.

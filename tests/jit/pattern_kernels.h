@@ -4,11 +4,16 @@
 #pragma once
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
+#include "jit/bucket.h"
 #include "jit/kernel_ir/kernel_ir.h"
 
 namespace disc::jit {
+
+// A bucket that admits every extent: the kernels compiled for it take no constant extent.
+inline constexpr Bucket kAnyExtent{0, std::numeric_limits<int64_t>::max()};
 
 // Elementwise with broadcasts of all four accesses and loads of i32 and f64:
 // y = -min(max((x * w + b) * s - x / (|w| + 1), d), i)   with b per row, w and d per column,

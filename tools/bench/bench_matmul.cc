@@ -6,7 +6,6 @@
 // usage: bench_matmul [threads] [--json FILE]   (default: every hardware thread)
 #include <algorithm>
 #include <cctype>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -18,6 +17,7 @@
 #include "devices/cpu/tril_gemm.h"
 #include "json_file.h"
 #include "peak_flops.h"
+#include "timing.h"
 
 namespace disc::bench {
 namespace {
@@ -80,11 +80,6 @@ class Operands {
   int64_t sizes_[3];
   float* ptr_[3] = {};
 };
-
-double now_seconds() {
-  using clock = std::chrono::steady_clock;
-  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
-}
 
 // Median seconds per GEMM over repetitions filling about kGemmSeconds, after one warm-up call
 // that also creates and caches the primitive.

@@ -5,11 +5,12 @@
 
 #include <immintrin.h>
 
-#include <chrono>
 #include <cstdint>
 #include <latch>
 #include <thread>
 #include <vector>
+
+#include "timing.h"
 
 namespace disc::bench {
 namespace {
@@ -62,11 +63,6 @@ Kernel pick_kernel() {
     return {"avx2+fma", fma_loop_avx2, kChains256 * 8 * 2};
   }
   return {"none", nullptr, 0};
-}
-
-double now_seconds() {
-  using clock = std::chrono::steady_clock;
-  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
 volatile float g_sink;  // keeps every kernel's result alive
