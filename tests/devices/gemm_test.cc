@@ -386,8 +386,10 @@ std::string gemm_case_name(const ::testing::TestParamInfo<GemmCase>& info) {
          (t.c_f32 ? "_cf32" : "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Small, GemmConformance, ::testing::ValuesIn(small_cases()), gemm_case_name);
-INSTANTIATE_TEST_SUITE_P(Large, GemmConformance, ::testing::ValuesIn(large_cases()), gemm_case_name);
+INSTANTIATE_TEST_SUITE_P(Small, GemmConformance, ::testing::ValuesIn(small_cases()),
+                         gemm_case_name);
+INSTANTIATE_TEST_SUITE_P(Large, GemmConformance, ::testing::ValuesIn(large_cases()),
+                         gemm_case_name);
 
 TEST(Gemm, EmptyKZeroesC) {
   auto dev = make_cpu_device(0);

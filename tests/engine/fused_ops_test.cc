@@ -307,9 +307,10 @@ TEST_F(FusedGraphs, BackgroundCompilationInterpretsUntilTheKernelsAreReady) {
 // for large scores: the tril pass relies on it (devices/cpu/tril_gemm.h takes its fast path only
 // then).
 TEST_F(FusedGraphs, CausalProbabilitiesAreExactlyZeroAboveTheDiagonal) {
-  const FusedCase* causal = std::find_if(std::begin(kCases), std::end(kCases), [](const FusedCase& c) {
-    return std::string(c.name) == "causal_mask_softmax_and_its_gradient";
-  });
+  const FusedCase* causal =
+      std::find_if(std::begin(kCases), std::end(kCases), [](const FusedCase& c) {
+        return std::string(c.name) == "causal_mask_softmax_and_its_gradient";
+      });
   ASSERT_NE(causal, std::end(kCases));
   auto g = ir::parse_graph(graph_text(*causal, 0));
   std::unique_ptr<ir::Graph> fused = jit::apply_fusion(*g, jit::plan_fusion(*g));

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "ir/text_format.h"
 #include "dim_expr_literal.h"
+#include "ir/text_format.h"
 
 namespace disc::ir {
 namespace {

@@ -7,8 +7,8 @@
 #include <random>
 
 #include "base/error.h"
-#include "ir/text_format.h"
 #include "dim_expr_literal.h"
+#include "ir/text_format.h"
 
 namespace disc::ir {
 namespace {
