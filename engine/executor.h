@@ -54,6 +54,8 @@ class Executor {
                                     StepStats* stats = nullptr);
   // With background compilation: waits until every kernel queued so far is compiled.
   void wait_for_compiles();
+  // The ranks the step's collectives (all_reduce) sum over; null: one process.
+  void set_communicator(devices::Communicator* comm) { ctx_.comm = host_ctx_.comm = comm; }
   // Observe every event of the following runs (an empty function stops it).
   void set_observer(StepObserver observer) { observer_ = std::move(observer); }
   memory::Governor& governor() { return governor_; }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -10,6 +11,10 @@
 #include "base/dtype.h"
 #include "ir/optimizer_config.h"
 #include "memory/governor_options.h"
+
+namespace disc::devices {
+class Communicator;
+}
 
 namespace disc::engine {
 
@@ -54,6 +59,13 @@ struct TrainerOptions {
   // Refuse a memory cap that the largest shape cannot keep, before the first step. `disc-train
   // plan` turns it off to show where such a cap fails.
   bool check_cap = true;
+  // Data parallelism: this process is one rank of `communicator` (devices::mpi_world() under
+  // mpirun). Each rank steps on its share of the global batch, and the step trains on the global
+  // batch's loss with the gradients summed over the ranks in buckets of about `bucket_bytes`
+  // (ir/data_parallel.h), so every rank makes the update one process would make on the whole
+  // batch. Null, or a single rank: one process.
+  std::shared_ptr<devices::Communicator> communicator;
+  int64_t bucket_bytes = int64_t{25} << 20;
 };
 
 }  // namespace disc::engine

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "devices/communicator.h"
 #include "ir/passes/passes.h"
 #include "ir/text_format.h"
 #include "ir/training_step.h"
@@ -76,7 +77,11 @@ bool training_step(CompiledStep& s, const TrainerOptions& o) {
     throw InvalidArgument("every parameter is frozen: there is nothing to train");
   ir::OptimizerConfig optimizer = o.optimizer;
   optimizer.loss_scaling = o.precision == DType::kF16;  // f16's range needs it
-  ir::build_training_step(*s.model.graph, s.model.loss, trained, optimizer);
+  std::optional<ir::DataParallel> data_parallel;
+  if (o.communicator && o.communicator->size() > 1)
+    data_parallel = {.bucket_bytes = o.bucket_bytes};
+  ir::build_training_step(*s.model.graph, s.model.loss, trained, optimizer, false,
+                          data_parallel ? &*data_parallel : nullptr);
   return true;
 }
 
@@ -115,7 +120,9 @@ const std::vector<Stage>& stages() {
       // On the forward graph, so that autodiff gives the backward the forward's dtypes.
       {"precision", "bf16 or f16 matmuls; norms, softmax, losses and reductions in f32",
        [](const TrainerOptions& o) { return o.precision != DType::kF32; }, precision},
-      {"training_step", "autodiff and the optimizer: backward, gradient norm, clipping, updates",
+      {"training_step",
+       "autodiff and the optimizer: backward, gradient norm, clipping, updates (with ranks: the "
+       "global batch's loss, gradients summed over the ranks in buckets)",
        always, training_step},
       {"backward_recompute",
        "the backward makes cheap forward values again instead of holding them",

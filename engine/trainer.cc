@@ -175,7 +175,8 @@ struct Trainer::Impl {
   std::unique_ptr<jit::KernelCache> kernels_;     // with options.jit
   std::unique_ptr<jit::GpuKernels> gpu_kernels_;  // with options.jit on a GPU
   std::unique_ptr<Executor> executor_;
-  std::map<std::string, Tensor> state_;  // parameters and optimizer state by name
+  std::shared_ptr<devices::Communicator> comm_;  // the ranks of a data-parallel run (or null)
+  std::map<std::string, Tensor> state_;          // parameters and optimizer state by name
   int64_t step_ = 0;
   int64_t updates_ = 0;      // steps whose updates were applied (AdamW's bias correction)
   double loss_scale_ = 0;    // f16 loss scaling (0: none)
@@ -229,6 +230,8 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
       impl_->kernels_.get(), options.background_compile, impl_->gpu_kernels_.get());
   impl_->compiled_.schedule
       .reset();  // the governor holds it now: governor().liveness(), candidates()
+  impl_->comm_ = options.communicator;
+  impl_->executor_->set_communicator(impl_->comm_.get());
   refuse_what_the_device_cannot_hold(*impl_->compiled_.model.graph, *impl_->device_);
   try {
     impl_->state_ = init_params(impl_->compiled_.model, options.seed, *impl_->alloc_);

@@ -28,6 +28,8 @@ std::string_view category_name(OpCategory c) {
       return "random";
     case OpCategory::kLoss:
       return "loss";
+    case OpCategory::kCollective:
+      return "collective";
     case OpCategory::kFused:
       return "fused";
   }

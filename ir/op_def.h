@@ -28,6 +28,9 @@ enum class OpCategory {
   kConstant,
   kRandom,
   kLoss,
+  // Across the ranks of a data-parallel run: never fused, and never recomputed by the memory
+  // planner (a collective issued on one rank alone would wait for the others forever).
+  kCollective,
   kFused,  // a group of memory-bound ops compiled as one kernel (jit/fusion/fused_op.h)
 };
 std::string_view category_name(OpCategory c);

@@ -31,6 +31,7 @@ OpRegistry& OpRegistry::mutable_instance() {
     register_conv_ops(r);
     register_grad_ops(r);
     register_optimizer_ops(r);
+    register_collective_ops(r);
     return r;
   }();
   return registry;

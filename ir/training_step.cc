@@ -65,11 +65,25 @@ void add_update(Graph& g, Value* argument, Value* value, Value* zero_if_finite) 
 }  // namespace
 
 void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& params,
-                         const OptimizerConfig& opt, bool debug_outputs) {
+                         const OptimizerConfig& opt, bool debug_outputs,
+                         const DataParallel* data_parallel) {
   for (Value* p : params) {
     if (p->role() != Role::kParameter) {
       throw InvalidArgument("%" + p->name() + " is not a param argument and cannot be trained");
     }
+  }
+  bool has_loss = false;  // a forward graph read from a file may already name its loss
+  for (const auto& [name, v] : g.outputs()) {
+    if (name != "loss") continue;
+    if (v != loss)
+      throw InvalidArgument("output `loss` of graph @" + g.name() +
+                            " is not the loss being trained");
+    has_loss = true;
+  }
+  if (data_parallel) {
+    g.keep_outputs([](const std::string& name) { return name != "loss"; });
+    loss = global_loss(g, loss);
+    has_loss = false;
   }
   DType t = loss->dtype();
   Value* lr = g.add_argument("lr", {t, {}}, Role::kInput);
@@ -79,19 +93,12 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
   Value* scale = opt.loss_scaling ? g.add_argument("loss_scale", {t, {}}, Role::kInput) : nullptr;
   auto grads =
       scale ? unscaled_gradients(g, loss, params, scale) : build_gradients(g, loss, params);
+  if (data_parallel) grads = all_reduce_in_buckets(g, grads, data_parallel->bucket_bytes);
   Value* norm = global_norm(g, grads, t);
   Value* guard = scale ? g.add("sub", {norm, norm}) : nullptr;  // updates only where 0
   for (size_t i = 0; debug_outputs && i < params.size(); ++i)
     g.add_output("grad." + params[i]->name(), grads[i]);
   if (opt.clip_norm > 0) grads = clip(g, grads, norm, opt.clip_norm);
-  bool has_loss = false;  // a forward graph read from a file may already name its loss
-  for (const auto& [name, v] : g.outputs()) {
-    if (name != "loss") continue;
-    if (v != loss)
-      throw InvalidArgument("output `loss` of graph @" + g.name() +
-                            " is not the loss being trained");
-    has_loss = true;
-  }
   if (!debug_outputs) g.keep_outputs([](const std::string& name) { return name == "loss"; });
   if (!has_loss) g.add_output("loss", loss);
   g.add_output("grad_norm", norm);

@@ -11,6 +11,7 @@
 
 #include <vector>
 
+#include "ir/data_parallel.h"
 #include "ir/graph.h"
 #include "ir/optimizer_config.h"
 
@@ -19,7 +20,12 @@ namespace disc::ir {
 // The forward graph's other outputs (a model's `logits`) are dropped: kept, they would hold their
 // bytes to the end of the step. With debug_outputs they stay, and each parameter's gradient
 // (before clipping) is also an output named `grad.<param>` (for tests and debugging).
+//
+// With `data_parallel`, the step is one rank's of a data-parallel run (ir/data_parallel.h): it
+// trains on the loss of the global batch, whose value is the output `loss`, and its gradients are
+// summed over the ranks (in buckets) before the norm, clipping and updates read them.
 void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& params,
-                         const OptimizerConfig& opt, bool debug_outputs = false);
+                         const OptimizerConfig& opt, bool debug_outputs = false,
+                         const DataParallel* data_parallel = nullptr);
 
 }  // namespace disc::ir

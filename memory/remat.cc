@@ -73,6 +73,9 @@ std::vector<Candidate> find_candidates(const ir::Graph& g, const Liveness& l, in
   std::set<const Node*> never;  // nodes whose results feed updates: the optimizer's own work
   for (const auto& [name, v] : g.outputs()) kept.insert(v);
   for (const auto& [arg, v] : g.updates()) kept.insert(v), never.insert(v->producer());
+  // A collective recomputed on one rank would wait for the others forever.
+  for (const Node* n : l.order)
+    if (n->op().category == ir::OpCategory::kCollective) never.insert(n);
   std::vector<Candidate> out;
   for (const Node* n : l.order) {
     for (const Value* v : n->results()) {

@@ -8,7 +8,8 @@
 //    (a chain of at most kMaxChain nodes), over values that are alive at that step anyway;
 //  - reload: a copy to host memory and back, on devices whose memory is separate.
 // Outputs and values that updates copy into parameters are never candidates, nodes whose
-// results feed updates are never recomputed, and no recompute reads a parameter after its
+// results feed updates are never recomputed, nor are collectives (all_reduce: every rank runs each
+// once, in the same order), and no recompute reads a parameter after its
 // update has overwritten it. Random ops are counter-based (seed, position), so
 // rerunning one draws the same numbers.
 #pragma once

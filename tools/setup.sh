@@ -16,6 +16,8 @@ packages=(
   zlib1g-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   # sentencepiece for Llama's tokenizer.model; its test trains a model and checks it against Python.
   libsentencepiece-dev sentencepiece python3-sentencepiece
+  # Open MPI: launches data-parallel runs (mpirun) and sums their gradients on the CPU.
+  openmpi-bin libopenmpi-dev
   # Tests and benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev
   # hiprtc (in the HIP runtime), so that the tests compile the GPU kernels for AMD GPUs too; the

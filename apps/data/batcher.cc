@@ -129,6 +129,32 @@ HostBatch Batcher::assemble(int64_t count) const {
     // targets[t] = tokens[t + 1] for first <= t < len - 1
     std::copy(s.begin() + first + 1, s.end(), targets + first);
     b.real_tokens += len - 1 - first;
+    b.lengths.push_back(len);
+  }
+  return b;
+}
+
+HostBatch rank_share(const HostBatch& global, int rank, int ranks, int32_t pad_id,
+                     int32_t ignore_index) {
+  if (ranks < 1 || rank < 0 || rank >= ranks)
+    throw InvalidArgument("rank " + std::to_string(rank) + " of " + std::to_string(ranks) +
+                          " ranks does not exist");
+  const int64_t begin = global.batch * rank / ranks, end = global.batch * (rank + 1) / ranks;
+  HostBatch b;
+  b.batch = std::max<int64_t>(end - begin, 1);
+  for (int64_t r = begin; r < end; ++r) b.seq = std::max(b.seq, global.lengths.at(r));
+  b.seq = std::max<int64_t>(b.seq, 1);
+  b.tokens.assign(static_cast<size_t>(b.batch * b.seq), pad_id);
+  b.targets.assign(static_cast<size_t>(b.batch * b.seq), ignore_index);
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t len = global.lengths[r];
+    for (int64_t t = 0; t < len; ++t) {
+      b.tokens[(r - begin) * b.seq + t] = global.tokens[r * global.seq + t];
+      const int32_t target = global.targets[r * global.seq + t];
+      b.targets[(r - begin) * b.seq + t] = target;
+      b.real_tokens += target != ignore_index;
+    }
+    b.lengths.push_back(len);
   }
   return b;
 }

@@ -35,8 +35,18 @@ struct HostBatch {
   // t < len - 1 where the target counts (t + 1 >= the sequence's loss start), ignore_index
   // elsewhere: before the loss start, at the last real position and at every padding position.
   std::vector<int32_t> tokens, targets;
-  int64_t real_tokens = 0;  // targets that count: the sum of (len - 1), less those masked
+  int64_t real_tokens = 0;       // targets that count: the sum of (len - 1), less those masked
+  std::vector<int64_t> lengths;  // each sequence's, in tokens (the rest of its row is padding)
 };
+
+// Rank `rank`'s share of a global batch in a data-parallel run of `ranks`: its rows by position
+// (rows [batch * rank / ranks, batch * (rank + 1) / ranks)), padded to their own longest, so
+// that the ranks together hold exactly the global batch. A rank whose share is empty (a global
+// batch of fewer rows than ranks, as a token budget may make) gets one row of padding whose
+// targets all are ignore_index: its step counts no token and adds nothing to the gradients, but
+// it takes part in the step's collectives.
+HostBatch rank_share(const HostBatch& global, int rank, int ranks, int32_t pad_id,
+                     int32_t ignore_index);
 
 class Batcher {
  public:

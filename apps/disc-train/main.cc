@@ -19,6 +19,7 @@
 #include "base/version.h"
 #include "config.h"
 #include "devices/cpu/openmp_spin.h"
+#include "devices/mpi/mpi_communicator.h"
 #include "engine/pipeline.h"
 #include "export.h"
 #include "run.h"
@@ -33,6 +34,17 @@ void honour_no_color() {
     if (auto* color = dynamic_cast<spdlog::sinks::stdout_color_sink_mt*>(sink.get()))
       color->set_color_mode(spdlog::color_mode::never);
   }
+}
+
+// Bad input's one line and exit code 2. In a data-parallel run the failing rank ends every rank
+// (the others would wait for it forever in the step's next collective).
+int refuse(const char* what) {
+  std::cerr << "disc-train: " << what << "\n";
+  if (auto world = disc::devices::mpi_world_if_started(); world && world->size() > 1) {
+    std::cerr.flush();
+    world->abort(2);
+  }
+  return 2;
 }
 
 }  // namespace
@@ -104,10 +116,8 @@ int main(int argc, char** argv) {
     if (*hf) return disc::apps::export_model(c, to, from);
     return disc::apps::run_training(c, flags);
   } catch (const disc::Error& e) {
-    std::cerr << "disc-train: " << e.what() << "\n";
-    return 2;
+    return refuse(e.what());
   } catch (const std::exception& e) {  // a library's own error (filesystem, YAML): still one line
-    std::cerr << "disc-train: " << e.what() << "\n";
-    return 2;
+    return refuse(e.what());
   }
 }

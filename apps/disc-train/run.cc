@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -20,6 +21,7 @@
 #include "ir/text_format.h"
 #include "jit/hash.h"
 #include "memory/governor.h"
+#include "ranks.h"
 #include "reporting.h"
 #include "run_identity.h"
 #include "schedule.h"
@@ -197,13 +199,17 @@ void progress_to_stderr(engine::Pipeline& p) {
 int run_training(const Config& c, const RunFlags& f) {
   RunSetup s = make_setup(
       c);  // every bad input fails here or in the checks below, before anything is written
-  check_outputs(c);
+  const std::map<std::string, std::string> identity = run_identity(c, s.examples);
+  const Ranks ranks = join_ranks(c, s, identity);
+  // Rank 0 alone writes (logs, metrics, traces, checkpoints, exports); every rank reads.
+  const bool writes = ranks.writes();
+  if (writes) check_outputs(c);
   RunOutputs out{nullptr,
-                 c.get_string("logging.metrics"),
-                 Trace(c.get_string("logging.trace"), c.get_ints("logging.trace_steps"),
-                       c.get_bytes("memory.cap")),
-                 Progress(c.get_string("logging.progress"), c.get_int("train.steps"),
-                          c.get_int("logging.every")),
+                 writes ? c.get_string("logging.metrics") : "",
+                 Trace(writes ? c.get_string("logging.trace") : "",
+                       c.get_ints("logging.trace_steps"), c.get_bytes("memory.cap")),
+                 Progress(writes ? c.get_string("logging.progress") : "none",
+                          c.get_int("train.steps"), c.get_int("logging.every")),
                  c.get_string("checkpoint.dir"),
                  c.get_int("checkpoint.every"),
                  c.get_int("checkpoint.keep")};
@@ -213,7 +219,6 @@ int run_training(const Config& c, const RunFlags& f) {
     throw InvalidArgument("no complete checkpoint in " + out.ckdir +
                           " to resume from; run without --resume to start fresh");
   }
-  const std::map<std::string, std::string> identity = run_identity(c, s.examples);
   const ir::Graph& g = *s.model.graph;
   engine::Trainer trainer(std::move(s.model), s.trainer, [](engine::Pipeline& p) {
     p.progress([](const engine::CompileProgress& e) { spdlog::info("{}", progress_line(e)); });
@@ -221,8 +226,8 @@ int run_training(const Config& c, const RunFlags& f) {
   // The lock creates the folder, so it comes after what may refuse the run; and before the
   // folder's contents are looked at, so that no other run changes them meanwhile.
   std::unique_ptr<CheckpointLock> lock;
-  if (!out.ckdir.empty()) lock = std::make_unique<CheckpointLock>(out.ckdir);
-  if (!f.resume && !out.ckdir.empty()) refuse_mixing_runs(out.ckdir);
+  if (writes && !out.ckdir.empty()) lock = std::make_unique<CheckpointLock>(out.ckdir);
+  if (writes && !f.resume && !out.ckdir.empty()) refuse_mixing_runs(out.ckdir);
   data::Batcher batcher(s.examples, s.batching, s.loss_start);
   if (f.resume) {
     out.verified = resume(out.ckdir, trainer, batcher, identity, f.allow_changes);
@@ -247,14 +252,19 @@ int run_training(const Config& c, const RunFlags& f) {
   RunTotals totals;
   int code = 0;
   for (int64_t step = trainer.steps_done() + 1; step <= total && code == 0; ++step) {
-    data::HostBatch hb = batcher.next();
+    const data::HostBatch hb = batcher.next();  // the global batch, which the reports count
     if (out.trace.wants(step)) trainer.set_observer(out.trace.observer(step));
-    StepReport r{trainer.step(to_tensors(hb, trainer, g, seed, step), lr.at(step)),
-                 hb.real_tokens,
-                 hb.batch,
-                 hb.seq,
-                 lr.at(step),
-                 trainer.allocator().stats().live_bytes};
+    data::HostBatch share;  // this rank's rows of it, with ranks
+    if (ranks.size > 1)
+      share =
+          data::rank_share(hb, ranks.rank, ranks.size, s.batching.pad_id, s.batching.ignore_index);
+    StepReport r{
+        trainer.step(to_tensors(ranks.size > 1 ? share : hb, trainer, g, seed, step), lr.at(step)),
+        hb.real_tokens,
+        hb.batch,
+        hb.seq,
+        lr.at(step),
+        trainer.allocator().stats().live_bytes};
     if (out.trace.wants(step)) {
       trainer.set_observer({});
       out.trace.end_step(step, r.result.stats.ms * 1e3, r.result.stats.compile_ms,
@@ -276,21 +286,23 @@ int run_training(const Config& c, const RunFlags& f) {
       code = 1;
       break;
     }
-    const bool stop = signals.received() != 0;
-    if (!out.ckdir.empty() && (step % out.every == 0 || step == total || stop))
+    const bool stop = ranks.any(signals.received() != 0);
+    // mpirun passes a signal on to every rank; one that another rank got first stops this one too.
+    const int signal = signals.received() != 0 ? signals.received() : SIGTERM;
+    if (writes && !out.ckdir.empty() && (step % out.every == 0 || step == total || stop))
       out.checkpoint(trainer, batcher, identity);
     if (stop) {
-      spdlog::warn("{}: stopped after step {}{}", StopSignals::name(signals.received()), step,
+      spdlog::warn("{}: stopped after step {}{}", StopSignals::name(signal), step,
                    out.ckdir.empty()
                        ? ""
                        : "; checkpoint " + out.verified + " written: continue with --resume");
-      code = 128 + signals.received();
+      code = 128 + signal;
     }
   }
   write_reports(out, totals, trainer, g);
   out.progress.finish(summary_line(totals.steps, totals.tokens, totals.ms, totals.peak,
                                    totals.first, totals.last, totals.compiles, totals.evictions));
-  if (const std::string dir = c.get_string("export.dir"); code == 0 && !dir.empty()) {
+  if (const std::string dir = c.get_string("export.dir"); writes && code == 0 && !dir.empty()) {
     engine::write_hf_llama(engine::parameters_of(trainer), *s.llama, dir, s.hf.get(),
                            export_dtype(c));
     spdlog::info("exported the trained llama to {} (Hugging Face layout)", dir);

@@ -40,7 +40,10 @@ using RocblasGemmExFn = Status (*)(Handle, int transa, int transb, int m, int n,
                                    int64_t stride_d, int batch, int compute, int algo,
                                    int32_t solution, uint32_t flags);
 
-// The names and codes of each library.
+}  // namespace
+
+// The names and codes of each library. Outside the anonymous namespace because GpuBlas::Api holds
+// one (a class with external linkage may not hold a member whose type has internal linkage).
 struct Library {
   const char* title;
   const char* files[3];
@@ -49,6 +52,8 @@ struct Library {
   int bf16, f16, f32;  // the ex call's type codes (rocBLAS's compute type is f32's)
   const char* missing;
 };
+
+namespace {
 
 const Library kCublas{"cuBLAS",
                       {"libcublas.so.13", "libcublas.so.12", "libcublas.so"},

@@ -1,8 +1,10 @@
 // The host's kernels (memory the host addresses: cpu, sim), each registered beside the code that
 // marshals a node's attributes and tensors into its arguments. An op without one here runs its
 // reference kernel.
+#include <cstring>
 #include <vector>
 
+#include "devices/communicator.h"
 #include "devices/cpu/block_attention.h"
 #include "devices/cpu/linear_cross_entropy.h"
 #include "engine/kernels/kernel_registry.h"
@@ -68,6 +70,20 @@ jit::KernelRun linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& arg
   return {};
 }
 
+// A gradient bucket summed over the ranks, one collective a tensor (in place where the result
+// took its operand's buffer). Not one over the bucket packed: MPI splits a message into segments
+// by its size, and with three ranks or more each segment's sum runs in another rank order, so the
+// bits would depend on where the buckets end. On a GPU the node is staged here, its tensors
+// copied to the host and back.
+jit::KernelRun all_reduce(const ir::Node&, const ir::KernelArgs& a, KernelContext& ctx) {
+  for (size_t i = 0; i < a.in.size(); ++i) {
+    const ir::TensorRef &in = a.in[i], &out = a.out[i];
+    if (out.data != in.data) std::memcpy(out.data, in.data, in.bytes());
+    if (ctx.comm) ctx.comm->all_reduce_sum(out.data, out.numel(), out.dtype);
+  }
+  return {};
+}
+
 }  // namespace
 
 void register_cpu_kernels(KernelRegistry& r) {
@@ -94,6 +110,13 @@ void register_cpu_kernels(KernelRegistry& r) {
            .dtype = t,
            .name = "cpu/linear_cross_entropy",
            .run = linear_cross_entropy});
+  }
+  for (DType t : {DType::kF32, DType::kF64}) {
+    r.add({.op = "all_reduce",
+           .device = kHost,
+           .dtype = t,
+           .name = "cpu/all_reduce",
+           .run = all_reduce});
   }
   // Fused nodes as kernels compiled by LLVM (jit/cpu/fused_runner.h), where the executor has them.
   r.add({.op = "fused",

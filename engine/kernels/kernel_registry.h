@@ -27,6 +27,9 @@
 namespace disc::jit {
 class GpuOps;
 }
+namespace disc::devices {
+class Communicator;
+}
 
 namespace disc::engine {
 
@@ -41,6 +44,9 @@ struct KernelContext {
   devices::Device* dev = nullptr;      // the device the tensors are on; its GEMMs run inside
   jit::FusedKernels* fused = nullptr;  // the device's compiled `fused` kernels (null: none)
   jit::GpuOps* gpu_ops = nullptr;      // on a GPU: the kernels of the ops fusion leaves
+  // The ranks of a data-parallel run, for collectives (null: one process, whose sums are the
+  // operands themselves).
+  devices::Communicator* comm = nullptr;
 };
 
 struct KernelEntry {

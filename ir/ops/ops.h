@@ -17,5 +17,6 @@ void register_nn_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);
 void register_grad_ops(OpRegistry& r);
 void register_optimizer_ops(OpRegistry& r);
+void register_collective_ops(OpRegistry& r);
 
 }  // namespace disc::ir

@@ -7,9 +7,15 @@
 #include "devices/shared_library.h"
 
 namespace disc::jit {
+
+// NVRTC's and hiprtc's opaque program; outside the anonymous namespace because
+// RuntimeCompiler::Api's members name it (a class with external linkage may not hold a member
+// whose type has internal linkage).
+struct RtcProgram;
+
 namespace {
 
-using Program = struct RtcProgram*;
+using Program = RtcProgram*;
 using Result = int;
 constexpr Result kSuccess = 0;
 using SizeFn = Result (*)(Program, size_t*);

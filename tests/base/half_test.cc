@@ -90,7 +90,9 @@ TEST(Half, F32ToBf16RoundsToNearestEven) {
   EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(std::bit_cast<float>(0x7f800001u)))));
   for (uint32_t b = 0; b < 0x10000; ++b) {
     float f = bf16_to_f32(static_cast<uint16_t>(b));
-    if (!std::isnan(f)) EXPECT_EQ(f32_to_bf16(f), b);
+    if (!std::isnan(f)) {
+      EXPECT_EQ(f32_to_bf16(f), b);
+    }
   }
 }
 

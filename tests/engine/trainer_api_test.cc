@@ -101,7 +101,7 @@ TEST(TrainerApi, FrozenParametersStayAsTheyAreAndTheRestTrainAsBefore) {
   const std::vector<float> embed = some.parameter("embed").to_vector<float>();
   all.step(batch(all), 0.01), some.step(batch(some), 0.01);
   // After one step the models differ only in what was frozen; later steps see that difference.
-  for (const std::string& p : {"l0.wk", "l1.w_down", "lm_head"}) {
+  for (const char* p : {"l0.wk", "l1.w_down", "lm_head"}) {
     std::vector<float> a = all.parameter(p).to_vector<float>(),
                        b = some.parameter(p).to_vector<float>();
     for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-6) << p;

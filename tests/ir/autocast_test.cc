@@ -106,8 +106,12 @@ TEST(Autocast, LlamaCastsEachParameterOnceAndKeepsTheLossF32) {
     if (op == "cast") ++casts[n->operand(0)];
     for (const Value* o : n->operands()) {
       const bool low = op == "matmul" || op == "attention" || op == "linear_cross_entropy";
-      if (low && is_float(o->dtype())) EXPECT_EQ(o->dtype(), DType::kBF16) << op;
-      if (op == "rms_norm") EXPECT_EQ(o->dtype(), DType::kF32) << op;
+      if (low && is_float(o->dtype())) {
+        EXPECT_EQ(o->dtype(), DType::kBF16) << op;
+      }
+      if (op == "rms_norm") {
+        EXPECT_EQ(o->dtype(), DType::kF32) << op;
+      }
     }
   }
   EXPECT_EQ(ops["attention"], 2);

@@ -104,6 +104,7 @@ std::vector<ValidCase> valid_cases() {
       {"sgd_update", "sgd_update(%x, %y, %x, %s)", "f32[B, S, 8], f32[B, S, 8]"},
       {"adamw_update", "adamw_update(%x, %y, %x, %y, %s, %seed) {weight_decay = 0.1}",
        "f32[B, S, 8], f32[B, S, 8], f32[B, S, 8]"},
+      {"all_reduce", "all_reduce(%x, %w, %s)", "f32[B, S, 8], f32[8, 16], f32[]"},
   };
   cases.insert(cases.end(), more.begin(), more.end());
   return cases;
@@ -190,6 +191,7 @@ std::vector<InvalidCase> invalid_cases() {
        "missing attribute `stride`"},
       {"sgd_update", "sgd_update(%x, %y, %x, %v8)", "(lr) must be a scalar"},
       {"adamw_update", "adamw_update(%x, %y, %x, %y, %s, %s)", "(step) must be an i64 scalar"},
+      {"all_reduce", "all_reduce(%x, %xi)", "all_reduce sums f32 or f64"},
   };
   cases.insert(cases.end(), more.begin(), more.end());
   return cases;

@@ -311,7 +311,9 @@ TEST_P(GovernedTraining, OnAGpuTheLossesFollowTheCpusWithinRounding) {
     ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
     for (size_t i = 0; i < cpu.losses.size(); ++i)
       EXPECT_NEAR(gpu.losses[i], cpu.losses[i], tol * std::fabs(cpu.losses[i])) << i;
-    if (m.cap > 0) EXPECT_LE(gpu.reserved_peak, m.cap);
+    if (m.cap > 0) {
+      EXPECT_LE(gpu.reserved_peak, m.cap);
+    }
   }
 }
 
@@ -380,7 +382,9 @@ TEST(GpuSteps, ABadTokenIdChangesNothingAndNamesTheGather) {
     for (const auto& [p, bytes] : before) EXPECT_EQ(t.parameter(p).to_vector<float>(), bytes) << p;
     losses.push_back(t.step(batch(5), 1e-2).loss);
     if (want_losses.empty()) want_losses = losses;
-    if (name != "cuda:0" && name != "hip:0") EXPECT_EQ(losses, want_losses);
+    if (name != "cuda:0" && name != "hip:0") {
+      EXPECT_EQ(losses, want_losses);
+    }
   }
 }
 

@@ -1,0 +1,37 @@
+// The ranks of a data-parallel run, and the collectives they run together. Every rank must call
+// the same collectives in the same order with the same counts (the training step's graph makes
+// them so): a collective that one rank skips waits for it forever.
+//
+//   std::shared_ptr<devices::Communicator> world = devices::mpi_world();  // null: not launched
+//   float g[3] = {...};                                                    //   by mpirun
+//   world->all_reduce_sum(g, 3, DType::kF32);  // every rank now holds the sum over the ranks
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/dtype.h"
+
+namespace disc::devices {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "mpi (Open MPI v4.1.4), rank 0 of 2": logs and errors.
+  virtual std::string describe() const = 0;
+  // Replaces `count` values at `data` (host memory) with their elementwise sum over every rank.
+  // f32, f64 and i64. The sum's order depends only on the number of ranks and the count, so a
+  // run repeats bit for bit at the same world size.
+  virtual void all_reduce_sum(void* data, int64_t count, DType dtype) = 0;
+  // Rank `root`'s `bytes` bytes at `data` into every rank's `data`.
+  virtual void broadcast(void* data, int64_t bytes, int root) = 0;
+  // Waits until every rank has come here.
+  virtual void barrier() = 0;
+  // Ends every rank's process with exit code `code`: what a rank that fails does, so that no other
+  // rank waits forever in a collective it will never join.
+  [[noreturn]] virtual void abort(int code) = 0;
+};
+
+}  // namespace disc::devices

@@ -1,0 +1,88 @@
+#include "ir/data_parallel.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <string>
+
+#include "base/error.h"
+
+namespace disc::ir {
+namespace {
+
+Value* scalar(Graph& g, double v, DType t) {
+  return g.add("constant", {}, {{"value", v}, {"dtype", t}});
+}
+
+// How many labels the cross-entropy that made `loss` counts (labels != ignore_index), as a scalar
+// of the loss's dtype; 1 for any other loss.
+Value* loss_count(Graph& g, Value* loss) {
+  const DType t = loss->dtype();
+  const Node* n = loss->producer();
+  int labels_at = -1;
+  if (n && n->op().name == "cross_entropy") labels_at = 1;
+  if (n && n->op().name == "linear_cross_entropy") labels_at = 2;
+  if (labels_at < 0) return scalar(g, 1.0, t);
+  Value* labels = n->operand(labels_at);
+  const double ignore = static_cast<double>(n->attrs().get_int("ignore_index"));
+  Value* ignored = g.add("broadcast", {scalar(g, ignore, labels->dtype())},
+                         {{"shape", labels->shape()}, {"dims", std::vector<int64_t>{}}});
+  Value* counted = g.add("cast", {g.add("ne", {labels, ignored})}, {{"dtype", t}});
+  std::vector<int64_t> all(labels->rank());
+  std::iota(all.begin(), all.end(), 0);
+  return g.add("reduce_sum", {counted}, {{"axes", all}});
+}
+
+}  // namespace
+
+Value* global_loss(Graph& g, Value* loss) {
+  Value* count = loss_count(g, loss);
+  Node* sums = g.add_node("all_reduce", {g.add("mul", {loss, count}), count}, {},
+                          {g.unique_name("loss.sum"), g.unique_name("loss.count")});
+  // No rank counts anything (every label ignored): the loss is 0, as cross-entropy's is then.
+  Value* total = g.add("max", {sums->result(1), scalar(g, 1e-30, loss->dtype())});
+  return g.add("div", {sums->result(0), total});
+}
+
+std::vector<Value*> all_reduce_in_buckets(Graph& g, const std::vector<Value*>& grads,
+                                          int64_t bucket_bytes) {
+  std::map<const Node*, size_t> position;
+  for (const Node* n : g.nodes()) position.emplace(n, position.size());
+  auto made_at = [&](const Value* v) {
+    return v->producer() ? position.at(v->producer()) : size_t{0};
+  };
+  std::vector<size_t> order(grads.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return made_at(grads[a]) < made_at(grads[b]); });
+  std::vector<Value*> sums(grads.size());
+  std::vector<size_t> bucket;
+  int64_t bytes = 0;
+  auto close = [&] {
+    std::vector<Value*> operands;
+    std::vector<std::string> names;
+    for (size_t i : bucket) {
+      operands.push_back(grads[i]);
+      names.push_back(g.unique_name(grads[i]->name() + ".sum"));
+    }
+    Node* n = g.add_node("all_reduce", operands, {}, names);
+    for (size_t k = 0; k < bucket.size(); ++k) sums[bucket[k]] = n->result(static_cast<int>(k));
+    bucket.clear();
+    bytes = 0;
+  };
+  for (size_t i : order) {
+    const std::optional<int64_t> b = grads[i]->type().bytes().constant();
+    if (!b) {
+      throw InvalidArgument("gradient %" + grads[i]->name() + " has the symbolic shape " +
+                            grads[i]->type().str() + "; data parallelism needs static parameters");
+    }
+    if (!bucket.empty() && grads[bucket[0]]->dtype() != grads[i]->dtype()) close();
+    bucket.push_back(i);
+    bytes += *b;
+    if (bytes >= bucket_bytes) close();
+  }
+  if (!bucket.empty()) close();
+  return sums;
+}
+
+}  // namespace disc::ir

@@ -1,0 +1,34 @@
+// Data parallelism in the training step: every rank of a run holds the same graph and trains on its
+// share of the global batch. These build the parts that make the ranks' step equal to one
+// process's step on the whole batch: the loss over every rank's examples, and the gradients
+// summed over the ranks in buckets (`all_reduce` nodes, ir/ops/collective_ops.cc) before the
+// gradient norm, clipping and updates read them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace disc::ir {
+
+struct DataParallel {
+  // A bucket closes once its gradients hold at least this many bytes (PyTorch DDP's default).
+  int64_t bucket_bytes = 25 << 20;
+};
+
+// The loss of the global batch: the ranks' losses, each times the count it averages over, summed
+// and divided by the sum of the counts. For a cross-entropy loss (cross_entropy,
+// linear_cross_entropy) the count is its labels != ignore_index, so the result is the mean over
+// the global batch's real tokens however the ranks' rows differ in length; for any other loss it
+// is 1 (the mean of the ranks' losses). Its gradient is each rank's share: count / total count
+// times the local loss's.
+Value* global_loss(Graph& g, Value* loss);
+
+// `grads` summed over the ranks: one all_reduce node per bucket of about `bucket_bytes`, filled in
+// the order the backward makes the gradients (their producers' order in `g`), so that the first
+// bucket can be summed while the backward still runs. Returns the sums in the order of `grads`.
+std::vector<Value*> all_reduce_in_buckets(Graph& g, const std::vector<Value*>& grads,
+                                          int64_t bucket_bytes);
+
+}  // namespace disc::ir
