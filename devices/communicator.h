@@ -32,6 +32,10 @@ class Communicator {
   // Ends every rank's process with exit code `code`: what a rank that fails does, so that no other
   // rank waits forever in a collective it will never join.
   [[noreturn]] virtual void abort(int code) = 0;
+  // A collective that waits more than `seconds` for the other ranks (one of them hung, stopped or
+  // died without its launcher noticing) ends every rank with exit code 3, after a line on stderr
+  // naming this rank, the call and the wait. 0 (the default): wait forever.
+  virtual void set_timeout(double seconds) = 0;
 };
 
 }  // namespace disc::devices

@@ -4,6 +4,7 @@
 #include <map>
 #include <numeric>
 #include <string>
+#include <utility>
 
 #include "base/error.h"
 
@@ -53,8 +54,9 @@ std::vector<Value*> all_reduce_in_buckets(Graph& g, const std::vector<Value*>& g
   };
   std::vector<size_t> order(grads.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return made_at(grads[a]) < made_at(grads[b]); });
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::pair(made_at(grads[a]), a) < std::pair(made_at(grads[b]), b);
+  });
   std::vector<Value*> sums(grads.size());
   std::vector<size_t> bucket;
   int64_t bytes = 0;

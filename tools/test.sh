@@ -43,12 +43,14 @@ cmake --build build-sanitize -j "$jobs"
 # recompute, in-place updates, background compiles: the governed-cap tests train every option
 # here); the 300-step bf16 and f16 loss curves (their cap tests and short runs stay); the 512-cube
 # GEMMs (the small and prime-sized cases stay); the CUDA C kernels compiled for the host (the
-# emitter's code, not ours, runs there), and by NVRTC and hiprtc (theirs too). About four minutes
-# of CI.
+# emitter's code, not ours, runs there), and by NVRTC and hiprtc (theirs too); the engine's
+# data-parallel tests on 2 and 3 ranks (100 s here: LeakSanitizer must unwind every malloc slowly
+# to see Open MPI's libraries; disc-train's data-parallel runs take the same paths). About six
+# minutes of CI.
 slow='^Training\.(LlamaLearnsCounting|AttentionOp|FusedKernels|LinearCrossEntropyOp|TriangularAttention'
 slow+='|TheTrainersStep|BackwardRecompute|CompiledKernels|BackgroundCompilation|UpdatesWrittenInPlace)'
 slow+='|^Precision\..*Follow|^Large/GemmConformance|^CudaEmitter\.PatternsAndOpsMatchTheInterpreter'
-slow+='|^CudaEmitter\.Every.*Compiles|^GpuOps\.(HostBuildMatches|SourceCompiles)'
+slow+='|^CudaEmitter\.Every.*Compiles|^GpuOps\.(HostBuildMatches|SourceCompiles)|^DataParallel\.[0-9]'
 ctest --test-dir build-sanitize --output-on-failure -j "$jobs" -E "$slow"
 
 echo "== ThreadSanitizer build: the tests that run threads of their own"

@@ -33,6 +33,7 @@ Ranks join_ranks(const Config& c, RunSetup& s, const std::map<std::string, std::
   if (!r.world || r.world->size() == 1) return r;
   r.rank = r.world->rank();
   r.size = r.world->size();
+  r.world->set_timeout(c.get_float("distributed.timeout"));
   if (!r.writes()) spdlog::set_level(spdlog::level::warn);
   // Every rank takes part in each check before any rank throws, so none is left waiting.
   uint64_t root = run_hash(c, identity);
@@ -48,8 +49,9 @@ Ranks join_ranks(const Config& c, RunSetup& s, const std::map<std::string, std::
   }
   const int64_t batch = s.batching.batch_size;
   if (s.batching.token_budget == 0 && batch % r.size != 0) {
-    throw InvalidArgument("data.batch_size " + std::to_string(batch) + " is not a multiple of the " +
-                          std::to_string(r.size) + " ranks: each rank takes an equal share of a " +
+    throw InvalidArgument("data.batch_size " + std::to_string(batch) +
+                          " is not a multiple of the " + std::to_string(r.size) +
+                          " ranks: each rank takes an equal share of a " +
                           "batch; set data.batch_size to a multiple of " + std::to_string(r.size) +
                           " or start " + "another number of ranks");
   }

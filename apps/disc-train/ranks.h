@@ -26,7 +26,8 @@ struct Ranks {
 // Joins the ranks mpirun started, if it started this process. Before anything is written, checks
 // that every rank runs the same config on the same data (a hash of both, compared with rank 0's)
 // and that data.batch_size is a multiple of the ranks; InvalidArgument, on every rank, otherwise.
-// Sets the communicator in s.trainer, and quietens every rank but rank 0 to warnings.
+// Sets the communicator in s.trainer and its timeout (distributed.timeout), and quietens every
+// rank but rank 0 to warnings.
 Ranks join_ranks(const Config& c, RunSetup& s, const std::map<std::string, std::string>& identity);
 
 }  // namespace disc::apps

@@ -3,8 +3,13 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 
 #include "base/error.h"
 
@@ -28,6 +33,14 @@ class MpiCommunicator final : public Communicator {
     if (size_t comma = library_.find(','); comma != std::string::npos) library_.resize(comma);
   }
   ~MpiCommunicator() override {
+    if (watchdog_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_ = true;
+      }
+      wake_.notify_all();
+      watchdog_.join();
+    }
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
@@ -36,14 +49,14 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string describe() const override {
-    return "mpi (" + library_ + "), rank " + std::to_string(rank_) + " of " +
-           std::to_string(size_);
+    return "mpi (" + library_ + "), rank " + std::to_string(rank_) + " of " + std::to_string(size_);
   }
 
   void all_reduce_sum(void* data, int64_t count, DType dtype) override {
     for (int64_t done = 0; done < count;) {  // MPI counts are ints
       const int n = static_cast<int>(std::min<int64_t>(count - done, kMaxCount));
       char* at = static_cast<char*>(data) + done * dtype_size(dtype);
+      const Waiting waiting(*this, "MPI_Allreduce");
       check(MPI_Allreduce(MPI_IN_PLACE, at, n, mpi_type(dtype), MPI_SUM, MPI_COMM_WORLD),
             "MPI_Allreduce");
       done += n;
@@ -52,12 +65,20 @@ class MpiCommunicator final : public Communicator {
   void broadcast(void* data, int64_t bytes, int root) override {
     for (int64_t done = 0; done < bytes;) {
       const int n = static_cast<int>(std::min<int64_t>(bytes - done, kMaxCount));
+      const Waiting waiting(*this, "MPI_Bcast");
       check(MPI_Bcast(static_cast<char*>(data) + done, n, MPI_BYTE, root, MPI_COMM_WORLD),
             "MPI_Bcast");
       done += n;
     }
   }
-  void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+  void barrier() override {
+    const Waiting waiting(*this, "MPI_Barrier");
+    check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+  }
+  void set_timeout(double seconds) override {
+    timeout_ms_ = static_cast<int64_t>(seconds * 1e3);
+    if (seconds > 0 && !watchdog_.joinable()) watchdog_ = std::thread([this] { watch(); });
+  }
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);  // MPI_Abort does not return; should it, the process still ends
@@ -65,6 +86,43 @@ class MpiCommunicator final : public Communicator {
 
  private:
   static constexpr int64_t kMaxCount = int64_t{1} << 30;
+
+  static int64_t now_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // Marks the time a collective started waiting, for the watchdog.
+  class Waiting {
+   public:
+    Waiting(MpiCommunicator& c, const char* call) : c_(c) {
+      c_.call_ = call;
+      c_.since_ms_ = now_ms();
+    }
+    ~Waiting() { c_.since_ms_ = 0; }
+
+   private:
+    MpiCommunicator& c_;
+  };
+
+  // A thread of its own, since the rank's own thread is inside the collective that hangs: it ends
+  // every rank when a collective has waited past the timeout.
+  void watch() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!wake_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_; })) {
+      const int64_t since = since_ms_, timeout = timeout_ms_;
+      if (since == 0 || timeout <= 0 || now_ms() - since <= timeout) continue;
+      std::fprintf(stderr,
+                   "disc: rank %d of %d waited %.1f s in %s for the other ranks: one of them hung "
+                   "or died; ending every rank (distributed.timeout)\n",
+                   rank_, size_, static_cast<double>(now_ms() - since) / 1e3, call_.load());
+      std::fflush(stderr);
+      // Not MPI_Abort: this thread may not call MPI while the rank's own thread is inside it.
+      // mpirun ends the other ranks when one exits without MPI_Finalize.
+      std::_Exit(3);
+    }
+  }
 
   static MPI_Datatype mpi_type(DType t) {
     switch (t) {
@@ -90,6 +148,13 @@ class MpiCommunicator final : public Communicator {
 
   int rank_ = -1, size_ = 0;
   std::string library_;
+  std::atomic<int64_t> since_ms_{0};   // when the collective under way began waiting (0: none)
+  std::atomic<const char*> call_{""};  // its name
+  std::atomic<int64_t> timeout_ms_{0};
+  std::thread watchdog_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
 };
 
 }  // namespace

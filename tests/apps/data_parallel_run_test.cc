@@ -2,11 +2,18 @@
 // step, a resume at another world size that continues the run, rank 0 alone writing, and bad
 // input refused on every rank.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "cli_test_util.h"
 
@@ -43,9 +50,12 @@ checkpoint:
   every: 6
 )";
 
+// mpirun as root (CI), more ranks than cores; under LeakSanitizer, Open MPI's own allocations
+// kept to exit are not disc's leaks (tests/lsan_mpi.supp).
 std::string on_ranks(int ranks) {
-  return std::string(MPIEXEC) + " --allow-run-as-root --oversubscribe -np " +
-         std::to_string(ranks) + " ";
+  return std::string(MPIEXEC) +
+         " --allow-run-as-root --oversubscribe -x LSAN_OPTIONS=suppressions=" + DISC_TEST_DATA_DIR +
+         "/lsan_mpi.supp:fast_unwind_on_malloc=0 -np " + std::to_string(ranks) + " ";
 }
 
 // `disc-train run` on `ranks` ranks (1: no mpirun) with the test's config and `args`.
@@ -78,14 +88,14 @@ TEST(DataParallelRun, RanksFollowOneProcessAndResumeAtAnotherWorldSize) {
 
   // Three ranks train, checkpointing at steps 6 and 12; two ranks resume from step 6 (the newest
   // once step 12's is gone) and finish the run.
-  auto three = train(s, 3,
-                     "checkpoint.dir=" + s.path("ck") + " logging.metrics=" + s.path("three.jsonl"));
+  auto three =
+      train(s, 3, "checkpoint.dir=" + s.path("ck") + " logging.metrics=" + s.path("three.jsonl"));
   ASSERT_EQ(three.code, 0) << three.out;
   ASSERT_TRUE(std::filesystem::exists(s.path("ck/step-00000006")));
   std::filesystem::remove_all(s.path("ck/step-00000012"));
-  auto resumed = train(s, 2,
-                       "--resume checkpoint.dir=" + s.path("ck") +
-                           " logging.metrics=" + s.path("resumed.jsonl"));
+  auto resumed = train(
+      s, 2,
+      "--resume checkpoint.dir=" + s.path("ck") + " logging.metrics=" + s.path("resumed.jsonl"));
   ASSERT_EQ(resumed.code, 0) << resumed.out;
   expect_close(losses(s.path("three.jsonl")), losses(s.path("one.jsonl")), 1);
   expect_close(losses(s.path("resumed.jsonl")), losses(s.path("one.jsonl")), 7);
@@ -107,12 +117,62 @@ TEST(DataParallelRun, TokenBudgetBatchesFollowOneProcess) {
 TEST(DataParallelRun, ABatchTheRanksCannotShareEquallyIsRefusedBeforeAnythingIsWritten) {
   Scratch s;
   s.write("run.yaml", kRanksRun);
-  auto r = train(s, 4, "data.batch_size=6 checkpoint.dir=" + s.path("ck") +
-                           " logging.metrics=" + s.path("m.jsonl"));
+  auto r = train(
+      s, 4,
+      "data.batch_size=6 checkpoint.dir=" + s.path("ck") + " logging.metrics=" + s.path("m.jsonl"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("data.batch_size 6 is not a multiple of the 4 ranks"), std::string::npos)
       << r.out;
   EXPECT_EQ(s.entries(), 1u);  // run.yaml alone
+}
+
+// The processes whose parent is `parent` (mpirun's ranks), from /proc.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string pid, comm, state;
+    pid_t ppid = 0;
+    if (stat >> pid >> comm >> state >> ppid && ppid == parent) out.push_back(std::stoi(pid));
+  }
+  return out;
+}
+
+// A rank stopped mid-run (SIGSTOP: alive, silent, what a hang looks like to the others): the
+// others' next collective gives up after distributed.timeout and every rank ends, exit code 3,
+// with a line naming the waiting rank.
+TEST(DataParallelRun, AHungRankEndsEveryRankAfterTheTimeout) {
+  Scratch s;
+  s.write("run.yaml", kRanksRun);
+  const std::string command =
+      on_ranks(2) + DISC_TRAIN + " run --config " + s.path("run.yaml") +
+      " train.steps=100000 distributed.timeout=2 logging.metrics=" + s.path("m.jsonl") + " > " +
+      s.path("out.txt") + " 2>&1";
+  const pid_t shell = ::fork();
+  if (shell == 0) {
+    ::execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), nullptr);
+    ::_exit(127);
+  }
+  const auto started = std::chrono::steady_clock::now();
+  while (!std::filesystem::exists(s.path("m.jsonl")) || children_of(shell).size() < 2) {
+    ASSERT_LT(std::chrono::steady_clock::now() - started, std::chrono::minutes(2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // some steps in
+  const std::vector<pid_t> ranks = children_of(shell);
+  ASSERT_EQ(::kill(ranks.back(), SIGSTOP), 0);
+  const auto stopped = std::chrono::steady_clock::now();
+  int status = 0;
+  ::waitpid(shell, &status, 0);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+  std::ifstream in(s.path("out.txt"));
+  const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << status << "\n" << out;
+  EXPECT_LT(seconds, 30) << out;
+  EXPECT_NE(out.find("for the other ranks: one of them hung or died"), std::string::npos) << out;
 }
 
 }  // namespace
