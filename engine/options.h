@@ -63,7 +63,8 @@ struct TrainerOptions {
   // mpirun). Each rank steps on its share of the global batch, and the step trains on the global
   // batch's loss with the gradients summed over the ranks in buckets of about `bucket_bytes`
   // (ir/data_parallel.h), so every rank makes the update one process would make on the whole
-  // batch. Null, or a single rank: one process.
+  // batch, and holds the same state: one rank alone need save() it. Null, or a single rank: one
+  // process.
   std::shared_ptr<devices::Communicator> communicator;
   int64_t bucket_bytes = int64_t{25} << 20;
 };

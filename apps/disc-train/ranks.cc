@@ -2,8 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <cstdio>
-
 #include "base/error.h"
 #include "devices/mpi/mpi_communicator.h"
 #include "jit/hash.h"

@@ -292,10 +292,12 @@ int run_training(const Config& c, const RunFlags& f) {
     if (writes && !out.ckdir.empty() && (step % out.every == 0 || step == total || stop))
       out.checkpoint(trainer, batcher, identity);
     if (stop) {
-      spdlog::warn("{}: stopped after step {}{}", StopSignals::name(signal), step,
-                   out.ckdir.empty()
-                       ? ""
-                       : "; checkpoint " + out.verified + " written: continue with --resume");
+      if (writes) {  // the other ranks stop alike, silently
+        spdlog::warn("{}: stopped after step {}{}", StopSignals::name(signal), step,
+                     out.ckdir.empty()
+                         ? ""
+                         : "; checkpoint " + out.verified + " written: continue with --resume");
+      }
       code = 128 + signal;
     }
   }

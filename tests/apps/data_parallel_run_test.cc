@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -140,39 +141,76 @@ std::vector<pid_t> children_of(pid_t parent) {
   return out;
 }
 
+// A long run of `disc-train run` on 2 ranks with `args`, its output to out.txt in `s`: started
+// (mpirun's pid, the shell exec'ed away) and some steps in, both ranks running.
+pid_t start_long_run(const Scratch& s, const std::string& args) {
+  const std::string command = "exec " + on_ranks(2) + DISC_TRAIN + " run --config " +
+                              s.path("run.yaml") +
+                              " train.steps=100000 logging.metrics=" + s.path("m.jsonl") + " " +
+                              args + " > " + s.path("out.txt") + " 2>&1";
+  const pid_t mpirun = ::fork();
+  if (mpirun == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while ((!std::filesystem::exists(s.path("m.jsonl")) || children_of(mpirun).size() < 2) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  return mpirun;
+}
+
+// Waits for `pid`; its exit code (-1: a signal ended it).
+int exit_code(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 // A rank stopped mid-run (SIGSTOP: alive, silent, what a hang looks like to the others): the
 // others' next collective gives up after distributed.timeout and every rank ends, exit code 3,
 // with a line naming the waiting rank.
 TEST(DataParallelRun, AHungRankEndsEveryRankAfterTheTimeout) {
   Scratch s;
   s.write("run.yaml", kRanksRun);
-  const std::string command =
-      on_ranks(2) + DISC_TRAIN + " run --config " + s.path("run.yaml") +
-      " train.steps=100000 distributed.timeout=2 logging.metrics=" + s.path("m.jsonl") + " > " +
-      s.path("out.txt") + " 2>&1";
-  const pid_t shell = ::fork();
-  if (shell == 0) {
-    ::execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), nullptr);
-    ::_exit(127);
-  }
-  const auto started = std::chrono::steady_clock::now();
-  while (!std::filesystem::exists(s.path("m.jsonl")) || children_of(shell).size() < 2) {
-    ASSERT_LT(std::chrono::steady_clock::now() - started, std::chrono::minutes(2));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // some steps in
-  const std::vector<pid_t> ranks = children_of(shell);
+  const pid_t mpirun = start_long_run(s, "distributed.timeout=2");
+  const std::vector<pid_t> ranks = children_of(mpirun);
+  ASSERT_EQ(ranks.size(), 2u);
   ASSERT_EQ(::kill(ranks.back(), SIGSTOP), 0);
   const auto stopped = std::chrono::steady_clock::now();
-  int status = 0;
-  ::waitpid(shell, &status, 0);
+  const int code = exit_code(mpirun);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
-  std::ifstream in(s.path("out.txt"));
-  const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << status << "\n" << out;
+  const std::string out = read_all(s.path("out.txt"));
+  EXPECT_EQ(code, 3) << out;
   EXPECT_LT(seconds, 30) << out;
   EXPECT_NE(out.find("for the other ranks: one of them hung or died"), std::string::npos) << out;
+}
+
+// SIGTERM to mpirun reaches every rank: they stop after the same step, rank 0 checkpoints it and
+// says so once.
+TEST(DataParallelRun, ASignalStopsEveryRankAfterTheSameStep) {
+  Scratch s;
+  s.write("run.yaml", kRanksRun);
+  const pid_t mpirun =
+      start_long_run(s, "checkpoint.dir=" + s.path("ck") + " checkpoint.every=100000");
+  ASSERT_EQ(::kill(mpirun, SIGTERM), 0);
+  exit_code(mpirun);
+  const std::string out = read_all(s.path("out.txt"));
+  const size_t at = out.find("SIGTERM: stopped after step ");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_EQ(out.find("stopped after step", at + 28), std::string::npos) << "said twice:\n" << out;
+  const int64_t step = std::stoll(out.substr(at + 28));
+  char folder[32];
+  std::snprintf(folder, sizeof folder, "ck/step-%08lld", static_cast<long long>(step));
+  EXPECT_TRUE(std::filesystem::exists(s.path(folder))) << out;
 }
 
 }  // namespace
