@@ -27,8 +27,6 @@ class Communicator {
   virtual void all_reduce_sum(void* data, int64_t count, DType dtype) = 0;
   // Rank `root`'s `bytes` bytes at `data` into every rank's `data`.
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;
-  // Waits until every rank has come here.
-  virtual void barrier() = 0;
   // Ends every rank's process with exit code `code`: what a rank that fails does, so that no other
   // rank waits forever in a collective it will never join.
   [[noreturn]] virtual void abort(int code) = 0;

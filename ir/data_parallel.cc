@@ -7,13 +7,12 @@
 #include <utility>
 
 #include "base/error.h"
+#include "ir/nn.h"
 
 namespace disc::ir {
 namespace {
 
-Value* scalar(Graph& g, double v, DType t) {
-  return g.add("constant", {}, {{"value", v}, {"dtype", t}});
-}
+using nn::scalar;
 
 // How many labels the cross-entropy that made `loss` counts (labels != ignore_index), as a scalar
 // of the loss's dtype; 1 for any other loss.
@@ -26,8 +25,8 @@ Value* loss_count(Graph& g, Value* loss) {
   if (labels_at < 0) return scalar(g, 1.0, t);
   Value* labels = n->operand(labels_at);
   const double ignore = static_cast<double>(n->attrs().get_int("ignore_index"));
-  Value* ignored = g.add("broadcast", {scalar(g, ignore, labels->dtype())},
-                         {{"shape", labels->shape()}, {"dims", std::vector<int64_t>{}}});
+  Value* ignored = g.add(
+      "full", {}, {{"shape", labels->shape()}, {"value", ignore}, {"dtype", labels->dtype()}});
   Value* counted = g.add("cast", {g.add("ne", {labels, ignored})}, {{"dtype", t}});
   std::vector<int64_t> all(labels->rank());
   std::iota(all.begin(), all.end(), 0);

@@ -19,7 +19,7 @@ Value* along_last(Graph& g, Value* v, const Value* like) {
 }
 
 Value* scale(Graph& g, Value* x, double factor) {
-  Value* c = g.add("constant", {}, {{"value", factor}, {"dtype", x->dtype()}});
+  Value* c = scalar(g, factor, x->dtype());
   return g.add("mul", {x, g.add("broadcast", {c},
                                 {{"shape", x->shape()}, {"dims", std::vector<int64_t>{}}})});
 }
@@ -45,6 +45,10 @@ Value* heads_first(Graph& g, Value* x) {  // [B, S, H, Dh] -> [B, H, S, Dh]
 }
 
 }  // namespace
+
+Value* scalar(Graph& g, double value, DType t) {
+  return g.add("constant", {}, {{"value", value}, {"dtype", t}});
+}
 
 Value* linear(Graph& g, Value* x, Value* w, Value* b) {
   Value* y = g.add("matmul", {x, w});

@@ -12,6 +12,8 @@
 
 namespace disc::ir::nn {
 
+// A scalar constant of dtype `t`.
+Value* scalar(Graph& g, double value, DType t);
 // x [..., in] times w [in, out], plus b [out] when given.
 Value* linear(Graph& g, Value* x, Value* w, Value* b = nullptr);
 // Rows of table [V, D] picked by integer ids [...] -> [..., D].

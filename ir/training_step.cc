@@ -2,13 +2,12 @@
 
 #include "base/error.h"
 #include "ir/autodiff.h"
+#include "ir/nn.h"
 
 namespace disc::ir {
 namespace {
 
-Value* scalar(Graph& g, double v, DType t) {
-  return g.add("constant", {}, {{"value", v}, {"dtype", t}});
-}
+using nn::scalar;
 
 Value* stretch(Graph& g, Value* s, const Value* like) {
   return g.add("broadcast", {s}, {{"shape", like->shape()}, {"dims", std::vector<int64_t>{}}});

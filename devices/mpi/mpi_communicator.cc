@@ -71,10 +71,6 @@ class MpiCommunicator final : public Communicator {
       done += n;
     }
   }
-  void barrier() override {
-    const Waiting waiting(*this, "MPI_Barrier");
-    check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-  }
   void set_timeout(double seconds) override {
     timeout_ms_ = static_cast<int64_t>(seconds * 1e3);
     if (seconds > 0 && !watchdog_.joinable()) watchdog_ = std::thread([this] { watch(); });
@@ -157,13 +153,11 @@ class MpiCommunicator final : public Communicator {
   bool stop_ = false;
 };
 
-}  // namespace
-
+// Whether mpirun started this process (Open MPI's launcher sets OMPI_COMM_WORLD_SIZE).
 bool launched_by_mpirun() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
 }
 
-namespace {
 // Made once and kept to the end of the process: MPI cannot be initialised a second time.
 std::shared_ptr<Communicator>& the_world() {
   static std::shared_ptr<Communicator> world;

@@ -7,9 +7,6 @@
 
 namespace disc::devices {
 
-// Whether this process was started by mpirun (Open MPI's launcher sets OMPI_COMM_WORLD_SIZE).
-bool launched_by_mpirun();
-
 // MPI_COMM_WORLD of this process, MPI initialised on the first call and finalised at exit. Null
 // when the process was not started by mpirun (a single process needs no MPI). Errors of MPI
 // calls are DeviceErrors naming the call and the rank.
