@@ -5,14 +5,27 @@
 //   std::shared_ptr<devices::Communicator> world = devices::mpi_world();  // null: not launched
 //   float g[3] = {...};                                                    //   by mpirun
 //   world->all_reduce_sum(g, 3, DType::kF32);  // every rank now holds the sum over the ranks
+//
+//   Collective c = world->start_all_reduce_sum(g, 3, DType::kF32);  // runs on the communicator's
+//   ...                                                              // thread: compute meanwhile,
+//   c.get();                                                         // g untouched until here
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <future>
 #include <string>
 
 #include "base/dtype.h"
 
 namespace disc::devices {
+
+// When a collective ran on the communicator's thread: for traces and the share of it hidden.
+struct CollectiveSpan {
+  std::chrono::steady_clock::time_point begin, end;
+};
+// A collective under way; get() waits for it and rethrows its error.
+using Collective = std::shared_future<CollectiveSpan>;
 
 class Communicator {
  public:
@@ -21,11 +34,17 @@ class Communicator {
   virtual int size() const = 0;
   // "mpi (Open MPI v4.1.4), rank 0 of 2": logs and errors.
   virtual std::string describe() const = 0;
-  // Replaces `count` values at `data` (host memory) with their elementwise sum over every rank.
-  // f32, f64 and i64. The sum's order depends only on the number of ranks and the count, so a
-  // run repeats bit for bit at the same world size.
-  virtual void all_reduce_sum(void* data, int64_t count, DType dtype) = 0;
-  // Rank `root`'s `bytes` bytes at `data` into every rank's `data`.
+  // Starts replacing `count` values at `data` (host memory) with their elementwise sum over every
+  // rank: f32, f64 and i64. Collectives run one after the other, in the order started, on a
+  // thread of the communicator's own, so the caller computes meanwhile; `data` is neither read
+  // nor written by anyone else until the returned Collective is ready. The sum's order depends
+  // only on the number of ranks and the count, so a run repeats bit for bit at one world size.
+  virtual Collective start_all_reduce_sum(void* data, int64_t count, DType dtype) = 0;
+  void all_reduce_sum(void* data, int64_t count, DType dtype) {
+    start_all_reduce_sum(data, count, dtype).get();
+  }
+  // Rank `root`'s `bytes` bytes at `data` into every rank's `data`, after the collectives started
+  // before it.
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;
   // Ends every rank's process with exit code `code`: what a rank that fails does, so that no other
   // rank waits forever in a collective it will never join.

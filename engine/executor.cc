@@ -20,11 +20,24 @@ struct Executor::Run {
   std::map<const ir::Value*, devices::HostBuffer> offloaded;  // evicted to host memory
   // Reloaded: kept until the step ends, since the copy back may still be reading them.
   std::vector<devices::HostBuffer> reloaded;
+  // Collectives still running after their node returned (KernelContext::later), by the results
+  // they write: waited for before one of them is read, copied, evicted or freed.
+  struct Pending {
+    const ir::Node* node;
+    std::vector<devices::Collective> work;
+  };
+  std::map<const ir::Value*, std::shared_ptr<Pending>> pending;
   StepStats stats;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-  double since_start() const {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-        .count();
+
+  // A step that throws still waits for its collectives before their tensors go.
+  ~Run() {
+    for (const auto& [v, p] : pending)
+      for (const devices::Collective& c : p->work) c.wait();
+  }
+  double since_start() const { return us_since_start(std::chrono::steady_clock::now()); }
+  double us_since_start(std::chrono::steady_clock::time_point t) const {
+    return std::chrono::duration<double, std::micro>(t - start).count();
   }
 };
 
@@ -47,7 +60,8 @@ Executor::Executor(const ir::Graph& g, memory::Allocator& alloc,
           .fused = gpu_kernels ? static_cast<jit::FusedKernels*>(gpu_kernels)
                    : host      ? fused_.get()
                                : nullptr,
-          .gpu_ops = gpu_kernels ? &gpu_kernels->ops() : nullptr};
+          .gpu_ops = gpu_kernels ? &gpu_kernels->ops() : nullptr,
+          .later = &later_};
   // The runners of fused kernels: the device's, and the host's for nodes staged from it.
   if (ctx_.fused) runners_.push_back(ctx_.fused);
   if (fused_ && fused_.get() != ctx_.fused) runners_.push_back(fused_.get());
@@ -104,12 +118,17 @@ std::map<std::string, Tensor> Executor::run(std::map<std::string, Tensor>& args,
     }
     run_node(n, r, /*in_place=*/true);
     for (const auto& [arg, v] : live.copies_after[i]) {
+      await(v, r);
       const Tensor &target = r.env.at(arg), &value = r.env.at(v);
       target.copy_from(value);
     }
-    for (const ir::Value* v : live.frees_after[i]) r.env.erase(v);
+    for (const ir::Value* v : live.frees_after[i]) {
+      await(v, r);
+      r.env.erase(v);
+    }
     for (int e : plan.evict_after[i]) evict(plan.evictions[e], r);
   }
+  while (!r.pending.empty()) await(r.pending.begin()->first, r);
   raise_device_checks();
   if (!r.offloaded.empty() || !r.reloaded.empty())
     alloc_.device().synchronize();  // before their memory goes
@@ -155,7 +174,10 @@ const ir::Value* Executor::buffer_for(const ir::Value* v) const {
 void Executor::run_node(const ir::Node& n, Run& r, bool in_place) {
   const double begin = observer_ ? r.since_start() : 0;
   ir::KernelArgs args{.op = n.op().name, .attrs = &n.attrs(), .bindings = &r.b};
-  for (const ir::Value* v : n.operands()) args.in.push_back(r.env.at(v).ref());
+  for (const ir::Value* v : n.operands()) {
+    await(v, r);
+    args.in.push_back(r.env.at(v).ref());
+  }
   for (const ir::Value* v : n.results()) {
     std::vector<int64_t> shape = ir::concrete_shape(g_, *v, r.b);
     const ir::Value* buffer = in_place ? buffer_for(v) : nullptr;
@@ -173,14 +195,56 @@ void Executor::run_node(const ir::Node& n, Run& r, bool in_place) {
       run_kernel(n, p.kernel, args, ctx_, r);
     }
   } catch (const Error& e) {
+    hold_collectives(n, r);
     raise_device_checks();  // a bad operand an earlier kernel found comes first
     rethrow_with_context(e, g_.describe(n) + ": ");
   }
+  hold_collectives(n, r);
   if (observer_)
     observer_({.node = &n,
                .begin_us = begin,
                .end_us = r.since_start(),
                .live_bytes = alloc_.stats().live_bytes});
+}
+
+// The collectives n's kernel left running, kept with its results until they are needed.
+void Executor::hold_collectives(const ir::Node& n, Run& r) {
+  if (later_.empty()) return;
+  auto p = std::make_shared<Run::Pending>(Run::Pending{&n, std::move(later_)});
+  later_.clear();
+  for (const ir::Value* v : n.results()) r.pending[v] = p;
+}
+
+// Waits for the collectives that write v, if any still run: all of its node's at once. The time
+// the step waited, and the collectives' own span on the communicator's thread, go to the stats
+// and the observer (the difference ran beside the step's nodes).
+void Executor::await(const ir::Value* v, Run& r) {
+  auto it = r.pending.find(v);
+  if (it == r.pending.end()) return;
+  const std::shared_ptr<Run::Pending> p = it->second;
+  for (const ir::Value* result : p->node->results()) r.pending.erase(result);
+  const double begin = r.since_start();
+  for (const devices::Collective& c : p->work) c.wait();
+  const double end = r.since_start();
+  double first = end, last = 0;
+  try {
+    for (const devices::Collective& c : p->work) {
+      const devices::CollectiveSpan span = c.get();
+      first = std::min(first, r.us_since_start(span.begin));
+      last = std::max(last, r.us_since_start(span.end));
+    }
+  } catch (const Error& e) {
+    rethrow_with_context(e, g_.describe(*p->node) + ": ");
+  }
+  r.stats.collective_wait_ms += (end - begin) / 1e3;
+  r.stats.collective_ms += std::max(0.0, last - first) / 1e3;
+  if (observer_) {
+    observer_({.kind = StepEvent::Kind::kCollective,
+               .node = p->node,
+               .begin_us = first,
+               .end_us = last,
+               .live_bytes = alloc_.stats().live_bytes});
+  }
 }
 
 void Executor::run_kernel(const ir::Node& n, const KernelEntry* k, const ir::KernelArgs& args,
@@ -257,6 +321,7 @@ void Executor::count(const jit::KernelRun& k, Run& r) {
 
 void Executor::evict(const memory::Eviction& e, Run& r) {
   const ir::Value* v = governor_.candidates()[e.candidate].value;
+  await(v, r);
   const double begin = observer_ ? r.since_start() : 0;
   if (e.how == memory::Regen::kReload) {
     // Into page-locked memory on a GPU: the copy runs beside the kernels that follow, and the
@@ -308,7 +373,10 @@ void Executor::regenerate(const memory::RegenRun& u, const memory::MemoryPlan& p
     }
     r.stats.recompute_flops += static_cast<double>(c.recompute_flops.evaluate(r.b));
   }
-  for (int d : u.drop) r.env.erase(governor_.candidates()[d].value);
+  for (int d : u.drop) {
+    await(governor_.candidates()[d].value, r);
+    r.env.erase(governor_.candidates()[d].value);
+  }
   if (observer_) {
     observer_({.kind = reload ? StepEvent::Kind::kReload : StepEvent::Kind::kRecompute,
                .value = c.value,

@@ -5,7 +5,8 @@
 // kind and dtype, resolved once when the executor is made, or the op's reference kernel. Values are
 // freed after their last use, updates are copied into their arguments as soon as nothing reads
 // the old value, and the plan's evictions and regenerations (recompute or reload) happen between
-// the nodes.
+// the nodes. A collective (all_reduce) runs on the communicator's thread beside the nodes that
+// follow it, until a node reads its results.
 #pragma once
 
 #include <functional>
@@ -86,6 +87,8 @@ class Executor {
   // n's kernel (or its reference) on `ctx`'s device, counted in r's stats.
   void run_kernel(const ir::Node& n, const KernelEntry* k, const ir::KernelArgs& args,
                   KernelContext& ctx, Run& r);
+  void hold_collectives(const ir::Node& n, Run& r);
+  void await(const ir::Value* v, Run& r);
   // n on the host over copies of its operands, its results copied back to the device.
   void run_staged(const ir::Node& n, const KernelEntry* k, const ir::KernelArgs& args, Run& r);
   void compile_kernels(Run& r);
@@ -97,6 +100,7 @@ class Executor {
   StepObserver observer_;
   std::unique_ptr<jit::FusedRunner> fused_;  // with a kernel cache and no GPU kernels
   KernelContext ctx_;                        // the device's kernels run with it
+  std::vector<devices::Collective> later_;   // ctx_.later: what the node run last left running
   std::unique_ptr<devices::Device> host_;    // runs the nodes staged from a device on the host
   KernelContext host_ctx_;                   // ... with this
   std::unordered_map<const ir::Node*, Placement> placement_;

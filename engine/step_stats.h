@@ -36,14 +36,20 @@ struct StepStats {
   int64_t interpreted_kernels = 0;  // background compilation: fused nodes interpreted, not ready
   int64_t host_staged_nodes = 0;  // on a GPU: nodes run on the host (no GPU kernel for the op yet)
   int64_t staged_bytes = 0;       // ... the bytes of their operands and results copied
-  ir::Bindings bindings;          // the symbol values of this step
+  // Data parallelism: the collectives' time on the communicator's thread, and the part of it the
+  // step waited for (the rest ran beside the step's nodes, hidden).
+  double collective_ms = 0;
+  double collective_wait_ms = 0;
+  ir::Bindings bindings;  // the symbol values of this step
 };
 
 // What the executor does, as it happens: for traces.
 struct StepEvent {
-  enum class Kind { kRun, kEvict, kRecompute, kReload };
+  // kCollective: a node's collectives on the communicator's thread, reported once the step has
+  // waited for them.
+  enum class Kind { kRun, kEvict, kRecompute, kReload, kCollective };
   Kind kind = Kind::kRun;
-  const ir::Node* node = nullptr;  // kRun, kRecompute: the node run
+  const ir::Node* node = nullptr;  // kRun, kRecompute, kCollective: the node
   const ir::Value* value =
       nullptr;                      // kEvict, kRecompute, kReload: the value evicted or regenerated
   double begin_us = 0, end_us = 0;  // since the step began

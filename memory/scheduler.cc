@@ -63,6 +63,7 @@ ScheduleChoice choose_schedule(const ir::Graph& g, Liveness* chosen_live) {
   ScheduleChoice choice;
   int64_t best_total = -1;
   for (auto& [method, order] : orders) {
+    order = overlap_collectives(std::move(order));
     Liveness l = analyze_liveness(g, order);
     int64_t total = 0, largest = 0;
     for (size_t s = 0; s < samples.size(); ++s) {

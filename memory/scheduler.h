@@ -33,6 +33,13 @@ std::vector<const ir::Node*> list_schedule(const ir::Graph& g, size_t* compariso
 std::vector<const ir::Node*> depth_first_schedule(const ir::Graph& g);
 std::vector<const ir::Node*> updates_early_schedule(const ir::Graph& g);
 
+// `order` with each collective (all_reduce) moved up to right after the nodes it reads, and the
+// readers of collective k's results held back, where collective k+1 does not need them, until
+// collective k+1 has started: each collective then runs on the communicator's thread beside the
+// nodes after it (engine/executor.h), the backward beside the gradients' buckets. Without
+// collectives, `order` as it is. choose_schedule applies it to every order it tries.
+std::vector<const ir::Node*> overlap_collectives(std::vector<const ir::Node*> order);
+
 // `chosen_live`, where given, receives the liveness of the order chosen (computed to compare).
 ScheduleChoice choose_schedule(const ir::Graph& g, Liveness* chosen_live = nullptr);
 

@@ -141,6 +141,8 @@ void MetricsFile::write(const StepReport& r) {
                       {"interpreted_kernels", s.interpreted_kernels},
                       {"host_staged_nodes", s.host_staged_nodes},
                       {"staged_bytes", s.staged_bytes},
+                      {"collective_ms", s.collective_ms},
+                      {"collective_wait_ms", s.collective_wait_ms},
                       {"shape", shape_of(s.bindings)},
                       {"bucket", jit_bucket_of(s.bindings, buckets_)},
                       {"time", unix_seconds()},
@@ -220,7 +222,7 @@ engine::StepObserver Trace::observer(int64_t step) {
     using Kind = engine::StepEvent::Kind;
     nlohmann::json args = {{"step", step}};
     std::string name;
-    if (e.kind == Kind::kRun) {
+    if (e.kind == Kind::kRun || e.kind == Kind::kCollective) {
       std::string results;
       for (const ir::Value* r : e.node->results())
         results += (results.empty() ? "%" : ", %") + r->name();
@@ -238,7 +240,9 @@ engine::StepObserver Trace::observer(int64_t step) {
                            {"ts", offset_us_ + e.begin_us},
                            {"dur", e.end_us - e.begin_us},
                            {"pid", 1},
-                           {"tid", e.kind == Kind::kRun ? 1 : 2},
+                           {"tid", e.kind == Kind::kRun          ? 1
+                                   : e.kind == Kind::kCollective ? 4
+                                                                 : 2},
                            {"args", args}};
     nlohmann::json counter = {{"name", "memory"},
                               {"ph", "C"},
@@ -270,15 +274,16 @@ void Trace::write() const {
   if (path_.empty()) return;
   ensure_parent(path_);
   std::string tracks;
-  const char* names[] = {"nodes", "memory governor: evict, regenerate", "steps, compiles"};
-  for (int tid = 1; tid <= 3; ++tid) {
+  const char* names[] = {"nodes", "memory governor: evict, regenerate", "steps, compiles",
+                         "collectives (on the communicator's thread)"};
+  for (int tid = 1; tid <= 4; ++tid) {
     tracks += nlohmann::json{{"name", "thread_name"},
                              {"ph", "M"},
                              {"pid", 1},
                              {"tid", tid},
                              {"args", {{"name", names[tid - 1]}}}}
                   .dump() +
-              (tid < 3 ? ",\n" : "");
+              (tid < 4 ? ",\n" : "");
   }
   replace_file(path_, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n" + tracks +
                           (events_.empty() ? "" : ",\n" + events_) + "\n]}\n");

@@ -48,18 +48,6 @@ Schedule schedule_of(const Config& c) {
           c.get_string("schedule.decay")};
 }
 
-std::string summary_line(int64_t steps, int64_t tokens, double ms, int64_t peak, float first,
-                         float last, int64_t compiles, int64_t evictions) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "done: %lld steps, %lld tokens, %.0f tokens/s, peak %s, loss %.4f -> %.4f, "
-                "compiles %lld, evictions %lld",
-                static_cast<long long>(steps), static_cast<long long>(tokens),
-                ms > 0 ? tokens / (ms / 1e3) : 0.0, human_bytes(peak).c_str(), first, last,
-                static_cast<long long>(compiles), static_cast<long long>(evictions));
-  return buf;
-}
-
 // The batcher cursor stored in a checkpoint's extra; IoError when it is missing or not numbers.
 data::Batcher::Cursor cursor_of(const std::map<std::string, std::string>& extra,
                                 const std::string& dir) {
@@ -161,7 +149,7 @@ struct RunTotals {
   int64_t planned_peak = -1;
   std::pair<ir::Bindings, int64_t> peak_step;  // the shape of the step with the highest planned
                                                // peak, and the bytes held as it started
-  double ms = 0;
+  double ms = 0, collective_ms = 0, collective_wait_ms = 0;
   float first = 0, last = 0;
 
   void add(const StepReport& r) {
@@ -171,9 +159,24 @@ struct RunTotals {
       peak_step = {st.bindings, st.held_before_step_bytes};
     }
     tokens += r.tokens, ms += st.ms, evictions += st.evictions, compiles += st.kernel_compiles;
+    collective_ms += st.collective_ms, collective_wait_ms += st.collective_wait_ms;
     peak = std::max(peak, st.live_peak_bytes);
     if (steps++ == 0) first = r.result.loss;
     last = r.result.loss;
+  }
+
+  std::string summary() const {
+    std::string line = fmt::format(
+        "done: {} steps, {} tokens, {:.0f} tokens/s, peak {}, loss {:.4f} -> {:.4f}, compiles {}, "
+        "evictions {}",
+        steps, tokens, ms > 0 ? tokens / (ms / 1e3) : 0.0, human_bytes(peak), first, last, compiles,
+        evictions);
+    if (collective_ms > 0 && steps > 0) {
+      line += fmt::format(", all-reduce {:.2f} ms a step, {:.0f}% of it hidden behind compute",
+                          collective_ms / steps,
+                          100 * std::max(0.0, 1 - collective_wait_ms / collective_ms));
+    }
+    return line;
   }
 };
 
@@ -302,8 +305,7 @@ int run_training(const Config& c, const RunFlags& f) {
     }
   }
   write_reports(out, totals, trainer, g);
-  out.progress.finish(summary_line(totals.steps, totals.tokens, totals.ms, totals.peak,
-                                   totals.first, totals.last, totals.compiles, totals.evictions));
+  out.progress.finish(totals.summary());
   if (const std::string dir = c.get_string("export.dir"); writes && code == 0 && !dir.empty()) {
     engine::write_hf_llama(engine::parameters_of(trainer), *s.llama, dir, s.hf.get(),
                            export_dtype(c));

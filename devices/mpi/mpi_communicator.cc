@@ -8,6 +8,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <functional>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -20,8 +23,16 @@ class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator() {
     int provided = 0;
-    // Serialized: the executor calls from one thread at a time, not always the same one.
-    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    // The collectives run on the communicator's thread, and abort() may come from another while
+    // one is under way: that takes MPI_THREAD_MULTIPLE (Open MPI has it); serialized calls do
+    // for the rest.
+    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+    if (provided < MPI_THREAD_SERIALIZED) {
+      throw DeviceError(
+          "this MPI library cannot be called from a second thread (MPI_Init_thread gave level " +
+          std::to_string(provided) + "); disc needs MPI_THREAD_SERIALIZED at least");
+    }
+    multiple_ = provided == MPI_THREAD_MULTIPLE;
     // Errors come back as codes (and become exceptions) instead of aborting every rank.
     check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
@@ -31,16 +42,16 @@ class MpiCommunicator final : public Communicator {
     MPI_Get_library_version(version, &length);
     library_.assign(version, static_cast<size_t>(length));
     if (size_t comma = library_.find(','); comma != std::string::npos) library_.resize(comma);
+    worker_ = std::thread([this] { work(); });
   }
   ~MpiCommunicator() override {
-    if (watchdog_.joinable()) {
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        stop_ = true;
-      }
-      wake_.notify_all();
-      watchdog_.join();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
     }
+    wake_.notify_all();
+    worker_.join();  // after the collectives started
+    if (watchdog_.joinable()) watchdog_.join();
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
@@ -52,31 +63,35 @@ class MpiCommunicator final : public Communicator {
     return "mpi (" + library_ + "), rank " + std::to_string(rank_) + " of " + std::to_string(size_);
   }
 
-  void all_reduce_sum(void* data, int64_t count, DType dtype) override {
-    for (int64_t done = 0; done < count;) {  // MPI counts are ints
-      const int n = static_cast<int>(std::min<int64_t>(count - done, kMaxCount));
-      char* at = static_cast<char*>(data) + done * dtype_size(dtype);
-      const Waiting waiting(*this, "MPI_Allreduce");
-      check(MPI_Allreduce(MPI_IN_PLACE, at, n, mpi_type(dtype), MPI_SUM, MPI_COMM_WORLD),
-            "MPI_Allreduce");
-      done += n;
-    }
+  Collective start_all_reduce_sum(void* data, int64_t count, DType dtype) override {
+    const MPI_Datatype type = mpi_type(dtype);  // a bad dtype throws here, on the caller's thread
+    return post("MPI_Allreduce", [this, data, count, dtype, type] {
+      for (int64_t done = 0; done < count;) {  // MPI counts are ints
+        const int n = static_cast<int>(std::min<int64_t>(count - done, kMaxCount));
+        char* at = static_cast<char*>(data) + done * dtype_size(dtype);
+        check(MPI_Allreduce(MPI_IN_PLACE, at, n, type, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+        done += n;
+      }
+    });
   }
   void broadcast(void* data, int64_t bytes, int root) override {
-    for (int64_t done = 0; done < bytes;) {
-      const int n = static_cast<int>(std::min<int64_t>(bytes - done, kMaxCount));
-      const Waiting waiting(*this, "MPI_Bcast");
-      check(MPI_Bcast(static_cast<char*>(data) + done, n, MPI_BYTE, root, MPI_COMM_WORLD),
-            "MPI_Bcast");
-      done += n;
-    }
+    post("MPI_Bcast", [this, data, bytes, root] {
+      for (int64_t done = 0; done < bytes;) {
+        const int n = static_cast<int>(std::min<int64_t>(bytes - done, kMaxCount));
+        check(MPI_Bcast(static_cast<char*>(data) + done, n, MPI_BYTE, root, MPI_COMM_WORLD),
+              "MPI_Bcast");
+        done += n;
+      }
+    }).get();
   }
   void set_timeout(double seconds) override {
     timeout_ms_ = static_cast<int64_t>(seconds * 1e3);
     if (seconds > 0 && !watchdog_.joinable()) watchdog_ = std::thread([this] { watch(); });
   }
   [[noreturn]] void abort(int code) override {
-    MPI_Abort(MPI_COMM_WORLD, code);
+    // Without MPI_THREAD_MULTIPLE MPI_Abort must not race a collective on the worker; the rank
+    // then just ends, and mpirun ends the others when one exits without MPI_Finalize.
+    if (multiple_) MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);  // MPI_Abort does not return; should it, the process still ends
   }
 
@@ -101,6 +116,40 @@ class MpiCommunicator final : public Communicator {
    private:
     MpiCommunicator& c_;
   };
+
+  // Queues `body` for the worker thread, which runs the collectives one at a time in the order
+  // posted (every rank posts the same sequence), and times it.
+  Collective post(const char* call, std::function<void()> body) {
+    std::packaged_task<CollectiveSpan()> job([this, call, body = std::move(body)] {
+      CollectiveSpan span{.begin = std::chrono::steady_clock::now()};
+      {
+        const Waiting waiting(*this, call);
+        body();
+      }
+      span.end = std::chrono::steady_clock::now();
+      return span;
+    });
+    Collective done = job.get_future().share();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      jobs_.push_back(std::move(job));
+    }
+    wake_.notify_all();
+    return done;
+  }
+  void work() {
+    for (;;) {
+      std::packaged_task<CollectiveSpan()> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;  // stopping, and every collective posted has run
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();  // an MPI error is kept in the job's future
+    }
+  }
 
   // A thread of its own, since the rank's own thread is inside the collective that hangs: it ends
   // every rank when a collective has waited past the timeout.
@@ -143,14 +192,17 @@ class MpiCommunicator final : public Communicator {
   }
 
   int rank_ = -1, size_ = 0;
+  bool multiple_ = false;  // MPI_THREAD_MULTIPLE
   std::string library_;
   std::atomic<int64_t> since_ms_{0};   // when the collective under way began waiting (0: none)
   std::atomic<const char*> call_{""};  // its name
   std::atomic<int64_t> timeout_ms_{0};
-  std::thread watchdog_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // guards jobs_ and stop_
   std::condition_variable wake_;
+  std::deque<std::packaged_task<CollectiveSpan()>> jobs_;  // posted, not yet started
   bool stop_ = false;
+  std::thread worker_;  // runs jobs_
+  std::thread watchdog_;
 };
 
 // Whether mpirun started this process (Open MPI's launcher sets OMPI_COMM_WORLD_SIZE).

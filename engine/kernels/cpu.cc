@@ -73,13 +73,20 @@ jit::KernelRun linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& arg
 // A gradient bucket summed over the ranks, one collective a tensor (in place where the result
 // took its operand's buffer). Not one over the bucket packed: MPI splits a message into segments
 // by its size, and with three ranks or more each segment's sum runs in another rank order, so the
-// bits would depend on where the buckets end. On a GPU the node is staged here, its tensors
-// copied to the host and back.
+// bits would depend on where the buckets end. The sums run on the communicator's thread while
+// the step goes on (ctx.later), except where the node is staged from a GPU: its tensors are copied
+// to the host and back around this call.
 jit::KernelRun all_reduce(const ir::Node&, const ir::KernelArgs& a, KernelContext& ctx) {
   for (size_t i = 0; i < a.in.size(); ++i) {
     const ir::TensorRef &in = a.in[i], &out = a.out[i];
     if (out.data != in.data) std::memcpy(out.data, in.data, in.bytes());
-    if (ctx.comm) ctx.comm->all_reduce_sum(out.data, out.numel(), out.dtype);
+    if (!ctx.comm) continue;
+    devices::Collective sum = ctx.comm->start_all_reduce_sum(out.data, out.numel(), out.dtype);
+    if (ctx.later) {
+      ctx.later->push_back(std::move(sum));
+    } else {
+      sum.get();
+    }
   }
   return {};
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/dtype.h"
+#include "devices/communicator.h"
 #include "devices/device.h"
 #include "ir/graph.h"
 #include "ir/op_def.h"
@@ -26,9 +27,6 @@
 
 namespace disc::jit {
 class GpuOps;
-}
-namespace disc::devices {
-class Communicator;
 }
 
 namespace disc::engine {
@@ -47,6 +45,10 @@ struct KernelContext {
   // The ranks of a data-parallel run, for collectives (null: one process, whose sums are the
   // operands themselves).
   devices::Communicator* comm = nullptr;
+  // Where a kernel may leave work running when it returns (a collective on the communicator's
+  // thread), it adds that work here, and the executor waits for it before anything reads, frees
+  // or overwrites the node's results. Null: the kernel finishes its work before it returns.
+  std::vector<devices::Collective>* later = nullptr;
 };
 
 struct KernelEntry {

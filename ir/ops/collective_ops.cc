@@ -1,6 +1,6 @@
 // Collectives of a data-parallel run: every rank holds the same graph and runs it in the same
 // order, each on its share of the batch. The reference kernel is the one-rank case; the engine's
-// kernel (engine/kernels/collectives.cc) reduces across the Trainer's communicator.
+// kernel (engine/kernels/cpu.cc) sums across the Trainer's communicator, on its thread.
 #include <cstring>
 
 #include "ir/autodiff.h"

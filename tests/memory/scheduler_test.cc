@@ -8,6 +8,7 @@
 #include <set>
 
 #include "base/error.h"
+#include "ir/data_parallel.h"
 #include "ir/models/model.h"
 #include "ir/passes/passes.h"
 #include "ir/text_format.h"
@@ -287,6 +288,104 @@ TEST(Liveness, BackwardRecomputeLowersTheStepsPeak) {
   const auto peak = std::max_element(plain.begin(), plain.end());
   EXPECT_EQ(*peak - again[peak - plain.begin()], 768 * 8 * 32);
   EXPECT_LT(*std::max_element(again.begin(), again.end()), *peak);
+}
+
+// The position of the node whose first result is named `name` in `order`.
+int position(const std::vector<const ir::Node*>& order, const std::string& name) {
+  for (size_t i = 0; i < order.size(); ++i)
+    if (order[i]->results().front()->name() == name) return static_cast<int>(i);
+  ADD_FAILURE() << "no node makes %" << name;
+  return -1;
+}
+
+TEST(Scheduler, CollectivesStartOnceTheirOperandsAreMadeAndAreReadAfterTheNextStarts) {
+  // Three gradients in two buckets, summed after the whole "backward" in the graph's order.
+  auto g = ir::parse_graph(R"(graph @g {
+  param %a : f32[4]
+  param %b : f32[4]
+  param %c : f32[4]
+  %ga = neg(%a) : f32[4]
+  %gb = neg(%b) : f32[4]
+  %gc = neg(%c) : f32[4]
+  %sa = all_reduce(%ga) : f32[4]
+  %sb, %sc = all_reduce(%gb, %gc) : f32[4], f32[4]
+  %ua = exp(%sa) : f32[4]
+  %ub = exp(%sb) : f32[4]
+  %uc = exp(%sc) : f32[4]
+  output ua = %ua
+  output ub = %ub
+  output uc = %uc
+}
+)");
+  const auto nodes = g->nodes();
+  const std::vector<const ir::Node*> order = overlap_collectives({nodes.begin(), nodes.end()});
+  expect_valid(*g, order);
+  std::vector<std::string> names;
+  for (const ir::Node* n : order) names.push_back(n->results().front()->name());
+  // %sa starts right after %ga; its reader waits until the next bucket has started; the last
+  // bucket's readers follow it.
+  EXPECT_EQ(names, (std::vector<std::string>{"ga", "sa", "gb", "gc", "sb", "ua", "ub", "uc"}));
+  EXPECT_EQ(overlap_collectives(order), order);  // already overlapped
+}
+
+TEST(Scheduler, AReaderTheNextCollectiveNeedsIsNotHeldBack) {
+  // The loss's sum is read by the backward that makes the gradients of the next collective.
+  auto g = ir::parse_graph(R"(graph @g {
+  param %a : f32[4]
+  param %b : f32[4]
+  %l = neg(%a) : f32[4]
+  %ls = all_reduce(%l) : f32[4]
+  %d = neg(%ls) : f32[4]
+  %gs = all_reduce(%d) : f32[4]
+  %other = exp(%b) : f32[4]
+  %u = add(%gs, %other) : f32[4]
+  output u = %u
+}
+)");
+  const auto nodes = g->nodes();
+  const auto order = overlap_collectives({nodes.begin(), nodes.end()});
+  expect_valid(*g, order);
+  // Held back, %d would wait behind %other, which could run before it.
+  EXPECT_EQ(position(order, "d"), 2);
+  EXPECT_EQ(position(order, "other"), 4);
+}
+
+// In a data-parallel training step with a bucket per gradient, the schedule the governor plans
+// with starts the buckets as the backward makes them, and reads each bucket's sums only after
+// the next bucket has started.
+TEST(Scheduler, DataParallelBucketsOverlapTheBackwardInTheChosenOrder) {
+  ir::models::Model m = ir::models::build_llama({.vocab = 50,
+                                                 .hidden = 32,
+                                                 .layers = 2,
+                                                 .heads = 4,
+                                                 .kv_heads = 2,
+                                                 .ffn = 64,
+                                                 .max_batch = 8,
+                                                 .max_seq = 32});
+  const ir::DataParallel dp{.bucket_bytes = 1};
+  ir::build_training_step(*m.graph, m.loss, m.params, {.clip_norm = 1.0}, false, &dp);
+  const ScheduleChoice c = choose_schedule(*m.graph);
+  expect_valid(*m.graph, c.order);
+  std::map<const ir::Node*, int> at;
+  for (size_t i = 0; i < c.order.size(); ++i) at[c.order[i]] = static_cast<int>(i);
+  std::vector<int> buckets;  // the gradients' collectives (the loss's has two results)
+  int last_backward = 0;
+  for (size_t i = 0; i < c.order.size(); ++i) {
+    const ir::Node* n = c.order[i];
+    if (n->op().name == "all_reduce" && n->results().front()->name().find("loss") != 0)
+      buckets.push_back(static_cast<int>(i));
+    if (n->op().name == "matmul") last_backward = static_cast<int>(i);
+  }
+  ASSERT_GT(buckets.size(), 3u);
+
+  // Every bucket starts while matmuls remain, but the first layer's attention norm's and the
+  // embedding's, made after the last one.
+  EXPECT_LT(buckets[buckets.size() - 3], last_backward);
+  for (size_t k = 0; k + 1 < buckets.size(); ++k) {
+    for (const ir::Value* v : c.order[buckets[k]]->results())
+      for (const ir::Node* reader : v->users())
+        EXPECT_GT(at.at(reader), buckets[k + 1]) << m.graph->describe(*reader);
+  }
 }
 
 }  // namespace
