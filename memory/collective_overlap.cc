@@ -50,8 +50,8 @@ std::vector<const Node*> overlap_collectives(std::vector<const Node*> order) {
   std::vector<int> first_needed_by(n, INT_MAX);
   for (int i = n - 1; i >= 0; --i)
     for (int d : feeds[i])
-      first_needed_by[i] = std::min(first_needed_by[i], collective[d] >= 0 ? collective[d]
-                                                                            : first_needed_by[d]);
+      first_needed_by[i] =
+          std::min(first_needed_by[i], collective[d] >= 0 ? collective[d] : first_needed_by[d]);
   // How many collectives must have started before each node, preferably.
   std::vector<int> wants(n, 0);
   for (int i = 0; i < n; ++i) {

@@ -57,6 +57,7 @@ echo "== ThreadSanitizer build: the tests that run threads of their own"
 cmake -S . -B build-tsan -G Ninja "${sanitizer_flags[@]}" -DDISC_TSAN=ON > /dev/null
 cmake --build build-tsan -j "$jobs" --target disc_thread_tests
 # A compiler thread beside the executor (background compilation); the LLVM compiler, kernel and
-# object caches under concurrent callers. Not the training tests: oneTBB's pool is not built with
+# object caches under concurrent callers; collectives that land on another thread while the step
+# goes on (one thread of compute). Not the training tests: oneTBB's pool is not built with
 # TSan, so every parallel loop over its threads reads as a race.
-ctest --test-dir build-tsan --output-on-failure -j "$jobs" -R 'Concurrent|FusedGraphs.BackgroundCompil'
+ctest --test-dir build-tsan --output-on-failure -j "$jobs" -R 'Concurrent|FusedGraphs.BackgroundCompil|CollectiveOverlap'

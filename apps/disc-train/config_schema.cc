@@ -175,6 +175,9 @@ const std::vector<ConfigKey>& config_schema() {
        {},
        1,
        1e18},
+      {"distributed.trace_every_rank", K::kBool, "false",
+       "data parallel: every rank writes its trace of logging.trace_steps, rank R's beside "
+       "logging.trace as NAME.rankR.json (rank 0's stays logging.trace)"},
       {"distributed.timeout",
        K::kFloat,
        "600",

@@ -192,6 +192,18 @@ void write_reports(RunOutputs& out, const RunTotals& totals, engine::Trainer& tr
   }
 }
 
+// Where this rank writes its trace: rank 0 at logging.trace, the others beside it as
+// NAME.rankR.json with distributed.trace_every_rank, else nowhere.
+std::string trace_path(const Config& c, const Ranks& ranks) {
+  const std::string path = c.get_string("logging.trace");
+  if (ranks.writes() || path.empty()) return path;
+  if (!c.get_bool("distributed.trace_every_rank")) return "";
+  std::filesystem::path p(path);
+  return (p.parent_path() /
+          (p.stem().string() + ".rank" + std::to_string(ranks.rank) + p.extension().string()))
+      .string();
+}
+
 // A long compile's progress where it cannot mix with the report on stdout.
 void progress_to_stderr(engine::Pipeline& p) {
   p.progress([](const engine::CompileProgress& e) { std::cerr << progress_line(e) << "\n"; });
@@ -207,15 +219,15 @@ int run_training(const Config& c, const RunFlags& f) {
   // Rank 0 alone writes (logs, metrics, traces, checkpoints, exports); every rank reads.
   const bool writes = ranks.writes();
   if (writes) check_outputs(c);
-  RunOutputs out{nullptr,
-                 writes ? c.get_string("logging.metrics") : "",
-                 Trace(writes ? c.get_string("logging.trace") : "",
-                       c.get_ints("logging.trace_steps"), c.get_bytes("memory.cap")),
-                 Progress(writes ? c.get_string("logging.progress") : "none",
-                          c.get_int("train.steps"), c.get_int("logging.every")),
-                 c.get_string("checkpoint.dir"),
-                 c.get_int("checkpoint.every"),
-                 c.get_int("checkpoint.keep")};
+  RunOutputs out{
+      nullptr,
+      writes ? c.get_string("logging.metrics") : "",
+      Trace(trace_path(c, ranks), c.get_ints("logging.trace_steps"), c.get_bytes("memory.cap")),
+      Progress(writes ? c.get_string("logging.progress") : "none", c.get_int("train.steps"),
+               c.get_int("logging.every")),
+      c.get_string("checkpoint.dir"),
+      c.get_int("checkpoint.every"),
+      c.get_int("checkpoint.keep")};
   if (f.resume && out.ckdir.empty())
     throw InvalidArgument("--resume needs checkpoint.dir: set it to the run's checkpoint folder");
   if (f.resume && checkpoint_folders(out.ckdir).empty()) {

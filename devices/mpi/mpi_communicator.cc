@@ -3,10 +3,8 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <functional>
@@ -15,6 +13,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "devices/mpi/mpi_watchdog.h"
 
 namespace disc::devices {
 namespace {
@@ -42,6 +41,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Get_library_version(version, &length);
     library_.assign(version, static_cast<size_t>(length));
     if (size_t comma = library_.find(','); comma != std::string::npos) library_.resize(comma);
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &status_), "MPI_Comm_dup");  // the watchdogs' own
     worker_ = std::thread([this] { work(); });
   }
   ~MpiCommunicator() override {
@@ -51,10 +51,13 @@ class MpiCommunicator final : public Communicator {
     }
     wake_.notify_all();
     worker_.join();  // after the collectives started
-    if (watchdog_.joinable()) watchdog_.join();
+    watchdog_.reset();
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
+    if (!finalized) {
+      MPI_Comm_free(&status_);
+      MPI_Finalize();
+    }
   }
 
   int rank() const override { return rank_; }
@@ -85,8 +88,11 @@ class MpiCommunicator final : public Communicator {
     }).get();
   }
   void set_timeout(double seconds) override {
-    timeout_ms_ = static_cast<int64_t>(seconds * 1e3);
-    if (seconds > 0 && !watchdog_.joinable()) watchdog_ = std::thread([this] { watch(); });
+    watchdog_.reset();
+    if (seconds > 0) {
+      watchdog_ =
+          std::make_unique<MpiWatchdog>(progress_, status_, rank_, size_, multiple_, seconds);
+    }
   }
   [[noreturn]] void abort(int code) override {
     // Without MPI_THREAD_MULTIPLE MPI_Abort must not race a collective on the worker; the rank
@@ -98,23 +104,20 @@ class MpiCommunicator final : public Communicator {
  private:
   static constexpr int64_t kMaxCount = int64_t{1} << 30;
 
-  static int64_t now_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-
-  // Marks the time a collective started waiting, for the watchdog.
+  // Marks the collective under way, for the watchdog.
   class Waiting {
    public:
-    Waiting(MpiCommunicator& c, const char* call) : c_(c) {
-      c_.call_ = call;
-      c_.since_ms_ = now_ms();
+    Waiting(CollectiveProgress& p, const char* call) : p_(p) {
+      p_.call = call;
+      ++p_.started;
+      p_.since_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now().time_since_epoch())
+                        .count();
     }
-    ~Waiting() { c_.since_ms_ = 0; }
+    ~Waiting() { p_.since_ms = 0; }
 
    private:
-    MpiCommunicator& c_;
+    CollectiveProgress& p_;
   };
 
   // Queues `body` for the worker thread, which runs the collectives one at a time in the order
@@ -123,7 +126,7 @@ class MpiCommunicator final : public Communicator {
     std::packaged_task<CollectiveSpan()> job([this, call, body = std::move(body)] {
       CollectiveSpan span{.begin = std::chrono::steady_clock::now()};
       {
-        const Waiting waiting(*this, call);
+        const Waiting waiting(progress_, call);
         body();
       }
       span.end = std::chrono::steady_clock::now();
@@ -148,24 +151,6 @@ class MpiCommunicator final : public Communicator {
         jobs_.pop_front();
       }
       job();  // an MPI error is kept in the job's future
-    }
-  }
-
-  // A thread of its own, since the rank's own thread is inside the collective that hangs: it ends
-  // every rank when a collective has waited past the timeout.
-  void watch() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!wake_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_; })) {
-      const int64_t since = since_ms_, timeout = timeout_ms_;
-      if (since == 0 || timeout <= 0 || now_ms() - since <= timeout) continue;
-      std::fprintf(stderr,
-                   "disc: rank %d of %d waited %.1f s in %s for the other ranks: one of them hung "
-                   "or died; ending every rank (distributed.timeout)\n",
-                   rank_, size_, static_cast<double>(now_ms() - since) / 1e3, call_.load());
-      std::fflush(stderr);
-      // Not MPI_Abort: this thread may not call MPI while the rank's own thread is inside it.
-      // mpirun ends the other ranks when one exits without MPI_Finalize.
-      std::_Exit(3);
     }
   }
 
@@ -194,15 +179,14 @@ class MpiCommunicator final : public Communicator {
   int rank_ = -1, size_ = 0;
   bool multiple_ = false;  // MPI_THREAD_MULTIPLE
   std::string library_;
-  std::atomic<int64_t> since_ms_{0};   // when the collective under way began waiting (0: none)
-  std::atomic<const char*> call_{""};  // its name
-  std::atomic<int64_t> timeout_ms_{0};
+  MPI_Comm status_ = MPI_COMM_NULL;  // the watchdogs'
+  CollectiveProgress progress_;
   std::mutex mutex_;  // guards jobs_ and stop_
   std::condition_variable wake_;
   std::deque<std::packaged_task<CollectiveSpan()>> jobs_;  // posted, not yet started
   bool stop_ = false;
   std::thread worker_;  // runs jobs_
-  std::thread watchdog_;
+  std::unique_ptr<MpiWatchdog> watchdog_;
 };
 
 // Whether mpirun started this process (Open MPI's launcher sets OMPI_COMM_WORLD_SIZE).

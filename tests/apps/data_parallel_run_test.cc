@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -115,6 +116,37 @@ TEST(DataParallelRun, TokenBudgetBatchesFollowOneProcess) {
   expect_close(losses(s.path("three.jsonl")), losses(s.path("one.jsonl")), 1);
 }
 
+// The spans of a trace's collectives track (the communicator's thread), by name.
+std::vector<std::string> collective_spans(const std::string& trace_path) {
+  std::vector<std::string> names;
+  const nlohmann::json trace = nlohmann::json::parse(std::ifstream(trace_path));
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "X" && e["tid"] == 4) names.push_back(e["name"]);
+  return names;
+}
+
+// Rank 0 traces its steps, and with distributed.trace_every_rank the other ranks too, beside
+// it: each trace shows its rank's buckets on the communicator's thread. The summary says how much
+// of the all-reduce the backward hid.
+TEST(DataParallelRun, EveryRankTracesItsCollectivesWhenAsked) {
+  Scratch s;
+  s.write("run.yaml", kRanksRun);
+  const std::string trace = "logging.trace=" + s.path("t/trace.json") +
+                            " logging.trace_steps=[3] distributed.bucket_bytes=1 ";
+  auto rank0 = train(s, 2, trace);
+  ASSERT_EQ(rank0.code, 0) << rank0.out;
+  EXPECT_NE(rank0.out.find("% of it hidden behind compute"), std::string::npos) << rank0.out;
+  EXPECT_FALSE(std::filesystem::exists(s.path("t/trace.rank1.json")));
+  auto every = train(s, 2, trace + "distributed.trace_every_rank=true");
+  ASSERT_EQ(every.code, 0) << every.out;
+  for (const char* name : {"t/trace.json", "t/trace.rank1.json"}) {
+    const std::vector<std::string> spans = collective_spans(s.path(name));
+    // The loss's and one a parameter (a bucket each) of this llama's 12.
+    EXPECT_EQ(spans.size(), 13u) << name;
+    for (const std::string& span : spans) EXPECT_EQ(span.rfind("all_reduce", 0), 0u) << span;
+  }
+}
+
 TEST(DataParallelRun, ABatchTheRanksCannotShareEquallyIsRefusedBeforeAnythingIsWritten) {
   Scratch s;
   s.write("run.yaml", kRanksRun);
@@ -139,6 +171,16 @@ std::vector<pid_t> children_of(pid_t parent) {
     if (stat >> pid >> comm >> state >> ppid && ppid == parent) out.push_back(std::stoi(pid));
   }
   return out;
+}
+
+// The rank of a process that mpirun started (OMPI_COMM_WORLD_RANK in its environment).
+std::string rank_of(pid_t pid) {
+  std::ifstream environ("/proc/" + std::to_string(pid) + "/environ");
+  const std::string key = "OMPI_COMM_WORLD_RANK=";
+  for (std::string var; std::getline(environ, var, '\0');)
+    if (var.rfind(key, 0) == 0) return var.substr(key.size());
+  ADD_FAILURE() << "process " << pid << " has no " << key;
+  return "";
 }
 
 // A long run of `disc-train run` on 2 ranks with `args`, its output to out.txt in `s`: started
@@ -176,13 +218,14 @@ std::string read_all(const std::string& path) {
 
 // A rank stopped mid-run (SIGSTOP: alive, silent, what a hang looks like to the others): the
 // others' next collective gives up after distributed.timeout and every rank ends, exit code 3,
-// with a line naming the waiting rank.
+// with a line naming the waiting rank and the one it waited for.
 TEST(DataParallelRun, AHungRankEndsEveryRankAfterTheTimeout) {
   Scratch s;
   s.write("run.yaml", kRanksRun);
   const pid_t mpirun = start_long_run(s, "distributed.timeout=2");
   const std::vector<pid_t> ranks = children_of(mpirun);
   ASSERT_EQ(ranks.size(), 2u);
+  const std::string stopped_rank = rank_of(ranks.back()), waiting_rank = rank_of(ranks.front());
   ASSERT_EQ(::kill(ranks.back(), SIGSTOP), 0);
   const auto stopped = std::chrono::steady_clock::now();
   const int code = exit_code(mpirun);
@@ -191,7 +234,11 @@ TEST(DataParallelRun, AHungRankEndsEveryRankAfterTheTimeout) {
   const std::string out = read_all(s.path("out.txt"));
   EXPECT_EQ(code, 3) << out;
   EXPECT_LT(seconds, 30) << out;
-  EXPECT_NE(out.find("for the other ranks: one of them hung or died"), std::string::npos) << out;
+  EXPECT_NE(out.find("disc: rank " + waiting_rank + " of 2 waited"), std::string::npos) << out;
+  EXPECT_NE(out.find("for the other ranks: rank " + stopped_rank +
+                     " did not answer within 2 s (stopped, hung inside MPI, or gone)"),
+            std::string::npos)
+      << out;
 }
 
 // SIGTERM to mpirun reaches every rank: they stop after the same step, rank 0 checkpoints it and

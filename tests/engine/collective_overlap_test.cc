@@ -75,7 +75,8 @@ TEST(CollectiveOverlap, StepsReadTheSumsOfCollectivesThatOutliveTheirNodes) {
 // the tokens, are doubled by the sum. (So the test above would see a bucket read before its sum.)
 TEST(CollectiveOverlap, TwinRanksTrainAsOneProcessWithinRounding) {
   const Trained one = train(llama(nullptr), 0, 1);
-  const Trained twin = train(llama(std::make_shared<TwinRanks>(std::chrono::milliseconds(1))), 0, 1);
+  const Trained twin =
+      train(llama(std::make_shared<TwinRanks>(std::chrono::milliseconds(1))), 0, 1);
   for (int i = 0; i < kSteps; ++i) {
     EXPECT_NEAR(twin.losses[i], one.losses[i], 1e-5 * one.losses[i]) << "step " << i + 1;
     EXPECT_NEAR(twin.grad_norms[i], one.grad_norms[i], 1e-5 * one.grad_norms[i]);

@@ -49,8 +49,9 @@ inline Batch assemble(const Rows& rows, size_t begin, size_t end, Trainer& t) {
           {"targets", Tensor::from<int32_t>({b, s}, targets, t.allocator())}};
 }
 
-inline Trainer llama(std::shared_ptr<devices::Communicator> comm, memory::GovernorOptions memory = {},
-              int64_t bucket_bytes = int64_t{25} << 20) {
+inline Trainer llama(std::shared_ptr<devices::Communicator> comm,
+                     memory::GovernorOptions memory = {},
+                     int64_t bucket_bytes = int64_t{25} << 20) {
   return Trainer(ir::models::build_llama({.vocab = 64,
                                           .hidden = 32,
                                           .layers = 2,

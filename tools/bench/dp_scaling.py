@@ -7,7 +7,8 @@ messages):
     efficiency(N)  = T_step / (T_step + max(0, T_allreduce(N) - hidden * T_step))
 
 `hidden` is the share of the step that communication can hide behind: 0 for an all-reduce after
-the backward (disc today), about 2/3 (the backward's share of a step) with buckets overlapped.
+the backward (one bucket), about 2/3 (the backward's share of a step) with buckets overlapped
+(disc's schedule starts each bucket as the backward makes it).
 
     tools/bench/dp_scaling.py                      # the README's table
     tools/bench/dp_scaling.py --params 45.4e6 --step-ms 14.3 --grad-bytes 4
