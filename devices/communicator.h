@@ -43,6 +43,11 @@ class Communicator {
   void all_reduce_sum(void* data, int64_t count, DType dtype) {
     start_all_reduce_sum(data, count, dtype).get();
   }
+  // Starts joining every rank's `count` values at `part` (f32, f64 or i64), in rank order, and
+  // writes the first `all_count` of them to `all`, on the communicator's thread like the sums.
+  // `part` is copied before this returns; `all` is written until the Collective is ready.
+  virtual Collective start_all_gather(const void* part, int64_t count, DType dtype, void* all,
+                                      int64_t all_count) = 0;
   // Rank `root`'s `bytes` bytes at `data` into every rank's `data`, after the collectives started
   // before it.
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;

@@ -67,6 +67,10 @@ struct TrainerOptions {
   // process.
   std::shared_ptr<devices::Communicator> communicator;
   int64_t bucket_bytes = int64_t{25} << 20;
+  // ZeRO stage 1 (ir/data_parallel.h): each rank keeps and updates the optimizer state of its
+  // part of each parameter, 1/N of it. save() then gathers the parts: every rank must call it at
+  // the same step (rank 0 alone writes); load() takes this rank's part of a whole state.
+  bool shard_optimizer = false;
 };
 
 }  // namespace disc::engine

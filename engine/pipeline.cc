@@ -79,7 +79,9 @@ bool training_step(CompiledStep& s, const TrainerOptions& o) {
   optimizer.loss_scaling = o.precision == DType::kF16;  // f16's range needs it
   std::optional<ir::DataParallel> data_parallel;
   if (o.communicator && o.communicator->size() > 1)
-    data_parallel = {.bucket_bytes = o.bucket_bytes};
+    data_parallel = {.bucket_bytes = o.bucket_bytes,
+                     .shard_optimizer = o.shard_optimizer,
+                     .ranks = o.communicator->size()};
   ir::build_training_step(*s.model.graph, s.model.loss, trained, optimizer, false,
                           data_parallel ? &*data_parallel : nullptr);
   return true;

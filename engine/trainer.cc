@@ -22,6 +22,7 @@
 #include "engine/init.h"
 #include "engine/pipeline.h"
 #include "engine/safetensors.h"
+#include "engine/state_shards.h"
 #include "ir/binding.h"
 #include "ir/models/model.h"
 #include "jit/cpu/kernel_cache.h"
@@ -89,7 +90,7 @@ TrainerJson read_trainer_json(const std::string& path) {
 
 // The training step's inputs that step() fills in itself.
 bool supplied_by_the_trainer(const std::string& input) {
-  return input == "lr" || input == "step" || input == "loss_scale";
+  return input == "lr" || input == "step" || input == "loss_scale" || input == "rank";
 }
 
 // The bytes of the parameters and the optimizer state, as the device will allocate them.
@@ -177,6 +178,7 @@ struct Trainer::Impl {
   std::unique_ptr<Executor> executor_;
   std::shared_ptr<devices::Communicator> comm_;  // the ranks of a data-parallel run (or null)
   std::map<std::string, Tensor> state_;          // parameters and optimizer state by name
+  StateShards shards_;                           // the state this rank holds a part of
   int64_t step_ = 0;
   int64_t updates_ = 0;      // steps whose updates were applied (AdamW's bias correction)
   double loss_scale_ = 0;    // f16 loss scaling (0: none)
@@ -232,6 +234,8 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
       .reset();  // the governor holds it now: governor().liveness(), candidates()
   impl_->comm_ = options.communicator;
   impl_->executor_->set_communicator(impl_->comm_.get());
+  impl_->shards_ = StateShards(*impl_->compiled_.model.graph, impl_->compiled_.model.params,
+                               impl_->comm_.get(), options.shard_optimizer);
   refuse_what_the_device_cannot_hold(*impl_->compiled_.model.graph, *impl_->device_);
   try {
     impl_->state_ = init_params(impl_->compiled_.model, options.seed, *impl_->alloc_);
@@ -331,6 +335,8 @@ StepResult Trainer::step(const Batch& batch, double lr) {
                                 : Tensor::from<float>({}, {static_cast<float>(lr)}, *impl_->alloc_);
   if (impl_->compiled_.model.graph->find_value("step"))
     args["step"] = Tensor::from<int64_t>({}, {impl_->updates_ + 1}, *impl_->alloc_);
+  if (impl_->compiled_.model.graph->find_value("rank"))
+    args["rank"] = Tensor::from<int64_t>({}, {impl_->comm_->rank()}, *impl_->alloc_);
   if (impl_->loss_scale_ > 0)
     args["loss_scale"] =
         Tensor::from<float>({}, {static_cast<float>(impl_->loss_scale_)}, *impl_->alloc_);
@@ -378,6 +384,16 @@ void Trainer::save(const std::string& dir, const std::map<std::string, std::stri
                             "earlier checkpoint, with a lower learning rate");
     }
   }
+  // A sharded optimizer's parts, joined in host memory: every rank takes part, rank 0 writes.
+  std::unique_ptr<devices::Device> host;
+  std::unique_ptr<memory::CachingAllocator> host_memory;
+  std::map<std::string, Tensor> whole = impl_->state_;
+  if (!impl_->shards_.empty()) {
+    host = devices::make_cpu_device(1);
+    host_memory = std::make_unique<memory::CachingAllocator>(*host, 0);
+    whole = impl_->shards_.gather(impl_->state_, *host_memory);
+    if (impl_->comm_->rank() != 0) return;
+  }
   fs::path final = fs::path(dir).lexically_normal();
   if (!final.has_filename()) final = final.parent_path();  // "ck/step-1/"
   if (final.empty() || final.filename() == "." || final.filename() == "..") {
@@ -402,7 +418,7 @@ void Trainer::save(const std::string& dir, const std::map<std::string, std::stri
   }
   // Only a complete checkpoint gets the final name; an older one of the same step goes first.
   write_folder(final, "put checkpoint " + final.string() + " in place", [&](const fs::path& dir) {
-    write_safetensors((dir / "state.safetensors").string(), impl_->state_,
+    write_safetensors((dir / "state.safetensors").string(), whole,
                       {{"graph", impl_->compiled_.model.graph->name()}});
     write_text_durably((dir / "trainer.json").string(), meta);
   });
@@ -419,7 +435,8 @@ std::map<std::string, std::string> Trainer::load(const std::string& dir) {
       throw InvalidArgument("checkpoint " + dir + " lacks `" + name +
                             "`: it belongs to a different model");
     }
-    if (it->second.dtype() != t.dtype() || it->second.shape() != t.shape()) {
+    if (it->second.dtype() != t.dtype() ||
+        it->second.shape() != impl_->shards_.saved_shape(name, t)) {
       throw InvalidArgument("checkpoint " + dir + " holds `" + name + "` as " +
                             it->second.describe() + ", the model has " + t.describe() +
                             ": it belongs to a different model");
@@ -429,7 +446,8 @@ std::map<std::string, std::string> Trainer::load(const std::string& dir) {
                     " NaN or infinite values in `" + name + "`: it cannot be trained from");
     }
   }
-  for (const auto& [name, t] : impl_->state_) t.copy_from(file.tensors.at(name));
+  for (const auto& [name, t] : impl_->state_)
+    impl_->shards_.take_part(name, file.tensors.at(name), t);
   impl_->step_ = saved.step;
   impl_->updates_ = saved.updates;
   // A checkpoint of a run without loss scaling starts the scaler afresh.

@@ -113,11 +113,14 @@ class Trainer {
   // `extra` (the caller's data cursor, RNG and schedule state) to DIR/trainer.json. Both are
   // written into a hidden sibling `.NAME.partial`, synced, and renamed into place, so a folder
   // under its final name is always complete. Refuses (InvalidArgument) a state that holds NaN or
-  // infinite values: a diverged run never writes a checkpoint.
+  // infinite values: a diverged run never writes a checkpoint. With the optimizer state sharded
+  // over several ranks (TrainerOptions::shard_optimizer), every rank calls save() at the same
+  // step: the ranks' parts are joined, and rank 0 alone writes the whole state.
   void save(const std::string& dir, const std::map<std::string, std::string>& extra = {}) const;
   // Restores a checkpoint written by save(); returns its `extra`. Throws IoError for a missing,
   // incomplete or damaged checkpoint (a tensor failing its checksum, or NaN or infinite values)
-  // and InvalidArgument when it belongs to a different model.
+  // and InvalidArgument when it belongs to a different model. With a sharded optimizer state,
+  // each rank takes its part of the whole state the checkpoint holds.
   std::map<std::string, std::string> load(const std::string& dir);
 
  private:

@@ -15,6 +15,12 @@ namespace disc::ir {
 struct DataParallel {
   // A bucket closes once its gradients hold at least this many bytes (PyTorch DDP's default).
   int64_t bucket_bytes = 25 << 20;
+  // ZeRO stage 1: each of the `ranks` ranks keeps the optimizer state of its part of each
+  // parameter (the flat elements [rank * s, rank * s + s), s = ceil(numel / ranks)) and updates
+  // that part alone; the ranks' updated parts, joined (all_gather), are the new parameter. The
+  // step then takes the input `rank` (i64).
+  bool shard_optimizer = false;
+  int64_t ranks = 1;
 };
 
 // The loss of the global batch: the ranks' losses, each times the count it averages over, summed

@@ -35,9 +35,25 @@ std::vector<Value*> clip(Graph& g, const std::vector<Value*>& grads, Value* norm
   return out;
 }
 
-Value* state_like(Graph& g, Value* p, const std::string& suffix) {
-  return g.add_argument(p->name() + "." + suffix, p->type(), Role::kState);
+// Optimizer state named after parameter p, of `part`'s type (p's, or its shard's).
+Value* state_like(Graph& g, const Value* p, const Value* part, const std::string& suffix) {
+  return g.add_argument(p->name() + "." + suffix, part->type(), Role::kState);
 }
+
+// What the optimizer updates: each parameter whole, or, with the state sharded (ZeRO stage 1),
+// this rank's part of it, whose update the ranks then join.
+struct Updated {
+  const DataParallel* dp = nullptr;  // sharding when set
+  Value* rank = nullptr;
+
+  Value* part(Graph& g, Value* v) const {
+    return dp ? g.add("rank_shard", {v, rank}, {{"ranks", dp->ranks}}) : v;
+  }
+  Value* whole(Graph& g, Value* new_part, const Value* p) const {
+    return dp ? g.add("all_gather", {new_part}, {{"ranks", dp->ranks}, {"shape", p->shape()}})
+              : new_part;
+  }
+};
 
 // The gradients of scale * loss, divided by `scale` again.
 std::vector<Value*> unscaled_gradients(Graph& g, Value* loss, const std::vector<Value*>& params,
@@ -101,29 +117,33 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
   if (!debug_outputs) g.keep_outputs([](const std::string& name) { return name == "loss"; });
   if (!has_loss) g.add_output("loss", loss);
   g.add_output("grad_norm", norm);
+  Updated updated;
+  if (data_parallel && data_parallel->shard_optimizer && data_parallel->ranks > 1)
+    updated = {data_parallel, g.add_argument("rank", {DType::kI64, {}}, Role::kInput)};
   for (size_t i = 0; i < params.size(); ++i) {
     Value* p = params[i];
+    Value *part = updated.part(g, p), *grad = updated.part(g, grads[i]);
     if (opt.kind == OptimizerConfig::Kind::kAdamW) {
-      Value *m = state_like(g, p, "m"), *v = state_like(g, p, "v");
-      Node* n = g.add_node("adamw_update", {p, grads[i], m, v, lr, step},
+      Value *m = state_like(g, p, part, "m"), *v = state_like(g, p, part, "v");
+      Node* n = g.add_node("adamw_update", {part, grad, m, v, lr, step},
                            {{"beta1", opt.beta1},
                             {"beta2", opt.beta2},
                             {"eps", opt.eps},
                             {"weight_decay", opt.weight_decay}},
                            {g.unique_name(p->name() + ".new"), g.unique_name(m->name() + ".new"),
                             g.unique_name(v->name() + ".new")});
-      add_update(g, p, n->result(0), guard);
+      add_update(g, p, updated.whole(g, n->result(0), p), guard);
       add_update(g, m, n->result(1), guard);
       add_update(g, v, n->result(2), guard);
     } else {
-      Value* buf = state_like(g, p, "momentum");
+      Value* buf = state_like(g, p, part, "momentum");
       Node* n =
-          g.add_node("sgd_update", {p, grads[i], buf, lr},
+          g.add_node("sgd_update", {part, grad, buf, lr},
                      {{"momentum", opt.momentum},
                       {"weight_decay", opt.weight_decay},
                       {"nesterov", opt.nesterov}},
                      {g.unique_name(p->name() + ".new"), g.unique_name(buf->name() + ".new")});
-      add_update(g, p, n->result(0), guard);
+      add_update(g, p, updated.whole(g, n->result(0), p), guard);
       add_update(g, buf, n->result(1), guard);
     }
   }

@@ -175,6 +175,9 @@ const std::vector<ConfigKey>& config_schema() {
        {},
        1,
        1e18},
+      {"distributed.shard_optimizer", K::kBool, "false",
+       "data parallel: each rank keeps and updates the optimizer state of 1/N of each parameter "
+       "(ZeRO stage 1); checkpoints still hold the whole state"},
       {"distributed.trace_every_rank", K::kBool, "false",
        "data parallel: every rank writes its trace of logging.trace_steps, rank R's beside "
        "logging.trace as NAME.rankR.json (rank 0's stays logging.trace)"},

@@ -55,6 +55,7 @@ Ranks join_ranks(const Config& c, RunSetup& s, const std::map<std::string, std::
   }
   s.trainer.communicator = r.world;
   s.trainer.bucket_bytes = c.get_bytes("distributed.bucket_bytes");
+  s.trainer.shard_optimizer = c.get_bool("distributed.shard_optimizer");
   spdlog::info("data parallel: {} ranks ({})", r.size, r.world->describe());
   return r;
 }

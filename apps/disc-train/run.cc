@@ -304,8 +304,13 @@ int run_training(const Config& c, const RunFlags& f) {
     const bool stop = ranks.any(signals.received() != 0);
     // mpirun passes a signal on to every rank; one that another rank got first stops this one too.
     const int signal = signals.received() != 0 ? signals.received() : SIGTERM;
-    if (writes && !out.ckdir.empty() && (step % out.every == 0 || step == total || stop))
-      out.checkpoint(trainer, batcher, identity);
+    if (!out.ckdir.empty() && (step % out.every == 0 || step == total || stop)) {
+      if (writes) {
+        out.checkpoint(trainer, batcher, identity);
+      } else if (s.trainer.shard_optimizer) {
+        trainer.save(out.ckdir);  // its parts of the optimizer state, for rank 0 to write
+      }
+    }
     if (stop) {
       if (writes) {  // the other ranks stop alike, silently
         spdlog::warn("{}: stopped after step {}{}", StopSignals::name(signal), step,

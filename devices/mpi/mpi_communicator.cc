@@ -6,11 +6,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <future>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "base/error.h"
 #include "devices/mpi/mpi_watchdog.h"
@@ -75,6 +77,24 @@ class MpiCommunicator final : public Communicator {
         check(MPI_Allreduce(MPI_IN_PLACE, at, n, type, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
         done += n;
       }
+    });
+  }
+  Collective start_all_gather(const void* part, int64_t count, DType dtype, void* all,
+                              int64_t all_count) override {
+    const MPI_Datatype type = mpi_type(dtype);
+    if (count * size_ > kMaxCount)
+      throw InvalidArgument("all_gather of " + std::to_string(count) +
+                            " values a rank is over "
+                            "MPI's count limit");
+    const int64_t esize = dtype_size(dtype);
+    // The ranks' parts land side by side here; this rank's goes in now, so `part` may go.
+    auto joined = std::make_shared<std::vector<char>>(static_cast<size_t>(count * size_ * esize));
+    std::memcpy(joined->data() + rank_ * count * esize, part, static_cast<size_t>(count * esize));
+    return post("MPI_Allgather", [this, joined, count, type, esize, all, all_count] {
+      check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, joined->data(),
+                          static_cast<int>(count), type, MPI_COMM_WORLD),
+            "MPI_Allgather");
+      std::memcpy(all, joined->data(), static_cast<size_t>(all_count * esize));
     });
   }
   void broadcast(void* data, int64_t bytes, int root) override {

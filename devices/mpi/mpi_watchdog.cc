@@ -89,7 +89,8 @@ std::string MpiWatchdog::who_kept_us(int64_t waiting_in) {
     if (r != rank_) MPI_Isend(&waiting_in, 1, MPI_INT64_T, r, kQuestion, status_, &asked[r]);
   std::vector<std::optional<std::array<int64_t, 2>>> answers(static_cast<size_t>(size_));
   int answered = 0;
-  for (const int64_t until = now_ms() + kAnswerWithinMs; answered < size_ - 1 && now_ms() < until;) {
+  for (const int64_t until = now_ms() + kAnswerWithinMs;
+       answered < size_ - 1 && now_ms() < until;) {
     answer_questions();  // the others' watchdogs may be asking too
     int came = 0;
     MPI_Status st;

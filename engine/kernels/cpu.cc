@@ -91,6 +91,23 @@ jit::KernelRun all_reduce(const ir::Node&, const ir::KernelArgs& a, KernelContex
   return {};
 }
 
+// The ranks' updated parts of a parameter joined (ZeRO stage 1): the communicator copies this
+// rank's part as the node runs and writes the whole on its thread.
+jit::KernelRun all_gather(const ir::Node& n, const ir::KernelArgs& a, KernelContext& ctx) {
+  if (!ctx.comm) {
+    n.op().reference(a);
+    return {};
+  }
+  devices::Collective joined = ctx.comm->start_all_gather(
+      a.in[0].data, a.in[0].numel(), a.in[0].dtype, a.out[0].data, a.out[0].numel());
+  if (ctx.later) {
+    ctx.later->push_back(std::move(joined));
+  } else {
+    joined.get();
+  }
+  return {};
+}
+
 }  // namespace
 
 void register_cpu_kernels(KernelRegistry& r) {
@@ -124,6 +141,11 @@ void register_cpu_kernels(KernelRegistry& r) {
            .dtype = t,
            .name = "cpu/all_reduce",
            .run = all_reduce});
+    r.add({.op = "all_gather",
+           .device = kHost,
+           .dtype = t,
+           .name = "cpu/all_gather",
+           .run = all_gather});
   }
   // Fused nodes as kernels compiled by LLVM (jit/cpu/fused_runner.h), where the executor has them.
   r.add({.op = "fused",

@@ -1,8 +1,12 @@
 // Collectives of a data-parallel run: every rank holds the same graph and runs it in the same
 // order, each on its share of the batch. The reference kernel is the one-rank case; the engine's
-// kernel (engine/kernels/cpu.cc) sums across the Trainer's communicator, on its thread.
+// kernels (engine/kernels/cpu.cc) run across the Trainer's communicator, on its thread. With the
+// optimizer state sharded (ZeRO stage 1), `rank_shard` takes this rank's part of a parameter and
+// `all_gather` joins the ranks' updated parts.
+#include <algorithm>
 #include <cstring>
 
+#include "base/error.h"
 #include "ir/autodiff.h"
 #include "ir/op_registry.h"
 #include "ir/ops/ops.h"
@@ -17,9 +21,77 @@ void all_reduce_kernel(const KernelArgs& a) {
   }
 }
 
+// The elements per rank when `numel` elements are shared by `ranks`: the last rank's part is
+// padded with zeros.
+int64_t shard_size(int64_t numel, int64_t ranks) {
+  return (numel + ranks - 1) / ranks;
+}
+
+void rank_shard_kernel(const KernelArgs& a) {
+  const int64_t rank = a.in[1].as<int64_t>()[0], s = a.out[0].numel(), n = a.in[0].numel();
+  const int64_t esize = dtype_size(a.out[0].dtype);
+  const int64_t begin = std::clamp<int64_t>(rank * s, 0, n), end = std::min(n, begin + s);
+  std::memset(a.out[0].data, 0, static_cast<size_t>(a.out[0].bytes()));
+  std::memcpy(a.out[0].data, static_cast<const char*>(a.in[0].data) + begin * esize,
+              static_cast<size_t>((end - begin) * esize));
+}
+
+// One rank: its part is the whole.
+void all_gather_kernel(const KernelArgs& a) {
+  if (a.a().get_int("ranks") != 1)
+    throw InvalidArgument("all_gather over several ranks runs on the ranks' communicator");
+  std::memcpy(a.out[0].data, a.in[0].data, static_cast<size_t>(a.out[0].bytes()));
+}
+
+void register_sharding_ops(OpRegistry& r) {
+  OpDef shard{.name = "rank_shard",
+              .category = OpCategory::kGatherScatter,
+              .summary =
+                  "this rank's part of x flattened: the elements [rank * s, rank * s + s) "
+                  "with s = ceil(numel / ranks), zeros past the end"};
+  shard.min_operands = shard.max_operands = 2;
+  shard.attrs = {{"ranks", AttrKind::kInt, std::nullopt, {}}};
+  shard.infer = [](InferContext& ctx) {
+    const int64_t ranks = ctx.attrs().get_int("ranks");
+    ctx.require(ranks >= 1, "`ranks` must be at least 1");
+    ctx.require_float(0);
+    ctx.require(ctx.in(1).dtype == DType::kI64 && ctx.in(1).rank() == 0,
+                "operand 1 (rank) must be an i64 scalar");
+    const std::optional<int64_t> n = ctx.in(0).numel().constant();
+    ctx.require(n.has_value(), "operand 0 must have a static shape, not " + ctx.in(0).str());
+    return std::vector{TensorType{ctx.in(0).dtype, {DimExpr(shard_size(*n, ranks))}}};
+  };
+  shard.flops_per_element = 0;
+  shard.reference = rank_shard_kernel;
+  r.add(std::move(shard));
+
+  OpDef gather{.name = "all_gather",
+               .category = OpCategory::kCollective,
+               .summary =
+                   "the ranks' parts of a tensor (rank_shard's), joined in rank order and "
+                   "shaped as `shape`"};
+  gather.attrs = {{"ranks", AttrKind::kInt, std::nullopt, {}},
+                  {"shape", AttrKind::kDims, std::nullopt, {}}};
+  gather.infer = [](InferContext& ctx) {
+    const int64_t ranks = ctx.attrs().get_int("ranks");
+    ctx.require(ranks >= 1, "`ranks` must be at least 1");
+    ctx.require_float(0);
+    const TensorType out{ctx.in(0).dtype, ctx.attrs().get_dims("shape")};
+    const std::optional<int64_t> n = out.numel().constant(), part = ctx.in(0).numel().constant();
+    ctx.require(n.has_value() && ctx.in(0).rank() == 1 && part == shard_size(*n, ranks),
+                "operand 0 is " + ctx.in(0).str() + ", not one of " + std::to_string(ranks) +
+                    " parts of a static " + out.str());
+    return std::vector{out};
+  };
+  gather.flops_per_element = 0;
+  gather.reference = all_gather_kernel;
+  r.add(std::move(gather));
+}
+
 }  // namespace
 
 void register_collective_ops(OpRegistry& r) {
+  register_sharding_ops(r);
   OpDef d{.name = "all_reduce",
           .category = OpCategory::kCollective,
           .summary = "each operand summed elementwise over every rank (a gradient bucket)"};

@@ -103,6 +103,27 @@ TEST(DataParallelRun, RanksFollowOneProcessAndResumeAtAnotherWorldSize) {
   expect_close(losses(s.path("resumed.jsonl")), losses(s.path("one.jsonl")), 7);
 }
 
+// ZeRO stage 1: three ranks that each keep a third of the optimizer state follow one process and
+// checkpoint the whole state, from which two ranks without sharding resume.
+TEST(DataParallelRun, ShardedOptimizerStateResumesUnshardedAtAnotherWorldSize) {
+  Scratch s;
+  s.write("run.yaml", kRanksRun);
+  auto one = train(s, 1, "logging.metrics=" + s.path("one.jsonl"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  auto three = train(s, 3,
+                     "distributed.shard_optimizer=true checkpoint.dir=" + s.path("ck") +
+                         " logging.metrics=" + s.path("three.jsonl"));
+  ASSERT_EQ(three.code, 0) << three.out;
+  ASSERT_TRUE(std::filesystem::exists(s.path("ck/step-00000006")));
+  std::filesystem::remove_all(s.path("ck/step-00000012"));
+  auto resumed = train(
+      s, 2,
+      "--resume checkpoint.dir=" + s.path("ck") + " logging.metrics=" + s.path("resumed.jsonl"));
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  expect_close(losses(s.path("three.jsonl")), losses(s.path("one.jsonl")), 1);
+  expect_close(losses(s.path("resumed.jsonl")), losses(s.path("one.jsonl")), 7);
+}
+
 // A token budget makes batches of varying rows (some fewer than the ranks): the ranks still
 // follow one process.
 TEST(DataParallelRun, TokenBudgetBatchesFollowOneProcess) {

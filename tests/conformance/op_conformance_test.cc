@@ -149,6 +149,8 @@ std::vector<Case> op_cases() {
     // One process (no communicator): each sum is its operand, bit for bit.
     c.push_back(op_case("all_reduce_" + T, {{"a", T + "[1]"}, {"b", T + "[13, 7]"}},
                         "all_reduce(%a, %b)", {T + "[1]", T + "[13, 7]"}));
+    c.push_back(op_case("all_gather_" + T, {{"a", T + "[13]"}},
+                        "all_gather(%a) {ranks = 1, shape = [13]}", {T + "[13]"}));
     c.push_back(op_case("matmul_shared_b_" + T, {{"a", T + "[2, 5, 3]"}, {"b", T + "[3, 11]"}},
                         "matmul(%a, %b)", {T + "[2, 5, 11]"}));
     c.push_back(op_case("matmul_transposed_" + T,

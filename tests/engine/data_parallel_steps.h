@@ -50,8 +50,8 @@ inline Batch assemble(const Rows& rows, size_t begin, size_t end, Trainer& t) {
 }
 
 inline Trainer llama(std::shared_ptr<devices::Communicator> comm,
-                     memory::GovernorOptions memory = {},
-                     int64_t bucket_bytes = int64_t{25} << 20) {
+                     memory::GovernorOptions memory = {}, int64_t bucket_bytes = int64_t{25} << 20,
+                     bool shard_optimizer = false) {
   return Trainer(ir::models::build_llama({.vocab = 64,
                                           .hidden = 32,
                                           .layers = 2,
@@ -68,7 +68,8 @@ inline Trainer llama(std::shared_ptr<devices::Communicator> comm,
                   // The cap fits the ranks' shares, not the largest batch the graph admits.
                   .check_cap = false,
                   .communicator = std::move(comm),
-                  .bucket_bytes = bucket_bytes});
+                  .bucket_bytes = bucket_bytes,
+                  .shard_optimizer = shard_optimizer});
 }
 
 struct Trained {
@@ -80,10 +81,10 @@ struct Trained {
 
 inline constexpr int kSteps = 4;
 
-// kSteps steps of `t` on rows [first, last) of each global batch, by this rank's share.
-inline Trained train(Trainer t, int rank, int ranks) {
+// Steps [first, first + kSteps) of `t` on this rank's share of each global batch.
+inline Trained train(Trainer& t, int rank, int ranks, int first = 0) {
   Trained r;
-  for (int step = 0; step < kSteps; ++step) {
+  for (int step = first; step < first + kSteps; ++step) {
     const Rows rows = global_batch(step);
     const size_t n = rows.tokens.size();
     const StepResult s = t.step(assemble(rows, n * rank / ranks, n * (rank + 1) / ranks, t), 3e-3);
@@ -95,6 +96,9 @@ inline Trained train(Trainer t, int rank, int ranks) {
   }
   for (const std::string& p : t.parameter_names()) r.params[p] = t.parameter(p).to_vector<float>();
   return r;
+}
+inline Trained train(Trainer&& t, int rank, int ranks, int first = 0) {
+  return train(t, rank, ranks, first);
 }
 
 }  // namespace disc::engine

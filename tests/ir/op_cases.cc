@@ -105,6 +105,8 @@ std::vector<ValidCase> valid_cases() {
       {"adamw_update", "adamw_update(%x, %y, %x, %y, %s, %seed) {weight_decay = 0.1}",
        "f32[B, S, 8], f32[B, S, 8], f32[B, S, 8]"},
       {"all_reduce", "all_reduce(%x, %w, %s)", "f32[B, S, 8], f32[8, 16], f32[]"},
+      {"rank_shard", "rank_shard(%w, %seed) {ranks = 3}", "f32[43]"},
+      {"all_gather", "all_gather(%v8) {ranks = 1, shape = [2, 4]}", "f32[2, 4]"},
   };
   cases.insert(cases.end(), more.begin(), more.end());
   return cases;
@@ -192,6 +194,9 @@ std::vector<InvalidCase> invalid_cases() {
       {"sgd_update", "sgd_update(%x, %y, %x, %v8)", "(lr) must be a scalar"},
       {"adamw_update", "adamw_update(%x, %y, %x, %y, %s, %s)", "(step) must be an i64 scalar"},
       {"all_reduce", "all_reduce(%x, %xi)", "all_reduce sums f32 or f64"},
+      {"rank_shard", "rank_shard(%w, %s) {ranks = 2}", "operand 1 (rank) must be an i64 scalar"},
+      {"rank_shard", "rank_shard(%x, %seed) {ranks = 2}", "must have a static shape"},
+      {"all_gather", "all_gather(%v8) {ranks = 3, shape = [4, 4]}", "not one of 3 parts"},
   };
   cases.insert(cases.end(), more.begin(), more.end());
   return cases;
