@@ -43,6 +43,11 @@ class Communicator {
   void all_reduce_sum(void* data, int64_t count, DType dtype) {
     start_all_reduce_sum(data, count, dtype).get();
   }
+  // Starts summing `count` values at `data` over the ranks and writes this rank's part of the sum,
+  // its values [rank * s, rank * s + s) with s = ceil(count / size) (zeros past the end), to
+  // `part`, on the communicator's thread. `data` is copied before this returns.
+  virtual Collective start_reduce_scatter_sum(const void* data, int64_t count, DType dtype,
+                                              void* part) = 0;
   // Starts joining every rank's `count` values at `part` (f32, f64 or i64), in rank order, and
   // writes the first `all_count` of them to `all`, on the communicator's thread like the sums.
   // `part` is copied before this returns; `all` is written until the Collective is ready.

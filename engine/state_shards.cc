@@ -40,7 +40,8 @@ std::map<std::string, Tensor> StateShards::gather(const std::map<std::string, Te
   return whole;
 }
 
-void StateShards::take_part(const std::string& name, const Tensor& whole, const Tensor& part) const {
+void StateShards::take_part(const std::string& name, const Tensor& whole,
+                            const Tensor& part) const {
   if (!whole_shape_.contains(name)) return part.copy_from(whole);
   std::vector<std::byte> all(static_cast<size_t>(whole.bytes())), mine(part.bytes());
   whole.download(all.data());

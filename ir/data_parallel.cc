@@ -44,8 +44,13 @@ Value* global_loss(Graph& g, Value* loss) {
   return g.add("div", {sums->result(0), total});
 }
 
-std::vector<Value*> all_reduce_in_buckets(Graph& g, const std::vector<Value*>& grads,
-                                          int64_t bucket_bytes) {
+namespace {
+
+// One `op` node (with `attrs`) per bucket of about `bucket_bytes` of `grads`, filled in the order
+// the backward makes them; its results, named NAME.`suffix`, in the order of `grads`.
+std::vector<Value*> in_buckets(Graph& g, const std::vector<Value*>& grads, int64_t bucket_bytes,
+                               const std::string& op, const Attributes& attrs,
+                               const std::string& suffix) {
   std::map<const Node*, size_t> position;
   for (const Node* n : g.nodes()) position.emplace(n, position.size());
   auto made_at = [&](const Value* v) {
@@ -64,9 +69,9 @@ std::vector<Value*> all_reduce_in_buckets(Graph& g, const std::vector<Value*>& g
     std::vector<std::string> names;
     for (size_t i : bucket) {
       operands.push_back(grads[i]);
-      names.push_back(g.unique_name(grads[i]->name() + ".sum"));
+      names.push_back(g.unique_name(grads[i]->name() + suffix));
     }
-    Node* n = g.add_node("all_reduce", operands, {}, names);
+    Node* n = g.add_node(op, operands, attrs, names);
     for (size_t k = 0; k < bucket.size(); ++k) sums[bucket[k]] = n->result(static_cast<int>(k));
     bucket.clear();
     bytes = 0;
@@ -84,6 +89,18 @@ std::vector<Value*> all_reduce_in_buckets(Graph& g, const std::vector<Value*>& g
   }
   if (!bucket.empty()) close();
   return sums;
+}
+
+}  // namespace
+
+std::vector<Value*> all_reduce_in_buckets(Graph& g, const std::vector<Value*>& grads,
+                                          int64_t bucket_bytes) {
+  return in_buckets(g, grads, bucket_bytes, "all_reduce", {}, ".sum");
+}
+
+std::vector<Value*> reduce_scatter_in_buckets(Graph& g, const std::vector<Value*>& grads,
+                                              int64_t bucket_bytes, int64_t ranks) {
+  return in_buckets(g, grads, bucket_bytes, "reduce_scatter", {{"ranks", ranks}}, ".part");
 }
 
 }  // namespace disc::ir

@@ -17,8 +17,9 @@ struct DataParallel {
   int64_t bucket_bytes = 25 << 20;
   // ZeRO stage 1: each of the `ranks` ranks keeps the optimizer state of its part of each
   // parameter (the flat elements [rank * s, rank * s + s), s = ceil(numel / ranks)) and updates
-  // that part alone; the ranks' updated parts, joined (all_gather), are the new parameter. The
-  // step then takes the input `rank` (i64).
+  // that part alone, from its part of the summed gradients (reduce_scatter); the ranks' updated
+  // parts, joined (all_gather), are the new parameter. The gradient norm sums the ranks' parts'.
+  // The step then takes the input `rank` (i64).
   bool shard_optimizer = false;
   int64_t ranks = 1;
 };
@@ -36,5 +37,10 @@ Value* global_loss(Graph& g, Value* loss);
 // bucket can be summed while the backward still runs. Returns the sums in the order of `grads`.
 std::vector<Value*> all_reduce_in_buckets(Graph& g, const std::vector<Value*>& grads,
                                           int64_t bucket_bytes);
+
+// The same with each rank keeping its part of each sum (the flat elements rank_shard takes): one
+// reduce_scatter node per bucket (ZeRO stage 1, DataParallel::shard_optimizer).
+std::vector<Value*> reduce_scatter_in_buckets(Graph& g, const std::vector<Value*>& grads,
+                                              int64_t bucket_bytes, int64_t ranks);
 
 }  // namespace disc::ir

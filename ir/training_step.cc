@@ -13,8 +13,9 @@ Value* stretch(Graph& g, Value* s, const Value* like) {
   return g.add("broadcast", {s}, {{"shape", like->shape()}, {"dims", std::vector<int64_t>{}}});
 }
 
-// sqrt(sum over every gradient of g^2), as a scalar.
-Value* global_norm(Graph& g, const std::vector<Value*>& grads, DType t) {
+// sqrt(sum over every gradient of g^2), as a scalar; with `parts`, each rank holds a part of each
+// gradient, and the sum is over every rank's.
+Value* global_norm(Graph& g, const std::vector<Value*>& grads, DType t, bool parts) {
   Value* total = scalar(g, 0.0, t);
   for (Value* d : grads) {
     std::vector<int64_t> all;
@@ -22,6 +23,8 @@ Value* global_norm(Graph& g, const std::vector<Value*>& grads, DType t) {
     Value* sq = g.add("mul", {d, d});
     total = g.add("add", {total, all.empty() ? sq : g.add("reduce_sum", {sq}, {{"axes", all}})});
   }
+  if (parts)
+    total = g.add_node("all_reduce", {total}, {}, {g.unique_name("grad_sq.sum")})->result(0);
   return g.add("sqrt", {total}, {}, "grad_norm");
 }
 
@@ -108,8 +111,13 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
   Value* scale = opt.loss_scaling ? g.add_argument("loss_scale", {t, {}}, Role::kInput) : nullptr;
   auto grads =
       scale ? unscaled_gradients(g, loss, params, scale) : build_gradients(g, loss, params);
-  if (data_parallel) grads = all_reduce_in_buckets(g, grads, data_parallel->bucket_bytes);
-  Value* norm = global_norm(g, grads, t);
+  const bool sharded = data_parallel && data_parallel->shard_optimizer && data_parallel->ranks > 1;
+  if (sharded) {
+    grads = reduce_scatter_in_buckets(g, grads, data_parallel->bucket_bytes, data_parallel->ranks);
+  } else if (data_parallel) {
+    grads = all_reduce_in_buckets(g, grads, data_parallel->bucket_bytes);
+  }
+  Value* norm = global_norm(g, grads, t, sharded);
   Value* guard = scale ? g.add("sub", {norm, norm}) : nullptr;  // updates only where 0
   for (size_t i = 0; debug_outputs && i < params.size(); ++i)
     g.add_output("grad." + params[i]->name(), grads[i]);
@@ -118,11 +126,10 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
   if (!has_loss) g.add_output("loss", loss);
   g.add_output("grad_norm", norm);
   Updated updated;
-  if (data_parallel && data_parallel->shard_optimizer && data_parallel->ranks > 1)
-    updated = {data_parallel, g.add_argument("rank", {DType::kI64, {}}, Role::kInput)};
+  if (sharded) updated = {data_parallel, g.add_argument("rank", {DType::kI64, {}}, Role::kInput)};
   for (size_t i = 0; i < params.size(); ++i) {
-    Value* p = params[i];
-    Value *part = updated.part(g, p), *grad = updated.part(g, grads[i]);
+    Value *p = params[i], *grad = grads[i];  // with sharding, its part already
+    Value* part = updated.part(g, p);
     if (opt.kind == OptimizerConfig::Kind::kAdamW) {
       Value *m = state_like(g, p, part, "m"), *v = state_like(g, p, part, "v");
       Node* n = g.add_node("adamw_update", {part, grad, m, v, lr, step},

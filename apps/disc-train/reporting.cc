@@ -222,6 +222,7 @@ engine::StepObserver Trace::observer(int64_t step) {
     using Kind = engine::StepEvent::Kind;
     nlohmann::json args = {{"step", step}};
     std::string name;
+    collectives_ |= e.kind == Kind::kCollective;
     if (e.kind == Kind::kRun || e.kind == Kind::kCollective) {
       std::string results;
       for (const ir::Value* r : e.node->results())
@@ -276,14 +277,15 @@ void Trace::write() const {
   std::string tracks;
   const char* names[] = {"nodes", "memory governor: evict, regenerate", "steps, compiles",
                          "collectives (on the communicator's thread)"};
-  for (int tid = 1; tid <= 4; ++tid) {
+  const int last = collectives_ ? 4 : 3;  // a data-parallel run's
+  for (int tid = 1; tid <= last; ++tid) {
     tracks += nlohmann::json{{"name", "thread_name"},
                              {"ph", "M"},
                              {"pid", 1},
                              {"tid", tid},
                              {"args", {{"name", names[tid - 1]}}}}
                   .dump() +
-              (tid < 4 ? ",\n" : "");
+              (tid < last ? ",\n" : "");
   }
   replace_file(path_, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n" + tracks +
                           (events_.empty() ? "" : ",\n" + events_) + "\n]}\n");

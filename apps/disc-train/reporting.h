@@ -82,6 +82,7 @@ class Trace {
   double offset_us_ = 0;
   std::string events_;
   std::map<const ir::Node*, std::string> names_;  // span names of the nodes seen
+  bool collectives_ = false;  // a data-parallel run's collectives were seen: their track
 };
 
 }  // namespace disc::apps

@@ -172,7 +172,7 @@ struct RunTotals {
         steps, tokens, ms > 0 ? tokens / (ms / 1e3) : 0.0, human_bytes(peak), first, last, compiles,
         evictions);
     if (collective_ms > 0 && steps > 0) {
-      line += fmt::format(", all-reduce {:.2f} ms a step, {:.0f}% of it hidden behind compute",
+      line += fmt::format(", collectives {:.2f} ms a step, {:.0f}% of it hidden behind compute",
                           collective_ms / steps,
                           100 * std::max(0.0, 1 - collective_wait_ms / collective_ms));
     }

@@ -79,6 +79,23 @@ class MpiCommunicator final : public Communicator {
       }
     });
   }
+  Collective start_reduce_scatter_sum(const void* data, int64_t count, DType dtype,
+                                      void* part) override {
+    const MPI_Datatype type = mpi_type(dtype);
+    const int64_t s = (count + size_ - 1) / size_, esize = dtype_size(dtype);
+    if (s > kMaxCount)
+      throw InvalidArgument("reduce_scatter of " + std::to_string(s) +
+                            " values a rank is over "
+                            "MPI's count limit");
+    // The ranks' parts side by side, zeros past `count`; copied now, so that `data` may go.
+    auto padded = std::make_shared<std::vector<char>>(static_cast<size_t>(s * size_ * esize));
+    std::memcpy(padded->data(), data, static_cast<size_t>(count * esize));
+    return post("MPI_Reduce_scatter_block", [this, padded, s, type, part] {
+      check(MPI_Reduce_scatter_block(padded->data(), part, static_cast<int>(s), type, MPI_SUM,
+                                     MPI_COMM_WORLD),
+            "MPI_Reduce_scatter_block");
+    });
+  }
   Collective start_all_gather(const void* part, int64_t count, DType dtype, void* all,
                               int64_t all_count) override {
     const MPI_Datatype type = mpi_type(dtype);

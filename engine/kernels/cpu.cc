@@ -91,6 +91,25 @@ jit::KernelRun all_reduce(const ir::Node&, const ir::KernelArgs& a, KernelContex
   return {};
 }
 
+// A gradient bucket summed over the ranks, each rank keeping its part of each sum (ZeRO stage 1):
+// one collective a tensor, as all_reduce.
+jit::KernelRun reduce_scatter(const ir::Node& n, const ir::KernelArgs& a, KernelContext& ctx) {
+  if (!ctx.comm) {
+    n.op().reference(a);
+    return {};
+  }
+  for (size_t i = 0; i < a.in.size(); ++i) {
+    devices::Collective part = ctx.comm->start_reduce_scatter_sum(a.in[i].data, a.in[i].numel(),
+                                                                  a.in[i].dtype, a.out[i].data);
+    if (ctx.later) {
+      ctx.later->push_back(std::move(part));
+    } else {
+      part.get();
+    }
+  }
+  return {};
+}
+
 // The ranks' updated parts of a parameter joined (ZeRO stage 1): the communicator copies this
 // rank's part as the node runs and writes the whole on its thread.
 jit::KernelRun all_gather(const ir::Node& n, const ir::KernelArgs& a, KernelContext& ctx) {
@@ -141,6 +160,11 @@ void register_cpu_kernels(KernelRegistry& r) {
            .dtype = t,
            .name = "cpu/all_reduce",
            .run = all_reduce});
+    r.add({.op = "reduce_scatter",
+           .device = kHost,
+           .dtype = t,
+           .name = "cpu/reduce_scatter",
+           .run = reduce_scatter});
     r.add({.op = "all_gather",
            .device = kHost,
            .dtype = t,

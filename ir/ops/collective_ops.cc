@@ -36,11 +36,37 @@ void rank_shard_kernel(const KernelArgs& a) {
               static_cast<size_t>((end - begin) * esize));
 }
 
-// One rank: its part is the whole.
-void all_gather_kernel(const KernelArgs& a) {
+// One rank: its part is the whole. Several need the ranks' communicator (the engine's kernels).
+void require_one_rank(const KernelArgs& a) {
   if (a.a().get_int("ranks") != 1)
-    throw InvalidArgument("all_gather over several ranks runs on the ranks' communicator");
+    throw InvalidArgument(a.op + " over several ranks runs on the ranks' communicator");
+}
+void all_gather_kernel(const KernelArgs& a) {
+  require_one_rank(a);
   std::memcpy(a.out[0].data, a.in[0].data, static_cast<size_t>(a.out[0].bytes()));
+}
+void reduce_scatter_kernel(const KernelArgs& a) {
+  require_one_rank(a);
+  for (size_t i = 0; i < a.in.size(); ++i)
+    std::memcpy(a.out[i].data, a.in[i].data, static_cast<size_t>(a.in[i].bytes()));
+}
+
+// Each operand's part of the ranks' sum: f32 or f64 of a static shape, all of one dtype.
+std::vector<TensorType> parts_of_sums(InferContext& ctx) {
+  const int64_t ranks = ctx.attrs().get_int("ranks");
+  ctx.require(ranks >= 1, "`ranks` must be at least 1");
+  std::vector<TensorType> out;
+  for (int i = 0; i < ctx.num_operands(); ++i) {
+    const DType t = ctx.in(i).dtype;
+    ctx.require((t == DType::kF32 || t == DType::kF64) && t == ctx.in(0).dtype,
+                "operand " + std::to_string(i) + " has dtype " + std::string(dtype_name(t)) +
+                    "; reduce_scatter sums f32 or f64, one dtype a bucket");
+    const std::optional<int64_t> n = ctx.in(i).numel().constant();
+    ctx.require(n.has_value(), "operand " + std::to_string(i) + " must have a static shape, not " +
+                                   ctx.in(i).str());
+    out.push_back(TensorType{t, {DimExpr(shard_size(*n, ranks))}});
+  }
+  return out;
 }
 
 void register_sharding_ops(OpRegistry& r) {
@@ -86,6 +112,20 @@ void register_sharding_ops(OpRegistry& r) {
   gather.flops_per_element = 0;
   gather.reference = all_gather_kernel;
   r.add(std::move(gather));
+
+  OpDef scatter{.name = "reduce_scatter",
+                .category = OpCategory::kCollective,
+                .summary =
+                    "this rank's part (rank_shard's) of each operand summed over every rank "
+                    "(a gradient bucket)"};
+  scatter.min_operands = 1;
+  scatter.max_operands = -1;
+  scatter.num_results = -1;
+  scatter.attrs = {{"ranks", AttrKind::kInt, std::nullopt, {}}};
+  scatter.infer = parts_of_sums;
+  scatter.flops_per_element = 0;
+  scatter.reference = reduce_scatter_kernel;
+  r.add(std::move(scatter));
 }
 
 }  // namespace

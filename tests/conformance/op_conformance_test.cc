@@ -151,6 +151,8 @@ std::vector<Case> op_cases() {
                         "all_reduce(%a, %b)", {T + "[1]", T + "[13, 7]"}));
     c.push_back(op_case("all_gather_" + T, {{"a", T + "[13]"}},
                         "all_gather(%a) {ranks = 1, shape = [13]}", {T + "[13]"}));
+    c.push_back(op_case("reduce_scatter_" + T, {{"a", T + "[1]"}, {"b", T + "[13, 7]"}},
+                        "reduce_scatter(%a, %b) {ranks = 1}", {T + "[1]", T + "[91]"}));
     c.push_back(op_case("matmul_shared_b_" + T, {{"a", T + "[2, 5, 3]"}, {"b", T + "[3, 11]"}},
                         "matmul(%a, %b)", {T + "[2, 5, 11]"}));
     c.push_back(op_case("matmul_transposed_" + T,

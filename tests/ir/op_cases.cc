@@ -107,6 +107,7 @@ std::vector<ValidCase> valid_cases() {
       {"all_reduce", "all_reduce(%x, %w, %s)", "f32[B, S, 8], f32[8, 16], f32[]"},
       {"rank_shard", "rank_shard(%w, %seed) {ranks = 3}", "f32[43]"},
       {"all_gather", "all_gather(%v8) {ranks = 1, shape = [2, 4]}", "f32[2, 4]"},
+      {"reduce_scatter", "reduce_scatter(%w, %s) {ranks = 1}", "f32[128], f32[1]"},
   };
   cases.insert(cases.end(), more.begin(), more.end());
   return cases;
@@ -197,6 +198,8 @@ std::vector<InvalidCase> invalid_cases() {
       {"rank_shard", "rank_shard(%w, %s) {ranks = 2}", "operand 1 (rank) must be an i64 scalar"},
       {"rank_shard", "rank_shard(%x, %seed) {ranks = 2}", "must have a static shape"},
       {"all_gather", "all_gather(%v8) {ranks = 3, shape = [4, 4]}", "not one of 3 parts"},
+      {"reduce_scatter", "reduce_scatter(%w, %xi) {ranks = 2}", "one dtype a bucket"},
+      {"reduce_scatter", "reduce_scatter(%x) {ranks = 2}", "must have a static shape"},
   };
   cases.insert(cases.end(), more.begin(), more.end());
   return cases;
