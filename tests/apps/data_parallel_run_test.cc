@@ -237,29 +237,53 @@ std::string read_all(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// How a long run on 2 ranks ended after one rank got `signal`.
+struct Ended {
+  std::string signalled, other;  // the ranks
+  int code = 0;                  // mpirun's
+  double seconds = 0;            // from the signal to mpirun's end
+  std::string out;
+};
+
+Ended signal_a_rank(const Scratch& s, const std::string& args, int signal) {
+  Ended e;
+  const pid_t mpirun = start_long_run(s, args);
+  const std::vector<pid_t> ranks = children_of(mpirun);
+  EXPECT_EQ(ranks.size(), 2u);
+  e.signalled = rank_of(ranks.back()), e.other = rank_of(ranks.front());
+  EXPECT_EQ(::kill(ranks.back(), signal), 0);
+  const auto at = std::chrono::steady_clock::now();
+  e.code = exit_code(mpirun);
+  e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - at).count();
+  e.out = read_all(s.path("out.txt"));
+  return e;
+}
+
 // A rank stopped mid-run (SIGSTOP: alive, silent, what a hang looks like to the others): the
 // others' next collective gives up after distributed.timeout and every rank ends, exit code 3,
 // with a line naming the waiting rank and the one it waited for.
 TEST(DataParallelRun, AHungRankEndsEveryRankAfterTheTimeout) {
   Scratch s;
   s.write("run.yaml", kRanksRun);
-  const pid_t mpirun = start_long_run(s, "distributed.timeout=2");
-  const std::vector<pid_t> ranks = children_of(mpirun);
-  ASSERT_EQ(ranks.size(), 2u);
-  const std::string stopped_rank = rank_of(ranks.back()), waiting_rank = rank_of(ranks.front());
-  ASSERT_EQ(::kill(ranks.back(), SIGSTOP), 0);
-  const auto stopped = std::chrono::steady_clock::now();
-  const int code = exit_code(mpirun);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
-  const std::string out = read_all(s.path("out.txt"));
-  EXPECT_EQ(code, 3) << out;
-  EXPECT_LT(seconds, 30) << out;
-  EXPECT_NE(out.find("disc: rank " + waiting_rank + " of 2 waited"), std::string::npos) << out;
-  EXPECT_NE(out.find("for the other ranks: rank " + stopped_rank +
-                     " did not answer within 2 s (stopped, hung inside MPI, or gone)"),
+  const Ended e = signal_a_rank(s, "distributed.timeout=2", SIGSTOP);
+  EXPECT_EQ(e.code, 3) << e.out;
+  EXPECT_LT(e.seconds, 30) << e.out;
+  EXPECT_NE(e.out.find("disc: rank " + e.other + " of 2 waited"), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("for the other ranks: rank " + e.signalled +
+                       " did not answer within 2 s (stopped, hung inside MPI, or gone)"),
             std::string::npos)
-      << out;
+      << e.out;
+}
+
+// A rank killed mid-run (SIGKILL: no handler runs) ends the others: mpirun sees it exit and ends
+// the job within seconds, naming the rank, with a failing exit code.
+TEST(DataParallelRun, AKilledRankEndsEveryRank) {
+  Scratch s;
+  s.write("run.yaml", kRanksRun);
+  const Ended e = signal_a_rank(s, "", SIGKILL);
+  EXPECT_NE(e.code, 0) << e.out;
+  EXPECT_LT(e.seconds, 30) << e.out;
+  EXPECT_NE(e.out.find("rank " + e.signalled), std::string::npos) << e.out;
 }
 
 // SIGTERM to mpirun reaches every rank: they stop after the same step, rank 0 checkpoints it and

@@ -51,7 +51,8 @@ inline Batch assemble(const Rows& rows, size_t begin, size_t end, Trainer& t) {
 
 inline Trainer llama(std::shared_ptr<devices::Communicator> comm,
                      memory::GovernorOptions memory = {}, int64_t bucket_bytes = int64_t{25} << 20,
-                     bool shard_optimizer = false) {
+                     bool shard_optimizer = false,
+                     ir::OptimizerConfig optimizer = {.clip_norm = 1.0}) {
   return Trainer(ir::models::build_llama({.vocab = 64,
                                           .hidden = 32,
                                           .layers = 2,
@@ -63,7 +64,7 @@ inline Trainer llama(std::shared_ptr<devices::Communicator> comm,
                  {.device = "cpu",
                   .threads = 1,
                   .seed = 7,
-                  .optimizer = {.clip_norm = 1.0},
+                  .optimizer = optimizer,
                   .memory = memory,
                   // The cap fits the ranks' shares, not the largest batch the graph admits.
                   .check_cap = false,

@@ -103,6 +103,18 @@ TEST_F(DataParallel, ShardedOptimizerStateFollowsOneProcessFromAnNthOfTheState) 
   }
 }
 
+// SGD's momentum shards as AdamW's moments do.
+TEST_F(DataParallel, ShardedMomentumFollowsOneProcess) {
+  const ir::OptimizerConfig sgd{
+      .kind = ir::OptimizerConfig::Kind::kSgd, .momentum = 0.9, .clip_norm = 1.0};
+  Trainer sharded = llama(world_, {}, int64_t{25} << 20, true, sgd);
+  const std::string p = sharded.parameter_names().front();
+  const int64_t ranks = world_->size(), numel = sharded.parameter(p).numel();
+  EXPECT_EQ(sharded.parameter(p + ".momentum").numel(), (numel + ranks - 1) / ranks);
+  expect_follows(train(sharded, world_->rank(), world_->size()),
+                 train(llama(nullptr, {}, int64_t{25} << 20, false, sgd), 0, 1));
+}
+
 // A sharded run's checkpoint holds the whole state: the parameters, and each moment whose parts
 // the ranks hold. Resumed sharded at this world size, it continues as the run that went on.
 TEST_F(DataParallel, ShardedOptimizerCheckpointsHoldTheWholeState) {
