@@ -84,9 +84,8 @@ class MpiCommunicator final : public Communicator {
     const MPI_Datatype type = mpi_type(dtype);
     const int64_t s = (count + size_ - 1) / size_, esize = dtype_size(dtype);
     if (s > kMaxCount)
-      throw InvalidArgument("reduce_scatter of " + std::to_string(s) +
-                            " values a rank is over "
-                            "MPI's count limit");
+      throw InvalidArgument("reduce_scatter of " + std::to_string(s) + " values a rank is over " +
+                            "MPI's count limit: run on more ranks");
     // The ranks' parts side by side, zeros past `count`; copied now, so that `data` may go.
     auto padded = std::make_shared<std::vector<char>>(static_cast<size_t>(s * size_ * esize));
     std::memcpy(padded->data(), data, static_cast<size_t>(count * esize));
@@ -99,10 +98,9 @@ class MpiCommunicator final : public Communicator {
   Collective start_all_gather(const void* part, int64_t count, DType dtype, void* all,
                               int64_t all_count) override {
     const MPI_Datatype type = mpi_type(dtype);
-    if (count * size_ > kMaxCount)
-      throw InvalidArgument("all_gather of " + std::to_string(count) +
-                            " values a rank is over "
-                            "MPI's count limit");
+    if (count > kMaxCount)
+      throw InvalidArgument("all_gather of " + std::to_string(count) + " values a rank is over " +
+                            "MPI's count limit: run on more ranks");
     const int64_t esize = dtype_size(dtype);
     // The ranks' parts land side by side here; this rank's goes in now, so `part` may go.
     auto joined = std::make_shared<std::vector<char>>(static_cast<size_t>(count * size_ * esize));
@@ -200,7 +198,7 @@ class MpiCommunicator final : public Communicator {
       case DType::kI64:
         return MPI_INT64_T;
       default:
-        throw InvalidArgument("all_reduce_sum sums f32, f64 or i64, not " +
+        throw InvalidArgument("the collectives take f32, f64 or i64, not " +
                               std::string(dtype_name(t)));
     }
   }

@@ -125,7 +125,7 @@ TEST(DataParallelRun, ShardedOptimizerStateResumesUnshardedAtAnotherWorldSize) {
 }
 
 // A token budget makes batches of varying rows (some fewer than the ranks): the ranks still
-// follow one process.
+// follow one process, with the optimizer state sharded too.
 TEST(DataParallelRun, TokenBudgetBatchesFollowOneProcess) {
   Scratch s;
   s.write("run.yaml", kRanksRun);
@@ -135,6 +135,10 @@ TEST(DataParallelRun, TokenBudgetBatchesFollowOneProcess) {
   auto three = train(s, 3, budget + "logging.metrics=" + s.path("three.jsonl"));
   ASSERT_EQ(three.code, 0) << three.out;
   expect_close(losses(s.path("three.jsonl")), losses(s.path("one.jsonl")), 1);
+  auto sharded = train(
+      s, 3, budget + "distributed.shard_optimizer=true logging.metrics=" + s.path("sharded.jsonl"));
+  ASSERT_EQ(sharded.code, 0) << sharded.out;
+  expect_close(losses(s.path("sharded.jsonl")), losses(s.path("one.jsonl")), 1);
 }
 
 // The spans of a trace's collectives track (the communicator's thread), by name.
