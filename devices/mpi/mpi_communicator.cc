@@ -74,7 +74,10 @@ class MpiCommunicator final : public Communicator {
       for (int64_t done = 0; done < count;) {  // MPI counts are ints
         const int n = static_cast<int>(std::min<int64_t>(count - done, kMaxCount));
         char* at = static_cast<char*>(data) + done * dtype_size(dtype);
-        check(MPI_Allreduce(MPI_IN_PLACE, at, n, type, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+        MPI_Request r;
+        check(MPI_Iallreduce(MPI_IN_PLACE, at, n, type, MPI_SUM, MPI_COMM_WORLD, &r),
+              "MPI_Iallreduce");
+        finish(r, "MPI_Iallreduce");
         done += n;
       }
     });
@@ -90,9 +93,11 @@ class MpiCommunicator final : public Communicator {
     auto padded = std::make_shared<std::vector<char>>(static_cast<size_t>(s * size_ * esize));
     std::memcpy(padded->data(), data, static_cast<size_t>(count * esize));
     return post("MPI_Reduce_scatter_block", [this, padded, s, type, part] {
-      check(MPI_Reduce_scatter_block(padded->data(), part, static_cast<int>(s), type, MPI_SUM,
-                                     MPI_COMM_WORLD),
-            "MPI_Reduce_scatter_block");
+      MPI_Request r;
+      check(MPI_Ireduce_scatter_block(padded->data(), part, static_cast<int>(s), type, MPI_SUM,
+                                      MPI_COMM_WORLD, &r),
+            "MPI_Ireduce_scatter_block");
+      finish(r, "MPI_Ireduce_scatter_block");
     });
   }
   Collective start_all_gather(const void* part, int64_t count, DType dtype, void* all,
@@ -106,9 +111,11 @@ class MpiCommunicator final : public Communicator {
     auto joined = std::make_shared<std::vector<char>>(static_cast<size_t>(count * size_ * esize));
     std::memcpy(joined->data() + rank_ * count * esize, part, static_cast<size_t>(count * esize));
     return post("MPI_Allgather", [this, joined, count, type, esize, all, all_count] {
-      check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, joined->data(),
-                          static_cast<int>(count), type, MPI_COMM_WORLD),
-            "MPI_Allgather");
+      MPI_Request r;
+      check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, joined->data(),
+                           static_cast<int>(count), type, MPI_COMM_WORLD, &r),
+            "MPI_Iallgather");
+      finish(r, "MPI_Iallgather");
       std::memcpy(all, joined->data(), static_cast<size_t>(all_count * esize));
     });
   }
@@ -200,6 +207,16 @@ class MpiCommunicator final : public Communicator {
       default:
         throw InvalidArgument("the collectives take f32, f64 or i64, not " +
                               std::string(dtype_name(t)));
+    }
+  }
+  // Progresses a non-blocking collective until it completes, sleeping between tests: a blocking
+  // collective would spin, taking a core from the step's compute while it waits for the others.
+  void finish(MPI_Request& r, const char* call) const {
+    for (;;) {
+      int done = 0;
+      check(MPI_Test(&r, &done, MPI_STATUS_IGNORE), call);
+      if (done) return;
+      std::this_thread::yield();
     }
   }
   void check(int code, const char* call) const {
