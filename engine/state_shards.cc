@@ -1,9 +1,6 @@
 #include "engine/state_shards.h"
 
-#include <algorithm>
-#include <cstring>
-
-#include "ir/binding.h"
+#include "ir/data_parallel.h"
 
 namespace disc::engine {
 
@@ -45,10 +42,8 @@ void StateShards::take_part(const std::string& name, const Tensor& whole,
   if (!whole_shape_.contains(name)) return part.copy_from(whole);
   std::vector<std::byte> all(static_cast<size_t>(whole.bytes())), mine(part.bytes());
   whole.download(all.data());
-  const int64_t esize = dtype_size(part.dtype()), s = part.numel();
-  const int64_t begin = std::min(whole.numel(), comm_->rank() * s);
-  const int64_t end = std::min(whole.numel(), begin + s);
-  std::memcpy(mine.data(), all.data() + begin * esize, static_cast<size_t>((end - begin) * esize));
+  ir::copy_rank_part(all.data(), whole.numel(), dtype_size(part.dtype()), comm_->rank(),
+                     mine.data(), part.numel());
   part.upload(mine.data());
 }
 

@@ -1,6 +1,7 @@
 #include "ir/data_parallel.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <string>
@@ -92,6 +93,15 @@ std::vector<Value*> in_buckets(Graph& g, const std::vector<Value*>& grads, int64
 }
 
 }  // namespace
+
+void copy_rank_part(const void* whole, int64_t numel, int64_t esize, int64_t rank, void* part,
+                    int64_t part_size) {
+  const int64_t begin = std::clamp<int64_t>(rank * part_size, 0, numel);
+  const int64_t end = std::min(numel, begin + part_size);
+  std::memset(part, 0, static_cast<size_t>(part_size * esize));
+  std::memcpy(part, static_cast<const char*>(whole) + begin * esize,
+              static_cast<size_t>((end - begin) * esize));
+}
 
 std::vector<Value*> all_reduce_in_buckets(Graph& g, const std::vector<Value*>& grads,
                                           int64_t bucket_bytes) {

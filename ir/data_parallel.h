@@ -38,6 +38,12 @@ Value* global_loss(Graph& g, Value* loss);
 std::vector<Value*> all_reduce_in_buckets(Graph& g, const std::vector<Value*>& grads,
                                           int64_t bucket_bytes);
 
+// Rank `rank`'s part of `numel` elements of `esize` bytes each at `whole`, as rank_shard takes
+// it: the elements [rank * s, rank * s + s) into the s = `part_size` elements at `part`, zeros
+// past the end of `whole`.
+void copy_rank_part(const void* whole, int64_t numel, int64_t esize, int64_t rank, void* part,
+                    int64_t part_size);
+
 // The same with each rank keeping its part of each sum (the flat elements rank_shard takes): one
 // reduce_scatter node per bucket (ZeRO stage 1, DataParallel::shard_optimizer).
 std::vector<Value*> reduce_scatter_in_buckets(Graph& g, const std::vector<Value*>& grads,

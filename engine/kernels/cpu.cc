@@ -70,6 +70,16 @@ jit::KernelRun linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& arg
   return {};
 }
 
+// A collective a kernel started: left to run beside the step where the executor takes it
+// (ctx.later), else finished here.
+void run_or_hand_over(devices::Collective c, KernelContext& ctx) {
+  if (ctx.later) {
+    ctx.later->push_back(std::move(c));
+  } else {
+    c.get();
+  }
+}
+
 // A gradient bucket summed over the ranks, one collective a tensor (in place where the result
 // took its operand's buffer). Not one over the bucket packed: MPI splits a message into segments
 // by its size, and with three ranks or more each segment's sum runs in another rank order, so the
@@ -81,12 +91,7 @@ jit::KernelRun all_reduce(const ir::Node&, const ir::KernelArgs& a, KernelContex
     const ir::TensorRef &in = a.in[i], &out = a.out[i];
     if (out.data != in.data) std::memcpy(out.data, in.data, in.bytes());
     if (!ctx.comm) continue;
-    devices::Collective sum = ctx.comm->start_all_reduce_sum(out.data, out.numel(), out.dtype);
-    if (ctx.later) {
-      ctx.later->push_back(std::move(sum));
-    } else {
-      sum.get();
-    }
+    run_or_hand_over(ctx.comm->start_all_reduce_sum(out.data, out.numel(), out.dtype), ctx);
   }
   return {};
 }
@@ -99,13 +104,9 @@ jit::KernelRun reduce_scatter(const ir::Node& n, const ir::KernelArgs& a, Kernel
     return {};
   }
   for (size_t i = 0; i < a.in.size(); ++i) {
-    devices::Collective part = ctx.comm->start_reduce_scatter_sum(a.in[i].data, a.in[i].numel(),
-                                                                  a.in[i].dtype, a.out[i].data);
-    if (ctx.later) {
-      ctx.later->push_back(std::move(part));
-    } else {
-      part.get();
-    }
+    run_or_hand_over(ctx.comm->start_reduce_scatter_sum(a.in[i].data, a.in[i].numel(),
+                                                        a.in[i].dtype, a.out[i].data),
+                     ctx);
   }
   return {};
 }
@@ -117,13 +118,9 @@ jit::KernelRun all_gather(const ir::Node& n, const ir::KernelArgs& a, KernelCont
     n.op().reference(a);
     return {};
   }
-  devices::Collective joined = ctx.comm->start_all_gather(
-      a.in[0].data, a.in[0].numel(), a.in[0].dtype, a.out[0].data, a.out[0].numel());
-  if (ctx.later) {
-    ctx.later->push_back(std::move(joined));
-  } else {
-    joined.get();
-  }
+  run_or_hand_over(ctx.comm->start_all_gather(a.in[0].data, a.in[0].numel(), a.in[0].dtype,
+                                              a.out[0].data, a.out[0].numel()),
+                   ctx);
   return {};
 }
 

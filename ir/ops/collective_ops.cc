@@ -3,11 +3,11 @@
 // kernels (engine/kernels/cpu.cc) run across the Trainer's communicator, on its thread. With the
 // optimizer state sharded (ZeRO stage 1), `rank_shard` takes this rank's part of a parameter and
 // `all_gather` joins the ranks' updated parts.
-#include <algorithm>
 #include <cstring>
 
 #include "base/error.h"
 #include "ir/autodiff.h"
+#include "ir/data_parallel.h"
 #include "ir/op_registry.h"
 #include "ir/ops/ops.h"
 
@@ -28,12 +28,8 @@ int64_t shard_size(int64_t numel, int64_t ranks) {
 }
 
 void rank_shard_kernel(const KernelArgs& a) {
-  const int64_t rank = a.in[1].as<int64_t>()[0], s = a.out[0].numel(), n = a.in[0].numel();
-  const int64_t esize = dtype_size(a.out[0].dtype);
-  const int64_t begin = std::clamp<int64_t>(rank * s, 0, n), end = std::min(n, begin + s);
-  std::memset(a.out[0].data, 0, static_cast<size_t>(a.out[0].bytes()));
-  std::memcpy(a.out[0].data, static_cast<const char*>(a.in[0].data) + begin * esize,
-              static_cast<size_t>((end - begin) * esize));
+  copy_rank_part(a.in[0].data, a.in[0].numel(), dtype_size(a.out[0].dtype),
+                 a.in[1].as<int64_t>()[0], a.out[0].data, a.out[0].numel());
 }
 
 // One rank: its part is the whole. Several need the ranks' communicator (the engine's kernels).
@@ -51,10 +47,16 @@ void reduce_scatter_kernel(const KernelArgs& a) {
     std::memcpy(a.out[i].data, a.in[i].data, static_cast<size_t>(a.in[i].bytes()));
 }
 
-// Each operand's part of the ranks' sum: f32 or f64 of a static shape, all of one dtype.
-std::vector<TensorType> parts_of_sums(InferContext& ctx) {
+// The `ranks` attribute of the sharding ops and their collectives.
+int64_t ranks_of(InferContext& ctx) {
   const int64_t ranks = ctx.attrs().get_int("ranks");
   ctx.require(ranks >= 1, "`ranks` must be at least 1");
+  return ranks;
+}
+
+// Each operand's part of the ranks' sum: f32 or f64 of a static shape, all of one dtype.
+std::vector<TensorType> parts_of_sums(InferContext& ctx) {
+  const int64_t ranks = ranks_of(ctx);
   std::vector<TensorType> out;
   for (int i = 0; i < ctx.num_operands(); ++i) {
     const DType t = ctx.in(i).dtype;
@@ -78,8 +80,7 @@ void register_sharding_ops(OpRegistry& r) {
   shard.min_operands = shard.max_operands = 2;
   shard.attrs = {{"ranks", AttrKind::kInt, std::nullopt, {}}};
   shard.infer = [](InferContext& ctx) {
-    const int64_t ranks = ctx.attrs().get_int("ranks");
-    ctx.require(ranks >= 1, "`ranks` must be at least 1");
+    const int64_t ranks = ranks_of(ctx);
     ctx.require_float(0);
     ctx.require(ctx.in(1).dtype == DType::kI64 && ctx.in(1).rank() == 0,
                 "operand 1 (rank) must be an i64 scalar");
@@ -99,8 +100,7 @@ void register_sharding_ops(OpRegistry& r) {
   gather.attrs = {{"ranks", AttrKind::kInt, std::nullopt, {}},
                   {"shape", AttrKind::kDims, std::nullopt, {}}};
   gather.infer = [](InferContext& ctx) {
-    const int64_t ranks = ctx.attrs().get_int("ranks");
-    ctx.require(ranks >= 1, "`ranks` must be at least 1");
+    const int64_t ranks = ranks_of(ctx);
     ctx.require_float(0);
     const TensorType out{ctx.in(0).dtype, ctx.attrs().get_dims("shape")};
     const std::optional<int64_t> n = out.numel().constant(), part = ctx.in(0).numel().constant();

@@ -77,21 +77,13 @@ void expect_close(const std::map<int64_t, std::string>& got,
   }
 }
 
-TEST(DataParallelRun, RanksFollowOneProcessAndResumeAtAnotherWorldSize) {
-  Scratch s;
-  s.write("run.yaml", kRanksRun);
-  auto one = train(s, 1, "logging.metrics=" + s.path("one.jsonl"));
-  ASSERT_EQ(one.code, 0) << one.out;
-  auto two = train(s, 2, "logging.metrics=" + s.path("two.jsonl"));
-  ASSERT_EQ(two.code, 0) << two.out;
-  EXPECT_NE(two.out.find("data parallel: 2 ranks"), std::string::npos) << two.out;
-  ASSERT_EQ(losses(s.path("two.jsonl")).size(), 12u);
-  expect_close(losses(s.path("two.jsonl")), losses(s.path("one.jsonl")), 1);
-
-  // Three ranks train, checkpointing at steps 6 and 12; two ranks resume from step 6 (the newest
-  // once step 12's is gone) and finish the run.
-  auto three =
-      train(s, 3, "checkpoint.dir=" + s.path("ck") + " logging.metrics=" + s.path("three.jsonl"));
+// Three ranks train with `three_args`, checkpointing at steps 6 and 12; two ranks (without those
+// args) resume from step 6 (the newest once step 12's is gone) and finish the run. Both follow
+// one process's losses, which one.jsonl in `s` holds.
+void three_ranks_then_two_resumed(const Scratch& s, const std::string& three_args) {
+  auto three = train(
+      s, 3,
+      three_args + "checkpoint.dir=" + s.path("ck") + " logging.metrics=" + s.path("three.jsonl"));
   ASSERT_EQ(three.code, 0) << three.out;
   ASSERT_TRUE(std::filesystem::exists(s.path("ck/step-00000006")));
   std::filesystem::remove_all(s.path("ck/step-00000012"));
@@ -103,6 +95,20 @@ TEST(DataParallelRun, RanksFollowOneProcessAndResumeAtAnotherWorldSize) {
   expect_close(losses(s.path("resumed.jsonl")), losses(s.path("one.jsonl")), 7);
 }
 
+TEST(DataParallelRun, RanksFollowOneProcessAndResumeAtAnotherWorldSize) {
+  Scratch s;
+  s.write("run.yaml", kRanksRun);
+  auto one = train(s, 1, "logging.metrics=" + s.path("one.jsonl"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  auto two = train(s, 2, "logging.metrics=" + s.path("two.jsonl"));
+  ASSERT_EQ(two.code, 0) << two.out;
+  EXPECT_NE(two.out.find("data parallel: 2 ranks"), std::string::npos) << two.out;
+  ASSERT_EQ(losses(s.path("two.jsonl")).size(), 12u);
+  expect_close(losses(s.path("two.jsonl")), losses(s.path("one.jsonl")), 1);
+
+  three_ranks_then_two_resumed(s, "");
+}
+
 // ZeRO stage 1: three ranks that each keep a third of the optimizer state follow one process and
 // checkpoint the whole state, from which two ranks without sharding resume.
 TEST(DataParallelRun, ShardedOptimizerStateResumesUnshardedAtAnotherWorldSize) {
@@ -110,18 +116,7 @@ TEST(DataParallelRun, ShardedOptimizerStateResumesUnshardedAtAnotherWorldSize) {
   s.write("run.yaml", kRanksRun);
   auto one = train(s, 1, "logging.metrics=" + s.path("one.jsonl"));
   ASSERT_EQ(one.code, 0) << one.out;
-  auto three = train(s, 3,
-                     "distributed.shard_optimizer=true checkpoint.dir=" + s.path("ck") +
-                         " logging.metrics=" + s.path("three.jsonl"));
-  ASSERT_EQ(three.code, 0) << three.out;
-  ASSERT_TRUE(std::filesystem::exists(s.path("ck/step-00000006")));
-  std::filesystem::remove_all(s.path("ck/step-00000012"));
-  auto resumed = train(
-      s, 2,
-      "--resume checkpoint.dir=" + s.path("ck") + " logging.metrics=" + s.path("resumed.jsonl"));
-  ASSERT_EQ(resumed.code, 0) << resumed.out;
-  expect_close(losses(s.path("three.jsonl")), losses(s.path("one.jsonl")), 1);
-  expect_close(losses(s.path("resumed.jsonl")), losses(s.path("one.jsonl")), 7);
+  three_ranks_then_two_resumed(s, "distributed.shard_optimizer=true ");
 }
 
 // A token budget makes batches of varying rows (some fewer than the ranks): the ranks still
