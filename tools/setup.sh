@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency of disc from Debian 12 packages; with --bench, also
-# the peers tools/bench/bench_all.py compares against (PyTorch 1.13 with OpenMP OpenBLAS).
+# the peers tools/bench/bench_all.py compares against (PyTorch 1.13 with OpenMP OpenBLAS), and
+# python3-onnx, which tools/onnx_export.py uses.
 # Idempotent: packages already present are not fetched again, and a machine that has them all
 # runs no apt command at all. Usable by CI and by a user (as root, or with sudo).
 set -euo pipefail
@@ -16,6 +17,8 @@ packages=(
   zlib1g-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   # sentencepiece for Llama's tokenizer.model; its test trains a model and checks it against Python.
   libsentencepiece-dev sentencepiece python3-sentencepiece
+  # ONNX import: the ONNX protobuf messages, and ONNX's own backend test data (its node tests).
+  libonnx-dev libprotobuf-dev libonnx-testdata
   # Open MPI: launches data-parallel runs (mpirun) and sums their gradients on the CPU.
   openmpi-bin libopenmpi-dev
   # Tests and benchmarks.
@@ -25,7 +28,7 @@ packages=(
   libamdhip64-5 libhiprtc-builtins5
 )
 if [ "${1:-}" = "--bench" ]; then
-  packages+=(python3-torch libopenblas0-openmp)
+  packages+=(python3-torch libopenblas0-openmp python3-onnx)
 elif [ $# -gt 0 ]; then
   echo "usage: tools/setup.sh [--bench]" >&2
   exit 2

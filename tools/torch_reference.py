@@ -75,6 +75,14 @@ def rope(x, theta):  # x [B, S, H, D], positions along dim 1
     return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
 
 
+def repeat_kv(x, heads):
+    """x [B, S, KV, D] -> [B, S, heads, D], each kv head repeated for consecutive query heads. The same
+    values as x.repeat_interleave(heads // KV, dim=2), written as expand and reshape so that it exports
+    to ONNX without a Loop (tools/onnx_export.py)."""
+    b, s, kv, d = x.shape
+    return x[:, :, :, None, :].expand(b, s, kv, heads // kv, d).reshape(b, s, heads, d)
+
+
 def attention(x, p, pre, heads, kv_heads, theta, bias):
     b, s, d = x.shape
     hd = d // heads
@@ -88,8 +96,7 @@ def attention(x, p, pre, heads, kv_heads, theta, bias):
     v = lin("v").view(b, s, kv_heads, hd)
     if theta is not None:
         q, k = rope(q, theta), rope(k, theta)
-    rep = heads // kv_heads
-    k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
+    k, v = repeat_kv(k, heads), repeat_kv(v, heads)
     q, k, v = (t.transpose(1, 2) for t in (q, k, v))
     scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(hd))
     mask = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)

@@ -19,6 +19,7 @@
 #include "jit/fusion/fused_op.h"
 #include "jit/fusion/fusion.h"
 #include "memory/governor.h"
+#include "onnx/import.h"
 
 namespace {
 
@@ -101,6 +102,11 @@ void print_memory(const disc::ir::Graph& g, const disc::memory::GovernorOptions&
             << disc::memory::print_schedule(g, gov.liveness()) << gov.report(b, 0);
 }
 
+disc::ir::models::Model onnx_model(const std::string& file) {
+  disc::onnx::Imported imported = disc::onnx::import_file(file);
+  return disc::onnx::language_model(imported);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -108,7 +114,10 @@ int main(int argc, char** argv) {
   std::string file, passes = "verify", dump, disable, output;
   bool facts = false, stats = false, list_ops = false;
   std::string model, train;
-  app.add_option("file", file, "Graph file in the disc text format ('-' reads standard input)");
+  app.add_option("file", file,
+                 "Graph file in the disc text format ('-' reads standard input), or an ONNX model "
+                 "(FILE.onnx: its dim_params become symbols; with --train, trained with the "
+                 "cross-entropy against `targets` added)");
   app.add_option("--passes", passes, passes_help())->capture_default_str();
   app.add_option("--dump-after", dump,
                  "Print the graph after these passes (comma-separated, or 'all'); with --train, "
@@ -155,9 +164,10 @@ int main(int argc, char** argv) {
   try {
     disc::jit::register_fused_op();  // files may hold fused nodes
     std::unique_ptr<disc::ir::Graph> g;
+    const bool onnx = file.ends_with(".onnx");
     if (!train.empty()) {
-      if (model.empty()) throw disc::InvalidArgument("--train needs --model");
-      g = compile_step(build_model(model), train, dump, disable, stats);
+      if (model.empty() && !onnx) throw disc::InvalidArgument("--train needs --model or FILE.onnx");
+      g = compile_step(onnx ? onnx_model(file) : build_model(model), train, dump, disable, stats);
       if (dump.empty()) std::cout << disc::ir::print_graph(*g);
       if (facts) print_facts(*g);
       if (memory) print_memory(*g, {.cap = cap, .offload = offload}, shape);
@@ -167,6 +177,8 @@ int main(int argc, char** argv) {
       disc::ir::models::Model m = build_model(model);
       m.graph->add_output("loss", m.loss);
       g = std::move(m.graph);
+    } else if (onnx) {
+      g = std::move(disc::onnx::import_file(file).graph);
     } else if (file == "-") {
       std::string text((std::istreambuf_iterator<char>(std::cin)),
                        std::istreambuf_iterator<char>());

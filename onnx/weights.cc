@@ -1,0 +1,64 @@
+#include "onnx/weights.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "base/error.h"
+#include "engine/durable_folder.h"
+#include "onnx/tensor_proto.h"
+
+namespace disc::onnx {
+
+void load_weights(const Imported& m, engine::Trainer& trainer) {
+  for (const std::string& name : trainer.parameter_names()) {
+    auto w = m.weights.find(name);
+    if (w == m.weights.end()) continue;
+    const engine::Tensor& p = trainer.parameter(name);
+    trainer.set_parameter(name,
+                          engine::Tensor::from<float>(p.shape(), w->second, trainer.allocator()));
+  }
+}
+
+void export_weights(const std::string& source, const std::map<std::string, engine::Tensor>& params,
+                    const std::string& out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::equivalent(source, out, ec))
+    throw InvalidArgument("export: " + out + " is the model it exports from; name another file");
+  std::ifstream f(source, std::ios::binary);
+  if (!f) throw IoError(source + ": cannot open the ONNX model");
+  std::stringstream bytes;
+  bytes << f.rdbuf();
+  ::onnx::ModelProto m;
+  if (!m.ParseFromString(bytes.str()))
+    throw InvalidArgument(source + ": not an ONNX model (the protobuf does not parse)");
+  std::map<std::string, const engine::Tensor*> left;
+  for (const auto& [name, t] : params) left[name] = &t;
+  for (auto& init : *m.mutable_graph()->mutable_initializer()) {
+    auto p = left.find(init.name());
+    if (p == left.end()) continue;
+    if (dims_of(init) != p->second->shape())
+      throw InvalidArgument("export: parameter " + init.name() + " has another shape than " +
+                            source + "'s initializer");
+    set_float_values(init, p->second->to_vector<float>());
+    left.erase(p);
+  }
+  if (!left.empty())
+    throw InvalidArgument("export: " + source + " has no initializer `" + left.begin()->first +
+                          "` (export into the model the run imported)");
+  fs::path target(out),
+      staging = target.parent_path() / ("." + target.filename().string() + ".partial");
+  std::string serialized;
+  if (!m.SerializeToString(&serialized)) throw IoError("export: cannot serialize the model");
+  engine::write_text_durably(staging.string(), serialized);
+  fs::rename(staging, target, ec);
+  if (ec) {
+    fs::remove(staging);
+    throw IoError("export: cannot put " + out + " in place: " + ec.message());
+  }
+}
+
+}  // namespace disc::onnx
