@@ -30,9 +30,9 @@ OpRule binary_rule(Binary b) {
   return [b](OpContext& c) {
     if (c.all_known()) return result(binary(c.known(0, ""), c.known(1, ""), b.fold, c.shapes()));
     if (!b.disc_op) c.fail("disc folds this op on constants and shapes only, not on tensors");
-    if (b.fold == BinaryOp::kPow && c.in(1).dtype() != c.in(0).dtype())
-      c.fail("the exponent's type differs from the base's; disc's pow takes one type");
     auto ops = broadcast_operands(c, {0, 1});
+    if (b.fold == BinaryOp::kPow && ops[1]->dtype() != ops[0]->dtype())  // ONNX allows it
+      ops[1] = c.add("cast", {ops[1]}, {{"dtype", ops[0]->dtype()}});
     return result(c.add(b.disc_op, ops));
   };
 }

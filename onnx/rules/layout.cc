@@ -96,7 +96,10 @@ std::vector<Slot> reshape_rule(OpContext& c) {
 
 std::vector<Slot> flatten_rule(OpContext& c) {
   auto shape = c.in(0).shape();
-  int axis = c.axis(c.attr_int("axis", 1), static_cast<int>(shape.size()) + 1);
+  const int rank = static_cast<int>(shape.size());
+  int64_t a = c.attr_int("axis", 1);  // in [-rank, rank]: the dims before it make the rows
+  if (a < -rank || a > rank) c.fail("axis " + std::to_string(a) + " is outside [-rank, rank]");
+  const int axis = static_cast<int>(a < 0 ? a + rank : a);
   std::vector<DimExpr> head(shape.begin(), shape.begin() + axis),
       tail(shape.begin() + axis, shape.end());
   return result(c.reshape(c.value(0), {ir::product(head), ir::product(tail)}));

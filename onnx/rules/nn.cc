@@ -81,13 +81,21 @@ OpRule reduce_rule(const char* op, bool axes_input) {
   };
 }
 
+// disc's layer_norm normalises the last dim: with an earlier axis, the dims from it on are
+// flattened into one (and the scale and bias with them), and the result shaped back.
 std::vector<Slot> layer_norm_rule(OpContext& c) {
   Value *x = c.value(0), *w = c.value(1);
+  const std::vector<DimExpr> shape = x->shape();
   int axis = c.axis(c.attr_int("axis", -1), x->rank());
-  if (axis != x->rank() - 1 || w->rank() != 1)
-    c.fail("disc's layer_norm normalises the last dim only (axis -1, a scale of rank 1)");
+  std::vector<DimExpr> rows(shape.begin(), shape.begin() + axis),
+      normalised(shape.begin() + axis, shape.end());
+  DimExpr width = ir::product(normalised);
+  auto flat = [&](Value* v) { return c.reshape(c.broadcast_to(v, normalised), {width}); };
+  rows.push_back(width);
   Value* b = c.has(2) ? c.value(2) : c.full_like(0.0, w);
-  return result(c.add("layer_norm", {x, w, b}, {{"eps", c.attr_float("epsilon", 1e-5)}}));
+  Value* y = c.add("layer_norm", {c.reshape(x, rows), flat(w), flat(b)},
+                   {{"eps", c.attr_float("epsilon", 1e-5)}});
+  return result(c.reshape(y, shape));
 }
 
 std::vector<Slot> dropout_rule(OpContext& c) {
