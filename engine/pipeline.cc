@@ -47,7 +47,8 @@ bool precision(CompiledStep& s, const TrainerOptions& o) {
   return run_pass(*ir::make_autocast_pass(o.precision), s);
 }
 constexpr char kVerify[] = "verify", kCanonicalize[] = "canonicalize", kCse[] = "cse",
-               kDce[] = "dce", kAttention[] = "attention", kCrossEntropy[] = "linear_cross_entropy",
+               kDce[] = "dce", kLayers[] = "layers", kAttention[] = "attention",
+               kCrossEntropy[] = "linear_cross_entropy",
                kBackwardRecompute[] = "backward_recompute", kTril[] = "tril";
 
 // The step returns the loss alone: the forward graph's other outputs (the logits) would keep
@@ -113,6 +114,9 @@ const std::vector<Stage>& stages() {
        graph_pass<kCanonicalize>},
       {"cse", "merges identical nodes", always, graph_pass<kCse>},
       {"dce", "drops nodes no output needs", always, graph_pass<kDce>},
+      // Before attention, which then finds exported attention (keys transposed, scores scaled).
+      {"layers", "RMSNorm, SiLU and RoPE written as primitives (imported models) as disc's ops",
+       always, graph_pass<kLayers>},
       // Before autodiff, so that attention's gradient is one attention_grad too.
       {"attention", "softmax(q k^T) v as one attention op, run by blocks of query rows",
        [](const TrainerOptions& o) { return o.fuse_attention; }, graph_pass<kAttention>},

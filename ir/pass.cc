@@ -15,6 +15,7 @@ std::vector<std::string> pass_names() {
           "cse",
           "dce",
           "tril",
+          "layers",
           "attention",
           "linear_cross_entropy",
           "backward_recompute",
@@ -28,6 +29,7 @@ std::unique_ptr<Pass> make_pass(std::string_view name) {
   if (name == "cse") return make_cse_pass();
   if (name == "dce") return make_dce_pass();
   if (name == "tril") return make_tril_pass();
+  if (name == "layers") return make_layers_pass();
   if (name == "attention") return make_attention_pass();
   if (name == "linear_cross_entropy") return make_linear_cross_entropy_pass();
   if (name == "backward_recompute") return make_backward_recompute_pass();

@@ -64,7 +64,7 @@ class GraphImport {
   }
 
   DimExpr input_dim(const ::onnx::ValueInfoProto& in, int i,
-                    const ::onnx::TensorShapeProto_Dimension& d) {
+                    const ::onnx::TensorShapeProto_Dimension& d, int64_t bound) {
     if (d.has_dim_value()) {
       if (d.dim_value() < 0) fail("input `" + in.name() + "` has a negative dim");
       return d.dim_value();
@@ -76,7 +76,9 @@ class GraphImport {
            in.name() + "\": {" + std::to_string(i) + ": \"seq\"}})");
     if (!state_.graph.shapes().find(name)) {
       auto b = options_.bounds.find(name);
-      int64_t hi = b != options_.bounds.end() ? b->second : options_.default_bound;
+      int64_t hi = bound > 0                    ? bound
+                   : b != options_.bounds.end() ? b->second
+                                                : options_.default_bound;
       state_.graph.shapes().add_symbol({name, 1, hi, 1, std::nullopt});
     }
     return DimExpr::symbol(name);
@@ -91,14 +93,19 @@ class GraphImport {
       fail("input `" + in.name() + "` holds " + onnx_type_name(tt.elem_type()) +
            ", which disc does not import (float, double, float16, bfloat16, int32, int64, bool)");
     if (!tt.has_shape()) fail("input `" + in.name() + "` has no shape");
+    const size_t position = out_.inputs.size();
+    InputOptions o = position < options_.inputs.size() ? options_.inputs[position] : InputOptions{};
     std::vector<DimExpr> shape;
-    for (int i = 0; i < tt.shape().dim_size(); ++i)
-      shape.push_back(input_dim(in, i, tt.shape().dim(i)));
+    for (int i = 0; i < tt.shape().dim_size(); ++i) {
+      int64_t bound = i < static_cast<int>(o.bounds.size()) ? o.bounds[i] : 0;
+      shape.push_back(input_dim(in, i, tt.shape().dim(i), bound));
+    }
     bool narrow = *dtype == DType::kI64 && options_.int64_inputs_as_i32;
-    Value* v = state_.graph.add_argument(in.name(), {narrow ? DType::kI32 : *dtype, shape},
-                                         ir::Role::kInput);
+    const std::string name = o.name.empty() ? in.name() : o.name;
+    Value* v =
+        state_.graph.add_argument(name, {narrow ? DType::kI32 : *dtype, shape}, ir::Role::kInput);
     if (narrow) v = state_.graph.add("cast", {v}, {{"dtype", DType::kI64}});
-    out_.inputs.push_back(in.name());
+    out_.inputs.push_back(name);
     bind(in.name(), Slot{v}, "input");
   }
 

@@ -30,9 +30,16 @@
 
 namespace disc::onnx {
 
+// One graph input as disc takes it.
+struct InputOptions {
+  std::string name;             // the disc input's name (empty: the file's)
+  std::vector<int64_t> bounds;  // each dim's symbol's upper bound (0 or missing: as `bounds` says)
+};
+
 struct ImportOptions {
   std::map<std::string, int64_t> bounds;  // a dim_param's upper bound, by name
   int64_t default_bound = 4096;           // for dim_params not in `bounds`
+  std::vector<InputOptions> inputs;       // by the graph inputs' position (initializers skipped)
   // Integer graph inputs of type int64 are taken as i32 (what disc-train's batches hold) and
   // widened in the graph.
   bool int64_inputs_as_i32 = true;

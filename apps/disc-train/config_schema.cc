@@ -8,6 +8,10 @@ const std::vector<ConfigKey>& config_schema() {
       {"model.family", K::kChoice, "llama", "model family", {"llama", "gpt2"}},
       {"model.graph", K::kString, "",
        "a forward graph file (text format, output `loss`) instead of a family"},
+      {"model.onnx", K::kString, "",
+       "an ONNX model (torch.onnx.export with dynamic batch and sequence axes) to train: its one "
+       "input takes the token ids, its first output the logits (disc adds the cross-entropy) or "
+       "an output `loss`; its initializers are the initial weights"},
       {"model.hf", K::kString, "",
        "a Hugging Face Llama folder (config.json, safetensors weights) to fine-tune: its sizes "
        "replace model.vocab ... model.tied_embeddings, its weights the initialisation"},

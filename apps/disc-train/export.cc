@@ -9,6 +9,7 @@
 #include "engine/safetensors.h"
 #include "ir/graph.h"
 #include "memory/allocator.h"
+#include "onnx/weights.h"
 #include "setup.h"
 
 namespace disc::apps {
@@ -32,6 +33,15 @@ std::string checkpoint_to_export(const Config& c, const std::string& named) {
 
 // The parameters a run of this config starts from.
 std::map<std::string, engine::Tensor> initial_weights(const RunSetup& s, memory::Allocator& host) {
+  if (s.onnx) {
+    std::map<std::string, engine::Tensor> params;
+    for (const ir::Value* p : s.model.params) {
+      std::vector<int64_t> shape;
+      for (const ir::DimExpr& d : p->shape()) shape.push_back(*d.constant());
+      params[p->name()] = engine::Tensor::from<float>(shape, s.onnx->weights.at(p->name()), host);
+    }
+    return params;
+  }
   if (!s.hf) return engine::init_params(s.model, s.trainer.seed, host);
   std::map<std::string, engine::Tensor> params;
   for (const engine::HfName& n : engine::hf_llama_names(s.hf->config))
@@ -61,8 +71,10 @@ void check_parameters(const ir::models::Model& m,
 
 int export_model(const Config& c, const std::string& to, const std::string& checkpoint) {
   RunSetup s = make_setup(c);
-  if (!s.llama)
-    throw InvalidArgument("export writes a Hugging Face llama: model.family must be llama");
+  if (!s.llama && !s.onnx)
+    throw InvalidArgument(
+        "export writes a Hugging Face llama or, for model.onnx, the ONNX model: "
+        "model.family must be llama");
   auto cpu = engine::make_device("cpu", 0);
   memory::DeviceAllocator host(*cpu);
   const std::string from = checkpoint_to_export(c, checkpoint);
@@ -75,6 +87,14 @@ int export_model(const Config& c, const std::string& to, const std::string& chec
     // may use the same names.
     params = engine::read_safetensors(from + "/state.safetensors", host).tensors;
     check_parameters(s.model, params, from);
+  }
+  if (s.onnx) {  // the imported file again, its initializers replaced by these weights
+    if (!to.ends_with(".onnx"))
+      throw InvalidArgument("--to " + to + ": model.onnx exports an ONNX file; name it FILE.onnx");
+    onnx::export_weights(s.onnx->source, params, to);
+    std::cout << "exported " << (from.empty() ? "the initial weights" : from) << " to " << to
+              << " (" << s.onnx->source << " with " << params.size() << " trained initializers)\n";
+    return 0;
   }
   // A billion-parameter model takes a while to convert and write: say what is coming.
   std::cout << "writing " << engine::hf_llama_names(*s.llama).size() << " tensors to " << to

@@ -92,11 +92,13 @@ int main(int argc, char** argv) {
                  "cap)");
   CLI::App* hf = app.add_subcommand(
       "export",
-      "Write the llama as a Hugging Face folder (config.json, safetensors), from the "
-      "newest checkpoint in checkpoint.dir, or the initial weights when there is none");
+      "Write the llama as a Hugging Face folder (config.json, safetensors), or a model.onnx "
+      "model as an ONNX file with its initializers trained, from the newest checkpoint in "
+      "checkpoint.dir, or the initial weights when there is none");
   add_common(hf);
   std::string to, from;
-  hf->add_option("--to", to, "the folder to write (new, or empty)")->required();
+  hf->add_option("--to", to, "the folder to write (new, or empty); for model.onnx, FILE.onnx")
+      ->required();
   hf->add_option("--checkpoint", from, "a checkpoint folder to export instead of the newest");
   try {
     app.parse(argc, argv);

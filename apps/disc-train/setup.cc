@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "ir/binding.h"
 #include "ir/text_format.h"
+#include "onnx/weights.h"
 
 namespace disc::apps {
 namespace {
@@ -133,7 +134,9 @@ DataShapes data_shapes(const Config& c, const RunSetup& s) {
   return d;
 }
 
+// v is the input `name`, or that input cast (an imported model widens int32 token ids).
 bool is_input(const ir::Value* v, const char* name) {
+  if (v && v->producer() && v->producer()->op().name == "cast") v = v->producer()->operand(0);
   return v && v->role() == ir::Role::kInput && v->name() == name;
 }
 
@@ -244,7 +247,35 @@ ir::models::Model build_hf_llama(const Config& c, RunSetup& s) {
   return m;
 }
 
+// model.onnx's model: its one input is the token ids, bounded by the data as the built-in
+// models' symbols are; disc adds `targets` and the cross-entropy unless it has a `loss` output.
+ir::models::Model build_onnx_model(const Config& c, RunSetup& s) {
+  const std::string file = c.get_string("model.onnx");
+  if (!c.get_string("model.graph").empty() || !c.get_string("model.hf").empty())
+    throw InvalidArgument("model.onnx is set, and so is model." +
+                          std::string(c.get_string("model.hf").empty() ? "graph" : "hf") +
+                          ": name one model");
+  onnx::ImportOptions o;
+  o.inputs = {{"tokens", {batch_bound(c), s.max_len}}};
+  auto imported = std::make_shared<onnx::Imported>(onnx::import_file(resolve_path(c, file), o));
+  if (imported->inputs.size() != 1)
+    throw InvalidArgument(file + ": disc-train feeds one input, the token ids [batch, seq]; the " +
+                          "model has " + std::to_string(imported->inputs.size()) +
+                          " (export the forward with the token ids alone)");
+  if (int64_t budget = c.get_int("data.token_budget"); budget > 0) {
+    const ir::Value* tokens = imported->graph->find_value("tokens");
+    imported->graph->shapes().add_limit(ir::product(tokens->shape()), budget);
+  }
+  ir::models::Model m = onnx::language_model(*imported);
+  check_graph_fits_data(file, *m.graph, c, s);
+  // The initializers replace the initialisation (load_initial_weights).
+  for (auto& [name, init] : m.init) init.kind = ir::models::ParamInit::Kind::kZeros;
+  s.onnx = std::move(imported);
+  return m;
+}
+
 ir::models::Model build_model(const Config& c, RunSetup& s) {
+  if (!c.get_string("model.onnx").empty()) return build_onnx_model(c, s);
   if (s.hf) return build_hf_llama(c, s);  // the folder's vocab_size, not model.vocab
   int64_t vocab = c.get_int("model.vocab") ? c.get_int("model.vocab") : s.vocab;
   if (vocab < s.vocab) {
@@ -412,6 +443,7 @@ void check_distinct(const Config& c) {
       {"data.path", resolve_path(c, c.get_string("data.path"))},
       {"model.graph", resolve_path(c, c.get_string("model.graph"))},
       {"model.hf", resolve_path(c, c.get_string("model.hf"))},
+      {"model.onnx", resolve_path(c, c.get_string("model.onnx"))},
       {"logging.metrics", c.get_string("logging.metrics")},
       {"logging.trace", c.get_string("logging.trace")},
       {"checkpoint.dir", c.get_string("checkpoint.dir")},
@@ -420,7 +452,7 @@ void check_distinct(const Config& c) {
   if (const std::string m = c.get_string("logging.metrics"); !m.empty())
     paths.emplace_back("the memory report beside logging.metrics",
                        (fs::path(m).parent_path() / "memory.svg").string());
-  const size_t inputs = 4;
+  const size_t inputs = 5;
   for (size_t i = inputs; i < paths.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       const auto& [out_key, out] = paths[i];
@@ -459,6 +491,11 @@ void check_outputs(const Config& c) {
 }
 
 void load_initial_weights(const RunSetup& s, engine::Trainer& trainer) {
+  if (s.onnx) {
+    onnx::load_weights(*s.onnx, trainer);
+    spdlog::info("weights from {}", s.onnx->source);
+    return;
+  }
   if (!s.hf) return;
   engine::load_hf_weights(*s.hf, trainer);
   spdlog::info("weights from {}", s.hf->dir);
@@ -522,7 +559,9 @@ RunSetup make_setup(const Config& c) {
   const int64_t layers = s.llama ? s.llama->layers : c.get_int("model.layers"),
                 hidden = s.llama ? s.llama->hidden : c.get_int("model.hidden");
   s.describe =
-      c.get_string("model.family") + " " + std::to_string(layers) + "x" + std::to_string(hidden) +
+      (s.onnx ? s.onnx->source + " (ONNX, opset " + std::to_string(s.onnx->opset) + ")"
+              : c.get_string("model.family") + " " + std::to_string(layers) + "x" +
+                    std::to_string(hidden)) +
       (s.hf ? " from " + s.hf->dir : "") + ", " + std::to_string(s.examples.size()) + " " +
       c.get_string("data.source") + " examples, token ids < " + std::to_string(s.vocab) +
       (s.tokenizer.empty() ? "" : " (" + s.tokenizer + ")") +

@@ -12,6 +12,7 @@
 #include "engine/hf_llama.h"
 #include "engine/trainer.h"
 #include "ir/models/model.h"
+#include "onnx/import.h"
 
 namespace disc::apps {
 
@@ -24,6 +25,7 @@ struct RunSetup {
   ir::models::Model model;
   std::optional<ir::models::LlamaConfig> llama;  // the llama's sizes (family llama)
   std::shared_ptr<const engine::HfLlama> hf;     // model.hf, opened: its weights load after build
+  std::shared_ptr<const onnx::Imported> onnx;    // model.onnx, imported: its initializers load too
   engine::TrainerOptions trainer;
   std::string tokenizer;   // json, jsonl, text: the tokenizer's describe()
   std::string data_notes;  // what loading let pass: "2 records lack some of data.fields, ..."
@@ -32,7 +34,7 @@ struct RunSetup {
 
 RunSetup make_setup(const Config& c);
 
-// The folder's weights into the trainer for model.hf (nothing otherwise), with a log line.
+// The weights of model.hf or model.onnx into the trainer (nothing otherwise), with a log line.
 void load_initial_weights(const RunSetup& s, engine::Trainer& trainer);
 
 // export.dtype as a dtype to force (nullopt: `source`).

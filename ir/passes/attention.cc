@@ -4,7 +4,8 @@
 // `attention_grad` rather than the primitives' gradients.
 //
 //   %s = matmul(%q, %k) {transpose_b = true}       %o = attention(%x, %k, %v)
-//   %m = causal_mask(%s)            (optional)  =>       {causal = true, scale = c}
+//   [%s = mul(%s, broadcast(constant c2))]         {causal = true, scale = c * c2}
+//   %m = causal_mask(%s)            (optional)  =>
 //   %p = softmax(%m)
 //   %o = matmul(%p, %v)
 // where %q = mul(%x, broadcast(constant c)) folds into `scale` (else scale = 1, %q stays), the
@@ -55,6 +56,18 @@ void fold_scale(const Graph& g, Match& m) {
   m.chain.insert(m.chain.end(), {mul, b, c});
 }
 
+// %s = mul(%qk, broadcast(constant c)), the scale applied to the scores rather than to q (as
+// exported graphs write it): the mul, with its factor in *c.
+const Node* scores_scale(const Graph& g, const Value* s, double* c) {
+  const Node* mul = sole_use_of(g, s, "mul");
+  const Node* b = mul ? mul->operand(1)->producer() : nullptr;
+  if (!b || b->op().name != "broadcast" || !b->attrs().get_ints("dims").empty()) return nullptr;
+  const Node* k = b->operand(0)->producer();
+  if (!k || k->op().name != "constant") return nullptr;
+  *c = k->attrs().get_float("value");
+  return mul;
+}
+
 std::optional<Match> match(const Graph& g, const Node& pv) {
   if (pv.op().name != "matmul" || !plain_matmul(pv, false)) return std::nullopt;
   const Node* softmax = sole_use_of(g, pv.operand(0), "softmax");
@@ -68,12 +81,19 @@ std::optional<Match> match(const Graph& g, const Node& pv) {
     m.chain.push_back(mask);
     scores = mask->operand(0);
   }
+  double after = 1.0;
+  if (const Node* mul = scores_scale(g, scores, &after)) {
+    const Node* b = mul->operand(1)->producer();
+    m.chain.insert(m.chain.end(), {mul, b, b->operand(0)->producer()});
+    scores = mul->operand(0);
+  }
   const Node* qk = sole_use_of(g, scores, "matmul");
   if (!qk || !plain_matmul(*qk, true)) return std::nullopt;
   m.chain.push_back(qk);
   m.q = qk->operand(0);
   m.k = qk->operand(1);
   fold_scale(g, m);
+  m.scale *= after;
   if (m.q->rank() != m.k->rank() || m.v->rank() != m.k->rank())
     return std::nullopt;  // a shared k or v
   return m;

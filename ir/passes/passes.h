@@ -13,6 +13,7 @@ std::unique_ptr<Pass> make_canonicalize_pass();
 std::unique_ptr<Pass> make_cse_pass();
 std::unique_ptr<Pass> make_dce_pass();
 std::unique_ptr<Pass> make_tril_pass();
+std::unique_ptr<Pass> make_layers_pass();
 std::unique_ptr<Pass> make_attention_pass();
 std::unique_ptr<Pass> make_linear_cross_entropy_pass();
 std::unique_ptr<Pass> make_backward_recompute_pass();

@@ -3,9 +3,8 @@
 // importer and executor: a suite nobody here wrote. Every test whose model imports must give its
 // outputs within ONNX's default tolerance (|got - want| <= 1e-7 + 1e-3 |want|); the others are
 // counted and printed by reason (an op disc does not import, an opset outside 13-17, a dtype).
-#include <onnx/onnx_pb.h>
-
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 
 #include <cmath>
 #include <cstring>
@@ -57,10 +56,14 @@ engine::Tensor to_tensor(const ::onnx::TensorProto& t, memory::Allocator& alloc)
   std::vector<double> v;
   for (const Scalar& s : k.elements) v.push_back(*s.number());
   switch (*type) {
-    case DType::kF64: return engine::Tensor::from<double>(shape, v, alloc);
-    case DType::kI64: return engine::Tensor::from<int64_t>(shape, {v.begin(), v.end()}, alloc);
-    case DType::kI32: return engine::Tensor::from<int32_t>(shape, {v.begin(), v.end()}, alloc);
-    default: return engine::Tensor::from<bool>(shape, {v.begin(), v.end()}, alloc);
+    case DType::kF64:
+      return engine::Tensor::from<double>(shape, v, alloc);
+    case DType::kI64:
+      return engine::Tensor::from<int64_t>(shape, {v.begin(), v.end()}, alloc);
+    case DType::kI32:
+      return engine::Tensor::from<int32_t>(shape, {v.begin(), v.end()}, alloc);
+    default:
+      return engine::Tensor::from<bool>(shape, {v.begin(), v.end()}, alloc);
   }
 }
 
@@ -75,11 +78,21 @@ std::vector<double> values(const engine::Tensor& t) {
       return v;
     };
     switch (t.dtype()) {
-      case DType::kF32: out[i] = at(float{}); break;
-      case DType::kF64: out[i] = at(double{}); break;
-      case DType::kI32: out[i] = at(int32_t{}); break;
-      case DType::kI64: out[i] = static_cast<double>(at(int64_t{})); break;
-      case DType::kBool: out[i] = at(uint8_t{}); break;
+      case DType::kF32:
+        out[i] = at(float{});
+        break;
+      case DType::kF64:
+        out[i] = at(double{});
+        break;
+      case DType::kI32:
+        out[i] = at(int32_t{});
+        break;
+      case DType::kI64:
+        out[i] = static_cast<double>(at(int64_t{}));
+        break;
+      case DType::kBool:
+        out[i] = at(uint8_t{});
+        break;
       default: {
         uint16_t bits = at(uint16_t{});
         float f;
@@ -124,8 +137,8 @@ Outcome run_case(const fs::path& dir, memory::Allocator& alloc) {
     std::map<std::string, engine::Tensor> args;
     try {
       for (size_t i = 0; i < m.inputs.size(); ++i)
-        args[m.inputs[i]] = to_tensor(
-            read_tensor(set.path() / ("input_" + std::to_string(i) + ".pb")), alloc);
+        args[m.inputs[i]] =
+            to_tensor(read_tensor(set.path() / ("input_" + std::to_string(i) + ".pb")), alloc);
     } catch (const Error& e) {
       return {std::string("test data: ") + e.what() + " (ONNX 1.12 stores bfloat16 data so)", ""};
     }
@@ -140,8 +153,8 @@ Outcome run_case(const fs::path& dir, memory::Allocator& alloc) {
       for (size_t i = 0; i < m.outputs.size(); ++i) {
         engine::Tensor want;
         try {
-          want = to_tensor(read_tensor(set.path() / ("output_" + std::to_string(i) + ".pb")),
-                           alloc);
+          want =
+              to_tensor(read_tensor(set.path() / ("output_" + std::to_string(i) + ".pb")), alloc);
         } catch (const Error& e) {
           return {std::string("test data: ") + e.what() + " (ONNX 1.12 stores bfloat16 data so)",
                   ""};
@@ -158,8 +171,10 @@ Outcome run_case(const fs::path& dir, memory::Allocator& alloc) {
 
 // The reason's gist, for counting: the message without the case's name and the node's.
 std::string reason(std::string why) {
-  if (auto at = why.find("): "); at != std::string::npos) why = why.substr(at + 3);
-  else if (auto colon = why.find(": "); colon != std::string::npos) why = why.substr(colon + 2);
+  if (auto at = why.find("): "); at != std::string::npos)
+    why = why.substr(at + 3);
+  else if (auto colon = why.find(": "); colon != std::string::npos)
+    why = why.substr(colon + 2);
   if (auto list = why.find("; it imports"); list != std::string::npos) why = why.substr(0, list);
   if (auto opset = why.find("; disc imports opsets"); opset != std::string::npos)
     why = why.substr(0, opset);
@@ -174,7 +189,8 @@ const std::map<std::string, std::string> kKnownFailures = {
 };
 
 TEST(OnnxNodeTests, EveryImportedModelMatchesOnnxsReference) {
-  if (!fs::exists(kNodeTests)) GTEST_SKIP() << kNodeTests << " is missing: install libonnx-testdata";
+  if (!fs::exists(kNodeTests))
+    GTEST_SKIP() << kNodeTests << " is missing: install libonnx-testdata";
   auto dev = devices::make_cpu_device(2);
   memory::DeviceAllocator alloc{*dev};
   std::vector<fs::path> cases;

@@ -1,0 +1,324 @@
+// Rewrites layers written as primitives, as exported graphs write them, into disc's ops, so that an
+// imported model compiles to the kernels disc's own models do:
+//
+//   mul(mul(x, broadcast(1 / sqrt(mean(x^2) + eps))), broadcast(w))   =>  rms_norm(x, w) {eps}
+//     (1 / sqrt(.) may be rsqrt(.); x^2 may be mul(x, x))
+//   mul(g, sigmoid(g))                                                =>  silu(g)
+//   concat(a*cos - b*sin, b*cos + a*sin) of x's halves a, b, with the
+//     tables cos/sin(positions * inv) of an iota along x's dim i      =>  rope(x) {seq_axis = i,
+//                                                                          theta}
+//     (theta read from the constant inv, which must be theta^(-2j/D) for every j)
+//   matmul(q, transpose(k) {perm = p with its last two swapped}),     =>  matmul(q, transpose(k)
+//     k's last dim moved to the contraction                                {p}) {transpose_b}
+//   gather(table, cast(i32 ids to i64))                               =>  gather(table, ids)
+//   broadcast(reshape(x)) {the reshape inserting dims of 1}           =>  broadcast(x)
+//
+// The attention pass then finds matmul -> [scale] -> causal_mask -> softmax -> matmul, and fusion
+// the rest. Each rewrite replaces only values no other node reads. The fused ops round as disc's
+// kernels do, not as the primitives did: values change within f32 rounding.
+// Needs: a verified, canonicalized graph. Keeps: every output's value, up to rounding.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <set>
+
+#include "ir/passes/passes.h"
+
+namespace disc::ir {
+namespace {
+
+// The node that makes v when it is `op`.
+const Node* made_by(const Value* v, const std::string& op) {
+  const Node* n = v ? v->producer() : nullptr;
+  return n && n->op().name == op ? n : nullptr;
+}
+
+// v's node when it is `op` and v feeds one node and no output (the rewrite may drop it).
+const Node* sole(const Graph& g, const Value* v, const std::string& op) {
+  const Node* n = made_by(v, op);
+  return n && v->users().size() == 1 && !g.is_output(v) ? n : nullptr;
+}
+
+// The elements of a constant v: constant, full, or reshapes and an axis-0 concat of those (what
+// the importer makes of a small constant tensor).
+std::optional<std::vector<double>> constant_values(const Value* v, int64_t count) {
+  const Node* n = v->producer();
+  if (!n) return std::nullopt;
+  const std::string& op = n->op().name;
+  if (op == "constant" || op == "full")
+    return std::vector<double>(count, n->attrs().get_float("value"));
+  if (op == "reshape" || (op == "broadcast" && n->operand(0)->type().numel() == v->type().numel()))
+    return constant_values(n->operand(0), count);
+  if (op != "concat" || n->attrs().get_int("axis") != 0) return std::nullopt;
+  std::vector<double> out;
+  for (const Value* part : n->operands()) {
+    auto k = part->type().numel().constant();
+    auto p = k ? constant_values(part, *k) : std::nullopt;
+    if (!p) return std::nullopt;
+    out.insert(out.end(), p->begin(), p->end());
+  }
+  return out;
+}
+
+// The value of a scalar stretched by broadcast (or a constant or full).
+std::optional<double> scalar_of(const Value* v) {
+  if (const Node* b = made_by(v, "broadcast"); b && b->operand(0)->rank() == 0) v = b->operand(0);
+  const Node* n = v->producer();
+  if (n && (n->op().name == "constant" || n->op().name == "full"))
+    return n->attrs().get_float("value");
+  return std::nullopt;
+}
+
+// For a commutative binary node: its operands with `first` matching, or nullopt.
+template <typename F>
+std::optional<std::pair<Value*, Value*>> either(const Node* n, F first) {
+  if (!n) return std::nullopt;
+  if (first(n->operand(0))) return std::pair{n->operand(0), n->operand(1)};
+  if (first(n->operand(1))) return std::pair{n->operand(1), n->operand(0)};
+  return std::nullopt;
+}
+
+bool last_axis_only(const Node& reduce, int rank) {
+  const auto& axes = reduce.attrs().get_ints("axes");
+  return axes.size() == 1 && axes[0] == rank - 1 && reduce.attrs().get_bool("keepdims");
+}
+
+class Rewriter {
+ public:
+  explicit Rewriter(Graph& g) : g_(g) {}
+
+  bool run() {
+    bool changed = false;
+    for (Node* n : g_.nodes()) {
+      Value* by = nullptr;
+      const std::string& op = n->op().name;
+      if (op == "mul") by = rms_norm(*n);
+      if (!by && op == "mul") by = silu(*n);
+      if (!by && op == "concat") by = rope(*n);
+      if (!by && op == "matmul") by = key_transpose(*n);
+      if (!by && op == "gather") by = narrow_index(*n);
+      if (!by && op == "broadcast") by = unit_dims(*n);
+      if (!by) continue;
+      g_.move_before(by->producer(), n);
+      g_.replace_all_uses(n->result(), by);
+      changed = true;
+    }
+    if (changed) erase_dead();
+    return changed;
+  }
+
+ private:
+  // mul(mul(x, broadcast(r)), broadcast(w)) with r = 1/sqrt(mean(x^2) + eps) over the last dim.
+  Value* rms_norm(const Node& n) {
+    auto scaled = either(&n, [&](Value* v) { return sole(g_, v, "mul") != nullptr; });
+    if (!scaled) return nullptr;
+    const Node* wb = made_by(scaled->second, "broadcast");
+    if (!wb || wb->operand(0)->rank() != 1) return nullptr;
+    const Node* inner = scaled->first->producer();
+    int rank = n.result()->rank();
+    auto normed = either(inner, [&](Value* v) {
+      const Node* b = sole(g_, v, "broadcast");
+      return b && inverse_rms(b->operand(0), nullptr).has_value();
+    });
+    if (!normed || wb->attrs().get_ints("dims") != std::vector<int64_t>{rank - 1}) return nullptr;
+    Value* x = normed->second;
+    auto eps = inverse_rms(made_by(normed->first, "broadcast")->operand(0), x);
+    if (!eps || x->shape().back() != wb->operand(0)->shape()[0]) return nullptr;
+    return g_.add("rms_norm", {x, wb->operand(0)}, {{"eps", *eps}});
+  }
+
+  // r = div(1, sqrt(s)) or rsqrt(s), s = add(reduce_mean(x^2), eps): eps, when x is `x` (any x
+  // when null).
+  std::optional<double> inverse_rms(const Value* r, const Value* x) {
+    const Value* s = nullptr;
+    if (const Node* d = sole(g_, r, "div"); d && scalar_of(d->operand(0)) == 1.0) {
+      const Node* sq = sole(g_, d->operand(1), "sqrt");
+      s = sq ? sq->operand(0) : nullptr;
+    } else if (const Node* rs = sole(g_, r, "rsqrt")) {
+      s = rs->operand(0);
+    }
+    auto sum = either(sole(g_, s, "add"), [](Value* v) { return made_by(v, "reduce_mean"); });
+    auto eps = sum ? scalar_of(sum->second) : std::nullopt;
+    const Node* mean = sum ? sole(g_, sum->first, "reduce_mean") : nullptr;
+    if (!eps || !mean || !last_axis_only(*mean, mean->operand(0)->rank())) return std::nullopt;
+    const Node* sq = made_by(mean->operand(0), "pow");
+    bool squared = sq && scalar_of(sq->operand(1)) == 2.0;
+    if (!squared) {
+      sq = made_by(mean->operand(0), "mul");
+      squared = sq && sq->operand(0) == sq->operand(1);
+    }
+    if (!squared || mean->operand(0)->users().size() != 1) return std::nullopt;
+    if (x && sq->operand(0) != x) return std::nullopt;
+    return eps;
+  }
+
+  Value* silu(const Node& n) {
+    auto m = either(&n, [&](Value* v) {
+      const Node* s = sole(g_, v, "sigmoid");
+      return s && (s->operand(0) == n.operand(0) || s->operand(0) == n.operand(1));
+    });
+    if (!m || made_by(m->first, "sigmoid")->operand(0) != m->second) return nullptr;
+    return g_.add("silu", {m->second});
+  }
+
+  // The halves of x: a = slice [0, h), b = slice [h, 2h) of the last dim of the same x.
+  struct Halves {
+    Value *x = nullptr, *a = nullptr, *b = nullptr;
+  };
+  std::optional<Halves> halves(Value* a, Value* b) {
+    const Node *sa = made_by(a, "slice"), *sb = made_by(b, "slice");
+    if (!sa || !sb || sa->operand(0) != sb->operand(0)) return std::nullopt;
+    Value* x = sa->operand(0);
+    int last = x->rank() - 1;
+    const DimExpr& d = x->shape().back();
+    auto dim = d.constant();
+    if (!dim || *dim % 2 || sa->attrs().get_int("axis") != last ||
+        sb->attrs().get_int("axis") != last || !sa->attrs().get_dim("start").is_zero() ||
+        sa->attrs().get_dim("limit") != DimExpr(*dim / 2) ||
+        sb->attrs().get_dim("start") != DimExpr(*dim / 2) || sb->attrs().get_dim("limit") != d)
+      return std::nullopt;
+    return Halves{x, a, b};
+  }
+
+  // The table t behind a broadcast(reshape*(f(t))) for f = cos or sin.
+  static const Value* table_of(const Value* v, const std::string& f) {
+    const Node* b = made_by(v, "broadcast");
+    v = b ? b->operand(0) : v;
+    while (const Node* r = made_by(v, "reshape")) v = r->operand(0);
+    const Node* t = made_by(v, f);
+    return t ? t->operand(0) : nullptr;
+  }
+
+  // concat(sub(mul(a, C), mul(b, S)), add(mul(b, C), mul(a, S))) along the last dim.
+  Value* rope(const Node& n) {
+    if (n.operands().size() != 2 || n.attrs().get_int("axis") != n.result()->rank() - 1)
+      return nullptr;
+    const Node *sub = sole(g_, n.operand(0), "sub"), *add = sole(g_, n.operand(1), "add");
+    if (!sub || !add) return nullptr;
+    const Node *ac = sole(g_, sub->operand(0), "mul"), *bs = sole(g_, sub->operand(1), "mul");
+    const Node *bc = sole(g_, add->operand(0), "mul"), *as = sole(g_, add->operand(1), "mul");
+    if (!ac || !bs || !bc || !as) return nullptr;
+    auto h = halves(ac->operand(0), bs->operand(0));
+    if (!h || bc->operand(0) != h->b || as->operand(0) != h->a) return nullptr;
+    const Value *cos = table_of(ac->operand(1), "cos"), *sin = table_of(bs->operand(1), "sin");
+    if (!cos || cos != sin || table_of(bc->operand(1), "cos") != cos ||
+        table_of(as->operand(1), "sin") != cos)
+      return nullptr;
+    auto angle = rotation(cos, *h->x);
+    if (!angle) return nullptr;
+    return g_.add("rope", {h->x}, {{"seq_axis", angle->first}, {"theta", angle->second}});
+  }
+
+  // The angles cast?(mul(broadcast(positions), broadcast(inv))) of a [S, D/2] table: positions an
+  // iota of x's dim i, inv = theta^(-2j/D). Returns (i, theta).
+  std::optional<std::pair<int64_t, double>> rotation(const Value* table, const Value& x) {
+    if (const Node* c = made_by(table, "cast")) table = c->operand(0);
+    const Node* mul = made_by(table, "mul");
+    if (!mul || table->rank() != 2) return std::nullopt;
+    auto strip = [](const Value* v) {
+      while (const Node* r = v->producer()) {
+        if (r->op().name != "broadcast" && r->op().name != "reshape") break;
+        v = r->operand(0);
+      }
+      return v;
+    };
+    const Value *pos = strip(mul->operand(0)), *inv = strip(mul->operand(1));
+    const Node* iota = made_by(pos, "iota");
+    const int64_t half = *x.shape().back().constant() / 2;
+    auto freqs = constant_values(inv, half);
+    if (!iota || pos->rank() != 1 || !freqs || static_cast<int64_t>(freqs->size()) != half)
+      return std::nullopt;
+    int64_t axis = -1;
+    for (int i = 0; i + 1 < x.rank(); ++i)
+      if (x.shape()[i] == pos->shape()[0]) axis = i;
+    if (axis < 0) return std::nullopt;
+    const double d = 2.0 * static_cast<double>(half);
+    double theta = half > 1 ? std::pow((*freqs)[1], -d / 2.0) : 10000.0;
+    for (int64_t j = 0; j < half; ++j) {
+      double want = std::pow(theta, -2.0 * static_cast<double>(j) / d);
+      if (std::abs((*freqs)[j] - want) > 1e-6 * want) return std::nullopt;
+    }
+    return std::pair{axis, theta};
+  }
+
+  // matmul(q, transpose(k) {perm}) with perm's last two entries those of an order whose last two
+  // are swapped: the product reads k's transpose as transpose_b.
+  Value* key_transpose(const Node& n) {
+    const Attributes& a = n.attrs();
+    if (a.get_bool("transpose_a") || a.get_bool("transpose_b") || a.get_bool("sum_batch") ||
+        a.get_bool("tril_a"))
+      return nullptr;
+    const Node* t = sole(g_, n.operand(1), "transpose");
+    const int rank = n.operand(1)->rank();
+    // Only keys: the transpose puts k's last dim (the head dim) in the contraction's place.
+    if (!t || rank < 2 || t->attrs().get_ints("perm")[rank - 2] != rank - 1) return nullptr;
+    std::vector<int64_t> perm = t->attrs().get_ints("perm");
+    std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+    bool identity = true;
+    for (size_t i = 0; i < perm.size(); ++i) identity &= perm[i] == static_cast<int64_t>(i);
+    Value* k = identity ? t->operand(0) : g_.add("transpose", {t->operand(0)}, {{"perm", perm}});
+    if (!identity) g_.move_before(k->producer(), &n);
+    return g_.add("matmul", {n.operand(0), k}, {{"transpose_b", true}});
+  }
+
+  // broadcast(reshape(x)) where the reshape only inserts dims of 1 (unsqueeze) that the
+  // broadcast then stretches: one broadcast of x (how exported graphs repeat kv heads).
+  Value* unit_dims(const Node& n) {
+    const Node* r = sole(g_, n.operand(0), "reshape");
+    if (!r) return nullptr;
+    const auto &from = r->operand(0)->shape(), &to = n.operand(0)->shape();
+    const std::vector<int64_t>& dims = n.attrs().get_ints("dims");
+    std::vector<int64_t> kept;
+    size_t i = 0;
+    for (size_t j = 0; j < to.size(); ++j) {
+      if (i < from.size() && to[j] == from[i]) {
+        kept.push_back(dims[j]), ++i;
+      } else if (to[j] != DimExpr(1)) {
+        return nullptr;
+      }
+    }
+    if (i != from.size()) return nullptr;
+    return g_.add("broadcast", {r->operand(0)},
+                  {{"shape", n.result()->shape()}, {"dims", kept}});
+  }
+
+  Value* narrow_index(const Node& n) {
+    const Node* c = sole(g_, n.operand(1), "cast");
+    if (!c || c->operand(0)->dtype() != DType::kI32) return nullptr;
+    return g_.add("gather", {n.operand(0), c->operand(0)});
+  }
+
+  // Nodes whose results nothing reads any more (the primitives a rewrite replaced).
+  void erase_dead() {
+    std::vector<Node*> order = g_.nodes();
+    std::set<const Node*> dead;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      bool unused = true;
+      for (const Value* r : (*it)->results()) {
+        unused &= !g_.is_output(r) && std::all_of(r->users().begin(), r->users().end(),
+                                                  [&](const Node* u) { return dead.contains(u); });
+      }
+      if (unused) dead.insert(*it);
+    }
+    g_.erase_nodes([&](const Node& n) { return dead.contains(&n); });
+  }
+
+  Graph& g_;
+};
+
+class LayersPass final : public Pass {
+ public:
+  std::string_view name() const override { return "layers"; }
+  std::string_view summary() const override {
+    return "rewrite RMSNorm, SiLU and RoPE written as primitives (exported graphs), attention's "
+           "transposed keys and widened gather indices into disc's ops";
+  }
+  std::string_view keeps() const override { return "every output's value, up to rounding"; }
+  bool run(Graph& g) override { return Rewriter(g).run(); }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_layers_pass() { return std::make_unique<LayersPass>(); }
+
+}  // namespace disc::ir
