@@ -1,7 +1,5 @@
 #include "onnx/import.h"
 
-#include <onnx/onnx_pb.h>
-
 #include <fstream>
 #include <limits>
 #include <set>
@@ -10,6 +8,7 @@
 #include "base/error.h"
 #include "ir/nn.h"
 #include "onnx/op_context.h"
+#include "onnx/proto.h"
 #include "onnx/tensor_proto.h"
 
 namespace disc::onnx {
@@ -30,26 +29,26 @@ bool default_domain(const std::string& d) {
   return d.empty() || d == "ai.onnx";
 }
 
-int64_t opset_of(const ::onnx::ModelProto& m, const std::string& source) {
-  for (const auto& o : m.opset_import())
-    if (default_domain(o.domain())) return o.version();
+int64_t opset_of(const proto::Model& m, const std::string& source) {
+  for (const auto& o : m.opset_import)
+    if (default_domain(o.domain)) return o.version;
   throw InvalidArgument(source + ": the model imports no opset of the default ONNX domain");
 }
 
 class GraphImport {
  public:
-  GraphImport(const ::onnx::GraphProto& gp, const std::string& source, int64_t opset,
+  GraphImport(const proto::Graph& gp, const std::string& source, int64_t opset,
               const ImportOptions& o, Imported& out)
       : gp_(gp), opset_(opset), options_(o), out_(out), state_{*out.graph, source, {}, nullptr} {}
 
   void run() {
     std::set<std::string> initialized;
-    for (const auto& t : gp_.initializer()) initialized.insert(t.name());
-    for (const auto& in : gp_.input())
-      if (!initialized.contains(in.name())) add_input(in);
-    for (const auto& t : gp_.initializer()) add_initializer(t);
-    for (const auto& n : gp_.node()) add_node(n);
-    for (const auto& o : gp_.output()) add_output(o.name());
+    for (const auto& t : gp_.initializer) initialized.insert(t.name);
+    for (const auto& in : gp_.input)
+      if (!initialized.contains(in.name)) add_input(in);
+    for (const auto& t : gp_.initializer) add_initializer(t);
+    for (const auto& n : gp_.node) add_node(n);
+    for (const auto& o : gp_.output) add_output(o.name);
   }
 
  private:
@@ -63,17 +62,16 @@ class GraphImport {
       fail(what + " `" + name + "` is defined twice (ONNX names each value once)");
   }
 
-  DimExpr input_dim(const ::onnx::ValueInfoProto& in, int i,
-                    const ::onnx::TensorShapeProto_Dimension& d, int64_t bound) {
-    if (d.has_dim_value()) {
-      if (d.dim_value() < 0) fail("input `" + in.name() + "` has a negative dim");
-      return d.dim_value();
+  DimExpr input_dim(const proto::ValueInfo& in, int i, const proto::Dim& d, int64_t bound) {
+    if (d.value) {
+      if (*d.value < 0) fail("input `" + in.name + "` has a negative dim");
+      return *d.value;
     }
-    const std::string& name = d.dim_param();
+    const std::string& name = d.param;
     if (name.empty())
-      fail("input `" + in.name() + "` dim " + std::to_string(i) +
+      fail("input `" + in.name + "` dim " + std::to_string(i) +
            " has neither a size nor a name (export it with dynamic_axes naming it, e.g. " + "{\"" +
-           in.name() + "\": {" + std::to_string(i) + ": \"seq\"}})");
+           in.name + "\": {" + std::to_string(i) + ": \"seq\"}})");
     if (!state_.graph.shapes().find(name)) {
       auto b = options_.bounds.find(name);
       int64_t hi = bound > 0                    ? bound
@@ -84,56 +82,55 @@ class GraphImport {
     return DimExpr::symbol(name);
   }
 
-  void add_input(const ::onnx::ValueInfoProto& in) {
-    if (!in.type().has_tensor_type())
-      fail("input `" + in.name() + "` is not a tensor (sequences and maps are not imported)");
-    const auto& tt = in.type().tensor_type();
-    auto dtype = dtype_of(tt.elem_type());
+  void add_input(const proto::ValueInfo& in) {
+    if (!in.is_tensor)
+      fail("input `" + in.name + "` is not a tensor (sequences and maps are not imported)");
+    auto dtype = dtype_of(in.elem_type);
     if (!dtype)
-      fail("input `" + in.name() + "` holds " + onnx_type_name(tt.elem_type()) +
+      fail("input `" + in.name + "` holds " + onnx_type_name(in.elem_type) +
            ", which disc does not import (float, double, float16, bfloat16, int32, int64, bool)");
-    if (!tt.has_shape()) fail("input `" + in.name() + "` has no shape");
+    if (!in.has_shape) fail("input `" + in.name + "` has no shape");
     const size_t position = out_.inputs.size();
     InputOptions o = position < options_.inputs.size() ? options_.inputs[position] : InputOptions{};
     std::vector<DimExpr> shape;
-    for (int i = 0; i < tt.shape().dim_size(); ++i) {
+    for (int i = 0; i < static_cast<int>(in.dims.size()); ++i) {
       int64_t bound = i < static_cast<int>(o.bounds.size()) ? o.bounds[i] : 0;
-      shape.push_back(input_dim(in, i, tt.shape().dim(i), bound));
+      shape.push_back(input_dim(in, i, in.dims[i], bound));
     }
     bool narrow = *dtype == DType::kI64 && options_.int64_inputs_as_i32;
-    const std::string name = o.name.empty() ? in.name() : o.name;
+    const std::string name = o.name.empty() ? in.name : o.name;
     Value* v =
         state_.graph.add_argument(name, {narrow ? DType::kI32 : *dtype, shape}, ir::Role::kInput);
     if (narrow) v = state_.graph.add("cast", {v}, {{"dtype", DType::kI64}});
     out_.inputs.push_back(name);
-    bind(in.name(), Slot{v}, "input");
+    bind(in.name, Slot{v}, "input");
   }
 
-  void add_initializer(const ::onnx::TensorProto& t) {
-    auto dtype = dtype_of(t.data_type());
+  void add_initializer(const proto::Tensor& t) {
+    auto dtype = dtype_of(t.data_type);
     if (dtype && is_float(*dtype)) {
       std::vector<int64_t> dims = dims_of(t);
-      Value* p = state_.graph.add_argument(t.name(), {DType::kF32, {dims.begin(), dims.end()}},
+      Value* p = state_.graph.add_argument(t.name, {DType::kF32, {dims.begin(), dims.end()}},
                                            ir::Role::kParameter);
-      out_.weights[t.name()] = float_values(t);
-      bind(t.name(), Slot{p}, "initializer");
+      out_.weights[t.name] = float_values(t);
+      bind(t.name, Slot{p}, "initializer");
       return;
     }
     try {
-      bind(t.name(), Slot{nullptr, known_of(t, kMaxFoldedInitializer)}, "initializer");
+      bind(t.name, Slot{nullptr, known_of(t, kMaxFoldedInitializer)}, "initializer");
     } catch (const InvalidArgument& e) {
       if (std::string(e.what()).starts_with(state_.source)) throw;
       fail("initializer: " + std::string(e.what()));
     }
   }
 
-  void add_node(const ::onnx::NodeProto& n) {
-    if (!default_domain(n.domain()))
-      fail(node_label(n, opset_) + ": the op is in domain `" + n.domain() +
+  void add_node(const proto::Node& n) {
+    if (!default_domain(n.domain))
+      fail(node_label(n, opset_) + ": the op is in domain `" + n.domain +
            "`; disc imports the default ONNX domain only");
-    auto rule = rules().find(n.op_type());
+    auto rule = rules().find(n.op_type);
     if (rule == rules().end() || opset_ < rule->second.since || opset_ > rule->second.until)
-      fail(node_label(n, opset_) + ": disc does not import " + n.op_type() + " at opset " +
+      fail(node_label(n, opset_) + ": disc does not import " + n.op_type + " at opset " +
            std::to_string(opset_) + "; it imports " + join(supported_ops(opset_)));
     OpContext ctx(state_, n, opset_);
     std::vector<Slot> results;
@@ -145,16 +142,16 @@ class GraphImport {
     } catch (const Error& e) {
       ctx.fail(e.what());
     }
-    for (int i = 0; i < n.output_size(); ++i) {
-      if (n.output(i).empty()) continue;
+    for (int i = 0; i < static_cast<int>(n.output.size()); ++i) {
+      if (n.output[i].empty()) continue;
       if (i >= static_cast<int>(results.size()) ||
           (!results[i].value && !results[i].known && !results[i].fill)) {
         // An output the rule does not make (LayerNormalization's mean, Dropout's mask): fine
         // while nothing reads it.
-        unmade_.insert(n.output(i));
+        unmade_.insert(n.output[i]);
         continue;
       }
-      bind(n.output(i), std::move(results[i]), node_label(n, opset_) + ": output");
+      bind(n.output[i], std::move(results[i]), node_label(n, opset_) + ": output");
     }
   }
 
@@ -164,15 +161,13 @@ class GraphImport {
       fail("graph output `" + name + "` is made by no node" +
            (unmade_.contains(name) ? " disc imports (an optional output disc does not compute)"
                                    : ""));
-    ::onnx::NodeProto none;
-    none.set_name("graph outputs");
-    none.set_op_type("Output");
+    proto::Node none{.name = "graph outputs", .op_type = "Output"};
     OpContext ctx(state_, none, opset_);
     state_.graph.add_output(name, ctx.value_of(it->second));
     out_.outputs.push_back(name);
   }
 
-  const ::onnx::GraphProto& gp_;
+  const proto::Graph& gp_;
   int64_t opset_;
   const ImportOptions& options_;
   Imported& out_;
@@ -203,27 +198,20 @@ std::vector<std::string> supported_ops(int64_t opset) {
 
 Imported import_bytes(std::string_view bytes, const std::string& name,
                       const ImportOptions& options) {
-  ::onnx::ModelProto m;
-  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
-      !m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
-    throw InvalidArgument(name + ": not an ONNX model (the protobuf does not parse" +
-                          (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())
-                               ? ": over 2 GiB, which protobuf cannot hold"
-                               : "") +
-                          ")");
-  if (!m.has_graph()) throw InvalidArgument(name + ": the model has no graph");
+  proto::Model m = proto::parse_model(bytes, name);
+  if (!m.graph) throw InvalidArgument(name + ": the model has no graph (is it an ONNX model?)");
   int64_t opset = opset_of(m, name);
   if (opset < kMinOpset || opset > kMaxOpset)
     throw InvalidArgument(name + ": opset " + std::to_string(opset) + "; disc imports opsets " +
                           std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
                           " (export again with opset_version=" + std::to_string(kMaxOpset) + ")");
   Imported out;
-  std::string graph_name = m.graph().name().empty() ? "onnx" : m.graph().name();
+  std::string graph_name = m.graph->name.empty() ? "onnx" : m.graph->name;
   out.graph = std::make_unique<ir::Graph>(graph_name);
   out.graph->set_source(name);
   out.source = name;
   out.opset = opset;
-  GraphImport(m.graph(), name, opset, options, out).run();
+  GraphImport(*m.graph, name, opset, options, out).run();
   return out;
 }
 

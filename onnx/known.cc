@@ -179,6 +179,18 @@ int64_t Known::numel() const {
   return n;
 }
 
+int64_t Known::count(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw InvalidArgument("a negative dim in " + shape_str(shape));
+    n = ir::checked_mul(n, d);
+    if (n > kMaxElements)
+      throw InvalidArgument("a known tensor of shape " + shape_str(shape) + " holds over " +
+                            std::to_string(kMaxElements) + " elements; disc folds smaller ones");
+  }
+  return n;
+}
+
 bool Known::symbolic() const {
   for (const Scalar& s : elements)
     if (!s.number()) return true;
@@ -226,7 +238,7 @@ Known expand(const Known& a, const std::vector<int64_t>& shape) {
     throw InvalidArgument("shape " + shape_str(a.shape) + " does not broadcast to " +
                           shape_str(shape));
   Known out{a.dtype, shape, {}};
-  int64_t n = out.numel();
+  int64_t n = Known::count(shape);
   std::vector<int64_t> st = strides_in(a.shape, shape);
   out.elements.reserve(n);
   for (int64_t i = 0; i < n; ++i) out.elements.push_back(a.elements[source_index(i, shape, st)]);
@@ -247,7 +259,7 @@ Known binary(const Known& a, const Known& b, BinaryOp op, const ir::ShapeGraph& 
   DType t = comparison(op) ? DType::kBool : a.dtype;
   Known out{t, *shape, {}};
   std::vector<int64_t> sa = strides_in(a.shape, *shape), sb = strides_in(b.shape, *shape);
-  int64_t n = out.numel();
+  int64_t n = Known::count(*shape);
   for (int64_t i = 0; i < n; ++i) {
     const Scalar &x = a.elements[source_index(i, *shape, sa)],
                  &y = b.elements[source_index(i, *shape, sb)];

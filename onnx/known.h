@@ -31,6 +31,10 @@ struct Scalar {
 };
 
 struct Known {
+  // The most elements a Known holds: shape arithmetic and small constants, never a tensor's data
+  // (a malformed model asking for more gets InvalidArgument, not an allocation).
+  static constexpr int64_t kMaxElements = int64_t{1} << 20;
+
   DType dtype = DType::kI64;
   std::vector<int64_t> shape;  // concrete
   std::vector<Scalar> elements;
@@ -38,6 +42,8 @@ struct Known {
   static Known scalar(double v, DType t);
   static Known dims(const std::vector<ir::DimExpr>& d);  // i64[n]
   int64_t numel() const;
+  // The element count of `shape`; throws InvalidArgument past kMaxElements.
+  static int64_t count(const std::vector<int64_t>& shape);
   int rank() const { return static_cast<int>(shape.size()); }
   bool symbolic() const;  // some element holds a symbol
   // Every element as a dim (integers, symbolic allowed); nullopt when one is not integral.

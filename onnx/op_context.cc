@@ -1,7 +1,5 @@
 #include "onnx/op_context.h"
 
-#include <onnx/onnx_pb.h>
-
 #include "base/error.h"
 #include "onnx/tensor_proto.h"
 
@@ -29,11 +27,11 @@ std::vector<DimExpr> Slot::shape() const {
   return known ? symbolic(known->shape) : fill->shape;
 }
 
-std::string node_label(const ::onnx::NodeProto& node, int64_t opset) {
-  std::string name = !node.name().empty()     ? node.name()
-                     : node.output_size() > 0 ? "making " + node.output(0)
-                                              : std::string("(unnamed)");
-  return "node `" + name + "` (" + node.op_type() + ", opset " + std::to_string(opset) + ")";
+std::string node_label(const proto::Node& node, int64_t opset) {
+  std::string name = !node.name.empty()     ? node.name
+                     : !node.output.empty() ? "making " + node.output[0]
+                                            : std::string("(unnamed)");
+  return "node `" + name + "` (" + node.op_type + ", opset " + std::to_string(opset) + ")";
 }
 
 void OpContext::fail(const std::string& why) const {
@@ -41,18 +39,18 @@ void OpContext::fail(const std::string& why) const {
 }
 
 int OpContext::num_inputs() const {
-  return node_.input_size();
+  return static_cast<int>(node_.input.size());
 }
 
 bool OpContext::has(int i) const {
-  return i < node_.input_size() && !node_.input(i).empty();
+  return i < num_inputs() && !node_.input[i].empty();
 }
 
 const Slot& OpContext::in(int i) const {
   if (!has(i)) fail("needs input " + std::to_string(i) + ", which is not given");
-  auto it = state_.slots.find(node_.input(i));
+  auto it = state_.slots.find(node_.input[i]);
   if (it == state_.slots.end())
-    fail("reads `" + node_.input(i) + "`, which no earlier node, input or initializer makes");
+    fail("reads `" + node_.input[i] + "`, which no earlier node, input or initializer makes");
   return it->second;
 }
 
@@ -65,7 +63,7 @@ bool OpContext::all_known() const {
 const Known& OpContext::known(int i, const std::string& what) const {
   const Slot& s = in(i);
   if (!s.known)
-    fail(what + " (input " + std::to_string(i) + ", `" + node_.input(i) +
+    fail(what + " (input " + std::to_string(i) + ", `" + node_.input[i] +
          "`) must be known at import: a constant, or shape arithmetic on Shape; here it is " +
          "computed from tensor values");
   return *s.known;
@@ -139,9 +137,9 @@ Value* OpContext::seed() {
   return state_.seed;
 }
 
-const ::onnx::AttributeProto* OpContext::attr(const std::string& name) const {
-  for (const auto& a : node_.attribute())
-    if (a.name() == name) return &a;
+const proto::Attribute* OpContext::attr(const std::string& name) const {
+  for (const auto& a : node_.attribute)
+    if (a.name == name) return &a;
   return nullptr;
 }
 
@@ -152,52 +150,51 @@ bool OpContext::has_attr(const std::string& name) const {
 int64_t OpContext::attr_int(const std::string& name, int64_t fallback) const {
   const auto* a = attr(name);
   if (!a) return fallback;
-  if (a->type() != ::onnx::AttributeProto::INT) fail("attribute `" + name + "` must be an int");
-  return a->i();
+  if (a->type != proto::Attribute::kInt) fail("attribute `" + name + "` must be an int");
+  return a->i;
 }
 
 double OpContext::attr_float(const std::string& name, double fallback) const {
   const auto* a = attr(name);
   if (!a) return fallback;
-  if (a->type() != ::onnx::AttributeProto::FLOAT) fail("attribute `" + name + "` must be a float");
-  return a->f();
+  if (a->type != proto::Attribute::kFloat) fail("attribute `" + name + "` must be a float");
+  return a->f;
 }
 
 std::string OpContext::attr_string(const std::string& name, const std::string& fallback) const {
   const auto* a = attr(name);
   if (!a) return fallback;
-  if (a->type() != ::onnx::AttributeProto::STRING)
-    fail("attribute `" + name + "` must be a string");
-  return a->s();
+  if (a->type != proto::Attribute::kString) fail("attribute `" + name + "` must be a string");
+  return a->s;
 }
 
 std::optional<std::vector<int64_t>> OpContext::attr_ints(const std::string& name) const {
   const auto* a = attr(name);
   if (!a) return std::nullopt;
-  if (a->type() != ::onnx::AttributeProto::INTS)
-    fail("attribute `" + name + "` must be a list of ints");
-  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+  if (a->type != proto::Attribute::kInts) fail("attribute `" + name + "` must be a list of ints");
+  return a->ints;
 }
 
 std::optional<Known> OpContext::attr_tensor(const std::string& name) const {
   const auto* a = attr(name);
   if (!a) return std::nullopt;
   try {
-    switch (a->type()) {
-      case ::onnx::AttributeProto::TENSOR:
-        return known_of(a->t(), kMaxMadeElements * 16);
-      case ::onnx::AttributeProto::FLOAT:
-        return Known::scalar(a->f(), DType::kF32);
-      case ::onnx::AttributeProto::INT:
-        return Known::scalar(double(a->i()), DType::kI64);
-      case ::onnx::AttributeProto::FLOATS: {
-        Known k{DType::kF32, {a->floats_size()}, {}};
-        for (float f : a->floats()) k.elements.push_back(Scalar::of(f));
+    switch (a->type) {
+      case proto::Attribute::kTensor:
+        if (!a->t) fail("attribute `" + name + "` holds no tensor");
+        return known_of(*a->t, kMaxMadeElements * 16);
+      case proto::Attribute::kFloat:
+        return Known::scalar(a->f, DType::kF32);
+      case proto::Attribute::kInt:
+        return Known::scalar(double(a->i), DType::kI64);
+      case proto::Attribute::kFloats: {
+        Known k{DType::kF32, {static_cast<int64_t>(a->floats.size())}, {}};
+        for (float f : a->floats) k.elements.push_back(Scalar::of(f));
         return k;
       }
-      case ::onnx::AttributeProto::INTS: {
-        Known k{DType::kI64, {a->ints_size()}, {}};
-        for (int64_t i : a->ints()) k.elements.push_back(Scalar{DimExpr(i)});
+      case proto::Attribute::kInts: {
+        Known k{DType::kI64, {static_cast<int64_t>(a->ints.size())}, {}};
+        for (int64_t i : a->ints) k.elements.push_back(Scalar{DimExpr(i)});
         return k;
       }
       default:
@@ -257,7 +254,8 @@ Value* OpContext::broadcast_to(Value* v, const std::vector<DimExpr>& shape) {
 }
 
 int OpContext::axis(int64_t a, int rank) const {
-  if (a < -rank || a >= std::max(rank, 1))
+  if (rank == 0) fail("a scalar has no axis " + std::to_string(a));
+  if (a < -rank || a >= rank)
     fail("axis " + std::to_string(a) + " is outside a tensor of rank " + std::to_string(rank));
   return static_cast<int>(a < 0 ? a + rank : a);
 }

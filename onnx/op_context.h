@@ -12,11 +12,7 @@
 
 #include "ir/graph.h"
 #include "onnx/known.h"
-
-namespace onnx {
-class NodeProto;
-class AttributeProto;
-}  // namespace onnx
+#include "onnx/proto.h"
 
 namespace disc::onnx {
 
@@ -55,10 +51,10 @@ struct ImportState {
 
 class OpContext {
  public:
-  OpContext(ImportState& state, const ::onnx::NodeProto& node, int64_t opset)
+  OpContext(ImportState& state, const proto::Node& node, int64_t opset)
       : state_(state), node_(node), opset_(opset) {}
 
-  const ::onnx::NodeProto& node() const { return node_; }
+  const proto::Node& node() const { return node_; }
   int64_t opset() const { return opset_; }
   ir::Graph& graph() { return state_.graph; }
   ir::ShapeGraph& shapes() { return graph().shapes(); }
@@ -104,9 +100,9 @@ class OpContext {
 
  private:
   ImportState& state_;
-  const ::onnx::NodeProto& node_;
+  const proto::Node& node_;
   int64_t opset_;
-  const ::onnx::AttributeProto* attr(const std::string& name) const;
+  const proto::Attribute* attr(const std::string& name) const;
 };
 
 // A rule's single result.
@@ -118,7 +114,7 @@ inline std::vector<Slot> result(Known k) {
 }
 
 // "node `attn/MatMul` (MatMul, opset 17)": how messages name a node.
-std::string node_label(const ::onnx::NodeProto& node, int64_t opset);
+std::string node_label(const proto::Node& node, int64_t opset);
 
 // Turns one node into its results, one per ONNX output (an empty Slot for an output it does not
 // make, which must then be unused).

@@ -1,7 +1,5 @@
 #include "onnx/tensor_proto.h"
 
-#include <onnx/onnx_pb.h>
-
 #include <cstring>
 
 #include "base/error.h"
@@ -10,10 +8,30 @@
 namespace disc::onnx {
 namespace {
 
-using ::onnx::TensorProto;
+using TensorProto = proto::Tensor;
+
+// ONNX's TensorProto.DataType values.
+enum ElemType : int32_t {
+  kFloat = 1,
+  kUint8,
+  kInt8,
+  kUint16,
+  kInt16,
+  kInt32,
+  kInt64,
+  kString,
+  kBool,
+  kFloat16,
+  kDouble,
+  kUint32,
+  kUint64,
+  kComplex64,
+  kComplex128,
+  kBFloat16
+};
 
 std::string tensor_name(const TensorProto& t) {
-  return "tensor `" + (t.name().empty() ? std::string("(unnamed)") : t.name()) + "`";
+  return "tensor `" + (t.name.empty() ? std::string("(unnamed)") : t.name) + "`";
 }
 
 int64_t numel_of(const TensorProto& t) {
@@ -26,23 +44,23 @@ int64_t numel_of(const TensorProto& t) {
 template <typename T, typename R, typename Field>
 std::vector<T> read(const TensorProto& t, const Field& field, int64_t n) {
   std::vector<T> out;
-  if (t.data_location() == TensorProto::EXTERNAL)
+  if (t.external)
     throw InvalidArgument(tensor_name(t) + " keeps its data in an external file, which disc " +
                           "does not read (save the model with its data inside: " +
                           "onnx.save(model, path, save_as_external_data=False))");
-  if (!t.raw_data().empty()) {
-    if (static_cast<int64_t>(t.raw_data().size()) != n * static_cast<int64_t>(sizeof(R)))
-      throw InvalidArgument(tensor_name(t) + " has " + std::to_string(t.raw_data().size()) +
+  if (!t.raw_data.empty()) {
+    if (static_cast<int64_t>(t.raw_data.size()) != n * static_cast<int64_t>(sizeof(R)))
+      throw InvalidArgument(tensor_name(t) + " has " + std::to_string(t.raw_data.size()) +
                             " bytes of data; its dims need " + std::to_string(n * sizeof(R)));
     out.resize(n);
     for (int64_t i = 0; i < n; ++i) {
       R r;
-      std::memcpy(&r, t.raw_data().data() + i * sizeof(R), sizeof(R));
+      std::memcpy(&r, t.raw_data.data() + i * sizeof(R), sizeof(R));
       out[i] = static_cast<T>(r);
     }
     return out;
   }
-  if (field.size() != n)
+  if (static_cast<int64_t>(field.size()) != n)
     throw InvalidArgument(tensor_name(t) + " has " + std::to_string(field.size()) +
                           " values; its dims need " + std::to_string(n));
   out.assign(field.begin(), field.end());
@@ -50,7 +68,7 @@ std::vector<T> read(const TensorProto& t, const Field& field, int64_t n) {
 }
 
 std::vector<float> halves(const TensorProto& t, DType type, int64_t n) {
-  auto bits = read<uint16_t, uint16_t>(t, t.int32_data(), n);
+  auto bits = read<uint16_t, uint16_t>(t, t.int32_data, n);
   std::vector<float> out(n);
   half_to_f32(type, bits.data(), out.data(), n);
   return out;
@@ -60,19 +78,19 @@ std::vector<float> halves(const TensorProto& t, DType type, int64_t n) {
 
 std::optional<DType> dtype_of(int32_t elem_type) {
   switch (elem_type) {
-    case TensorProto::FLOAT:
+    case kFloat:
       return DType::kF32;
-    case TensorProto::DOUBLE:
+    case kDouble:
       return DType::kF64;
-    case TensorProto::FLOAT16:
+    case kFloat16:
       return DType::kF16;
-    case TensorProto::BFLOAT16:
+    case kBFloat16:
       return DType::kBF16;
-    case TensorProto::INT32:
+    case kInt32:
       return DType::kI32;
-    case TensorProto::INT64:
+    case kInt64:
       return DType::kI64;
-    case TensorProto::BOOL:
+    case kBool:
       return DType::kBool;
     default:
       return std::nullopt;
@@ -80,16 +98,16 @@ std::optional<DType> dtype_of(int32_t elem_type) {
 }
 
 std::string onnx_type_name(int32_t elem_type) {
-  if (TensorProto::DataType_IsValid(elem_type) && elem_type != 0) {
-    std::string n = TensorProto::DataType_Name(static_cast<TensorProto::DataType>(elem_type));
-    for (char& c : n) c = static_cast<char>(std::tolower(c));
-    return n;
-  }
+  static const char* const names[] = {"undefined",  "float",   "uint8",  "int8",   "uint16",
+                                      "int16",      "int32",   "int64",  "string", "bool",
+                                      "float16",    "double",  "uint32", "uint64", "complex64",
+                                      "complex128", "bfloat16"};
+  if (elem_type > 0 && elem_type <= kBFloat16) return names[elem_type];
   return "element type " + std::to_string(elem_type);
 }
 
 std::vector<int64_t> dims_of(const TensorProto& t) {
-  std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+  std::vector<int64_t> dims = t.dims;
   int64_t n = 1;
   for (int64_t d : dims) {
     if (d < 0) throw InvalidArgument(tensor_name(t) + " has a negative dim " + std::to_string(d));
@@ -101,25 +119,25 @@ std::vector<int64_t> dims_of(const TensorProto& t) {
 
 std::vector<float> float_values(const TensorProto& t) {
   int64_t n = numel_of(t);
-  switch (t.data_type()) {
-    case TensorProto::FLOAT:
-      return read<float, float>(t, t.float_data(), n);
-    case TensorProto::DOUBLE:
-      return read<float, double>(t, t.double_data(), n);
-    case TensorProto::FLOAT16:
+  switch (t.data_type) {
+    case kFloat:
+      return read<float, float>(t, t.float_data, n);
+    case kDouble:
+      return read<float, double>(t, t.double_data, n);
+    case kFloat16:
       return halves(t, DType::kF16, n);
-    case TensorProto::BFLOAT16:
+    case kBFloat16:
       return halves(t, DType::kBF16, n);
     default:
-      throw InvalidArgument(tensor_name(t) + " holds " + onnx_type_name(t.data_type()) +
+      throw InvalidArgument(tensor_name(t) + " holds " + onnx_type_name(t.data_type) +
                             ", not a float type");
   }
 }
 
 Known known_of(const TensorProto& t, int64_t max_elements) {
-  auto type = dtype_of(t.data_type());
+  auto type = dtype_of(t.data_type);
   if (!type)
-    throw InvalidArgument(tensor_name(t) + " holds " + onnx_type_name(t.data_type()) +
+    throw InvalidArgument(tensor_name(t) + " holds " + onnx_type_name(t.data_type) +
                           ", which disc does not import (it takes float, double, float16, " +
                           "bfloat16, int32, int64 and bool)");
   int64_t n = numel_of(t);
@@ -133,17 +151,17 @@ Known known_of(const TensorProto& t, int64_t max_elements) {
   };
   switch (*type) {
     case DType::kI64:
-      for (int64_t v : read<int64_t, int64_t>(t, t.int64_data(), n))
+      for (int64_t v : read<int64_t, int64_t>(t, t.int64_data, n))
         k.elements.push_back(Scalar{ir::DimExpr(v)});
       break;
     case DType::kI32:
-      put(read<int32_t, int32_t>(t, t.int32_data(), n));
+      put(read<int32_t, int32_t>(t, t.int32_data, n));
       break;
     case DType::kBool:
-      put(read<int32_t, uint8_t>(t, t.int32_data(), n));
+      put(read<int32_t, uint8_t>(t, t.int32_data, n));
       break;
     case DType::kF64:
-      put(read<double, double>(t, t.double_data(), n));
+      put(read<double, double>(t, t.double_data, n));
       break;
     default:
       put(float_values(t));
@@ -152,24 +170,22 @@ Known known_of(const TensorProto& t, int64_t max_elements) {
   return k;
 }
 
-void set_float_values(TensorProto& t, const std::vector<float>& values) {
-  DType type = dtype_of(t.data_type()).value_or(DType::kI32);
-  if (!is_float(type)) throw InvalidArgument(tensor_name(t) + " is not a float tensor");
+std::string raw_float_data(int32_t elem_type, const std::vector<float>& values) {
+  auto type = dtype_of(elem_type);
+  if (!type || !is_float(*type))
+    throw InvalidArgument("an initializer of " + onnx_type_name(elem_type) + " is not a float");
   std::string raw;
   auto append = [&raw](const auto& v) { raw.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
-  if (type == DType::kF32) {
+  if (*type == DType::kF32) {
     raw.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
-  } else if (type == DType::kF64) {
+  } else if (*type == DType::kF64) {
     for (float v : values) append(static_cast<double>(v));
   } else {
     std::vector<uint16_t> bits(values.size());
-    f32_to_half(type, values.data(), bits.data(), static_cast<int64_t>(values.size()));
+    f32_to_half(*type, values.data(), bits.data(), static_cast<int64_t>(values.size()));
     for (uint16_t b : bits) append(b);
   }
-  t.clear_float_data();
-  t.clear_double_data();
-  t.clear_int32_data();
-  t.set_raw_data(std::move(raw));
+  return raw;
 }
 
 }  // namespace disc::onnx

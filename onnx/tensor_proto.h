@@ -1,6 +1,7 @@
-// ONNX's TensorProto read and written: element types as disc dtypes, initializer values, constants
-// as Knowns. Data is taken from raw_data or the typed fields, checked against the dims (a
-// malformed file gives InvalidArgument, never a read past the end); external data is refused.
+// ONNX's TensorProto (onnx/proto.h) read and written: element types as disc dtypes, initializer
+// values, constants as Knowns. Data is taken from raw_data or the typed fields, checked against the
+// dims (a malformed file gives InvalidArgument, never a read past the end); external data is
+// refused.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +11,7 @@
 
 #include "base/dtype.h"
 #include "onnx/known.h"
-
-namespace onnx {
-class TensorProto;
-}
+#include "onnx/proto.h"
 
 namespace disc::onnx {
 
@@ -23,12 +21,12 @@ std::optional<DType> dtype_of(int32_t elem_type);
 // "uint8", "float", ...: the ONNX name of an element type, for messages.
 std::string onnx_type_name(int32_t elem_type);
 
-std::vector<int64_t> dims_of(const ::onnx::TensorProto& t);  // checked: each >= 0, numel fits
+std::vector<int64_t> dims_of(const proto::Tensor& t);  // checked: each >= 0, numel fits
 // A float tensor's values as f32 (f32, f64, f16 and bf16 data).
-std::vector<float> float_values(const ::onnx::TensorProto& t);
+std::vector<float> float_values(const proto::Tensor& t);
 // Any tensor of a supported dtype as a Known; refuses more than `max_elements`.
-Known known_of(const ::onnx::TensorProto& t, int64_t max_elements);
-// Replaces t's data by `values` (raw_data, in t's float dtype).
-void set_float_values(::onnx::TensorProto& t, const std::vector<float>& values);
+Known known_of(const proto::Tensor& t, int64_t max_elements);
+// `values` as raw_data of a tensor of float type `elem_type` (little-endian, in that dtype).
+std::string raw_float_data(int32_t elem_type, const std::vector<float>& values);
 
 }  // namespace disc::onnx

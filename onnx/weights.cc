@@ -1,13 +1,12 @@
 #include "onnx/weights.h"
 
-#include <onnx/onnx_pb.h>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "base/error.h"
 #include "engine/durable_folder.h"
+#include "onnx/proto.h"
 #include "onnx/tensor_proto.h"
 
 namespace disc::onnx {
@@ -30,29 +29,29 @@ void export_weights(const std::string& source, const std::map<std::string, engin
     throw InvalidArgument("export: " + out + " is the model it exports from; name another file");
   std::ifstream f(source, std::ios::binary);
   if (!f) throw IoError(source + ": cannot open the ONNX model");
-  std::stringstream bytes;
-  bytes << f.rdbuf();
-  ::onnx::ModelProto m;
-  if (!m.ParseFromString(bytes.str()))
-    throw InvalidArgument(source + ": not an ONNX model (the protobuf does not parse)");
+  std::stringstream read;
+  read << f.rdbuf();
+  const std::string bytes = read.str();
+  const proto::Model m = proto::parse_model(bytes, source);
+  if (!m.graph) throw InvalidArgument(source + ": the model has no graph");
   std::map<std::string, const engine::Tensor*> left;
   for (const auto& [name, t] : params) left[name] = &t;
-  for (auto& init : *m.mutable_graph()->mutable_initializer()) {
-    auto p = left.find(init.name());
+  std::vector<std::pair<std::string, std::string>> raw;
+  for (const proto::Tensor& init : m.graph->initializer) {
+    auto p = left.find(init.name);
     if (p == left.end()) continue;
     if (dims_of(init) != p->second->shape())
-      throw InvalidArgument("export: parameter " + init.name() + " has another shape than " +
-                            source + "'s initializer");
-    set_float_values(init, p->second->to_vector<float>());
+      throw InvalidArgument("export: parameter " + init.name + " has another shape than " + source +
+                            "'s initializer");
+    raw.emplace_back(init.name, raw_float_data(init.data_type, p->second->to_vector<float>()));
     left.erase(p);
   }
   if (!left.empty())
     throw InvalidArgument("export: " + source + " has no initializer `" + left.begin()->first +
                           "` (export into the model the run imported)");
+  const std::string serialized = proto::replace_initializer_data(bytes, raw, source);
   fs::path target(out),
       staging = target.parent_path() / ("." + target.filename().string() + ".partial");
-  std::string serialized;
-  if (!m.SerializeToString(&serialized)) throw IoError("export: cannot serialize the model");
   engine::write_text_durably(staging.string(), serialized);
   fs::rename(staging, target, ec);
   if (ec) {

@@ -11,8 +11,12 @@ graph keeps the shape arithmetic folding would have done (the importer folds it)
 exported with the default folding.
 
 Writes tests/reference/<family>.onnx (opset 17) and gpt2_opset14.onnx (gpt2's LayerNorm
-decomposed into ReduceMean, Sub, Pow, Sqrt, Div). Needs Debian's python3-torch and python3-onnx:
+decomposed into ReduceMean, Sub, Pow, Sqrt, Div). With --bench FILE, writes bench_step's llama instead (seeded random weights), for
+tools/bench/bench_onnx.
+
+Needs Debian's python3-torch and python3-onnx:
   LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp /usr/bin/python3 tools/onnx_export.py
+  ... tools/onnx_export.py --bench out/llama_bench.onnx
 """
 import os
 import sys
@@ -42,10 +46,14 @@ class Forward(torch.nn.Module):
 def export(family, opset, path):
     tensors, _ = ref.read_safetensors(os.path.join(ref.OUT_DIR, family + ".safetensors"))
     params = {n[len("param."):]: t for n, t in tensors.items() if n.startswith("param.")}
-    module = Forward(family, params)
-    torch.onnx.export(module, (tensors["input.tokens"],), path, input_names=["tokens"], output_names=["logits"],
+    save(Forward(family, params), tensors["input.tokens"], params, opset, path,
+         do_constant_folding=family != "gpt2")
+
+
+def save(module, tokens, params, opset, path, do_constant_folding):
+    torch.onnx.export(module, (tokens,), path, input_names=["tokens"], output_names=["logits"],
                       dynamic_axes={"tokens": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}},
-                      opset_version=opset, do_constant_folding=family != "gpt2")
+                      opset_version=opset, do_constant_folding=do_constant_folding)
     model = onnx.load(path)
     renames = {n.replace(".", "__"): n for n in params}
     for t in model.graph.initializer:
@@ -55,11 +63,29 @@ def export(family, opset, path):
             node.input[i] = renames.get(name, name)
     onnx.checker.check_model(model)
     onnx.save(model, path)
-    print(f"{family}: opset {opset}, {len(model.graph.node)} nodes -> {os.path.relpath(path)}")
+    print(f"opset {opset}, {len(model.graph.node)} nodes -> {os.path.relpath(path)}")
+
+
+# tools/bench/bench_step.cc's llama, which tools/bench/bench_onnx.cc trains imported.
+BENCH_LLAMA = {"vocab": 1000, "hidden": 256, "layers": 2, "heads": 4, "kv_heads": 4, "ffn": 688,
+               "norm_eps": 1e-5, "rope_theta": 10000.0}
+
+
+def export_bench(path):
+    """bench_step's llama with seeded random weights (the bench trains from them)."""
+    g = torch.Generator().manual_seed(1)
+    params = ref.params_llama(BENCH_LLAMA, g)
+    module = Forward("llama", params)
+    module.config = BENCH_LLAMA
+    tokens = torch.randint(0, BENCH_LLAMA["vocab"], (2, 7), generator=g, dtype=torch.int32)
+    save(module, tokens, params, 17, path, do_constant_folding=True)
 
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
+    if sys.argv[1:2] == ["--bench"]:
+        export_bench(sys.argv[2])
+        sys.exit(0)
     for family in sys.argv[1:] or ["llama", "gpt2"]:
         export(family, 17, os.path.join(ref.OUT_DIR, family + ".onnx"))
         if family == "gpt2":  # an older opset: LayerNormalization decomposed

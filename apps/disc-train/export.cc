@@ -91,6 +91,9 @@ int export_model(const Config& c, const std::string& to, const std::string& chec
   if (s.onnx) {  // the imported file again, its initializers replaced by these weights
     if (!to.ends_with(".onnx"))
       throw InvalidArgument("--to " + to + ": model.onnx exports an ONNX file; name it FILE.onnx");
+    std::map<std::string, engine::Tensor> weights;  // a checkpoint holds optimizer state too
+    for (const ir::Value* p : s.model.params) weights[p->name()] = params.at(p->name());
+    params = std::move(weights);
     onnx::export_weights(s.onnx->source, params, to);
     std::cout << "exported " << (from.empty() ? "the initial weights" : from) << " to " << to
               << " (" << s.onnx->source << " with " << params.size() << " trained initializers)\n";

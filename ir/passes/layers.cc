@@ -278,8 +278,7 @@ class Rewriter {
       }
     }
     if (i != from.size()) return nullptr;
-    return g_.add("broadcast", {r->operand(0)},
-                  {{"shape", n.result()->shape()}, {"dims", kept}});
+    return g_.add("broadcast", {r->operand(0)}, {{"shape", n.result()->shape()}, {"dims", kept}});
   }
 
   Value* narrow_index(const Node& n) {
@@ -319,6 +318,8 @@ class LayersPass final : public Pass {
 
 }  // namespace
 
-std::unique_ptr<Pass> make_layers_pass() { return std::make_unique<LayersPass>(); }
+std::unique_ptr<Pass> make_layers_pass() {
+  return std::make_unique<LayersPass>();
+}
 
 }  // namespace disc::ir

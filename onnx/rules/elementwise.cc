@@ -66,7 +66,7 @@ OpRule unary_rule(UnaryOp fold, const char* disc_op) {
 }
 
 DType cast_target(OpContext& c) {
-  if (c.node().op_type() == "CastLike") return c.in(1).dtype();
+  if (c.node().op_type == "CastLike") return c.in(1).dtype();
   int64_t to = c.attr_int("to", 0);
   auto t = dtype_of(static_cast<int32_t>(to));
   if (!t)

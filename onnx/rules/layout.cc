@@ -34,8 +34,7 @@ int64_t flat(const std::vector<int64_t>& c, const std::vector<int64_t>& shape) {
 template <typename F>
 Known gather_known(const Known& a, const std::vector<int64_t>& shape, F source) {
   Known out{a.dtype, shape, {}};
-  int64_t n = 1;
-  for (int64_t d : shape) n = ir::checked_mul(n, d);
+  const int64_t n = Known::count(shape);
   for (int64_t i = 0; i < n; ++i)
     out.elements.push_back(a.elements.at(flat(source(coords(i, shape)), a.shape)));
   return out;
@@ -240,6 +239,7 @@ std::vector<Slot> slice_rule(OpContext& c) {
       };
       int64_t b = s > 0 ? norm(*sv, 0, d) : norm(*sv, -1, d - 1),
               e = s > 0 ? norm(*ev, 0, d) : norm(*ev, -1, d - 1);
+      s = std::clamp<int64_t>(s, -(d + 1), d + 1);  // a longer step takes one element, as this
       first[a] = b, step[a] = s;
       out[a] = s > 0 ? std::max<int64_t>(0, (e - b + s - 1) / s)
                      : std::max<int64_t>(0, (b - e - s - 1) / -s);
@@ -265,7 +265,7 @@ std::vector<Slot> slice_rule(OpContext& c) {
 std::vector<Slot> split_rule(OpContext& c) {
   std::vector<DimExpr> shape = c.in(0).shape();
   int axis = c.axis(c.attr_int("axis", 0), static_cast<int>(shape.size()));
-  int n = c.node().output_size();
+  int n = static_cast<int>(c.node().output.size());
   std::vector<DimExpr> sizes;
   if (c.has(1)) {
     auto s = c.known(1, "split").as_dims();

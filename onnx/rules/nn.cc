@@ -15,6 +15,7 @@ using ir::Value;
 std::vector<Slot> matmul_rule(OpContext& c) {
   Value *a = c.value(0), *b = c.value(1);
   if (!is_float(a->dtype())) c.fail("disc multiplies float matrices only");
+  if (a->rank() == 0 || b->rank() == 0) c.fail("MatMul takes tensors of rank 1 or more");
   bool vec_a = a->rank() == 1, vec_b = b->rank() == 1;
   if (vec_a) a = c.reshape(a, {1, a->shape()[0]});
   if (vec_b) b = c.reshape(b, {b->shape()[0], 1});

@@ -64,9 +64,10 @@ std::vector<Slot> range_rule(OpContext& c) {
   auto l = limit.elements[0].number();
   if (!s || !d || *d == 0) c.fail("start and delta must be constants, delta nonzero");
   if (l) {  // all known: fold
-    int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((*l - *s) / *d)));
-    if (n > kMaxFoldedElements)
-      c.fail("a range of " + std::to_string(n) + " elements is too long to fold");
+    const double length = std::ceil((*l - *s) / *d);
+    if (!(length <= static_cast<double>(kMaxFoldedElements)))  // NaN too
+      c.fail("a range of " + std::to_string(length) + " elements is too long to fold");
+    const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(length));
     Known out{t, {n}, {}};
     for (int64_t i = 0; i < n; ++i)
       out.elements.push_back(Known::scalar(*s + i * *d, t).elements[0]);

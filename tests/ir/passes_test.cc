@@ -1,5 +1,5 @@
-// The pass framework and the passes (canonicalize, cse, dce, tril, attention, linear_cross_entropy,
-// backward_recompute).
+// The pass framework and the passes (canonicalize, cse, dce, tril, layers, attention,
+// linear_cross_entropy, backward_recompute).
 #include <gtest/gtest.h>
 
 #include "base/error.h"
@@ -150,7 +150,7 @@ TEST(Passes, UnknownPassNamesSuggest) {
   } catch (const InvalidArgument& e) {
     EXPECT_STREQ(e.what(),
                  "unknown pass `canonicalise` (did you mean `canonicalize`?); passes: "
-                 "verify, canonicalize, cse, dce, tril, attention, linear_cross_entropy, "
+                 "verify, canonicalize, cse, dce, tril, layers, attention, linear_cross_entropy, "
                  "backward_recompute, autocast_bf16, autocast_f16");
   }
   PassManager pm;
@@ -290,6 +290,63 @@ TEST(Passes, AttentionRewritesTheSoftmaxChain) {
 )";
   EXPECT_EQ(run("attention", before), after);
   EXPECT_EQ(run("attention", after), after);  // nothing left to rewrite
+}
+
+// RMSNorm, SiLU and the key transpose as exported graphs write them become disc's ops, and
+// attention then takes scores scaled after the product; a norm whose inner value something else
+// reads stays as written.
+TEST(Passes, LayersRewritesPrimitivesAsExportedGraphsWriteThem) {
+  const std::string before = R"(graph @g {
+  sym S in [1, 64]
+  input %x : f32[S, 8]
+  input %y : f32[S, 8]
+  param %w : f32[8]
+  input %q : f32[2, S, 4]
+  input %k : f32[S, 2, 4]
+  input %v : f32[2, S, 4]
+  %two = constant() {value = 2.0} : f32[]
+  %2b = broadcast(%two) {dims = [], shape = [S, 8]} : f32[S, 8]
+  %sq = pow(%x, %2b) : f32[S, 8]
+  %ms = reduce_mean(%sq) {axes = [1], keepdims = true} : f32[S, 1]
+  %eps = constant() {value = 1e-05} : f32[]
+  %eb = broadcast(%eps) {dims = [], shape = [S, 1]} : f32[S, 1]
+  %se = add(%ms, %eb) : f32[S, 1]
+  %rt = sqrt(%se) : f32[S, 1]
+  %one = constant() {value = 1.0} : f32[]
+  %ob = broadcast(%one) {dims = [], shape = [S, 1]} : f32[S, 1]
+  %r = div(%ob, %rt) : f32[S, 1]
+  %rb = broadcast(%r) {dims = [0, 1], shape = [S, 8]} : f32[S, 8]
+  %n = mul(%x, %rb) : f32[S, 8]
+  %wb = broadcast(%w) {dims = [1], shape = [S, 8]} : f32[S, 8]
+  %h = mul(%n, %wb) : f32[S, 8]
+  %g = sigmoid(%y) : f32[S, 8]
+  %silu = mul(%y, %g) : f32[S, 8]
+  %kt = transpose(%k) {perm = [1, 2, 0]} : f32[2, 4, S]
+  %s = matmul(%q, %kt) : f32[2, S, S]
+  %c = constant() {value = 0.5} : f32[]
+  %cb = broadcast(%c) {dims = [], shape = [2, S, S]} : f32[2, S, S]
+  %ss = mul(%s, %cb) : f32[2, S, S]
+  %m = causal_mask(%ss) : f32[2, S, S]
+  %p = softmax(%m) : f32[2, S, S]
+  %a = matmul(%p, %v) : f32[2, S, 4]
+  output h = %h
+  output silu = %silu
+  output a = %a
+}
+)";
+  const std::string after = run("layers,attention", before);
+  EXPECT_NE(after.find("rms_norm(%x, %w) {eps = 1e-05}"), std::string::npos) << after;
+  EXPECT_NE(after.find("silu(%y)"), std::string::npos) << after;
+  EXPECT_NE(after.find("transpose(%k) {perm = [1, 0, 2]}"), std::string::npos) << after;
+  EXPECT_NE(after.find("{scale = 0.5}"), std::string::npos) << after;  // causal, scaled after
+  for (const char* gone : {"pow", "sqrt", "sigmoid", "softmax", "causal_mask"})
+    EXPECT_EQ(after.find(std::string(gone) + "("), std::string::npos) << gone << "\n" << after;
+  EXPECT_EQ(run("layers,attention", after), after);  // nothing left to rewrite
+
+  // %n read by another output: the norm is not rewritten (its primitives must stay).
+  std::string shared = before;
+  shared.replace(shared.find("  output a = %a\n"), 0, "  output n = %n\n");
+  EXPECT_EQ(run("layers", shared).find("rms_norm("), std::string::npos);
 }
 
 // The head (h w, or h e^T with tied embeddings) and its cross-entropy become one op; logits that

@@ -4,7 +4,6 @@
 // outputs within ONNX's default tolerance (|got - want| <= 1e-7 + 1e-3 |want|); the others are
 // counted and printed by reason (an op disc does not import, an opset outside 13-17, a dtype).
 #include <gtest/gtest.h>
-#include <onnx/onnx_pb.h>
 
 #include <cmath>
 #include <cstring>
@@ -17,6 +16,7 @@
 #include "devices/device.h"
 #include "engine/executor.h"
 #include "onnx/import.h"
+#include "onnx/proto.h"
 #include "onnx/tensor_proto.h"
 
 namespace disc::onnx {
@@ -33,15 +33,13 @@ std::string read_file(const fs::path& p) {
   return s.str();
 }
 
-::onnx::TensorProto read_tensor(const fs::path& p) {
-  ::onnx::TensorProto t;
-  if (!t.ParseFromString(read_file(p))) throw Error(p.string() + ": not a TensorProto");
-  return t;
+proto::Tensor read_tensor(const fs::path& p) {
+  return proto::parse_tensor(read_file(p), p.string());
 }
 
-engine::Tensor to_tensor(const ::onnx::TensorProto& t, memory::Allocator& alloc) {
-  auto type = dtype_of(t.data_type());
-  if (!type) throw InvalidArgument("a tensor of " + onnx_type_name(t.data_type()));
+engine::Tensor to_tensor(const proto::Tensor& t, memory::Allocator& alloc) {
+  auto type = dtype_of(t.data_type);
+  if (!type) throw InvalidArgument("a tensor of " + onnx_type_name(t.data_type));
   std::vector<int64_t> shape = dims_of(t);
   if (is_half_float(*type)) {
     std::vector<float> f = float_values(t);
