@@ -23,9 +23,15 @@ class Reader {
     wire_ = static_cast<int>(key & 7);
     if (field_ == 0) fail("field number 0");
     switch (wire_) {
-      case kVarint: value_ = varint(); break;
-      case kFixed64: value_ = fixed(8); break;
-      case kFixed32: value_ = fixed(4); break;
+      case kVarint:
+        value_ = varint();
+        break;
+      case kFixed64:
+        value_ = fixed(8);
+        break;
+      case kFixed32:
+        value_ = fixed(4);
+        break;
       case kLen: {
         const uint64_t n = varint();
         if (n > p_.size()) fail("a field of " + std::to_string(n) + " bytes past the end");
@@ -33,7 +39,8 @@ class Reader {
         p_.remove_prefix(n);
         break;
       }
-      default: fail("wire type " + std::to_string(wire_) + ", which ONNX does not use");
+      default:
+        fail("wire type " + std::to_string(wire_) + ", which ONNX does not use");
     }
     return true;
   }
@@ -130,19 +137,44 @@ Tensor tensor(std::string_view bytes, const std::string& what) {
   Reader r(bytes, what);
   while (r.next()) {
     switch (r.field()) {
-      case 1: r.repeated(t.dims, kVarint); break;
-      case 2: t.data_type = r.int32(); break;
-      case 4: r.repeated(t.float_data, kFixed32); break;
-      case 5: r.repeated(t.int32_data, kVarint); break;
-      case 6: r.bytes(), ++t.string_count; break;
-      case 7: r.repeated(t.int64_data, kVarint); break;
-      case 8: t.name = r.string(); break;
-      case 9: t.raw_data = r.string(); break;
-      case 10: r.repeated(t.double_data, kFixed64); break;
-      case 11: r.repeated(t.uint64_data, kVarint); break;
-      case 13: t.external = true; break;
-      case 14: t.external = t.external || r.int64() == 1; break;
-      default: break;
+      case 1:
+        r.repeated(t.dims, kVarint);
+        break;
+      case 2:
+        t.data_type = r.int32();
+        break;
+      case 4:
+        r.repeated(t.float_data, kFixed32);
+        break;
+      case 5:
+        r.repeated(t.int32_data, kVarint);
+        break;
+      case 6:
+        r.bytes(), ++t.string_count;
+        break;
+      case 7:
+        r.repeated(t.int64_data, kVarint);
+        break;
+      case 8:
+        t.name = r.string();
+        break;
+      case 9:
+        t.raw_data = r.string();
+        break;
+      case 10:
+        r.repeated(t.double_data, kFixed64);
+        break;
+      case 11:
+        r.repeated(t.uint64_data, kVarint);
+        break;
+      case 13:
+        t.external = true;
+        break;
+      case 14:
+        t.external = t.external || r.int64() == 1;
+        break;
+      default:
+        break;
     }
   }
   return t;
@@ -153,15 +185,32 @@ Attribute attribute(std::string_view bytes, const std::string& what) {
   Reader r(bytes, what);
   while (r.next()) {
     switch (r.field()) {
-      case 1: a.name = r.string(); break;
-      case 20: a.type = r.int32(); break;
-      case 2: a.f = r.f32(); break;
-      case 3: a.i = r.int64(); break;
-      case 4: a.s = r.string(); break;
-      case 5: a.t = tensor(r.bytes(), what); break;
-      case 7: r.repeated(a.floats, kFixed32); break;
-      case 8: r.repeated(a.ints, kVarint); break;
-      default: break;  // graphs, strings, tensors, sparse tensors: not imported
+      case 1:
+        a.name = r.string();
+        break;
+      case 20:
+        a.type = r.int32();
+        break;
+      case 2:
+        a.f = r.f32();
+        break;
+      case 3:
+        a.i = r.int64();
+        break;
+      case 4:
+        a.s = r.string();
+        break;
+      case 5:
+        a.t = tensor(r.bytes(), what);
+        break;
+      case 7:
+        r.repeated(a.floats, kFixed32);
+        break;
+      case 8:
+        r.repeated(a.ints, kVarint);
+        break;
+      default:
+        break;  // graphs, strings, tensors, sparse tensors: not imported
     }
   }
   return a;
@@ -172,13 +221,26 @@ Node node(std::string_view bytes, const std::string& what) {
   Reader r(bytes, what);
   while (r.next()) {
     switch (r.field()) {
-      case 1: n.input.push_back(r.string()); break;
-      case 2: n.output.push_back(r.string()); break;
-      case 3: n.name = r.string(); break;
-      case 4: n.op_type = r.string(); break;
-      case 7: n.domain = r.string(); break;
-      case 5: n.attribute.push_back(attribute(r.bytes(), what)); break;
-      default: break;
+      case 1:
+        n.input.push_back(r.string());
+        break;
+      case 2:
+        n.output.push_back(r.string());
+        break;
+      case 3:
+        n.name = r.string();
+        break;
+      case 4:
+        n.op_type = r.string();
+        break;
+      case 7:
+        n.domain = r.string();
+        break;
+      case 5:
+        n.attribute.push_back(attribute(r.bytes(), what));
+        break;
+      default:
+        break;
     }
   }
   return n;
@@ -223,12 +285,23 @@ Graph graph(std::string_view bytes, const std::string& what) {
   Reader r(bytes, what);
   while (r.next()) {
     switch (r.field()) {
-      case 1: g.node.push_back(node(r.bytes(), what)); break;
-      case 2: g.name = r.string(); break;
-      case 5: g.initializer.push_back(tensor(r.bytes(), what)); break;
-      case 11: g.input.push_back(value_info(r.bytes(), what)); break;
-      case 12: g.output.push_back(value_info(r.bytes(), what)); break;
-      default: break;
+      case 1:
+        g.node.push_back(node(r.bytes(), what));
+        break;
+      case 2:
+        g.name = r.string();
+        break;
+      case 5:
+        g.initializer.push_back(tensor(r.bytes(), what));
+        break;
+      case 11:
+        g.input.push_back(value_info(r.bytes(), what));
+        break;
+      case 12:
+        g.output.push_back(value_info(r.bytes(), what));
+        break;
+      default:
+        break;
     }
   }
   return g;
@@ -273,7 +346,9 @@ Model parse_model(std::string_view bytes, const std::string& what) {
   return m;
 }
 
-Tensor parse_tensor(std::string_view bytes, const std::string& what) { return tensor(bytes, what); }
+Tensor parse_tensor(std::string_view bytes, const std::string& what) {
+  return tensor(bytes, what);
+}
 
 std::string replace_initializer_data(std::string_view model,
                                      const std::vector<std::pair<std::string, std::string>>& raw,

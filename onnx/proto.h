@@ -19,65 +19,76 @@
 
 namespace disc::onnx::proto {
 
-struct Tensor {  // TensorProto
-  std::vector<int64_t> dims;        // 1
-  int32_t data_type = 0;            // 2
-  std::vector<float> float_data;    // 4
-  std::vector<int32_t> int32_data;  // 5
-  int64_t string_count = 0;         // 6 (strings are not imported: counted only)
-  std::vector<int64_t> int64_data;  // 7
-  std::string name;                 // 8
-  std::string raw_data;             // 9
-  std::vector<double> double_data;  // 10
+struct Tensor {                       // TensorProto
+  std::vector<int64_t> dims;          // 1
+  int32_t data_type = 0;              // 2
+  std::vector<float> float_data;      // 4
+  std::vector<int32_t> int32_data;    // 5
+  int64_t string_count = 0;           // 6 (strings are not imported: counted only)
+  std::vector<int64_t> int64_data;    // 7
+  std::string name;                   // 8
+  std::string raw_data;               // 9
+  std::vector<double> double_data;    // 10
   std::vector<uint64_t> uint64_data;  // 11
-  bool external = false;            // 13 (external_data) or 14 (data_location = EXTERNAL)
+  bool external = false;              // 13 (external_data) or 14 (data_location = EXTERNAL)
 };
 
 struct Attribute {  // AttributeProto
-  enum Type { kUndefined = 0, kFloat = 1, kInt = 2, kString = 3, kTensor = 4, kGraph = 5,
-              kFloats = 6, kInts = 7, kStrings = 8, kTensors = 9, kGraphs = 10 };
-  std::string name;            // 1
-  int32_t type = kUndefined;   // 20
-  float f = 0;                 // 2
-  int64_t i = 0;               // 3
-  std::string s;               // 4
-  std::optional<Tensor> t;     // 5
-  std::vector<float> floats;   // 7
-  std::vector<int64_t> ints;   // 8
+  enum Type {
+    kUndefined = 0,
+    kFloat = 1,
+    kInt = 2,
+    kString = 3,
+    kTensor = 4,
+    kGraph = 5,
+    kFloats = 6,
+    kInts = 7,
+    kStrings = 8,
+    kTensors = 9,
+    kGraphs = 10
+  };
+  std::string name;           // 1
+  int32_t type = kUndefined;  // 20
+  float f = 0;                // 2
+  int64_t i = 0;              // 3
+  std::string s;              // 4
+  std::optional<Tensor> t;    // 5
+  std::vector<float> floats;  // 7
+  std::vector<int64_t> ints;  // 8
 };
 
-struct Node {  // NodeProto
+struct Node {                              // NodeProto
   std::vector<std::string> input, output;  // 1, 2
   std::string name, op_type, domain;       // 3, 4, 7
   std::vector<Attribute> attribute;        // 5
 };
 
-struct Dim {  // TensorShapeProto.Dimension
+struct Dim {                     // TensorShapeProto.Dimension
   std::optional<int64_t> value;  // 1
   std::string param;             // 2
 };
 
-struct ValueInfo {  // ValueInfoProto, its type a TypeProto.Tensor (or not a tensor)
-  std::string name;          // 1
-  bool is_tensor = false;    // TypeProto field 1 present
-  int32_t elem_type = 0;     // TypeProto.Tensor 1
-  bool has_shape = false;    // TypeProto.Tensor 2
-  std::vector<Dim> dims;     // TensorShapeProto 1
+struct ValueInfo {         // ValueInfoProto, its type a TypeProto.Tensor (or not a tensor)
+  std::string name;        // 1
+  bool is_tensor = false;  // TypeProto field 1 present
+  int32_t elem_type = 0;   // TypeProto.Tensor 1
+  bool has_shape = false;  // TypeProto.Tensor 2
+  std::vector<Dim> dims;   // TensorShapeProto 1
 };
 
-struct Graph {  // GraphProto
-  std::vector<Node> node;          // 1
-  std::string name;                // 2
-  std::vector<Tensor> initializer;  // 5
+struct Graph {                           // GraphProto
+  std::vector<Node> node;                // 1
+  std::string name;                      // 2
+  std::vector<Tensor> initializer;       // 5
   std::vector<ValueInfo> input, output;  // 11, 12
 };
 
-struct OpsetId {  // OperatorSetIdProto
-  std::string domain;  // 1
+struct OpsetId {        // OperatorSetIdProto
+  std::string domain;   // 1
   int64_t version = 0;  // 2
 };
 
-struct Model {  // ModelProto
+struct Model {                        // ModelProto
   std::vector<OpsetId> opset_import;  // 8
   std::optional<Graph> graph;         // 7
 };

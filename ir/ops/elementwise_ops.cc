@@ -216,6 +216,13 @@ void register_elementwise_ops(OpRegistry& r) {
         return c.add("mul", {s, c.add("add", {c.full_like(s, 1.0), xs1})});
       })));
   r.add(unary(
+      "erf", "the error function (imported GELU's erf form)", 8, false,
+      [](auto x) { return std::erf(x); }, chain([](G& c) {  // 2 / sqrt(pi) e^(-x^2)
+        Value* sq = c.add("mul", {c.x(0), c.x(0)});
+        return c.add("mul", {c.full_like(sq, std::numbers::inv_sqrtpi * 2),
+                             c.add("exp", {c.add("neg", {sq})})});
+      })));
+  r.add(unary(
       "sin", "sine", 4, false, [](auto x) { return std::sin(x); },
       chain([](G& c) { return c.add("cos", {c.x(0)}); })));
   r.add(unary(

@@ -4,6 +4,8 @@
 //   mul(mul(x, broadcast(1 / sqrt(mean(x^2) + eps))), broadcast(w))   =>  rms_norm(x, w) {eps}
 //     (1 / sqrt(.) may be rsqrt(.); x^2 may be mul(x, x))
 //   mul(g, sigmoid(g))                                                =>  silu(g)
+//   0.5 * (x * (1 + erf(x / sqrt(2))))                                =>  gelu(x)
+//   0.5 * (x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))))           =>  gelu(x) {tanh}
 //   concat(a*cos - b*sin, b*cos + a*sin) of x's halves a, b, with the
 //     tables cos/sin(positions * inv) of an iota along x's dim i      =>  rope(x) {seq_axis = i,
 //                                                                          theta}
@@ -19,6 +21,7 @@
 // Needs: a verified, canonicalized graph. Keeps: every output's value, up to rounding.
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <optional>
 #include <set>
 
@@ -94,6 +97,7 @@ class Rewriter {
       const std::string& op = n->op().name;
       if (op == "mul") by = rms_norm(*n);
       if (!by && op == "mul") by = silu(*n);
+      if (!by && op == "mul") by = gelu(*n);
       if (!by && op == "concat") by = rope(*n);
       if (!by && op == "matmul") by = key_transpose(*n);
       if (!by && op == "gather") by = narrow_index(*n);
@@ -159,6 +163,49 @@ class Rewriter {
     });
     if (!m || made_by(m->first, "sigmoid")->operand(0) != m->second) return nullptr;
     return g_.add("silu", {m->second});
+  }
+
+  // 0.5 * (x * (1 + f)) with f = erf(x / sqrt(2)) (GELU) or tanh(c1 (x + c2 x^3)) (its tanh form).
+  Value* gelu(const Node& n) {
+    auto half = either(&n, [](Value* v) { return scalar_of(v) == 0.5; });
+    const Node* xm = half ? sole(g_, half->second, "mul") : nullptr;
+    if (!xm) return nullptr;
+    for (int i = 0; i < 2; ++i) {
+      Value *x = xm->operand(i), *rest = xm->operand(1 - i);
+      auto sum = either(sole(g_, rest, "add"), [](Value* v) { return scalar_of(v) == 1.0; });
+      if (!sum) continue;
+      if (const Node* e = sole(g_, sum->second, "erf")) {
+        const Node* d = sole(g_, e->operand(0), "div");
+        auto root2 = d ? scalar_of(d->operand(1)) : std::nullopt;
+        if (d && d->operand(0) == x && root2 && std::abs(*root2 - std::sqrt(2.0)) < 1e-6)
+          return g_.add("gelu", {x});
+      }
+      if (const Node* t = sole(g_, sum->second, "tanh"); t && tanh_argument(t->operand(0), x))
+        return g_.add("gelu", {x}, {{"approximate", std::string("tanh")}});
+    }
+    return nullptr;
+  }
+
+  // v = c1 * (x + c2 * x^3), c1 = sqrt(2 / pi), c2 = 0.044715 (x^3 as x * (x * x) or pow(x, 3)).
+  bool tanh_argument(const Value* v, const Value* x) {
+    auto near = [](std::optional<double> a, double b) { return a && std::abs(*a - b) < 1e-6; };
+    auto scaled = either(sole(g_, v, "mul"), [&](Value* s) {
+      return near(scalar_of(s), std::sqrt(2.0 / std::numbers::pi));
+    });
+    auto inner = scaled ? either(sole(g_, scaled->second, "add"), [&](Value* s) { return s == x; })
+                        : std::nullopt;
+    auto cubed = inner ? either(sole(g_, inner->second, "mul"),
+                                [&](Value* s) { return near(scalar_of(s), 0.044715); })
+                       : std::nullopt;
+    if (!cubed) return false;
+    const Node* c = sole(g_, cubed->second, "mul");
+    if (c) {
+      auto sq = either(c, [&](Value* s) { return s == x; });
+      const Node* xx = sq ? sole(g_, sq->second, "mul") : nullptr;
+      return xx && xx->operand(0) == x && xx->operand(1) == x;
+    }
+    const Node* p = sole(g_, cubed->second, "pow");
+    return p && p->operand(0) == x && scalar_of(p->operand(1)) == 3.0;
   }
 
   // The halves of x: a = slice [0, h), b = slice [h, 2h) of the last dim of the same x.
@@ -309,8 +356,8 @@ class LayersPass final : public Pass {
  public:
   std::string_view name() const override { return "layers"; }
   std::string_view summary() const override {
-    return "rewrite RMSNorm, SiLU and RoPE written as primitives (exported graphs), attention's "
-           "transposed keys and widened gather indices into disc's ops";
+    return "rewrite RMSNorm, SiLU, GELU and RoPE written as primitives (exported graphs), "
+           "attention's transposed keys and widened gather indices into disc's ops";
   }
   std::string_view keeps() const override { return "every output's value, up to rounding"; }
   bool run(Graph& g) override { return Rewriter(g).run(); }

@@ -147,7 +147,7 @@ void add_elementwise_rules(RuleTable& t) {
       {"Exp", UnaryOp::kExp, "exp"},     {"Log", UnaryOp::kLog, "log"},
       {"Sin", UnaryOp::kSin, "sin"},     {"Cos", UnaryOp::kCos, "cos"},
       {"Tanh", UnaryOp::kTanh, "tanh"},  {"Sigmoid", UnaryOp::kSigmoid, "sigmoid"},
-      {"Relu", UnaryOp::kRelu, "relu"},  {"Erf", UnaryOp::kErf, nullptr},
+      {"Relu", UnaryOp::kRelu, "relu"},  {"Erf", UnaryOp::kErf, "erf"},
       {"Not", UnaryOp::kNot, nullptr},   {"Floor", UnaryOp::kFloor, nullptr},
       {"Ceil", UnaryOp::kCeil, nullptr},
   };

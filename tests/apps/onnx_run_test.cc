@@ -49,10 +49,11 @@ TEST(OnnxRun, TrainsAnExportedModelAndExportsItsWeightsBack) {
   EXPECT_NE(r.out.find("llama.onnx (ONNX, opset 17)"), std::string::npos) << r.out;
   EXPECT_EQ(losses(s.path("m.jsonl")).size(), 6u);
 
-  Result e = run_command(std::string(DISC_TRAIN) + " export" + config + "checkpoint.dir=" +
-                         s.path("ck") + " --to " + s.path("trained.onnx"));
+  Result e = run_command(std::string(DISC_TRAIN) + " export" + config +
+                         "checkpoint.dir=" + s.path("ck") + " --to " + s.path("trained.onnx"));
   ASSERT_EQ(e.code, 0) << e.out;
-  onnx::Imported source = onnx::import_file(kLlama), trained = onnx::import_file(s.path("trained.onnx"));
+  onnx::Imported source = onnx::import_file(kLlama),
+                 trained = onnx::import_file(s.path("trained.onnx"));
   EXPECT_EQ(trained.weights.size(), source.weights.size());
   EXPECT_NE(trained.weights.at("l0.wq"), source.weights.at("l0.wq"));  // trained six steps
 

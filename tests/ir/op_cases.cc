@@ -18,7 +18,7 @@ std::string case_graph(const std::string& node, const std::string& type) {
 std::vector<ValidCase> valid_cases() {
   std::vector<ValidCase> cases;
   for (const char* op : {"neg", "abs", "relu", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid",
-                         "silu", "sin", "cos", "gelu"}) {
+                         "silu", "sin", "cos", "gelu", "erf"}) {
     cases.push_back({op, std::string(op) + "(%x)", "f32[B, S, 8]"});
   }
   cases.push_back({"neg", "neg(%xi)", "i32[B, S, 8]"});
@@ -116,7 +116,7 @@ std::vector<ValidCase> valid_cases() {
 std::vector<InvalidCase> invalid_cases() {
   std::vector<InvalidCase> cases;
   for (const char* op :
-       {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "sin", "cos", "gelu"}) {
+       {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "sin", "cos", "gelu", "erf"}) {
     cases.push_back({op, std::string(op) + "(%xi)", "expected a float dtype"});
   }
   for (const char* op : {"neg", "abs", "relu"}) {

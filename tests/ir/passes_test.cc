@@ -349,6 +349,47 @@ TEST(Passes, LayersRewritesPrimitivesAsExportedGraphsWriteThem) {
   EXPECT_EQ(run("layers", shared).find("rms_norm("), std::string::npos);
 }
 
+// GELU as exporters write it, in its erf form and its tanh form, becomes disc's gelu.
+TEST(Passes, LayersRewritesExportedGelu) {
+  const std::string before = R"(graph @g {
+  sym S in [1, 64]
+  input %x : f32[S, 8]
+  input %y : f32[S, 8]
+  %r2 = constant() {value = 1.4142135623730951} : f32[]
+  %r2b = broadcast(%r2) {dims = [], shape = [S, 8]} : f32[S, 8]
+  %xd = div(%x, %r2b) : f32[S, 8]
+  %e = erf(%xd) : f32[S, 8]
+  %one = constant() {value = 1.0} : f32[]
+  %oneb = broadcast(%one) {dims = [], shape = [S, 8]} : f32[S, 8]
+  %e1 = add(%e, %oneb) : f32[S, 8]
+  %xe = mul(%x, %e1) : f32[S, 8]
+  %half = constant() {value = 0.5} : f32[]
+  %halfb = broadcast(%half) {dims = [], shape = [S, 8]} : f32[S, 8]
+  %gx = mul(%xe, %halfb) : f32[S, 8]
+  %yy = mul(%y, %y) : f32[S, 8]
+  %y3 = mul(%y, %yy) : f32[S, 8]
+  %c2 = constant() {value = 0.044715} : f32[]
+  %c2b = broadcast(%c2) {dims = [], shape = [S, 8]} : f32[S, 8]
+  %cy3 = mul(%c2b, %y3) : f32[S, 8]
+  %in = add(%y, %cy3) : f32[S, 8]
+  %c1 = constant() {value = 0.7978845608028654} : f32[]
+  %c1b = broadcast(%c1) {dims = [], shape = [S, 8]} : f32[S, 8]
+  %arg = mul(%c1b, %in) : f32[S, 8]
+  %t = tanh(%arg) : f32[S, 8]
+  %t1 = add(%oneb, %t) : f32[S, 8]
+  %yt = mul(%y, %t1) : f32[S, 8]
+  %gy = mul(%halfb, %yt) : f32[S, 8]
+  output gx = %gx
+  output gy = %gy
+}
+)";
+  const std::string after = run("layers,dce", before);
+  EXPECT_NE(after.find("gelu(%x) : f32[S, 8]"), std::string::npos) << after;
+  EXPECT_NE(after.find("gelu(%y) {approximate = \"tanh\"}"), std::string::npos) << after;
+  for (const char* gone : {"erf(", "tanh(", "div("})
+    EXPECT_EQ(after.find(gone), std::string::npos) << gone << "\n" << after;
+}
+
 // The head (h w, or h e^T with tied embeddings) and its cross-entropy become one op; logits that
 // something else reads, a batched w and a transposed h stay as they are.
 TEST(Passes, LinearCrossEntropyRewritesTheHead) {

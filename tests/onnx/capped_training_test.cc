@@ -43,8 +43,9 @@ Training train(const memory::GovernorOptions& memory) {
     std::vector<int32_t> tokens(b * s), targets(b * s);
     for (auto& v : tokens) v = static_cast<int32_t>(rng() % kVocab);
     for (auto& v : targets) v = static_cast<int32_t>(rng() % kVocab);
-    engine::Batch batch = {{"tokens", engine::Tensor::from<int32_t>({b, s}, tokens, t.allocator())},
-                           {"targets", engine::Tensor::from<int32_t>({b, s}, targets, t.allocator())}};
+    engine::Batch batch = {
+        {"tokens", engine::Tensor::from<int32_t>({b, s}, tokens, t.allocator())},
+        {"targets", engine::Tensor::from<int32_t>({b, s}, targets, t.allocator())}};
     const engine::StepResult res = t.step(batch, 3e-3);
     r.losses.push_back(res.loss), r.norms.push_back(res.grad_norm);
     r.live_peak = std::max(r.live_peak, res.stats.live_peak_bytes);
@@ -67,12 +68,12 @@ TEST(OnnxCappedTraining, LossesUnderTheSmallestCapAreThoseWithoutACap) {
   EXPECT_LE(capped.live_peak, cap);
   EXPECT_EQ(std::memcmp(free_run.losses.data(), capped.losses.data(), kSteps * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(free_run.norms.data(), capped.norms.data(), kSteps * sizeof(float)), 0);
-  for (const auto& [name, p] : free_run.params)
-    EXPECT_EQ(p, capped.params.at(name)) << name;
+  for (const auto& [name, p] : free_run.params) EXPECT_EQ(p, capped.params.at(name)) << name;
   EXPECT_LT(free_run.losses.back(), free_run.losses.front());  // it trains
-  std::printf("100 steps: peak %lld bytes without a cap, %lld under the cap of %lld; %lld evictions\n",
-              static_cast<long long>(free_run.live_peak), static_cast<long long>(capped.live_peak),
-              static_cast<long long>(cap), static_cast<long long>(capped.evictions));
+  std::printf(
+      "100 steps: peak %lld bytes without a cap, %lld under the cap of %lld; %lld evictions\n",
+      static_cast<long long>(free_run.live_peak), static_cast<long long>(capped.live_peak),
+      static_cast<long long>(cap), static_cast<long long>(capped.evictions));
 }
 
 }  // namespace

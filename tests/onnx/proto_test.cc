@@ -2,16 +2,16 @@
 // for: libonnx-dev's onnx.proto (every field number it reads is the schema's) and libprotobuf's
 // encoder (messages written by the generated ONNX classes decode to the same values, packed and
 // unpacked; a rewritten model parses again with libprotobuf, every other field unchanged).
-#include <onnx/onnx_pb.h>
+#include "onnx/proto.h"
 
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "base/error.h"
-#include "onnx/proto.h"
 
 namespace disc::onnx {
 namespace {
@@ -34,22 +34,22 @@ TEST(OnnxProto, EveryFieldNumberReadIsOnnxProtos) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> read = {
       {"ModelProto", {"graph = 7", "opset_import = 8"}},
       {"OperatorSetIdProto", {"domain = 1", "version = 2"}},
-      {"GraphProto",
-       {"node = 1", "name = 2", "initializer = 5", "input = 11", "output = 12"}},
+      {"GraphProto", {"node = 1", "name = 2", "initializer = 5", "input = 11", "output = 12"}},
       {"NodeProto",
        {"input = 1", "output = 2", "name = 3", "op_type = 4", "attribute = 5", "domain = 7"}},
       {"AttributeProto",
        {"name = 1", "f = 2", "i = 3", "s = 4", "t = 5", "floats = 7", "ints = 8", "type = 20",
-        "FLOAT = 1", "INT = 2", "STRING = 3", "TENSOR = 4", "GRAPH = 5", "FLOATS = 6",
-        "INTS = 7", "STRINGS = 8", "TENSORS = 9", "GRAPHS = 10"}},
+        "FLOAT = 1", "INT = 2", "STRING = 3", "TENSOR = 4", "GRAPH = 5", "FLOATS = 6", "INTS = 7",
+        "STRINGS = 8", "TENSORS = 9", "GRAPHS = 10"}},
       {"ValueInfoProto", {"name = 1", "type = 2"}},
       {"TypeProto", {"tensor_type = 1", "elem_type = 1", "shape = 2"}},
       {"TensorShapeProto", {"dim = 1", "dim_value = 1", "dim_param = 2"}},
       {"TensorProto",
-       {"dims = 1", "data_type = 2", "float_data = 4", "int32_data = 5", "string_data = 6",
-        "int64_data = 7", "name = 8", "raw_data = 9", "double_data = 10", "uint64_data = 11",
-        "external_data = 13", "data_location = 14", "EXTERNAL = 1", "FLOAT = 1", "INT32 = 6",
-        "INT64 = 7", "BOOL = 9", "FLOAT16 = 10", "DOUBLE = 11", "BFLOAT16 = 16"}},
+       {"dims = 1",         "data_type = 2",    "float_data = 4",     "int32_data = 5",
+        "string_data = 6",  "int64_data = 7",   "name = 8",           "raw_data = 9",
+        "double_data = 10", "uint64_data = 11", "external_data = 13", "data_location = 14",
+        "EXTERNAL = 1",     "FLOAT = 1",        "INT32 = 6",          "INT64 = 7",
+        "BOOL = 9",         "FLOAT16 = 10",     "DOUBLE = 11",        "BFLOAT16 = 16"}},
   };
   for (const auto& [message, fields] : read) {
     const std::string block = message_block(schema, message);

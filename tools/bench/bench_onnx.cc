@@ -93,22 +93,25 @@ int run(const Options& o) {
   onnx::Imported imported = onnx::import_file(o.model, io);
   System mine{"onnx", std::make_unique<engine::Trainer>(onnx::language_model(imported), to)};
   onnx::load_weights(imported, *mine.trainer);
-  System own{"own", std::make_unique<engine::Trainer>(ir::models::build_llama(bounded(o.llama, batches)), to)};
+  System own{"own", std::make_unique<engine::Trainer>(
+                        ir::models::build_llama(bounded(o.llama, batches)), to)};
   for (const std::string& p : own.trainer->parameter_names()) {
     auto w = imported.weights.find(p);
     if (w == imported.weights.end())
       throw InvalidArgument(o.model + " has no initializer `" + p + "`: export it with " +
                             "tools/onnx_export.py --bench (bench_step's llama)");
     const engine::Tensor& t = own.trainer->parameter(p);
-    own.trainer->set_parameter(p, engine::Tensor::from<float>(t.shape(), w->second, own.trainer->allocator()));
+    own.trainer->set_parameter(
+        p, engine::Tensor::from<float>(t.shape(), w->second, own.trainer->allocator()));
   }
 
-  std::printf("bench_onnx: %s (opset %lld) against disc's llama %lldx%lld, %d batches of %lld, "
-              "%lld real tokens, %d threads\n  machine load: %s\n",
-              o.model.c_str(), static_cast<long long>(imported.opset),
-              static_cast<long long>(o.llama.layers), static_cast<long long>(o.llama.hidden),
-              o.steps, static_cast<long long>(o.batch), static_cast<long long>(real), o.threads,
-              machine_load().c_str());
+  std::printf(
+      "bench_onnx: %s (opset %lld) against disc's llama %lldx%lld, %d batches of %lld, "
+      "%lld real tokens, %d threads\n  machine load: %s\n",
+      o.model.c_str(), static_cast<long long>(imported.opset),
+      static_cast<long long>(o.llama.layers), static_cast<long long>(o.llama.hidden), o.steps,
+      static_cast<long long>(o.batch), static_cast<long long>(real), o.threads,
+      machine_load().c_str());
   std::vector<System*> systems = {&own, &mine};
   for (System* s : systems) s->warm = run_pass(*s->trainer, batches, s->name + " warm-up");
   for (int r = 1; r <= o.repeats; ++r)
@@ -131,12 +134,12 @@ int run(const Options& o) {
               onnx_tps / own_tps, kGoal, same ? "identical bit for bit" : "DIFFER");
   if (!o.json.empty()) {
     write_json(o.json, {{"bench", "bench_onnx"},
-                             {"own_tokens_per_s", own_tps},
-                             {"onnx_tokens_per_s", onnx_tps},
-                             {"ratio", onnx_tps / own_tps},
-                             {"own_kernels", kernels(*own.trainer)},
-                             {"onnx_kernels", kernels(*mine.trainer)},
-                             {"losses_identical", same}});
+                        {"own_tokens_per_s", own_tps},
+                        {"onnx_tokens_per_s", onnx_tps},
+                        {"ratio", onnx_tps / own_tps},
+                        {"own_kernels", kernels(*own.trainer)},
+                        {"onnx_kernels", kernels(*mine.trainer)},
+                        {"losses_identical", same}});
   }
   return same ? 0 : 1;
 }

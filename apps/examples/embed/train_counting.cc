@@ -1,11 +1,15 @@
 // An example trainer that embeds disc: a small Llama learns to continue counting sequences whose
 // length changes every step. Build it against an installed disc (see CMakeLists.txt here).
-//   train_counting [steps]
+//   train_counting [steps] [model.onnx]
+// With an ONNX file (a llama exported from PyTorch with dynamic batch and sequence axes, of a
+// vocabulary of at least 32), that model is trained from its own weights instead.
 #include <disc/base/error.h>
 #include <disc/base/version.h>
 #include <disc/devices/cpu/openmp_spin.h>
 #include <disc/engine/trainer.h>
 #include <disc/ir/models/model.h>
+#include <disc/onnx/import.h>
+#include <disc/onnx/weights.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -39,7 +43,15 @@ int main(int argc, char** argv) {
     engine::TrainerOptions options;
     options.threads = 2;
     options.optimizer.clip_norm = 1.0;
-    engine::Trainer trainer(ir::models::build_llama(model), options);
+    onnx::Imported imported;
+    if (argc > 2) {
+      onnx::ImportOptions o;
+      o.inputs = {{"tokens", {8, 64}}};  // the token ids' batch and sequence bounds
+      imported = onnx::import_file(argv[2], o);
+    }
+    engine::Trainer trainer(
+        argc > 2 ? onnx::language_model(imported) : ir::models::build_llama(model), options);
+    if (argc > 2) onnx::load_weights(imported, trainer);
     std::mt19937_64 rng(1);
     for (int step = 1; step <= steps; ++step) {
       auto r = trainer.step(counting_batch(rng, 8, model.vocab, trainer.allocator()), 3e-3);
