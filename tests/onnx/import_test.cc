@@ -160,6 +160,38 @@ TEST(OnnxImport, OpsetsDtypesAndMalformedFilesAreRefused) {
   EXPECT_THROW(import_file("/nonexistent/m.onnx"), IoError);
 }
 
+// A model with its own loss (a float scalar output named `loss`): that is the loss, and disc adds
+// no targets. One step trains it.
+TEST(OnnxImport, AModelsOwnLossOutputIsTheLoss) {
+  ModelBuilder b;
+  b.input("x", {"batch", "4"});
+  b.node("MatMul", {"x", "w"}, {"y"}).node("Mul", {"y", "y"}, {"sq"});
+  b.node("ReduceMean", {"sq"}, {"loss"}).output("loss").output("y");
+  std::string bytes = b.bytes();
+  ::onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(bytes));
+  auto* w = m.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(::onnx::TensorProto::FLOAT);
+  w->add_dims(4), w->add_dims(4);
+  for (int i = 0; i < 16; ++i) w->add_float_data(i % 5 == 0 ? 1.0f : 0.25f);
+  auto* keep = m.mutable_graph()->mutable_node(2)->add_attribute();
+  keep->set_name("keepdims"), keep->set_type(::onnx::AttributeProto::INT), keep->set_i(0);
+  Imported imported = import_bytes(m.SerializeAsString(), "loss.onnx");
+  ir::models::Model model = language_model(imported);
+  EXPECT_EQ(model.loss->producer()->op().name, "reduce_mean");
+  EXPECT_EQ(model.graph->find_value("targets"), nullptr);
+  ASSERT_EQ(model.params.size(), 1u);
+  engine::Trainer t(std::move(model), {.threads = 1});
+  load_weights(imported, t);
+  EXPECT_EQ(t.input_names(), std::vector<std::string>{"x"});
+  engine::Batch batch = {
+      {"x", engine::Tensor::from<float>({3, 4}, std::vector<float>(12, 0.5f), t.allocator())}};
+  const float first = t.step(batch, 0.1).loss, second = t.step(batch, 0.1).loss;
+  EXPECT_FLOAT_EQ(first, 0.875f * 0.875f);  // each y = 0.5 * (1 + 3 * 0.25)
+  EXPECT_LT(second, first);
+}
+
 // The imported llama after the compile pipeline (the layers pass among its stages) against disc's
 // own llama of the same sizes and weights: the same number of fused kernels, the same memory lower
 // bound at the largest batch, and the same loss.
