@@ -83,14 +83,17 @@ Value* OpContext::full_like(double v, const Value* like) {
 
 Value* OpContext::value_of(const Slot& s) {
   if (s.value) return s.value;
-  if (s.fill) {
-    const Fill& f = *s.fill;
-    Value* full = add("full", {}, {{"value", f.value}, {"shape", f.shape}, {"dtype", f.dtype}});
-    if (!f.triangle) return full;
-    Value* zero = add("full", {}, {{"value", 0.0}, {"shape", f.shape}, {"dtype", f.dtype}});
-    return add("select", {triangle(f.shape, f.triangle->k, f.triangle->upper), full, zero});
-  }
-  const Known& k = *s.known;
+  return s.fill ? make(*s.fill) : make(*s.known);
+}
+
+Value* OpContext::make(const Fill& f) {
+  Value* full = add("full", {}, {{"value", f.value}, {"shape", f.shape}, {"dtype", f.dtype}});
+  if (!f.triangle) return full;
+  Value* zero = add("full", {}, {{"value", 0.0}, {"shape", f.shape}, {"dtype", f.dtype}});
+  return add("select", {triangle(f.shape, f.triangle->k, f.triangle->upper), full, zero});
+}
+
+Value* OpContext::make(const Known& k) {
   if (!k.symbolic() && !k.elements.empty()) {
     bool uniform = true;
     for (const Scalar& e : k.elements) uniform = uniform && *e.number() == *k.elements[0].number();

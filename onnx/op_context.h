@@ -103,6 +103,9 @@ class OpContext {
   const proto::Node& node_;
   int64_t opset_;
   const proto::Attribute* attr(const std::string& name) const;
+  // A fill or a Known made into nodes (value_of's two cases).
+  ir::Value* make(const Fill& f);
+  ir::Value* make(const Known& k);
 };
 
 // A rule's single result.

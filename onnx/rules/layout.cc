@@ -211,51 +211,65 @@ DimExpr bound(OpContext& c, const DimExpr& v, const DimExpr& dim) {
   return clamp(c, v, dim);
 }
 
-std::vector<Slot> slice_rule(OpContext& c) {
-  std::vector<DimExpr> shape = c.in(0).shape();
-  int rank = static_cast<int>(shape.size());
+// Slice's bounds, one entry per sliced axis (steps 1 unless given).
+struct SliceSpec {
+  std::vector<DimExpr> starts, ends;
+  std::vector<int64_t> axes, steps;
+};
+
+SliceSpec slice_spec(OpContext& c) {
   auto starts = c.known(1, "starts").as_dims(), ends = c.known(2, "ends").as_dims();
   if (!starts || !ends || starts->size() != ends->size())
     c.fail("starts and ends must be integer lists of one length");
-  std::vector<int64_t> axes, steps(starts->size(), 1);
+  SliceSpec s{*starts, *ends, {}, std::vector<int64_t>(starts->size(), 1)};
   if (c.has(3)) {
-    axes = ints(c, 3, "axes");
+    s.axes = ints(c, 3, "axes");
   } else {
-    for (size_t i = 0; i < starts->size(); ++i) axes.push_back(static_cast<int64_t>(i));
+    for (size_t i = 0; i < starts->size(); ++i) s.axes.push_back(static_cast<int64_t>(i));
   }
-  if (c.has(4)) steps = ints(c, 4, "steps");
-  if (axes.size() != starts->size() || steps.size() != starts->size())
+  if (c.has(4)) s.steps = ints(c, 4, "steps");
+  if (s.axes.size() != starts->size() || s.steps.size() != starts->size())
     c.fail("axes and steps must match starts");
-  if (const auto& k = c.in(0).known) {  // fold, any step
-    std::vector<int64_t> first(rank, 0), step(rank, 1), out = k->shape;
-    for (size_t i = 0; i < axes.size(); ++i) {
-      int a = c.axis(axes[i], rank);
-      int64_t d = k->shape[a], s = steps[i];
-      auto sv = (*starts)[i].constant(), ev = (*ends)[i].constant();
-      if (!sv || !ev || s == 0)
-        c.fail("a known tensor's slice needs constant bounds and a nonzero step");
-      auto norm = [&](int64_t v, int64_t lo, int64_t hi) {
-        return std::clamp(v < 0 ? v + d : v, lo, hi);
-      };
-      int64_t b = s > 0 ? norm(*sv, 0, d) : norm(*sv, -1, d - 1),
-              e = s > 0 ? norm(*ev, 0, d) : norm(*ev, -1, d - 1);
-      s = std::clamp<int64_t>(s, -(d + 1), d + 1);  // a longer step takes one element, as this
-      first[a] = b, step[a] = s;
-      out[a] = s > 0 ? std::max<int64_t>(0, (e - b + s - 1) / s)
-                     : std::max<int64_t>(0, (b - e - s - 1) / -s);
-    }
-    return result(gather_known(*k, out, [&](std::vector<int64_t> at) {
-      for (int i = 0; i < rank; ++i) at[i] = first[i] + at[i] * step[i];
-      return at;
-    }));
+  return s;
+}
+
+// A known tensor sliced, any step, as numpy slices (bounds clamped to the dim).
+Known slice_known(OpContext& c, const Known& k, const SliceSpec& spec) {
+  const int rank = k.rank();
+  std::vector<int64_t> first(rank, 0), step(rank, 1), out = k.shape;
+  for (size_t i = 0; i < spec.axes.size(); ++i) {
+    int a = c.axis(spec.axes[i], rank);
+    int64_t d = k.shape[a], s = spec.steps[i];
+    auto sv = spec.starts[i].constant(), ev = spec.ends[i].constant();
+    if (!sv || !ev || s == 0)
+      c.fail("a known tensor's slice needs constant bounds and a nonzero step");
+    auto norm = [&](int64_t v, int64_t lo, int64_t hi) {
+      return std::clamp(v < 0 ? v + d : v, lo, hi);
+    };
+    int64_t b = s > 0 ? norm(*sv, 0, d) : norm(*sv, -1, d - 1),
+            e = s > 0 ? norm(*ev, 0, d) : norm(*ev, -1, d - 1);
+    s = std::clamp<int64_t>(s, -(d + 1), d + 1);  // a longer step takes one element, as this
+    first[a] = b, step[a] = s;
+    out[a] = s > 0 ? std::max<int64_t>(0, (e - b + s - 1) / s)
+                   : std::max<int64_t>(0, (b - e - s - 1) / -s);
   }
+  return gather_known(k, out, [&](std::vector<int64_t> at) {
+    for (int i = 0; i < rank; ++i) at[i] = first[i] + at[i] * step[i];
+    return at;
+  });
+}
+
+std::vector<Slot> slice_rule(OpContext& c) {
+  const SliceSpec spec = slice_spec(c);
+  if (const auto& k = c.in(0).known) return result(slice_known(c, *k, spec));
+  std::vector<DimExpr> shape = c.in(0).shape();
   Value* v = c.value(0);
-  for (size_t i = 0; i < axes.size(); ++i) {
-    if (steps[i] != 1)
-      c.fail("slices with step " + std::to_string(steps[i]) +
+  for (size_t i = 0; i < spec.axes.size(); ++i) {
+    if (spec.steps[i] != 1)
+      c.fail("slices with step " + std::to_string(spec.steps[i]) +
              " of a tensor are not imported (step 1 only)");
-    int a = c.axis(axes[i], rank);
-    DimExpr b = bound(c, (*starts)[i], shape[a]), e = bound(c, (*ends)[i], shape[a]);
+    int a = c.axis(spec.axes[i], static_cast<int>(shape.size()));
+    DimExpr b = bound(c, spec.starts[i], shape[a]), e = bound(c, spec.ends[i], shape[a]);
     if (b.is_zero() && e == shape[a]) continue;
     v = c.add("slice", {v}, {{"axis", int64_t{a}}, {"start", b}, {"limit", e}});
   }
@@ -329,33 +343,35 @@ Value* gather_along(OpContext& c, Value* data, Value* indices, int axis) {
   return c.add("transpose", {g}, {{"perm", back}});
 }
 
+// Gather of a known tensor at known indices (negative ones count from the end).
+Known gather_picks(OpContext& c, const Known& k, const Known& idx, int axis) {
+  auto picks = idx.as_ints();
+  if (!picks) c.fail("the indices must be constant");
+  int64_t d = k.shape[axis];
+  for (int64_t& p : *picks) {
+    if (p < -d || p >= d)
+      c.fail("index " + std::to_string(p) + " is outside a dim of " + std::to_string(d));
+    if (p < 0) p += d;
+  }
+  std::vector<int64_t> out(k.shape.begin(), k.shape.begin() + axis);
+  out.insert(out.end(), idx.shape.begin(), idx.shape.end());
+  out.insert(out.end(), k.shape.begin() + axis + 1, k.shape.end());
+  const int ir = idx.rank();
+  return gather_known(k, out, [&](const std::vector<int64_t>& at) {
+    std::vector<int64_t> from(at.begin(), at.begin() + axis);
+    std::vector<int64_t> which(at.begin() + axis, at.begin() + axis + ir);
+    from.push_back((*picks)[flat(which, idx.shape)]);
+    from.insert(from.end(), at.begin() + axis + ir, at.end());
+    return from;
+  });
+}
+
 std::vector<Slot> gather_rule(OpContext& c) {
   std::vector<DimExpr> shape = c.in(0).shape();
   int rank = static_cast<int>(shape.size());
   int axis = c.axis(c.attr_int("axis", 0), rank);
   const Slot& idx = c.in(1);
-  if (c.in(0).known && idx.known) {
-    const Known& k = *c.in(0).known;
-    auto picks = idx.known->as_ints();
-    if (!picks) c.fail("the indices must be constant");
-    int64_t d = k.shape[axis];
-    for (int64_t& p : *picks) {
-      if (p < -d || p >= d)
-        c.fail("index " + std::to_string(p) + " is outside a dim of " + std::to_string(d));
-      if (p < 0) p += d;
-    }
-    std::vector<int64_t> out(k.shape.begin(), k.shape.begin() + axis);
-    out.insert(out.end(), idx.known->shape.begin(), idx.known->shape.end());
-    out.insert(out.end(), k.shape.begin() + axis + 1, k.shape.end());
-    int ir = idx.known->rank();
-    return result(gather_known(k, out, [&](const std::vector<int64_t>& at) {
-      std::vector<int64_t> from(at.begin(), at.begin() + axis);
-      std::vector<int64_t> which(at.begin() + axis, at.begin() + axis + ir);
-      from.push_back((*picks)[flat(which, idx.known->shape)]);
-      from.insert(from.end(), at.begin() + axis + ir, at.end());
-      return from;
-    }));
-  }
+  if (c.in(0).known && idx.known) return result(gather_picks(c, *c.in(0).known, *idx.known, axis));
   Value* data = c.value(0);
   if (idx.known) {
     // Constant indices: negative ones count from the end of the (possibly symbolic) dim.
