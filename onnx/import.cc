@@ -1,9 +1,6 @@
 #include "onnx/import.h"
 
-#include <fstream>
-#include <limits>
 #include <set>
-#include <sstream>
 
 #include "base/error.h"
 #include "ir/nn.h"
@@ -216,11 +213,7 @@ Imported import_bytes(std::string_view bytes, const std::string& name,
 }
 
 Imported import_file(const std::string& path, const ImportOptions& options) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw IoError(path + ": cannot open the ONNX model (does the file exist?)");
-  std::stringstream s;
-  s << f.rdbuf();
-  return import_bytes(s.str(), path, options);
+  return import_bytes(proto::read_file(path), path, options);
 }
 
 ir::models::Model language_model(Imported& imported) {

@@ -245,12 +245,6 @@ Known expand(const Known& a, const std::vector<int64_t>& shape) {
   return out;
 }
 
-Known take(const Known& a, std::vector<int64_t> shape, const std::vector<int64_t>& indices) {
-  Known out{a.dtype, std::move(shape), {}};
-  for (int64_t i : indices) out.elements.push_back(a.elements.at(i));
-  return out;
-}
-
 Known binary(const Known& a, const Known& b, BinaryOp op, const ir::ShapeGraph& shapes) {
   auto shape = broadcast_shape(a.shape, b.shape);
   if (!shape)

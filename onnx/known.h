@@ -99,7 +99,5 @@ std::optional<std::vector<int64_t>> broadcast_shape(const std::vector<int64_t>& 
                                                     const std::vector<int64_t>& b);
 // `a` repeated to `shape` (numpy rules; a's shape must broadcast to it).
 Known expand(const Known& a, const std::vector<int64_t>& shape);
-// The elements of `a` with index (in a's row-major order) `picked(i)` for each result element.
-Known take(const Known& a, std::vector<int64_t> shape, const std::vector<int64_t>& indices);
 
 }  // namespace disc::onnx

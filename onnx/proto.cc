@@ -1,6 +1,8 @@
 #include "onnx/proto.h"
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 
 #include "base/error.h"
@@ -328,6 +330,14 @@ std::string_view field_bytes(std::string_view whole, size_t begin, size_t end) {
 }
 
 }  // namespace
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw IoError(path + ": cannot open the ONNX model (does the file exist?)");
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) throw IoError(path + ": cannot read the ONNX model");
+  return bytes;
+}
 
 Model parse_model(std::string_view bytes, const std::string& what) {
   Model m;

@@ -93,6 +93,9 @@ struct Model {                        // ModelProto
   std::optional<Graph> graph;         // 7
 };
 
+// The bytes of the file at `path` (an ONNX model); IoError when it cannot be read.
+std::string read_file(const std::string& path);
+
 // Throw InvalidArgument("<what>: ...") for bytes that are not such a message.
 Model parse_model(std::string_view bytes, const std::string& what);
 Tensor parse_tensor(std::string_view bytes, const std::string& what);

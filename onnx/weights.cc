@@ -1,8 +1,6 @@
 #include "onnx/weights.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "base/error.h"
 #include "engine/durable_folder.h"
@@ -27,11 +25,7 @@ void export_weights(const std::string& source, const std::map<std::string, engin
   std::error_code ec;
   if (fs::equivalent(source, out, ec))
     throw InvalidArgument("export: " + out + " is the model it exports from; name another file");
-  std::ifstream f(source, std::ios::binary);
-  if (!f) throw IoError(source + ": cannot open the ONNX model");
-  std::stringstream read;
-  read << f.rdbuf();
-  const std::string bytes = read.str();
+  const std::string bytes = proto::read_file(source);
   const proto::Model m = proto::parse_model(bytes, source);
   if (!m.graph) throw InvalidArgument(source + ": the model has no graph");
   std::map<std::string, const engine::Tensor*> left;

@@ -7,6 +7,7 @@
 #include "checkpoints.h"
 #include "engine/init.h"
 #include "engine/safetensors.h"
+#include "ir/binding.h"
 #include "ir/graph.h"
 #include "memory/allocator.h"
 #include "onnx/weights.h"
@@ -36,9 +37,8 @@ std::map<std::string, engine::Tensor> initial_weights(const RunSetup& s, memory:
   if (s.onnx) {
     std::map<std::string, engine::Tensor> params;
     for (const ir::Value* p : s.model.params) {
-      std::vector<int64_t> shape;
-      for (const ir::DimExpr& d : p->shape()) shape.push_back(*d.constant());
-      params[p->name()] = engine::Tensor::from<float>(shape, s.onnx->weights.at(p->name()), host);
+      params[p->name()] = engine::Tensor::from<float>(ir::concrete_shape(*s.model.graph, *p, {}),
+                                                      s.onnx->weights.at(p->name()), host);
     }
     return params;
   }

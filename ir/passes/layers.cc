@@ -23,7 +23,6 @@
 #include <cmath>
 #include <numbers>
 #include <optional>
-#include <set>
 
 #include "ir/passes/passes.h"
 
@@ -107,7 +106,7 @@ class Rewriter {
       g_.replace_all_uses(n->result(), by);
       changed = true;
     }
-    if (changed) erase_dead();
+    if (changed) make_dce_pass()->run(g_);  // the primitives the rewrites replaced
     return changed;
   }
 
@@ -332,21 +331,6 @@ class Rewriter {
     const Node* c = sole(g_, n.operand(1), "cast");
     if (!c || c->operand(0)->dtype() != DType::kI32) return nullptr;
     return g_.add("gather", {n.operand(0), c->operand(0)});
-  }
-
-  // Nodes whose results nothing reads any more (the primitives a rewrite replaced).
-  void erase_dead() {
-    std::vector<Node*> order = g_.nodes();
-    std::set<const Node*> dead;
-    for (auto it = order.rbegin(); it != order.rend(); ++it) {
-      bool unused = true;
-      for (const Value* r : (*it)->results()) {
-        unused &= !g_.is_output(r) && std::all_of(r->users().begin(), r->users().end(),
-                                                  [&](const Node* u) { return dead.contains(u); });
-      }
-      if (unused) dead.insert(*it);
-    }
-    g_.erase_nodes([&](const Node& n) { return dead.contains(&n); });
   }
 
   Graph& g_;

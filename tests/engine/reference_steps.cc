@@ -39,6 +39,21 @@ double relative_error(const Tensor& a, const Tensor& b) {
   return diff / scale;
 }
 
+double scalar_error(float mine, const TensorFile& ref, const std::string& name) {
+  const double theirs = ref.tensors.at(name).data<float>()[0];
+  return std::abs(mine - theirs) / std::abs(theirs);
+}
+
+Batch reference_batch(const TensorFile& ref, const std::vector<std::string>& inputs,
+                      memory::Allocator& alloc) {
+  Batch batch;
+  for (const std::string& i : inputs) {
+    const Tensor& t = ref.tensors.at("input." + i);
+    batch[i] = Tensor::from<int32_t>(t.shape(), t.to_vector<int32_t>(), alloc);
+  }
+  return batch;
+}
+
 void expect_matches_reference(ir::models::Model m, const TensorFile& ref,
                               memory::Allocator& alloc) {
   json optim = json::parse(ref.metadata.at("optimizer"));

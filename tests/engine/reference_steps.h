@@ -11,12 +11,20 @@
 
 #include "engine/safetensors.h"
 #include "engine/tensor.h"
+#include "engine/trainer.h"
 #include "ir/models/model.h"
 
 namespace disc::engine {
 
 // max |a - b| / max |b|: the error relative to the reference tensor's scale.
 double relative_error(const Tensor& a, const Tensor& b);
+
+// |mine - the recording's scalar `name`| / |the recording's|.
+double scalar_error(float mine, const TensorFile& ref, const std::string& name);
+
+// The recording's batch (`input.<name>`, int32) for these inputs, made in `alloc`.
+Batch reference_batch(const TensorFile& ref, const std::vector<std::string>& inputs,
+                      memory::Allocator& alloc);
 
 // Runs `m` (its training step built here, with gradient outputs) from the recording's weights
 // and batch, and checks it against the recording with gtest expectations.

@@ -115,22 +115,15 @@ TEST(TorchReferenceBf16, LlamaLossAndGradientsMatchAutocast) {
       std::string(DISC_TEST_DATA_DIR) + "/reference/llama_bf16.safetensors", alloc);
   ASSERT_EQ(ref.metadata.at("precision"), "bf16");
   constexpr double kLoss = 1e-4, kGradNorm = 2e-3, kGradient = 2e-2;
-  auto rel = [&](float mine, const std::string& name) {
-    const double theirs = ref.tensors.at(name).data<float>()[0];
-    return std::abs(mine - theirs) / std::abs(theirs);
-  };
+  auto rel = [&](float mine, const std::string& name) { return scalar_error(mine, ref, name); };
 
   // The Trainer's step.
   Trainer trainer(build("llama", json::parse(ref.metadata.at("config"))),
                   {.threads = 2, .precision = DType::kBF16});
   for (const std::string& p : trainer.parameter_names())
     trainer.set_parameter(p, ref.tensors.at("param." + p));
-  Batch batch;
-  for (const std::string& i : trainer.input_names()) {
-    const Tensor& t = ref.tensors.at("input." + i);
-    batch[i] = Tensor::from<int32_t>(t.shape(), t.to_vector<int32_t>(), trainer.allocator());
-  }
-  const StepResult r = trainer.step(batch, 0.0);
+  const StepResult r =
+      trainer.step(reference_batch(ref, trainer.input_names(), trainer.allocator()), 0.0);
   EXPECT_LT(rel(r.loss, "loss"), kLoss) << "loss";
   EXPECT_LT(rel(r.grad_norm, "grad_norm"), kGradNorm) << "grad_norm";
 

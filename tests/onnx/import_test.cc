@@ -12,10 +12,12 @@
 #include "engine/pipeline.h"
 #include "engine/safetensors.h"
 #include "engine/trainer.h"
+#include "ir/binding.h"
 #include "ir/models/model.h"
 #include "ir/text_format.h"
 #include "memory/governor.h"
 #include "onnx/weights.h"
+#include "reference_steps.h"
 
 namespace disc::onnx {
 namespace {
@@ -223,11 +225,7 @@ TEST(OnnxImport, LlamaCompilesToDiscsOwnLlamasKernelsAndLowerBound) {
     return t.governor().lower_bound(b, t.bytes_held_for(b));
   };
   EXPECT_EQ(lower_bound(onnx), lower_bound(own));
-  engine::Batch batch;
-  for (const char* i : {"tokens", "targets"}) {
-    const engine::Tensor& t = ref.tensors.at(std::string("input.") + i);
-    batch[i] = engine::Tensor::from<int32_t>(t.shape(), t.to_vector<int32_t>(), alloc);
-  }
+  const engine::Batch batch = engine::reference_batch(ref, {"tokens", "targets"}, alloc);
   EXPECT_EQ(onnx.step(batch, 0.0).loss, own.step(batch, 0.0).loss);
 }
 
@@ -239,9 +237,9 @@ TEST(OnnxImport, ExportWritesTrainedWeightsIntoTheInitializers) {
   for (const auto& [name, w] : imported.weights) {
     std::vector<float> changed = w;
     for (float& v : changed) v = v * 2 + 1;
-    std::vector<int64_t> shape;
-    for (const auto& d : imported.graph->find_value(name)->shape()) shape.push_back(*d.constant());
-    params[name] = engine::Tensor::from<float>(shape, changed, alloc);
+    const ir::Value& p = *imported.graph->find_value(name);
+    params[name] =
+        engine::Tensor::from<float>(ir::concrete_shape(*imported.graph, p, {}), changed, alloc);
   }
   const std::string out = ::testing::TempDir() + "/gpt2_trained.onnx";
   export_weights(kModels + "gpt2.onnx", params, out);

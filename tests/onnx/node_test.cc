@@ -15,6 +15,7 @@
 #include "base/half.h"
 #include "devices/device.h"
 #include "engine/executor.h"
+#include "ir/binding.h"
 #include "onnx/import.h"
 #include "onnx/proto.h"
 #include "onnx/tensor_proto.h"
@@ -142,9 +143,8 @@ Outcome run_case(const fs::path& dir, memory::Allocator& alloc) {
     }
     try {
       for (const auto& [name, w] : m.weights) {
-        std::vector<int64_t> shape;
-        for (const auto& d : m.graph->find_value(name)->shape()) shape.push_back(*d.constant());
-        args[name] = engine::Tensor::from<float>(shape, w, alloc);
+        const ir::Value& p = *m.graph->find_value(name);
+        args[name] = engine::Tensor::from<float>(ir::concrete_shape(*m.graph, p, {}), w, alloc);
       }
       engine::Executor ex(*m.graph, alloc);
       auto out = ex.run(args);

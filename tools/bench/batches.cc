@@ -30,6 +30,21 @@ std::vector<std::vector<int32_t>> codealpaca_examples(const std::string& path, i
                                .seed = seed});
 }
 
+std::vector<data::HostBatch> uniform_batches(int64_t vocab, int steps, int64_t batch,
+                                             int64_t min_len, int64_t max_len, uint64_t seed) {
+  const auto examples = data::make_synthetic({.vocab = vocab,
+                                              .examples = steps * batch,
+                                              .min_len = min_len,
+                                              .max_len = max_len,
+                                              .lengths = "uniform",
+                                              .seed = seed});
+  data::Batcher batcher(examples, {.batch_size = batch, .seed = seed});
+  std::mt19937_64 rng(seed);
+  std::vector<data::HostBatch> out;
+  for (int i = 0; i < steps; ++i) out.push_back(randomize(batcher.next(), vocab, rng));
+  return out;
+}
+
 data::HostBatch randomize(const data::HostBatch& b, int64_t vocab, std::mt19937_64& rng) {
   const data::BatchSpec spec;
   data::HostBatch r = b;

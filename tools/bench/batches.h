@@ -17,6 +17,11 @@ namespace disc::bench {
 // "" when neither does (the caller says what it skips or uses instead).
 std::string find_data_file(const std::string& path);
 
+// `steps` batches of `batch` sequences, lengths uniform in [min_len, max_len], random ids in
+// [0, vocab), each padded to its own longest row (bench_step's and bench_onnx's workload).
+std::vector<data::HostBatch> uniform_batches(int64_t vocab, int steps, int64_t batch,
+                                             int64_t min_len, int64_t max_len, uint64_t seed);
+
 // The batch's real lengths with random ids in [0, vocab); padding and targets laid out as the
 // batcher does (targets[t] = tokens[t + 1], ignore_index at each row's end and in the padding).
 data::HostBatch randomize(const data::HostBatch& b, int64_t vocab, std::mt19937_64& rng);

@@ -16,8 +16,6 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "apps/data/batcher.h"
-#include "apps/data/synthetic.h"
 #include "base/error.h"
 #include "batches.h"
 #include "engine/pipeline.h"
@@ -42,20 +40,6 @@ struct Options {
   ir::models::LlamaConfig llama{
       .vocab = 1000, .hidden = 256, .layers = 2, .heads = 4, .kv_heads = 4, .ffn = 688};
 };
-
-std::vector<data::HostBatch> make_batches(const Options& o) {
-  const auto examples = data::make_synthetic({.vocab = o.llama.vocab,
-                                              .examples = o.steps * o.batch,
-                                              .min_len = o.min_len,
-                                              .max_len = o.max_len,
-                                              .lengths = "uniform",
-                                              .seed = o.seed});
-  data::Batcher batcher(examples, {.batch_size = o.batch, .seed = o.seed});
-  std::mt19937_64 rng(o.seed);
-  std::vector<data::HostBatch> out;
-  for (int i = 0; i < o.steps; ++i) out.push_back(randomize(batcher.next(), o.llama.vocab, rng));
-  return out;
-}
 
 struct Pass {
   double seconds = 0;
@@ -83,7 +67,8 @@ struct System {
 };
 
 int run(const Options& o) {
-  const auto batches = make_batches(o);
+  const auto batches =
+      uniform_batches(o.llama.vocab, o.steps, o.batch, o.min_len, o.max_len, o.seed);
   int64_t real = 0;
   for (const auto& b : batches) real += b.real_tokens;
   const engine::TrainerOptions to{.threads = o.threads, .seed = o.seed};

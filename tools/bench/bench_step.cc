@@ -99,21 +99,6 @@ struct Options {
 
 // ----- workload -----
 
-// Lengths uniform in [min_len, max_len], random ids, batched and padded as the batcher does.
-std::vector<data::HostBatch> make_batches(const Options& o) {
-  const auto examples = data::make_synthetic({.vocab = o.model.vocab,
-                                              .examples = o.steps * o.batch,
-                                              .min_len = o.min_len,
-                                              .max_len = o.max_len,
-                                              .lengths = "uniform",
-                                              .seed = o.seed});
-  data::Batcher batcher(examples, {.batch_size = o.batch, .seed = o.seed});
-  std::mt19937_64 rng(o.seed);
-  std::vector<data::HostBatch> out;
-  for (int i = 0; i < o.steps; ++i) out.push_back(randomize(batcher.next(), o.model.vocab, rng));
-  return out;
-}
-
 int64_t real_tokens(const std::vector<data::HostBatch>& bs) {
   int64_t n = 0;
   for (const auto& b : bs) n += b.real_tokens;
@@ -697,7 +682,8 @@ class Workdir {
 // Everything, in order; returns the exit code (1 when a cache rerun compiled).
 int run(const Options& o) {
   print_setup(o);
-  const auto batches = make_batches(o);
+  const auto batches =
+      uniform_batches(o.model.vocab, o.steps, o.batch, o.min_len, o.max_len, o.seed);
   describe_workload(o, batches);
   const Workdir dir(o.workdir);
   System unfused{.name = "disc unfused", .trainer = make_trainer(o, false, "")};
