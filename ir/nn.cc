@@ -24,24 +24,56 @@ Value* scale(Graph& g, Value* x, double factor) {
                                 {{"shape", x->shape()}, {"dims", std::vector<int64_t>{}}})});
 }
 
-// [B, S, n*Dh] -> [B, S, n, Dh]
+// Padded [B, S, ...] or packed [T, ...]: the tokens' leading dims.
+std::vector<DimExpr> token_dims(const Value* x, int trailing) {
+  return {x->shape().begin(), x->shape().end() - trailing};
+}
+
+// [B, S, n*Dh] -> [B, S, n, Dh] (packed: [T, n*Dh] -> [T, n, Dh])
 Value* split_heads(Graph& g, Value* x, int64_t n, int64_t head_dim) {
-  std::vector<DimExpr> shape = {x->shape()[0], x->shape()[1], n, head_dim};
+  std::vector<DimExpr> shape = token_dims(x, 1);
+  shape.insert(shape.end(), {n, head_dim});
   return g.add("reshape", {x}, {{"shape", shape}});
 }
 
-// [B, S, KV, Dh] -> [B, S, H, Dh], query head h reading kv head h / (H / KV).
+// [..., KV, Dh] -> [..., H, Dh], query head h reading kv head h / (H / KV).
 Value* repeat_kv(Graph& g, Value* x, int64_t heads) {
-  int64_t kv = *x->shape()[2].constant();
+  const int r = x->rank();
+  int64_t kv = *x->shape()[r - 2].constant();
   if (kv == heads) return x;
-  const auto& s = x->shape();
-  std::vector<DimExpr> wide = {s[0], s[1], kv, heads / kv, s[3]};
-  Value* b = g.add("broadcast", {x}, {{"shape", wide}, {"dims", std::vector<int64_t>{0, 1, 2, 4}}});
-  return g.add("reshape", {b}, {{"shape", std::vector<DimExpr>{s[0], s[1], heads, s[3]}}});
+  std::vector<DimExpr> wide = token_dims(x, 2), narrow = wide;
+  wide.insert(wide.end(), {kv, heads / kv, x->shape().back()});
+  narrow.insert(narrow.end(), {heads, x->shape().back()});
+  std::vector<int64_t> dims;
+  for (int i = 0; i < r - 1; ++i) dims.push_back(i);
+  dims.push_back(r);
+  Value* b = g.add("broadcast", {x}, {{"shape", wide}, {"dims", dims}});
+  return g.add("reshape", {b}, {{"shape", narrow}});
 }
 
-Value* heads_first(Graph& g, Value* x) {  // [B, S, H, Dh] -> [B, H, S, Dh]
-  return g.add("transpose", {x}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+// The heads' axis before the sequence's: [B, S, H, Dh] <-> [B, H, S, Dh], [T, H, Dh] <-> [H, T,
+// Dh].
+Value* swap_heads(Graph& g, Value* x) {
+  std::vector<int64_t> perm =
+      x->rank() == 4 ? std::vector<int64_t>{0, 2, 1, 3} : std::vector<int64_t>{1, 0, 2};
+  return g.add("transpose", {x}, {{"perm", perm}});
+}
+Value* heads_first(Graph& g, Value* x) {
+  return swap_heads(g, x);
+}
+
+// The packed stream's attention: one `attention` op (the only op that keeps sequences apart),
+// scaled as the attention pass folds the padded graph's scale.
+Value* packed_attention(Graph& g, Value* x, Value* q, Value* k, Value* v, const AttentionWeights& w,
+                        const AttentionConfig& c, const Packing& packed) {
+  q = heads_first(g, q);  // [H, T, Dh]
+  k = heads_first(g, repeat_kv(g, k, c.heads));
+  v = heads_first(g, repeat_kv(g, v, c.heads));
+  Value* ctx =
+      g.add("attention", {q, k, v, packed.offsets},
+            {{"causal", true}, {"scale", 1.0 / std::sqrt(static_cast<double>(c.head_dim))}});
+  std::vector<DimExpr> merged = {x->shape()[0], c.heads * c.head_dim};
+  return linear(g, g.add("reshape", {swap_heads(g, ctx)}, {{"shape", merged}}), w.wo, w.bo);
 }
 
 }  // namespace
@@ -87,9 +119,11 @@ Value* cross_entropy(Graph& g, Value* logits, Value* labels, int64_t ignore_inde
 }
 
 Value* causal_self_attention(Graph& g, Value* x, const AttentionWeights& w,
-                             const AttentionConfig& c) {
-  if (x->rank() != 3)
-    throw InvalidArgument("attention expects x [B, S, D], got " + x->type().str());
+                             const AttentionConfig& c, const Packing* packed) {
+  if (x->rank() != (packed ? 2 : 3)) {
+    throw InvalidArgument(std::string("attention expects x ") +
+                          (packed ? "[T, D] (packed)" : "[B, S, D]") + ", got " + x->type().str());
+  }
   if (c.kv_heads < 1 || c.heads % c.kv_heads != 0) {
     throw InvalidArgument("attention: heads (" + std::to_string(c.heads) +
                           ") must be a multiple of kv_heads (" + std::to_string(c.kv_heads) + ")");
@@ -98,9 +132,14 @@ Value* causal_self_attention(Graph& g, Value* x, const AttentionWeights& w,
   Value* k = split_heads(g, linear(g, x, w.wk, w.bk), c.kv_heads, c.head_dim);
   Value* v = split_heads(g, linear(g, x, w.wv, w.bv), c.kv_heads, c.head_dim);
   if (c.rope_theta) {
-    q = g.add("rope", {q}, {{"seq_axis", int64_t{1}}, {"theta", *c.rope_theta}});
-    k = g.add("rope", {k}, {{"seq_axis", int64_t{1}}, {"theta", *c.rope_theta}});
+    Attributes rope = {{"seq_axis", int64_t{packed ? 0 : 1}}, {"theta", *c.rope_theta}};
+    auto rotate = [&](Value* t) {
+      return packed ? g.add("rope", {t, packed->positions}, rope) : g.add("rope", {t}, rope);
+    };
+    q = rotate(q);
+    k = rotate(k);
   }
+  if (packed) return packed_attention(g, x, q, k, v, w, c, *packed);
   q = heads_first(g, q);
   k = heads_first(g, repeat_kv(g, k, c.heads));
   v = heads_first(g, repeat_kv(g, v, c.heads));

@@ -4,6 +4,7 @@
 //
 //   Value* h = nn::rms_norm(g, x, w_norm, 1e-5);                 // [B, S, D]
 //   Value* a = nn::causal_self_attention(g, h, weights, config);  // [B, S, D]
+//   Value* p = nn::causal_self_attention(g, h, weights, config, &packing);  // packed: [T, D]
 #pragma once
 
 #include <optional>
@@ -41,8 +42,15 @@ struct AttentionConfig {
   std::optional<double> rope_theta;  // rotary embeddings on q and k when set
 };
 
-// Causal self-attention over x [B, S, D] -> [B, S, D].
+// Packed sequences: whole examples one after another in a stream of T tokens.
+struct Packing {
+  Value* positions = nullptr;  // i32[T]: each token's position in its own sequence, from 0
+  Value* offsets = nullptr;    // i32[N+1]: sequence n is tokens [offsets[n], offsets[n+1])
+};
+
+// Causal self-attention over x [B, S, D] -> [B, S, D]; with `packed`, over x [T, D] -> [T, D],
+// causal inside each sequence and never across two (RoPE from the positions).
 Value* causal_self_attention(Graph& g, Value* x, const AttentionWeights& w,
-                             const AttentionConfig& c);
+                             const AttentionConfig& c, const Packing* packed = nullptr);
 
 }  // namespace disc::ir::nn

@@ -28,6 +28,15 @@ void validate(const std::vector<std::vector<int32_t>>& data, const BatchSpec& s,
                             " is empty: drop empty sequences before batching");
     }
   }
+  for (size_t i = 0; s.packing && s.token_budget > 0 && i < data.size(); ++i) {
+    if (static_cast<int64_t>(data[i].size()) > s.token_budget) {
+      throw InvalidArgument("sequence " + std::to_string(i) + " has " +
+                            std::to_string(data[i].size()) + " tokens, more than token_budget " +
+                            std::to_string(s.token_budget) +
+                            ": packed batches never split a sequence; raise the budget to at "
+                            "least the longest sequence, or truncate (data.max_len)");
+    }
+  }
   if (!loss_start.empty() && loss_start.size() != data.size()) {
     throw InvalidArgument("loss_start has " + std::to_string(loss_start.size()) + " entries for " +
                           std::to_string(data.size()) +
@@ -55,6 +64,22 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t
     std::swap(order[i], order[j]);
   }
   return order;
+}
+
+// Sizes b's tokens and targets for b.lengths (b.batch and b.seq set): padded rows of b.seq, or
+// packed with the offsets and positions. Every token is pad_id, every target ignore_index.
+void lay_out(HostBatch& b, bool packed, int32_t pad_id, int32_t ignore_index) {
+  int64_t size = b.batch * b.seq;
+  if (packed) {
+    b.offsets = {0};
+    for (int64_t len : b.lengths) {
+      b.offsets.push_back(static_cast<int32_t>(b.offsets.back() + len));
+      for (int64_t t = 0; t < len; ++t) b.positions.push_back(static_cast<int32_t>(t));
+    }
+    size = b.offsets.back();
+  }
+  b.tokens.assign(static_cast<size_t>(size), pad_id);
+  b.targets.assign(static_cast<size_t>(size), ignore_index);
 }
 
 }  // namespace
@@ -89,11 +114,15 @@ int64_t Batcher::take_count() const {
   if (spec_.token_budget == 0) return std::min(spec_.batch_size, left);
   int64_t count = 1;
   auto longest = static_cast<int64_t>(data_[order_[cursor_.position]].size());
+  int64_t total = longest;
   int64_t rows = spec_.max_rows > 0 ? std::min(left, spec_.max_rows) : left;
   while (count < rows) {
     auto len = static_cast<int64_t>(data_[order_[cursor_.position + count]].size());
-    if ((count + 1) * std::max(longest, len) > spec_.token_budget) break;
+    // Packed, a batch computes its tokens; padded, its rows at the longest one.
+    const int64_t cost = spec_.packing ? total + len : (count + 1) * std::max(longest, len);
+    if (cost > spec_.token_budget) break;
     longest = std::max(longest, len);
+    total += len;
     ++count;
   }
   return count;
@@ -112,10 +141,10 @@ HostBatch Batcher::assemble(int64_t count) const {
   HostBatch b;
   b.batch = count;
   for (int64_t r = 0; r < count; ++r) {
-    b.seq = std::max(b.seq, static_cast<int64_t>(data_[order_[cursor_.position + r]].size()));
+    b.lengths.push_back(static_cast<int64_t>(data_[order_[cursor_.position + r]].size()));
+    b.seq = std::max(b.seq, b.lengths.back());
   }
-  b.tokens.assign(static_cast<size_t>(b.batch * b.seq), spec_.pad_id);
-  b.targets.assign(static_cast<size_t>(b.batch * b.seq), spec_.ignore_index);
+  lay_out(b, spec_.packing, spec_.pad_id, spec_.ignore_index);
   for (int64_t r = 0; r < count; ++r) {
     int64_t i = order_[cursor_.position + r];
     const std::vector<int32_t>& s = data_[i];
@@ -123,13 +152,12 @@ HostBatch Batcher::assemble(int64_t count) const {
     // The first counted target: t + 1 >= loss start, so the prompt's last token predicts the
     // response's first.
     int64_t first = loss_start_.empty() ? 0 : std::max<int64_t>(loss_start_[i] - 1, 0);
-    int32_t* tokens = b.tokens.data() + r * b.seq;
-    int32_t* targets = b.targets.data() + r * b.seq;
+    int32_t* tokens = b.tokens.data() + b.start(r);
+    int32_t* targets = b.targets.data() + b.start(r);
     std::copy(s.begin(), s.end(), tokens);
     // targets[t] = tokens[t + 1] for first <= t < len - 1
     std::copy(s.begin() + first + 1, s.end(), targets + first);
     b.real_tokens += len - 1 - first;
-    b.lengths.push_back(len);
   }
   return b;
 }
@@ -144,17 +172,17 @@ HostBatch rank_share(const HostBatch& global, int rank, int ranks, int32_t pad_i
   b.batch = std::max<int64_t>(end - begin, 1);
   for (int64_t r = begin; r < end; ++r) b.seq = std::max(b.seq, global.lengths.at(r));
   b.seq = std::max<int64_t>(b.seq, 1);
-  b.tokens.assign(static_cast<size_t>(b.batch * b.seq), pad_id);
-  b.targets.assign(static_cast<size_t>(b.batch * b.seq), ignore_index);
+  b.lengths.assign(global.lengths.begin() + begin, global.lengths.begin() + end);
+  // An empty packed share is one sequence of one (ignored) token.
+  if (global.packed() && b.lengths.empty()) b.lengths = {1};
+  lay_out(b, global.packed(), pad_id, ignore_index);
   for (int64_t r = begin; r < end; ++r) {
-    const int64_t len = global.lengths[r];
-    for (int64_t t = 0; t < len; ++t) {
-      b.tokens[(r - begin) * b.seq + t] = global.tokens[r * global.seq + t];
-      const int32_t target = global.targets[r * global.seq + t];
-      b.targets[(r - begin) * b.seq + t] = target;
-      b.real_tokens += target != ignore_index;
+    const int64_t from = global.start(r), to = b.start(r - begin);
+    for (int64_t t = 0; t < global.lengths[r]; ++t) {
+      b.tokens[to + t] = global.tokens[from + t];
+      b.targets[to + t] = global.targets[from + t];
+      b.real_tokens += global.targets[from + t] != ignore_index;
     }
-    b.lengths.push_back(len);
   }
   return b;
 }

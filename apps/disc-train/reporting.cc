@@ -124,6 +124,7 @@ void MetricsFile::write(const StepReport& r) {
   nlohmann::json j = {{"step", r.result.step},
                       {"loss", r.result.loss},
                       {"tokens", r.tokens},
+                      {"positions", r.computed},
                       {"step_ms", s.ms},
                       {"tokens_per_s", s.ms > 0 ? r.tokens / (s.ms / 1e3) : 0.0},
                       {"live_peak_bytes", s.live_peak_bytes},

@@ -16,8 +16,9 @@ namespace disc::apps {
 
 struct StepReport {
   engine::StepResult result;
-  int64_t tokens = 0;  // real (unpadded) target tokens
-  int64_t batch = 0, seq = 0;
+  int64_t tokens = 0;          // real (unpadded) target tokens
+  int64_t computed = 0;        // the positions the step computed: B * S padded, T packed
+  int64_t batch = 0, seq = 0;  // sequences, and the longest
   double lr = 0;
   int64_t live_bytes = 0;  // held after the step: parameters, optimizer state
 };

@@ -34,8 +34,15 @@ namespace {
 engine::Batch to_tensors(const data::HostBatch& hb, engine::Trainer& t, const ir::Graph& g,
                          int64_t seed, int64_t step) {
   engine::Batch b;
-  b["tokens"] = engine::Tensor::from<int32_t>({hb.batch, hb.seq}, hb.tokens, t.allocator());
-  b["targets"] = engine::Tensor::from<int32_t>({hb.batch, hb.seq}, hb.targets, t.allocator());
+  // Packed: [T] streams and N + 1 offsets; padded: [B, S] rows.
+  const std::vector<int64_t> shape =
+      hb.packed() ? std::vector<int64_t>{hb.computed()} : std::vector<int64_t>{hb.batch, hb.seq};
+  b["tokens"] = engine::Tensor::from<int32_t>(shape, hb.tokens, t.allocator());
+  b["targets"] = engine::Tensor::from<int32_t>(shape, hb.targets, t.allocator());
+  if (hb.packed()) {
+    b["positions"] = engine::Tensor::from<int32_t>(shape, hb.positions, t.allocator());
+    b["offsets"] = engine::Tensor::from<int32_t>({hb.batch + 1}, hb.offsets, t.allocator());
+  }
   // Dropout draws from (seed, stream, element): a per-step seed keeps masks fresh and reproducible.
   if (g.find_value("seed"))
     b["seed"] = engine::Tensor::from<int64_t>({}, {seed * 1000003 + step}, t.allocator());
@@ -145,7 +152,7 @@ struct RunOutputs {
 
 // Totals for the summary line and the memory report.
 struct RunTotals {
-  int64_t tokens = 0, peak = 0, steps = 0, evictions = 0, compiles = 0;
+  int64_t tokens = 0, computed = 0, peak = 0, steps = 0, evictions = 0, compiles = 0;
   int64_t planned_peak = -1;
   std::pair<ir::Bindings, int64_t> peak_step;  // the shape of the step with the highest planned
                                                // peak, and the bytes held as it started
@@ -158,7 +165,8 @@ struct RunTotals {
       planned_peak = st.planned_peak_bytes;
       peak_step = {st.bindings, st.held_before_step_bytes};
     }
-    tokens += r.tokens, ms += st.ms, evictions += st.evictions, compiles += st.kernel_compiles;
+    tokens += r.tokens, computed += r.computed, ms += st.ms, evictions += st.evictions,
+        compiles += st.kernel_compiles;
     collective_ms += st.collective_ms, collective_wait_ms += st.collective_wait_ms;
     peak = std::max(peak, st.live_peak_bytes);
     if (steps++ == 0) first = r.result.loss;
@@ -167,10 +175,11 @@ struct RunTotals {
 
   std::string summary() const {
     std::string line = fmt::format(
-        "done: {} steps, {} tokens, {:.0f} tokens/s, peak {}, loss {:.4f} -> {:.4f}, compiles {}, "
-        "evictions {}",
-        steps, tokens, ms > 0 ? tokens / (ms / 1e3) : 0.0, human_bytes(peak), first, last, compiles,
-        evictions);
+        "done: {} steps, {} tokens ({:.0f}% of the {} positions computed), {:.0f} tokens/s, peak "
+        "{}, "
+        "loss {:.4f} -> {:.4f}, compiles {}, evictions {}",
+        steps, tokens, computed > 0 ? 100.0 * tokens / computed : 0.0, computed,
+        ms > 0 ? tokens / (ms / 1e3) : 0.0, human_bytes(peak), first, last, compiles, evictions);
     if (collective_ms > 0 && steps > 0) {
       line += fmt::format(", collectives {:.2f} ms a step, {:.0f}% of it hidden behind compute",
                           collective_ms / steps,
@@ -276,6 +285,7 @@ int run_training(const Config& c, const RunFlags& f) {
     StepReport r{
         trainer.step(to_tensors(ranks.size > 1 ? share : hb, trainer, g, seed, step), lr.at(step)),
         hb.real_tokens,
+        hb.computed(),
         hb.batch,
         hb.seq,
         lr.at(step),

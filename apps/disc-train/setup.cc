@@ -232,7 +232,7 @@ ir::models::Model build_hf_llama(const Config& c, RunSetup& s) {
                           "tokenizer: auto with its tokenizer.model)");
   }
   l.max_batch = batch_bound(c), l.max_seq = s.max_len,
-  l.max_tokens = c.get_int("data.token_budget");
+  l.max_tokens = c.get_int("data.token_budget"), l.packed = c.get_bool("data.packing");
   if (s.hf->max_positions > 0 && s.max_len > s.hf->max_positions) {
     spdlog::warn(
         "sequences may be {} tokens long, but {} was trained on {} positions "
@@ -275,6 +275,15 @@ ir::models::Model build_onnx_model(const Config& c, RunSetup& s) {
 }
 
 ir::models::Model build_model(const Config& c, RunSetup& s) {
+  if (c.get_bool("data.packing")) {
+    for (const char* key : {"model.onnx", "model.graph"}) {
+      if (c.get_string(key).empty()) continue;
+      throw InvalidArgument(
+          std::string("data.packing: the model from ") + key +
+          " cannot take packed steps (disc-train packs its own llama and gpt2, and model.hf's "
+          "llama; a graph file's attention and positions are its own): set data.packing: false");
+    }
+  }
   if (!c.get_string("model.onnx").empty()) return build_onnx_model(c, s);
   if (s.hf) return build_hf_llama(c, s);  // the folder's vocab_size, not model.vocab
   int64_t vocab = c.get_int("model.vocab") ? c.get_int("model.vocab") : s.vocab;
@@ -295,6 +304,7 @@ ir::models::Model build_model(const Config& c, RunSetup& s) {
     g.vocab = vocab, g.hidden = c.get_int("model.hidden"), g.layers = c.get_int("model.layers");
     g.heads = c.get_int("model.heads"), g.ffn = c.get_int("model.ffn"), g.max_seq = s.max_len;
     g.max_batch = batch_bound(c), g.max_tokens = c.get_int("data.token_budget");
+    g.packed = c.get_bool("data.packing");
     g.norm_eps = c.get_float("model.norm_eps");
     g.init_std = c.get_float("model.init_std"), g.dropout = c.get_float("model.dropout");
     return ir::models::build_gpt2(g);
@@ -307,7 +317,7 @@ ir::models::Model build_model(const Config& c, RunSetup& s) {
   l.tied_embeddings = c.get_bool("model.tied_embeddings"),
   l.init_std = c.get_float("model.init_std");
   l.max_batch = batch_bound(c), l.max_seq = s.max_len,
-  l.max_tokens = c.get_int("data.token_budget");
+  l.max_tokens = c.get_int("data.token_budget"), l.packed = c.get_bool("data.packing");
   if (l.hidden % l.heads != 0 || (l.hidden / l.heads) % 2 != 0) {
     throw InvalidArgument("model.hidden (" + std::to_string(l.hidden) +
                           ") must be a multiple of 2 * model.heads (" + std::to_string(l.heads) +
@@ -541,11 +551,13 @@ RunSetup make_setup(const Config& c) {
   s.batching.token_budget = c.get_int("data.token_budget");
   s.batching.max_rows = c.get_int("model.max_batch");  // the batch symbol's bound
   s.batching.shuffle = c.get_bool("data.shuffle");
+  s.batching.packing = c.get_bool("data.packing");
   s.batching.seed = static_cast<uint64_t>(c.get_int("train.seed"));
   if (s.batching.token_budget > 0 && s.batching.token_budget < s.max_len) {
     throw InvalidArgument("data.token_budget (" + std::to_string(s.batching.token_budget) +
                           ") is below the longest sequence (" + std::to_string(s.max_len) +
-                          "): raise it or lower data.max_len");
+                          "): raise it or lower data.max_len" +
+                          (s.batching.packing ? " (packed steps never split an example)" : ""));
   }
   if (s.batching.token_budget == 0 && s.batching.batch_size > c.get_int("model.max_batch")) {
     throw InvalidArgument("data.batch_size (" + std::to_string(s.batching.batch_size) +

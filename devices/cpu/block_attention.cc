@@ -54,10 +54,10 @@ DISC_VECTOR_CLONES void softmax_grad_row(const double* p, double* g, int64_t wid
   softmax_grad_row_of(p, g, width, scale);
 }
 
-// One block of query rows [r0, r1) for the heads [h0, h0 + hc): where its operands start and how
-// wide its panels are.
+// One block of query rows [r0, r0 + rows) for the heads [h0, h0 + hc), which sees the keys
+// [k0, k0 + keys) at most (its sequence's): where its operands start and how wide its panels are.
 struct Block {
-  int64_t h0, hc, r0, rows, keys;
+  int64_t h0, hc, r0, rows, k0, keys;
 };
 
 // A batch of hc products C = op(A) op(B), each operand given by its first element, its leading
@@ -89,11 +89,11 @@ void gemm(Device& dev, int64_t hc, int64_t m, int64_t n, int64_t k, Operand a, b
   dev.gemm(g);
 }
 
-// The block's heads of a [heads, rows, width] tensor as GEMM operands: every row (keys, values),
-// or only the block's query rows (q, dO).
+// The block's heads of a [heads, rows, width] tensor as GEMM operands: the keys' rows the block
+// sees (keys, values), or only the block's query rows (q, dO).
 template <typename T>
-Operand all_rows(const void* base, const Block& bl, int64_t rows, int64_t width) {
-  return {static_cast<const T*>(base) + bl.h0 * rows * width, width, rows * width};
+Operand key_rows(const void* base, const Block& bl, int64_t rows, int64_t width) {
+  return {static_cast<const T*>(base) + (bl.h0 * rows + bl.k0) * width, width, rows * width};
 }
 template <typename T>
 Operand block_rows(const void* base, const Block& bl, int64_t rows, int64_t width) {
@@ -106,36 +106,48 @@ template <typename T>
 void probabilities(Device& dev, const AttentionArgs& a, const Block& bl, T* p) {
   const int64_t panel = bl.rows * bl.keys;
   gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.d, block_rows<T>(a.q, bl, a.sq, a.d), false,
-          all_rows<T>(a.k, bl, a.sk, a.d), true, p, bl.keys, panel);
+          key_rows<T>(a.k, bl, a.sk, a.d), true, p, bl.keys, panel);
   tbb::parallel_for(int64_t{0}, bl.hc * bl.rows, [&](int64_t i) {
-    const int64_t visible = a.causal ? bl.r0 + i % bl.rows + 1 : bl.keys;
+    const int64_t visible = a.causal ? bl.r0 - bl.k0 + i % bl.rows + 1 : bl.keys;
     softmax_row(p + i * bl.keys, visible, bl.keys, static_cast<T>(a.scale));
   });
 }
 
-// Calls f(block) for every block of query rows of every chunk of heads, in order.
+// Calls f(begin, end) for each sequence's rows: the packed ones, or [0, sq).
+template <typename F>
+void for_each_sequence(const AttentionArgs& a, F&& f) {
+  if (!a.offsets) return f(int64_t{0}, a.sq);
+  for (int64_t n = 0; n < a.sequences; ++n) f(a.offsets[n], a.offsets[n + 1]);
+}
+
+// Calls f(block) for every block of query rows of every sequence of every chunk of heads, in
+// order.
 template <typename F>
 void for_each_block(const AttentionArgs& a, F&& f) {
   const int64_t chunk = attention_chunk(a);
   for (int64_t h0 = 0; h0 < a.heads; h0 += chunk) {
-    for (int64_t r0 = 0; r0 < a.sq; r0 += kAttentionRows) {
-      const int64_t r1 = std::min(a.sq, r0 + kAttentionRows);
-      f(Block{.h0 = h0,
-              .hc = std::min(chunk, a.heads - h0),
-              .r0 = r0,
-              .rows = r1 - r0,
-              .keys = a.causal ? r1 : a.sk});
-    }
+    for_each_sequence(a, [&](int64_t begin, int64_t end) {
+      const int64_t last_key = a.offsets ? end : a.sk;
+      for (int64_t r0 = begin; r0 < end; r0 += kAttentionRows) {
+        const int64_t r1 = std::min(end, r0 + kAttentionRows);
+        f(Block{.h0 = h0,
+                .hc = std::min(chunk, a.heads - h0),
+                .r0 = r0,
+                .rows = r1 - r0,
+                .k0 = begin,
+                .keys = (a.causal ? r1 : last_key) - begin});
+      }
+    });
   }
 }
 
 template <typename T>
 void forward(Device& dev, const AttentionArgs& a, T* out) {
-  T* p = thread_panel<T>(attention_chunk(a) * kAttentionRows * a.sk);  // one panel: P
+  T* p = thread_panel<T>(attention_chunk(a) * kAttentionRows * widest_keys(a));  // one panel: P
   for_each_block(a, [&](const Block& bl) {
     probabilities(dev, a, bl, p);
     gemm<T>(dev, bl.hc, bl.rows, a.dv, bl.keys, {p, bl.keys, bl.rows * bl.keys}, false,
-            all_rows<T>(a.v, bl, a.sk, a.dv), false, out + (bl.h0 * a.sq + bl.r0) * a.dv, a.dv,
+            key_rows<T>(a.v, bl, a.sk, a.dv), false, out + (bl.h0 * a.sq + bl.r0) * a.dv, a.dv,
             a.sq * a.dv);
   });
 }
@@ -145,26 +157,27 @@ void forward(Device& dev, const AttentionArgs& a, T* out) {
 template <typename T>
 void backward(Device& dev, const AttentionArgs& a, const T* dout, T* dq, T* dk, T* dv) {
   const int64_t chunk = attention_chunk(a);
-  T* p = thread_panel<T>(2 * chunk * kAttentionRows * a.sk);  // two panels: P, then dP and dS
-  T* g = p + chunk * kAttentionRows * a.sk;
+  const int64_t panels = chunk * kAttentionRows * widest_keys(a);
+  T* p = thread_panel<T>(2 * panels);  // two panels: P, then dP and dS
+  T* g = p + panels;
   std::fill(dk, dk + a.heads * a.sk * a.d, T(0));
   std::fill(dv, dv + a.heads * a.sk * a.dv, T(0));
   for_each_block(a, [&](const Block& bl) {
     const int64_t panel = bl.rows * bl.keys, q_at = bl.h0 * a.sq + bl.r0;
     const Operand dout_rows = block_rows<T>(dout, bl, a.sq, a.dv);
     probabilities(dev, a, bl, p);
-    gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.dv, dout_rows, false, all_rows<T>(a.v, bl, a.sk, a.dv),
+    gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.dv, dout_rows, false, key_rows<T>(a.v, bl, a.sk, a.dv),
             true, g, bl.keys, panel);
     tbb::parallel_for(int64_t{0}, bl.hc * bl.rows, [&](int64_t i) {
       softmax_grad_row(p + i * bl.keys, g + i * bl.keys, bl.keys, static_cast<T>(a.scale));
     });
     const Operand ds{g, bl.keys, panel}, probs{p, bl.keys, panel};
-    gemm<T>(dev, bl.hc, bl.rows, a.d, bl.keys, ds, false, all_rows<T>(a.k, bl, a.sk, a.d), false,
+    gemm<T>(dev, bl.hc, bl.rows, a.d, bl.keys, ds, false, key_rows<T>(a.k, bl, a.sk, a.d), false,
             dq + q_at * a.d, a.d, a.sq * a.d);
     gemm<T>(dev, bl.hc, bl.keys, a.d, bl.rows, ds, true, block_rows<T>(a.q, bl, a.sq, a.d), false,
-            dk + bl.h0 * a.sk * a.d, a.d, a.sk * a.d, true);
+            dk + (bl.h0 * a.sk + bl.k0) * a.d, a.d, a.sk * a.d, true);
     gemm<T>(dev, bl.hc, bl.keys, a.dv, bl.rows, probs, true, dout_rows, false,
-            dv + bl.h0 * a.sk * a.dv, a.dv, a.sk * a.dv, true);
+            dv + (bl.h0 * a.sk + bl.k0) * a.dv, a.dv, a.sk * a.dv, true);
   });
 }
 
@@ -181,16 +194,31 @@ void check(const Device& dev, const AttentionArgs& a) {
                           " sq=" + std::to_string(a.sq) + " sk=" + std::to_string(a.sk) +
                           " d=" + std::to_string(a.d) + " dv=" + std::to_string(a.dv) + ")");
   }
-  if (a.causal && a.sq != a.sk) {
-    throw InvalidArgument("causal attention needs as many queries as keys, got sq=" +
+  if ((a.causal || a.offsets) && a.sq != a.sk) {
+    throw InvalidArgument(std::string(a.offsets ? "packed" : "causal") +
+                          " attention needs as many queries as keys, got sq=" +
                           std::to_string(a.sq) + " sk=" + std::to_string(a.sk));
+  }
+  if (a.offsets && (a.sequences < 1 || a.offsets[0] != 0 || a.offsets[a.sequences] != a.sq ||
+                    !std::is_sorted(a.offsets, a.offsets + a.sequences + 1))) {
+    throw InvalidArgument("attention: packed sequence offsets must run from 0 to sq=" +
+                          std::to_string(a.sq) + " without decreasing");
   }
 }
 
 }  // namespace
 
+int64_t widest_keys(const AttentionArgs& a) {
+  if (!a.offsets) return a.sk;
+  int64_t widest = 0;
+  for (int64_t n = 0; n < a.sequences; ++n)
+    widest = std::max(widest, a.offsets[n + 1] - a.offsets[n]);
+  return widest;
+}
+
 int64_t attention_chunk(const AttentionArgs& a) {
-  const int64_t per_head = std::max<int64_t>(1, 2 * kAttentionRows * a.sk * dtype_size(a.dtype));
+  const int64_t per_head =
+      std::max<int64_t>(1, 2 * kAttentionRows * widest_keys(a) * dtype_size(a.dtype));
   return std::clamp<int64_t>(kAttentionWorkspace / per_head, 1, std::max<int64_t>(1, a.heads));
 }
 

@@ -10,6 +10,10 @@
 //   attention_forward(dev, a, out);               // out = softmax(scale q k^T, masked) v
 //   attention_backward(dev, a, dout, dq, dk, dv);
 //
+// Packed sequences (AttentionArgs::offsets): the blocks of query rows are cut per sequence and
+// each block's panel spans only its own sequence's keys, so a step of many short examples costs
+// what its examples cost, not what a [T, T] rectangle would.
+//
 // Memory: besides the operands, two panels of [heads in a chunk, kAttentionRows, sk] elements,
 // with the chunk of heads sized so that they take at most kAttentionWorkspace bytes (one head per
 // chunk when a single head needs more). The panels are reused between calls on one thread.
@@ -38,6 +42,10 @@ struct AttentionArgs {
   const void* q = nullptr;
   const void* k = nullptr;
   const void* v = nullptr;
+  // Packed sequences: sequences + 1 offsets, sequence n the rows [offsets[n], offsets[n+1]) of
+  // q, k and v (sq == sk), and no query sees another sequence's keys. nullptr: one sequence.
+  const int64_t* offsets = nullptr;
+  int64_t sequences = 0;
 };
 
 // out [heads, sq, dv] = softmax(scale q k^T) v, rows of the softmax over the visible keys.
@@ -52,5 +60,8 @@ void attention_backward(Device& dev, const AttentionArgs& a, const void* dout, v
 // Heads per chunk for these sizes: the most whose two panels fit in kAttentionWorkspace, at
 // least one, at most `a.heads`.
 int64_t attention_chunk(const AttentionArgs& a);
+
+// The most keys one query row can see: sk, or the longest packed sequence.
+int64_t widest_keys(const AttentionArgs& a);
 
 }  // namespace disc::devices

@@ -18,10 +18,16 @@ namespace {
 constexpr DeviceKind kHost = DeviceKind::kHost;
 
 // attention and attention_grad by blocks of query rows (devices/cpu/block_attention.h): the
-// [..., S, S] scores exist only a block at a time.
-devices::AttentionArgs attention_args(const ir::KernelArgs& args) {
+// [..., S, S] scores exist only a block at a time. `s` (with the packed sequences' offsets, read
+// from operand `offsets_at` when the node has it) must outlive the arguments.
+ir::AttentionDims attention_dims_of(const ir::KernelArgs& args, size_t offsets_at) {
+  return ir::attention_dims(args.in[0], args.in[2], args.a(),
+                            args.in.size() > offsets_at ? &args.in[offsets_at] : nullptr);
+}
+
+devices::AttentionArgs attention_args(const ir::KernelArgs& args, const ir::AttentionDims& s) {
   const ir::TensorRef &q = args.in[0], &v = args.in[2];
-  const ir::AttentionDims s = ir::attention_dims(q, v, args.a());
+  const bool packed = !s.offsets.empty();
   return {.dtype = q.dtype,
           .heads = s.heads,
           .sq = s.sq,
@@ -32,16 +38,20 @@ devices::AttentionArgs attention_args(const ir::KernelArgs& args) {
           .scale = s.scale,
           .q = q.data,
           .k = args.in[1].data,
-          .v = v.data};
+          .v = v.data,
+          .offsets = packed ? s.offsets.data() : nullptr,
+          .sequences = packed ? static_cast<int64_t>(s.offsets.size()) - 1 : 0};
 }
 
 jit::KernelRun attention(const ir::Node&, const ir::KernelArgs& a, KernelContext& ctx) {
-  devices::attention_forward(*ctx.dev, attention_args(a), a.out[0].data);
+  const ir::AttentionDims s = attention_dims_of(a, 3);
+  devices::attention_forward(*ctx.dev, attention_args(a, s), a.out[0].data);
   return {};
 }
 
 jit::KernelRun attention_grad(const ir::Node&, const ir::KernelArgs& a, KernelContext& ctx) {
-  devices::attention_backward(*ctx.dev, attention_args(a), a.in[3].data, a.out[0].data,
+  const ir::AttentionDims s = attention_dims_of(a, 4);
+  devices::attention_backward(*ctx.dev, attention_args(a, s), a.in[3].data, a.out[0].data,
                               a.out[1].data, a.out[2].data);
   return {};
 }

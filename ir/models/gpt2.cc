@@ -5,12 +5,27 @@
 #include "ir/nn.h"
 
 namespace disc::ir::models {
+namespace {
+
+// Learned positions: rows 0..S-1 of wpe broadcast over the batch, or (packed) each token's row.
+Value* position_embeddings(Graph& g, Value* wpe, const TokenInputs& in) {
+  if (in.packed()) return nn::embedding(g, wpe, in.packing.positions);
+  const DimExpr B = DimExpr::symbol("B"), S = DimExpr::symbol("S");
+  Value* positions =
+      g.add("iota", {}, {{"shape", std::vector<DimExpr>{S}}, {"dtype", DType::kI32}});
+  return g.add("broadcast", {nn::embedding(g, wpe, positions)},
+               {{"shape", std::vector<DimExpr>{B, S, wpe->shape()[1]}},
+                {"dims", std::vector<int64_t>{1, 2}}});
+}
+
+}  // namespace
 
 Model build_gpt2(const Gpt2Config& c) {
   Model m;
-  auto [tokens, targets] = start_language_model(m, "gpt2", c.max_batch, c.max_seq, c.max_tokens);
+  const TokenInputs in =
+      start_language_model(m, "gpt2", c.max_batch, c.max_seq, c.max_tokens, c.packed);
+  Value *tokens = in.tokens, *targets = in.targets;
   Graph& g = *m.graph;
-  DimExpr B = DimExpr::symbol("B"), S = DimExpr::symbol("S");
   Value* seed = c.dropout > 0 ? g.add_argument("seed", {DType::kI64, {}}, Role::kInput) : nullptr;
   ParamInit normal{ParamInit::Kind::kNormal, c.init_std}, ones{ParamInit::Kind::kOnes},
       zeros{ParamInit::Kind::kZeros};
@@ -19,12 +34,7 @@ Model build_gpt2(const Gpt2Config& c) {
 
   Value* wte = add_param(m, "wte", {c.vocab, c.hidden}, normal);
   Value* wpe = add_param(m, "wpe", {c.max_seq, c.hidden}, normal);
-  Value* positions =
-      g.add("iota", {}, {{"shape", std::vector<DimExpr>{S}}, {"dtype", DType::kI32}});
-  Value* pos = g.add(
-      "broadcast", {nn::embedding(g, wpe, positions)},
-      {{"shape", std::vector<DimExpr>{B, S, c.hidden}}, {"dims", std::vector<int64_t>{1, 2}}});
-  Value* x = drop(g.add("add", {nn::embedding(g, wte, tokens), pos}));
+  Value* x = drop(g.add("add", {nn::embedding(g, wte, tokens), position_embeddings(g, wpe, in)}));
   nn::AttentionConfig ac{c.heads, c.heads, c.hidden / c.heads, std::nullopt};
   for (int64_t l = 0; l < c.layers; ++l) {
     std::string p = "h" + std::to_string(l) + ".";
@@ -44,7 +54,7 @@ Model build_gpt2(const Gpt2Config& c) {
                            bias("bq", c.hidden),          bias("bk", c.hidden),
                            bias("bv", c.hidden),          bias("bo", c.hidden)};
     Value* h1 = ln("ln1", x);
-    x = g.add("add", {x, drop(nn::causal_self_attention(g, h1, w, ac))});
+    x = g.add("add", {x, drop(nn::causal_self_attention(g, h1, w, ac, in.packed()))});
     Value* h2 = ln("ln2", x);
     Value* fc = mat("fc", c.hidden, c.ffn);
     Value* fc_b = bias("fc.b", c.ffn);

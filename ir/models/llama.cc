@@ -12,7 +12,9 @@ Model build_llama(const LlamaConfig& c) {
                           ") must be a multiple of heads (" + std::to_string(c.heads) + ")");
   }
   Model m;
-  auto [tokens, targets] = start_language_model(m, "llama", c.max_batch, c.max_seq, c.max_tokens);
+  const TokenInputs in =
+      start_language_model(m, "llama", c.max_batch, c.max_seq, c.max_tokens, c.packed);
+  Value *tokens = in.tokens, *targets = in.targets;
   Graph& g = *m.graph;
   ParamInit normal{ParamInit::Kind::kNormal, c.init_std}, ones{ParamInit::Kind::kOnes};
   int64_t head_dim = c.hidden / c.heads, kv = c.kv_heads * head_dim;
@@ -27,8 +29,8 @@ Model build_llama(const LlamaConfig& c) {
                            add_param(m, p + "wk", {c.hidden, kv}, normal),
                            add_param(m, p + "wv", {c.hidden, kv}, normal),
                            add_param(m, p + "wo", {c.hidden, c.hidden}, normal)};
-    x = g.add("add",
-              {x, nn::causal_self_attention(g, nn::rms_norm(g, x, attn_norm, c.norm_eps), w, ac)});
+    x = g.add("add", {x, nn::causal_self_attention(g, nn::rms_norm(g, x, attn_norm, c.norm_eps), w,
+                                                   ac, in.packed())});
     Value* mlp_norm = add_param(m, p + "mlp_norm", {c.hidden}, ones);
     Value* w_gate = add_param(m, p + "w_gate", {c.hidden, c.ffn}, normal);
     Value* w_up = add_param(m, p + "w_up", {c.hidden, c.ffn}, normal);

@@ -2,8 +2,11 @@
 // so one graph serves every batch shape.
 //
 // Inputs: llama and gpt2 take `tokens` i32[B, S] and `targets` i32[B, S] (targets == -100 are
-// padding and do not count); mlp takes `x` f32[B, in] and `labels` i32[B]; cnn takes `images`
-// f32[B, C, H, W] and `labels` i32[B]. Models with dropout also take `seed` i64[].
+// padding and do not count); packed (`packed = true`), they take whole examples one after another
+// instead: `tokens`, `targets`, `positions` i32[T] (each token's position in its own example) and
+// `offsets` i32[N+1] (example n is tokens [offsets[n], offsets[n+1])), T and N symbols; mlp takes
+// `x` f32[B, in] and `labels` i32[B]; cnn takes `images` f32[B, C, H, W] and `labels` i32[B].
+// Models with dropout also take `seed` i64[].
 //
 // Initialisation (documented so that any run can be reproduced): weight matrices and embeddings
 // normal(0, init_std), norm weights 1, biases 0; engine/init.h draws them from a seeded RNG.
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/nn.h"
 
 namespace disc::ir::models {
 
@@ -37,6 +41,8 @@ struct LlamaConfig {
   bool tied_embeddings = false;
   int64_t max_batch = 64, max_seq = 1024;
   int64_t max_tokens = 0;  // > 0: the limit B*S <= max_tokens (a token budget)
+  // Packed steps: T <= max_tokens (or max_batch * max_seq), N <= max_batch sequences.
+  bool packed = false;
 };
 
 struct Gpt2Config {
@@ -44,6 +50,7 @@ struct Gpt2Config {
   int64_t max_batch = 64, max_seq = 1024;  // max_seq is also the number of learned positions
   int64_t max_tokens = 0;                  // > 0: the limit B*S <= max_tokens (a token budget)
   double norm_eps = 1e-5, init_std = 0.02, dropout = 0.0;
+  bool packed = false;  // as LlamaConfig's
 };
 
 struct MlpConfig {
@@ -74,12 +81,19 @@ Model model_from_graph(std::unique_ptr<Graph> forward, double init_std);
 Value* add_param(Model& m, const std::string& name, std::vector<DimExpr> shape, ParamInit init);
 
 // A language model's graph with symbols B and S (and, with max_tokens > 0, the limit
-// B*S <= max_tokens) and inputs `tokens`, `targets` i32[B, S].
+// B*S <= max_tokens) and inputs `tokens`, `targets` i32[B, S]. Packed: symbols T in
+// [1, max_tokens or max_batch * max_seq] and N in [1, max_batch], inputs `tokens`, `targets`,
+// `positions` i32[T] and `offsets` i32[N+1].
 struct TokenInputs {
   Value* tokens;
   Value* targets;
+  nn::Packing packing;  // packed: the positions and offsets; padded: both null
+  const nn::Packing* packed() const { return packing.offsets ? &packing : nullptr; }
 };
 TokenInputs start_language_model(Model& m, const std::string& name, int64_t max_batch,
-                                 int64_t max_seq, int64_t max_tokens);
+                                 int64_t max_seq, int64_t max_tokens, bool packed = false);
+
+// Whether a model's graph takes packed steps (its inputs include `offsets`).
+bool is_packed(const Graph& g);
 
 }  // namespace disc::ir::models

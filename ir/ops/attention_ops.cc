@@ -5,6 +5,11 @@
 //
 //   %o = attention(%q, %k, %v) {causal = true, scale = 0.125} : f32[B, H, S, 64]
 //   %dq, %dk, %dv = attention_grad(%q, %k, %v, %do) {causal = true, scale = 0.125}
+//
+// Packed sequences (flash-attention's varlen layout): with a last operand `offsets` i32[N+1]
+// (0 = offsets[0] <= ... <= offsets[N] = T), rows [offsets[n], offsets[n+1]) of q, k and v are
+// sequence n, and a query sees only the keys of its own sequence (up to its own row when causal).
+//   %o = attention(%q, %k, %v, %offsets) {causal = true, scale = 0.125} : f32[H, T, 64]
 #include "ir/autodiff.h"
 #include "ir/op_registry.h"
 #include "ir/ops/kernels.h"
@@ -15,7 +20,8 @@ namespace disc::ir {
 namespace {
 
 // q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv] -> [..., Sq, Dv].
-TensorType infer_attention_type(InferContext& ctx) {
+// offsets_operand: where the optional sequence offsets sit (3 for attention, 4 for its gradient).
+TensorType infer_attention_type(InferContext& ctx, int offsets_operand) {
   ctx.require_float(0);
   same_dtype(ctx, 0, 1);
   same_dtype(ctx, 0, 2);
@@ -36,6 +42,13 @@ TensorType infer_attention_type(InferContext& ctx) {
     ctx.unify(q[r - 2], k[r - 2],
               "causal attention needs as many queries as keys: q's dim " + std::to_string(r - 2) +
                   " must equal k's");
+  }
+  if (ctx.num_operands() == offsets_operand + 1) {
+    ctx.require_integer(offsets_operand);
+    ctx.require(ctx.in(offsets_operand).rank() == 1,
+                "offsets (the last operand) need rank 1 [N+1], got " +
+                    dims_str(ctx.in(offsets_operand).shape));
+    ctx.unify(q[r - 2], k[r - 2], "packed sequences need as many queries as keys");
   }
   std::vector<DimExpr> out = q;
   out.back() = v.back();
@@ -58,7 +71,11 @@ std::vector<AttrSpec> attention_attrs() {
 }
 
 std::vector<Value*> attention_grad(GradContext& c) {
-  return c.add_all("attention_grad", {c.x(0), c.x(1), c.x(2), c.dy[0]}, c.node.attrs());
+  std::vector<Value*> in = {c.x(0), c.x(1), c.x(2), c.dy[0]};
+  if (c.node.operands().size() == 4) in.push_back(c.x(3));
+  std::vector<Value*> d = c.add_all("attention_grad", in, c.node.attrs());
+  if (c.node.operands().size() == 4) d.push_back(nullptr);  // no gradient towards the offsets
+  return d;
 }
 
 }  // namespace
@@ -67,9 +84,10 @@ void register_attention_ops(OpRegistry& r) {
   OpDef fwd{.name = "attention",
             .category = OpCategory::kMatmul,
             .summary = "softmax(scale * q k^T, causal: keys up to the query's row) v"};
-  fwd.min_operands = fwd.max_operands = 3;
+  fwd.min_operands = 3;
+  fwd.max_operands = 4;
   fwd.attrs = attention_attrs();
-  fwd.infer = [](InferContext& ctx) { return std::vector{infer_attention_type(ctx)}; };
+  fwd.infer = [](InferContext& ctx) { return std::vector{infer_attention_type(ctx, 3)}; };
   fwd.cost = [](const auto& in, const auto& out, const Attributes&) {
     return attention_cost(in, out, 1, 1);
   };
@@ -80,11 +98,12 @@ void register_attention_ops(OpRegistry& r) {
   OpDef grad{.name = "attention_grad",
              .category = OpCategory::kMatmul,
              .summary = "(dq, dk, dv) of attention(q, k, v) given dy"};
-  grad.min_operands = grad.max_operands = 4;
+  grad.min_operands = 4;
+  grad.max_operands = 5;
   grad.num_results = 3;
   grad.attrs = attention_attrs();
   grad.infer = [](InferContext& ctx) {
-    const TensorType y = infer_attention_type(ctx);
+    const TensorType y = infer_attention_type(ctx, 4);
     same_dtype(ctx, 0, 3);
     require_dy_shape(ctx, 3, y.shape, "the output's");
     return std::vector{ctx.in(0), ctx.in(1), ctx.in(2)};

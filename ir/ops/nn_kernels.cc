@@ -135,7 +135,8 @@ void cross_entropy_kernel(const KernelArgs& a) {
 }
 
 // Rotates pairs (x[i], x[i + D/2]) of the last dim ("rotate_half" layout of Llama / GPT-NeoX);
-// rotating by -angle is the inverse, which is also rope's gradient.
+// rotating by -angle is the inverse, which is also rope's gradient. The position of index p along
+// seq_axis is p, or positions[p] when the op has them (packed sequences, each from 0).
 void rope_kernel(const KernelArgs& a) {
   dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
     using T = decltype(t);
@@ -147,14 +148,16 @@ void rope_kernel(const KernelArgs& a) {
     double sign = a.a().get_bool("inverse") ? -1.0 : 1.0;
     std::vector<double> inv_freq = rope_inv_freq(d, a.a().get_float("theta"));
     std::vector<double> cos_t(seq * half), sin_t(seq * half);  // (S, D/2)
+    const bool given = a.in.size() == 2;
     parallel_rows(seq, [&](int64_t p) {
+      const double position = static_cast<double>(given ? index_at(a.in[1], p) : p);
       for (int64_t i = 0; i < half; ++i) {
-        double angle = static_cast<double>(p) * inv_freq[i];
+        double angle = position * inv_freq[i];
         cos_t[p * half + i] = std::cos(angle);
         sin_t[p * half + i] = sign * std::sin(angle);
       }
     });
-    const T* x = in.as<T>();  // (R, D), row r at position (r * D / inner) % S
+    const T* x = in.as<T>();  // (R, D), row r at index (r * D / inner) % S
     T* y = a.out[0].as<T>();  // (R, D)
     parallel_rows(last_dim_rows(in), [&](int64_t r) {
       int64_t p = (r * d / split.inner) % seq;

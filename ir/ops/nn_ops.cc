@@ -83,6 +83,12 @@ std::vector<TensorType> infer_rope(InferContext& ctx) {
   auto half = x.back().divide_exact(2);
   ctx.require(half.has_value(), "the last dim (" + x.back().str() + ") must be even");
   ctx.require(ctx.attrs().get_float("theta") > 0, "`theta` must be positive");
+  if (ctx.num_operands() == 2) {  // packed sequences: each token's position within its own
+    ctx.require_integer(1);
+    ctx.require(ctx.in(1).rank() == 1,
+                "positions (operand 1) need rank 1 [S], got " + dims_str(ctx.in(1).shape));
+    ctx.unify(ctx.in(1).shape[0], x[seq], "positions need one entry per index along seq_axis");
+  }
   return {ctx.in(0)};
 }
 
@@ -133,8 +139,10 @@ void register_nn_ops(OpRegistry& r) {
              .category = OpCategory::kElementwise,
              .summary =
                  "rotary position embedding: pairs (x[i], x[i + D/2]) of the last dim "
-                 "rotated by position * theta^(-2i/D), position = index along seq_axis"};
+                 "rotated by position * theta^(-2i/D), position = index along seq_axis, or "
+                 "positions[index] when given (packed sequences restart at 0)"};
   rope.flops_per_element = 6;
+  rope.max_operands = 2;
   rope.attrs = {{"seq_axis", AttrKind::kInt, int64_t{1}, {}},
                 {"theta", AttrKind::kFloat, 10000.0, {}},
                 {"inverse", AttrKind::kBool, false, {}}};  // rotate by -angle: rope's gradient
@@ -142,7 +150,8 @@ void register_nn_ops(OpRegistry& r) {
   rope.grad = [](GradContext& c) {  // a rotation's transpose is the opposite rotation
     Attributes a = same_attrs(c);
     a.set("inverse", !a.get_bool("inverse"));
-    return std::vector<Value*>{c.add("rope", {c.dy[0]}, a)};
+    if (c.node.operands().size() == 1) return std::vector<Value*>{c.add("rope", {c.dy[0]}, a)};
+    return std::vector<Value*>{c.add("rope", {c.dy[0], c.x(1)}, a), nullptr};
   };
   rope.reference = rope_kernel;
   rope.overwritable = {0};  // each pair is read whole before either of its elements is written

@@ -67,11 +67,13 @@ bool GpuOps::handles(const ir::Node& n) {
     const int64_t size = dtype_size(n.operand(0)->dtype());
     return (size == 2 || size == 4 || size == 8) && n.operand(0)->rank() <= 8;
   }
-  if (op == "rope") return floats({0});
+  // Packed sequences (rope's positions, attention's offsets) have no GPU kernel yet: those nodes
+  // run on the host over copies, as any op without one does.
+  if (op == "rope") return floats({0}) && n.operands().size() == 1;
   if (op == "gather") return all_f32({0}) && is_index(n.operand(1)->dtype());
   if (op == "scatter_add") return all_f32({0, 2}) && is_index(n.operand(1)->dtype());
-  if (op == "attention") return floats({0, 1, 2});
-  if (op == "attention_grad") return floats({0, 1, 2, 3});
+  if (op == "attention") return floats({0, 1, 2}) && n.operands().size() == 3;
+  if (op == "attention_grad") return floats({0, 1, 2, 3}) && n.operands().size() == 4;
   if (op == "linear_cross_entropy") return floats({0, 1}) && is_index(n.operand(2)->dtype());
   return false;
 }

@@ -43,9 +43,10 @@ struct Case {
   const ir::Node* node = nullptr;  // the node checked; null: every node of the graph
   ir::Bindings bindings;
   std::map<std::string, std::pair<int64_t, int64_t>>
-      int_range;                           // input -> [lo, hi); default [1, 8)
-  std::set<std::string> lower_triangular;  // inputs zero above their diagonal
-  double tol = 1e-5;                       // relative to 1 + |reference|
+      int_range;                                           // input -> [lo, hi); default [1, 8)
+  std::set<std::string> lower_triangular;                  // inputs zero above their diagonal
+  std::map<std::string, std::vector<int64_t>> int_values;  // integer inputs given whole
+  double tol = 1e-5;                                       // relative to 1 + |reference|
   double lo = -1;  // floats are uniform in [lo, 1] (0 for a step's state: second moments are >= 0)
 };
 
@@ -92,6 +93,36 @@ void add_attention_cases(std::vector<Case>& c, const std::string& T, double tol)
   }
 }
 
+// Packed sequences: attention and its gradient over [H, T, D] with each sequence's offsets
+// (lengths of 1, one sequence, primes, a sequence past the 64-row block), and rope at each
+// token's position in its sequence.
+void add_packed_cases(std::vector<Case>& c, const std::string& T, double tol) {
+  for (const std::vector<int64_t>& lengths :
+       std::vector<std::vector<int64_t>>{{1}, {17}, {1, 1, 1}, {2, 3, 5, 7, 11, 13}, {1, 130, 1}}) {
+    std::vector<int64_t> offsets = {0}, positions;
+    for (int64_t len : lengths) {
+      offsets.push_back(offsets.back() + len);
+      for (int64_t p = 0; p < len; ++p) positions.push_back(p);
+    }
+    const std::string t = std::to_string(offsets.back()), n = std::to_string(offsets.size());
+    const std::string qk = T + "[2, " + t + ", 8]", vo = T + "[2, " + t + ", 5]";
+    const std::string name = t + "_in_" + std::to_string(lengths.size()) + "_" + T;
+    Case fwd = op_case("packed_attention_" + name,
+                       {{"q", qk}, {"k", qk}, {"v", vo}, {"offsets", "i32[" + n + "]"}},
+                       "attention(%q, %k, %v, %offsets) {scale = 0.125}", {vo}, tol);
+    Case bwd =
+        op_case("packed_attention_grad_" + name,
+                {{"q", qk}, {"k", qk}, {"v", vo}, {"dout", vo}, {"offsets", "i32[" + n + "]"}},
+                "attention_grad(%q, %k, %v, %dout, %offsets) {scale = 0.125}", {qk, qk, vo}, tol);
+    Case rope = op_case("packed_rope_" + name,
+                        {{"x", T + "[" + t + ", 2, 8]"}, {"positions", "i32[" + t + "]"}},
+                        "rope(%x, %positions) {seq_axis = 0}", {T + "[" + t + ", 2, 8]"}, tol);
+    fwd.int_values["offsets"] = bwd.int_values["offsets"] = offsets;
+    rope.int_values["positions"] = positions;
+    for (Case* k : {&fwd, &bwd, &rope}) c.push_back(std::move(*k));
+  }
+}
+
 // The head's loss and gradients at sizes 1, primes and several panels, w as [D, V] and [V, D];
 // -1 labels become ignore_index. `loss` is the loss's dtype (f32 for 16-bit h and w).
 void add_linear_cross_entropy_cases(std::vector<Case>& c, const std::string& T,
@@ -133,6 +164,7 @@ void add_half_cases(std::vector<Case>& c) {
     tril.lower_triangular = {"a"};
     c.push_back(std::move(tril));
     add_attention_cases(c, T, tol);  // f32 inside, each result rounded once
+    add_packed_cases(c, T, tol);
     add_linear_cross_entropy_cases(c, T, "f32", tol);
   }
 }
@@ -165,6 +197,7 @@ std::vector<Case> op_cases() {
     tril.lower_triangular = {"a"};
     c.push_back(std::move(tril));
     add_attention_cases(c, T, 2e-5);
+    add_packed_cases(c, T, 2e-5);
     add_linear_cross_entropy_cases(c, T, T, 1e-4);
   }
   for (const char* t : {"f32", "i64"}) {
@@ -294,6 +327,15 @@ void fill(Buffer& b, const Case& c, const std::string& name, std::mt19937& rng) 
         reinterpret_cast<uint16_t*>(b.bytes.data())[i] = f32_to_f16(static_cast<float>(v));
       else
         reinterpret_cast<double*>(b.bytes.data())[i] = v;
+    }
+    return;
+  }
+  if (auto it = c.int_values.find(name); it != c.int_values.end()) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (b.host.dtype == DType::kI32)
+        reinterpret_cast<int32_t*>(b.bytes.data())[i] = static_cast<int32_t>(it->second.at(i));
+      else
+        reinterpret_cast<int64_t*>(b.bytes.data())[i] = it->second.at(i);
     }
     return;
   }

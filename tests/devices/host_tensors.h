@@ -13,10 +13,12 @@
 
 namespace disc::devices::testing {
 
-// `v` (f32 or f64) as a tensor of `shape`.
+// `v` (f32, f64 or i32) as a tensor of `shape`.
 template <typename T>
 ir::TensorRef ref(std::vector<T>& v, std::vector<int64_t> shape) {
-  return {.dtype = std::is_same_v<T, double> ? DType::kF64 : DType::kF32,
+  return {.dtype = std::is_same_v<T, double>    ? DType::kF64
+                   : std::is_same_v<T, int32_t> ? DType::kI32
+                                                : DType::kF32,
           .shape = std::move(shape),
           .data = v.data()};
 }

@@ -32,6 +32,8 @@ inline constexpr const char* kCasePreamble = R"(
   input %s : f32[]
   input %dy : f32[B, 16, 32, 32]
   input %pdy : f32[B, 3, 16, 16]
+  input %off : i32[4]
+  input %pos : i32[S]
 )";
 
 struct ValidCase {
