@@ -162,8 +162,11 @@ HostBatch Batcher::assemble(int64_t count) const {
   return b;
 }
 
-HostBatch rank_share(const HostBatch& global, int rank, int ranks, int32_t pad_id,
-                     int32_t ignore_index) {
+namespace {
+
+// Rows [batch * rank / ranks, batch * (rank + 1) / ranks) of `global`, laid out padded or packed.
+HostBatch rows_of(const HostBatch& global, int rank, int ranks, int32_t pad_id,
+                  int32_t ignore_index, bool packed) {
   if (ranks < 1 || rank < 0 || rank >= ranks)
     throw InvalidArgument("rank " + std::to_string(rank) + " of " + std::to_string(ranks) +
                           " ranks does not exist");
@@ -174,8 +177,8 @@ HostBatch rank_share(const HostBatch& global, int rank, int ranks, int32_t pad_i
   b.seq = std::max<int64_t>(b.seq, 1);
   b.lengths.assign(global.lengths.begin() + begin, global.lengths.begin() + end);
   // An empty packed share is one sequence of one (ignored) token.
-  if (global.packed() && b.lengths.empty()) b.lengths = {1};
-  lay_out(b, global.packed(), pad_id, ignore_index);
+  if (packed && b.lengths.empty()) b.lengths = {1};
+  lay_out(b, packed, pad_id, ignore_index);
   for (int64_t r = begin; r < end; ++r) {
     const int64_t from = global.start(r), to = b.start(r - begin);
     for (int64_t t = 0; t < global.lengths[r]; ++t) {
@@ -185,6 +188,18 @@ HostBatch rank_share(const HostBatch& global, int rank, int ranks, int32_t pad_i
     }
   }
   return b;
+}
+
+}  // namespace
+
+HostBatch pack(const HostBatch& padded, int32_t pad_id, int32_t ignore_index) {
+  if (padded.packed()) return padded;
+  return rows_of(padded, 0, 1, pad_id, ignore_index, true);
+}
+
+HostBatch rank_share(const HostBatch& global, int rank, int ranks, int32_t pad_id,
+                     int32_t ignore_index) {
+  return rows_of(global, rank, ranks, pad_id, ignore_index, global.packed());
 }
 
 }  // namespace disc::data

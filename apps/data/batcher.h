@@ -54,7 +54,14 @@ struct HostBatch {
   int64_t computed() const { return static_cast<int64_t>(tokens.size()); }
   // Where sequence r's first token is.
   int64_t start(int64_t r) const { return packed() ? offsets[r] : r * seq; }
+  // The shape of tokens and targets (and packed, positions): [T] packed, [batch, seq] padded.
+  std::vector<int64_t> shape() const {
+    return packed() ? std::vector<int64_t>{computed()} : std::vector<int64_t>{batch, seq};
+  }
 };
+
+// A padded batch's sequences packed: the same tokens and targets, without the padding.
+HostBatch pack(const HostBatch& padded, int32_t pad_id = 0, int32_t ignore_index = -100);
 
 // Rank `rank`'s share of a global batch in a data-parallel run of `ranks`: its rows by position
 // (rows [batch * rank / ranks, batch * (rank + 1) / ranks)), padded to their own longest (or

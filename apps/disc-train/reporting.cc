@@ -200,9 +200,12 @@ void Progress::update(const StepReport& r) {
         static_cast<long long>(compiles_), eta);
     std::fflush(stderr);
   } else if (r.result.step % every_ == 0 || r.result.step == total_) {
-    spdlog::info("step {}/{} loss {:.4f} lr {:.2e} tokens/s {:.0f} peak {} B={} S={} ETA {:.0f}s",
+    // Packed steps: N examples in T positions; padded: B rows of S.
+    const std::string shape = r.packed ? fmt::format("N={} T={}", r.batch, r.computed)
+                                       : fmt::format("B={} S={}", r.batch, r.seq);
+    spdlog::info("step {}/{} loss {:.4f} lr {:.2e} tokens/s {:.0f} peak {} {} ETA {:.0f}s",
                  r.result.step, total_, r.result.loss, r.lr, tps, human_bytes(s.live_peak_bytes),
-                 r.batch, r.seq, eta);
+                 shape, eta);
   }
 }
 

@@ -19,6 +19,7 @@ struct StepReport {
   int64_t tokens = 0;          // real (unpadded) target tokens
   int64_t computed = 0;        // the positions the step computed: B * S padded, T packed
   int64_t batch = 0, seq = 0;  // sequences, and the longest
+  bool packed = false;         // computed = the sequences' tokens, one stream
   double lr = 0;
   int64_t live_bytes = 0;  // held after the step: parameters, optimizer state
 };

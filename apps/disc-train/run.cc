@@ -35,8 +35,7 @@ engine::Batch to_tensors(const data::HostBatch& hb, engine::Trainer& t, const ir
                          int64_t seed, int64_t step) {
   engine::Batch b;
   // Packed: [T] streams and N + 1 offsets; padded: [B, S] rows.
-  const std::vector<int64_t> shape =
-      hb.packed() ? std::vector<int64_t>{hb.computed()} : std::vector<int64_t>{hb.batch, hb.seq};
+  const std::vector<int64_t> shape = hb.shape();
   b["tokens"] = engine::Tensor::from<int32_t>(shape, hb.tokens, t.allocator());
   b["targets"] = engine::Tensor::from<int32_t>(shape, hb.targets, t.allocator());
   if (hb.packed()) {
@@ -288,6 +287,7 @@ int run_training(const Config& c, const RunFlags& f) {
         hb.computed(),
         hb.batch,
         hb.seq,
+        hb.packed(),
         lr.at(step),
         trainer.allocator().stats().live_bytes};
     if (out.trace.wants(step)) {

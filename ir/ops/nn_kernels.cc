@@ -149,6 +149,14 @@ void rope_kernel(const KernelArgs& a) {
     std::vector<double> inv_freq = rope_inv_freq(d, a.a().get_float("theta"));
     std::vector<double> cos_t(seq * half), sin_t(seq * half);  // (S, D/2)
     const bool given = a.in.size() == 2;
+    for (int64_t p = 0; given && p < seq; ++p) {
+      const int64_t position = index_at(a.in[1], p);
+      if (position < 0 || position >= seq) {
+        throw InvalidArgument("rope: positions[" + std::to_string(p) + "] is " +
+                              std::to_string(position) + "; a token's position in its sequence " +
+                              "is in [0, " + std::to_string(seq) + ")");
+      }
+    }
     parallel_rows(seq, [&](int64_t p) {
       const double position = static_cast<double>(given ? index_at(a.in[1], p) : p);
       for (int64_t i = 0; i < half; ++i) {

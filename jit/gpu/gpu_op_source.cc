@@ -85,6 +85,13 @@ extern "C" __global__ void disc_transpose_8(const unsigned long long* in, unsign
   disc_transpose(in, out, n, p);
 }
 
+// A bad value at position i, kept in the check record (jit/gpu/device_checks.h) unless an earlier
+// one is there: the check's tag and the position plus one in the first word, the value in the second.
+__device__ __forceinline__ void disc_report_bad(unsigned long long* record, unsigned long long tag, disc_i64 i,
+                                                disc_i64 value) {
+  if (atomicCAS(record, 0ull, tag | (unsigned long long)(i + 1)) == 0ull) record[1] = (unsigned long long)value;
+}
+
 // Rope, as the reference computes it: the angle, its cosine and sine and the rotation in double.
 // The cosines and sines depend on the position and the pair only, so they come from a table that
 // disc_rope_table fills (tab[2 (p d/2 + i)] and the next: position p, pair i) and later calls of the
@@ -98,13 +105,22 @@ extern "C" __global__ void disc_rope_table(double* tab, disc_i64 positions, disc
     tab[2 * t + 1] = sin(angle);
   }
 }
+// Packed sequences give each index along the sequence axis its position (pos, null otherwise):
+// the table holds positions [0, seq), and one outside is reported (as gather's bad index) and
+// read as 0.
 template <typename T>
 __device__ void disc_rope(const T* x, T* y, disc_i64 rows, disc_i64 d, disc_i64 inner, disc_i64 seq,
-                          const double* tab, double sign) {
+                          const double* tab, double sign, const int* pos, unsigned long long* bad,
+                          unsigned long long tag) {
   const disc_i64 half = d / 2;
   DISC_FOR_ITEMS(t, rows * half) {
     const disc_i64 r = disc_div(t, half), i = disc_mod(t, half);
-    const disc_i64 p = disc_mod(disc_div(r * d, inner), seq);
+    disc_i64 p = disc_mod(disc_div(r * d, inner), seq);
+    if (pos) {
+      const disc_i64 at = p;
+      p = pos[at];
+      if (p < 0 || p >= seq) disc_report_bad(bad, tag, at, p), p = 0;
+    }
     const double c = tab[2 * (p * half + i)], s = sign * tab[2 * (p * half + i) + 1];
     const double x0 = disc_wide(x[r * d + i]), x1 = disc_wide(x[r * d + i + half]);
     disc_put(y + r * d + i, (float)(x0 * c - x1 * s));
@@ -113,17 +129,12 @@ __device__ void disc_rope(const T* x, T* y, disc_i64 rows, disc_i64 d, disc_i64 
 }
 #define DISC_ROPE(T, S)                                                                                 \
   extern "C" __global__ void disc_rope_##S(const T* x, T* y, disc_i64 rows, disc_i64 d, disc_i64 inner, \
-                                           disc_i64 seq, const double* tab, double sign) {              \
-    disc_rope(x, y, rows, d, inner, seq, tab, sign);                                                    \
+                                           disc_i64 seq, const double* tab, double sign, const int* pos, \
+                                           unsigned long long* bad, unsigned long long tag) {            \
+    disc_rope(x, y, rows, d, inner, seq, tab, sign, pos, bad, tag);                                     \
   }
 DISC_FLOATS(DISC_ROPE)
 
-// A bad value at position i, kept in the check record (jit/gpu/device_checks.h) unless an earlier
-// one is there: the check's tag and the position plus one in the first word, the value in the second.
-__device__ __forceinline__ void disc_report_bad(unsigned long long* record, unsigned long long tag, disc_i64 i,
-                                                disc_i64 value) {
-  if (atomicCAS(record, 0ull, tag | (unsigned long long)(i + 1)) == 0ull) record[1] = (unsigned long long)value;
-}
 // A fused kernel's label check (jit/kernel_ir): its count of bad labels, if any, reported under
 // `tag`.
 extern "C" __global__ void disc_report_nonzero(const double* total, unsigned long long* bad, unsigned long long tag) {
@@ -392,36 +403,67 @@ __device__ __forceinline__ disc_row_tile disc_tile_at(disc_i64 b, disc_i64 rows)
   const disc_i64 r = r0 + threadIdx.x;
   return {h, r0, r, h * rows + r, r < rows};
 }
-// The keys a query row's thread goes over, [0, end), and those of any row of its tile, [0, block_end).
-struct disc_keys {
-  disc_i64 end, block_end;
-};
-__device__ __forceinline__ disc_keys disc_keys_of(const disc_row_tile& q, int causal, disc_i64 sq, disc_i64 sk) {
-  return {!q.mine ? 0 : causal ? q.r + 1 : sk, causal ? disc_min(disc_min(q.r0 + blockDim.x, sq), sk) : sk};
+// Packed sequences (offsets, `sequences` + 1 of them; null when not packed): the sequence that
+// holds row r, the last s with offsets[s] <= r, found by bisection.
+__device__ __forceinline__ disc_i64 disc_sequence_of(const int* offsets, disc_i64 sequences, disc_i64 r) {
+  disc_i64 lo = 0, hi = sequences;
+  while (hi - lo > 1) {
+    const disc_i64 mid = (lo + hi) / 2;
+    if (offsets[mid] <= r) lo = mid; else hi = mid;
+  }
+  return lo;
 }
-// The query rows that see a key row's thread, [first, sq), and those of any key of its tile, [lo, sq).
-struct disc_queries {
-  disc_i64 lo, first;
+// The keys a query row's thread goes over, [begin, end), and those of any row of its tile,
+// [block_begin, block_end): all keys, or up to the row's own when causal; packed, only its
+// sequence's.
+struct disc_keys {
+  disc_i64 begin, end, block_begin, block_end;
 };
-__device__ __forceinline__ disc_queries disc_queries_of(const disc_row_tile& k, int causal, disc_i64 sq) {
-  return {causal ? disc_min(k.r0, sq) : 0, !k.mine ? sq : causal ? k.r : 0};
+__device__ __forceinline__ disc_keys disc_keys_of(const disc_row_tile& q, int causal, disc_i64 sq, disc_i64 sk,
+                                                  const int* offsets, disc_i64 sequences) {
+  const disc_i64 last = disc_min(q.r0 + blockDim.x, sq);  // past the tile's last row
+  if (!offsets)
+    return {0, !q.mine ? 0 : causal ? q.r + 1 : sk, 0, causal ? disc_min(last, sk) : sk};
+  const disc_i64 first_seq = disc_sequence_of(offsets, sequences, q.r0),
+                 last_seq = disc_sequence_of(offsets, sequences, last - 1);
+  const disc_i64 seq = q.mine ? disc_sequence_of(offsets, sequences, q.r) : 0;
+  const disc_i64 begin = offsets[seq];
+  return {begin, !q.mine ? begin : causal ? q.r + 1 : offsets[seq + 1], offsets[first_seq],
+          causal ? last : offsets[last_seq + 1]};
+}
+// The query rows that see a key row's thread, [first, end), and those of any key of its tile,
+// [lo, hi): all queries, or from the key's own row when causal; packed, only its sequence's.
+struct disc_queries {
+  disc_i64 lo, hi, first, end;
+};
+__device__ __forceinline__ disc_queries disc_queries_of(const disc_row_tile& k, int causal, disc_i64 sq, disc_i64 sk,
+                                                        const int* offsets, disc_i64 sequences) {
+  if (!offsets) return {causal ? disc_min(k.r0, sq) : 0, sq, !k.mine ? sq : causal ? k.r : 0, sq};
+  const disc_i64 last = disc_min(k.r0 + blockDim.x, sk);
+  const disc_i64 first_seq = disc_sequence_of(offsets, sequences, k.r0),
+                 last_seq = disc_sequence_of(offsets, sequences, last - 1);
+  const disc_i64 seq = k.mine ? disc_sequence_of(offsets, sequences, k.r) : 0;
+  const disc_i64 end = offsets[seq + 1];
+  return {causal ? k.r0 : offsets[first_seq], offsets[last_seq + 1],
+          !k.mine ? end : causal ? k.r : offsets[seq], end};
 }
 
 // The forward pass: an online softmax over the row's keys.
 template <int D, int DV, typename T>
 __device__ void disc_attention_fwd(const T* q, const T* k, const T* v, T* o, disc_i64 heads, disc_i64 sq, disc_i64 sk,
-                                   int causal, float scale) {
+                                   int causal, float scale, const int* offsets, disc_i64 sequences) {
   __shared__ float ks[disc_tile<D + DV>::rows][D], vs[disc_tile<D + DV>::rows][DV];
   DISC_FOR_TILES(b, heads, sq) {
     const disc_row_tile row = disc_tile_at(b, sq);
-    const disc_keys keys = disc_keys_of(row, causal, sq, sk);
+    const disc_keys keys = disc_keys_of(row, causal, sq, sk, offsets, sequences);
     const disc_i64 h = row.h, t = row.t;
     const bool mine = row.mine;
     float qr[D], acc[DV];
     if (mine) disc_load<D>(qr, q + t * D);
     DISC_UNROLL for (int e = 0; e < DV; ++e) acc[e] = 0.f;
     float m = DISC_NEG_INF, l = 0.f;
-    disc_tiles<D, DV>(ks, vs, k + h * sk * D, v + h * sk * DV, sk, 0, keys.block_end, 0, keys.end,
+    disc_tiles<D, DV>(ks, vs, k + h * sk * D, v + h * sk * DV, sk, keys.block_begin, keys.block_end, keys.begin,
+                      keys.end,
                       [&](disc_i64, const float* kj, const float* vj) {
                         const float s = disc_dot<D>(qr, kj) * scale;
                         const float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
@@ -437,30 +479,32 @@ __device__ void disc_attention_fwd(const T* q, const T* k, const T* v, T* o, dis
 // the kernels per key row.
 template <int D, int DV, typename T>
 __device__ void disc_attention_bwd_q(const T* q, const T* k, const T* v, const T* dout, T* dq, float* stats,
-                                     disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
+                                     disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale,
+                                     const int* offsets, disc_i64 sequences) {
   __shared__ float ks[disc_tile<D + DV>::rows][D], vs[disc_tile<D + DV>::rows][DV];
   DISC_FOR_TILES(b, heads, sq) {
     const disc_row_tile row = disc_tile_at(b, sq);
-    const disc_keys keys = disc_keys_of(row, causal, sq, sk);
-    const disc_i64 h = row.h, t = row.t, end = keys.end, block_end = keys.block_end;
+    const disc_keys keys = disc_keys_of(row, causal, sq, sk, offsets, sequences);
+    const disc_i64 h = row.h, t = row.t, begin = keys.begin, end = keys.end, block_begin = keys.block_begin,
+                   block_end = keys.block_end;
     const bool mine = row.mine;
     const T *kh = k + h * sk * D, *vh = v + h * sk * DV;
     float qr[D], dr[DV], acc[D];
     if (mine) disc_load<D>(qr, q + t * D), disc_load<DV>(dr, dout + t * DV);
     DISC_UNROLL for (int e = 0; e < D; ++e) acc[e] = 0.f;
     float m = DISC_NEG_INF, l = 0.f;
-    disc_tiles<D, DV>(ks, vs, kh, (const T*)0, sk, 0, block_end, 0, end, [&](disc_i64, const float* kj, const float*) {
+    disc_tiles<D, DV>(ks, vs, kh, (const T*)0, sk, block_begin, block_end, begin, end, [&](disc_i64, const float* kj, const float*) {
       const float s = disc_dot<D>(qr, kj) * scale, mn = fmaxf(m, s);
       l = l * expf(m - mn) + expf(s - mn);
       m = mn;
     });
     const float lse = m + logf(l);
     float dsum = 0.f;
-    disc_tiles<D, DV>(ks, vs, kh, vh, sk, 0, block_end, 0, end, [&](disc_i64, const float* kj, const float* vj) {
+    disc_tiles<D, DV>(ks, vs, kh, vh, sk, block_begin, block_end, begin, end, [&](disc_i64, const float* kj, const float* vj) {
       const float p = expf(disc_dot<D>(qr, kj) * scale - lse);
       dsum += p * disc_dot<DV>(dr, vj);
     });
-    disc_tiles<D, DV>(ks, vs, kh, vh, sk, 0, block_end, 0, end, [&](disc_i64, const float* kj, const float* vj) {
+    disc_tiles<D, DV>(ks, vs, kh, vh, sk, block_begin, block_end, begin, end, [&](disc_i64, const float* kj, const float* vj) {
       const float p = expf(disc_dot<D>(qr, kj) * scale - lse);
       disc_axpy<D>(acc, p * (disc_dot<DV>(dr, vj) - dsum), kj);
     });
@@ -475,18 +519,19 @@ __device__ void disc_attention_bwd_q(const T* q, const T* k, const T* v, const T
 // spill registers).
 template <int D, int DV, typename T>
 __device__ void disc_attention_bwd_v(const T* q, const T* k, const T* dout, const float* stats, T* dv,
-                                     disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
+                                     disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale,
+                                    const int* offsets, disc_i64 sequences) {
   __shared__ float qs[disc_tile<D + DV>::rows][D], ds[disc_tile<D + DV>::rows][DV];
   DISC_FOR_TILES(b, heads, sk) {
     const disc_row_tile key = disc_tile_at(b, sk);
-    const disc_queries queries = disc_queries_of(key, causal, sq);
+    const disc_queries queries = disc_queries_of(key, causal, sq, sk, offsets, sequences);
     const disc_i64 h = key.h, t = key.t;
     const bool mine = key.mine;
     float kr[D], acc[DV];
     if (mine) disc_load<D>(kr, k + t * D);
     DISC_UNROLL for (int e = 0; e < DV; ++e) acc[e] = 0.f;
     const float* sh = stats + 2 * h * sq;
-    disc_tiles<D, DV>(qs, ds, q + h * sq * D, dout + h * sq * DV, sq, queries.lo, sq, queries.first, sq,
+    disc_tiles<D, DV>(qs, ds, q + h * sq * D, dout + h * sq * DV, sq, queries.lo, queries.hi, queries.first, queries.end,
                       [&](disc_i64 i, const float* qi, const float* di) {
                         disc_axpy<DV>(acc, expf(disc_dot<D>(qi, kr) * scale - sh[2 * i]), di);
                       });
@@ -495,18 +540,19 @@ __device__ void disc_attention_bwd_v(const T* q, const T* k, const T* dout, cons
 }
 template <int D, int DV, typename T>
 __device__ void disc_attention_bwd_k(const T* q, const T* k, const T* v, const T* dout, const float* stats, T* dk,
-                                     disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
+                                     disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale,
+                                    const int* offsets, disc_i64 sequences) {
   __shared__ float qs[disc_tile<D + DV>::rows][D], ds[disc_tile<D + DV>::rows][DV];
   DISC_FOR_TILES(b, heads, sk) {
     const disc_row_tile key = disc_tile_at(b, sk);
-    const disc_queries queries = disc_queries_of(key, causal, sq);
+    const disc_queries queries = disc_queries_of(key, causal, sq, sk, offsets, sequences);
     const disc_i64 h = key.h, t = key.t;
     const bool mine = key.mine;
     float kr[D], vr[DV], acc[D];
     if (mine) disc_load<D>(kr, k + t * D), disc_load<DV>(vr, v + t * DV);
     DISC_UNROLL for (int e = 0; e < D; ++e) acc[e] = 0.f;
     const float* sh = stats + 2 * h * sq;
-    disc_tiles<D, DV>(qs, ds, q + h * sq * D, dout + h * sq * DV, sq, queries.lo, sq, queries.first, sq,
+    disc_tiles<D, DV>(qs, ds, q + h * sq * D, dout + h * sq * DV, sq, queries.lo, queries.hi, queries.first, queries.end,
                       [&](disc_i64 i, const float* qi, const float* di) {
                         const float p = expf(disc_dot<D>(qi, kr) * scale - sh[2 * i]);
                         disc_axpy<D>(acc, p * (disc_dot<DV>(di, vr) - sh[2 * i + 1]), qi);
@@ -514,29 +560,27 @@ __device__ void disc_attention_bwd_k(const T* q, const T* k, const T* v, const T
     if (mine) disc_store<D>(dk + t * D, acc, scale);
   }
 }
-#define DISC_ATTENTION(D, DV, T)                                                                           \
-  extern "C" __global__ void disc_attention_fwd_##D##_##DV(const T* q, const T* k, const T* v,             \
-                                                           T* o, disc_i64 heads, disc_i64 sq, disc_i64 sk, \
-                                                           int causal, float scale) {                      \
-    disc_attention_fwd<D, DV, T>(q, k, v, o, heads, sq, sk, causal, scale);                                \
-  }                                                                                                        \
-  extern "C" __global__ void disc_attention_bwd_q_##D##_##DV(const T* q, const T* k, const T* v,           \
-                                                             const T* dout, T* dq, float* stats,           \
-                                                             disc_i64 heads, disc_i64 sq, disc_i64 sk,     \
-                                                             int causal, float scale) {                    \
-    disc_attention_bwd_q<D, DV, T>(q, k, v, dout, dq, stats, heads, sq, sk, causal, scale);                \
-  }                                                                                                        \
-  extern "C" __global__ void disc_attention_bwd_v_##D##_##DV(const T* q, const T* k, const T* dout,        \
-                                                             const float* stats, T* dv, disc_i64 heads,    \
-                                                             disc_i64 sq, disc_i64 sk, int causal,         \
-                                                             float scale) {                                \
-    disc_attention_bwd_v<D, DV, T>(q, k, dout, stats, dv, heads, sq, sk, causal, scale);                   \
-  }                                                                                                        \
-  extern "C" __global__ void disc_attention_bwd_k_##D##_##DV(const T* q, const T* k, const T* v,           \
-                                                             const T* dout, const float* stats, T* dk,     \
-                                                             disc_i64 heads, disc_i64 sq, disc_i64 sk,     \
-                                                             int causal, float scale) {                    \
-    disc_attention_bwd_k<D, DV, T>(q, k, v, dout, stats, dk, heads, sq, sk, causal, scale);                \
+#define DISC_ATTENTION(D, DV, T)                                                                              \
+  extern "C" __global__ void disc_attention_fwd_##D##_##DV(const T* q, const T* k, const T* v, T* o,          \
+                                                           disc_i64 heads, disc_i64 sq, disc_i64 sk,          \
+                                                           int causal, float scale, const int* offsets,       \
+                                                           disc_i64 sequences) {                              \
+    disc_attention_fwd<D, DV, T>(q, k, v, o, heads, sq, sk, causal, scale, offsets, sequences);               \
+  }                                                                                                           \
+  extern "C" __global__ void disc_attention_bwd_q_##D##_##DV(                                                 \
+      const T* q, const T* k, const T* v, const T* dout, T* dq, float* stats, disc_i64 heads, disc_i64 sq,    \
+      disc_i64 sk, int causal, float scale, const int* offsets, disc_i64 sequences) {                         \
+    disc_attention_bwd_q<D, DV, T>(q, k, v, dout, dq, stats, heads, sq, sk, causal, scale, offsets, sequences); \
+  }                                                                                                           \
+  extern "C" __global__ void disc_attention_bwd_v_##D##_##DV(                                                 \
+      const T* q, const T* k, const T* dout, const float* stats, T* dv, disc_i64 heads, disc_i64 sq,          \
+      disc_i64 sk, int causal, float scale, const int* offsets, disc_i64 sequences) {                         \
+    disc_attention_bwd_v<D, DV, T>(q, k, dout, stats, dv, heads, sq, sk, causal, scale, offsets, sequences);  \
+  }                                                                                                           \
+  extern "C" __global__ void disc_attention_bwd_k_##D##_##DV(                                                 \
+      const T* q, const T* k, const T* v, const T* dout, const float* stats, T* dk, disc_i64 heads,           \
+      disc_i64 sq, disc_i64 sk, int causal, float scale, const int* offsets, disc_i64 sequences) {            \
+    disc_attention_bwd_k<D, DV, T>(q, k, v, dout, stats, dk, heads, sq, sk, causal, scale, offsets, sequences); \
   }
 )";
 

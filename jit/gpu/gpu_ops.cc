@@ -67,13 +67,15 @@ bool GpuOps::handles(const ir::Node& n) {
     const int64_t size = dtype_size(n.operand(0)->dtype());
     return (size == 2 || size == 4 || size == 8) && n.operand(0)->rank() <= 8;
   }
-  // Packed sequences (rope's positions, attention's offsets) have no GPU kernel yet: those nodes
-  // run on the host over copies, as any op without one does.
-  if (op == "rope") return floats({0}) && n.operands().size() == 1;
+  // Packed sequences: rope's positions and attention's offsets as i32 (the models' inputs).
+  const auto i32_at = [&](size_t i) {
+    return n.operands().size() <= i || n.operand(static_cast<int>(i))->dtype() == DType::kI32;
+  };
+  if (op == "rope") return floats({0}) && i32_at(1);
   if (op == "gather") return all_f32({0}) && is_index(n.operand(1)->dtype());
   if (op == "scatter_add") return all_f32({0, 2}) && is_index(n.operand(1)->dtype());
-  if (op == "attention") return floats({0, 1, 2}) && n.operands().size() == 3;
-  if (op == "attention_grad") return floats({0, 1, 2, 3}) && n.operands().size() == 4;
+  if (op == "attention") return floats({0, 1, 2}) && i32_at(3);
+  if (op == "attention_grad") return floats({0, 1, 2, 3}) && i32_at(4);
   if (op == "linear_cross_entropy") return floats({0, 1}) && is_index(n.operand(2)->dtype());
   return false;
 }
@@ -165,7 +167,11 @@ void GpuOps::rope(const ir::KernelArgs& a) {
   void* tab = rope_table(d, seq, theta);
   void* x = in.data;
   void* y = a.out[0].data;
-  void* params[] = {&x, &y, &rows, &d, &inner, &seq, &tab, &sign};
+  // Packed sequences' positions (i32, checked to lie in the table), or null.
+  void* pos = a.in.size() > 1 ? a.in[1].data : nullptr;
+  unsigned long long tag = pos ? checks_.add_index_check(a.op, seq) : 0;
+  void* bad = pos ? checks_.record() : nullptr;
+  void* params[] = {&x, &y, &rows, &d, &inner, &seq, &tab, &sign, &pos, &bad, &tag};
   launch("disc_rope" + suffix(in.dtype), rows * (d / 2), params);
 }
 
@@ -215,10 +221,15 @@ void GpuOps::indexed(const ir::KernelArgs& a, bool scatter) {
 }
 
 // attention(q, k, v) -> out; attention_grad(q, k, v, dout) -> dq, dk, dv: q [..., sq, d],
-// k [..., sk, d], v [..., sk, dv], the leading dims flattened into heads.
+// k [..., sk, d], v [..., sk, dv], the leading dims flattened into heads. Packed sequences (the
+// offsets operand, i32 on the device) run on the row kernels, each row over its sequence's keys;
+// the tensor-core kernels take one sequence a head.
 void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
+  const size_t offsets_at = grad ? 4 : 3;
   const ir::AttentionDims s = ir::attention_dims(a.in[0], a.in[2], a.a());
   long long heads = s.heads, sq = s.sq, sk = s.sk;
+  void* offsets = a.in.size() > offsets_at ? a.in[offsets_at].data : nullptr;
+  long long sequences = offsets ? a.in[offsets_at].numel() - 1 : 0;
   const int d = static_cast<int>(s.d), dv = static_cast<int>(s.dv);
   int causal = s.causal;
   float scale = static_cast<float>(s.scale);
@@ -226,7 +237,7 @@ void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
   const Module m{d, dv, a.in[0].dtype};
   void *pq = a.in[0].data, *pk = a.in[1].data, *pv = a.in[2].data;
   // On the tensor cores: blocks of kBlock threads, 16 rows a warp.
-  const bool mma = tensor_cores(dev_.arch(), m);
+  const bool mma = !offsets && tensor_cores(dev_.arch(), m);
   auto mma_tiles = [&](long long rows) {
     const long long per_block = kBlock / 32 * 16;
     return devices::LaunchShape{
@@ -235,23 +246,27 @@ void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
   };
   if (!grad) {
     void* o = a.out[0].data;
-    void* params[] = {&pq, &pk, &pv, &o, &heads, &sq, &sk, &causal, &scale};
-    if (mma) return launch("disc_attention_mma_fwd" + sizes, mma_tiles(sq), params, m);
+    void* params[] = {&pq, &pk, &pv, &o, &heads, &sq, &sk, &causal, &scale, &offsets, &sequences};
+    if (mma)
+      return launch("disc_attention_mma_fwd" + sizes, mma_tiles(sq), params, m);  // 9 of them
     return launch("disc_attention_fwd" + sizes, tiled(heads, sq), params, m);
   }
   void *dout = a.in[3].data, *dq = a.out[0].data, *dk = a.out[1].data, *ddv = a.out[2].data;
   void* stats =
       stats_.get(static_cast<size_t>(std::max<long long>(heads * sq, 1)) * 2 * sizeof(float));
-  void* rows[] = {&pq, &pk, &pv, &dout, &dq, &stats, &heads, &sq, &sk, &causal, &scale};
+  void* rows[] = {&pq, &pk, &pv,     &dout,  &dq,      &stats,    &heads,
+                  &sq, &sk, &causal, &scale, &offsets, &sequences};
   if (mma) {
-    launch("disc_attention_mma_bwd_q" + sizes, mma_tiles(sq), rows, m);
+    launch("disc_attention_mma_bwd_q" + sizes, mma_tiles(sq), rows, m);  // the first 11
     void* keys[] = {&pq, &pk, &pv, &dout, &stats, &dk, &ddv, &heads, &sq, &sk, &causal, &scale};
     return launch("disc_attention_mma_bwd_kv" + sizes, mma_tiles(sk), keys, m);
   }
   launch("disc_attention_bwd_q" + sizes, tiled(heads, sq), rows, m);
-  void* values[] = {&pq, &pk, &dout, &stats, &ddv, &heads, &sq, &sk, &causal, &scale};
+  void* values[] = {&pq, &pk, &dout,   &stats, &ddv,     &heads,
+                    &sq, &sk, &causal, &scale, &offsets, &sequences};
   launch("disc_attention_bwd_v" + sizes, tiled(heads, sk), values, m);
-  void* keys[] = {&pq, &pk, &pv, &dout, &stats, &dk, &heads, &sq, &sk, &causal, &scale};
+  void* keys[] = {&pq, &pk, &pv,     &dout,  &stats,   &dk,       &heads,
+                  &sq, &sk, &causal, &scale, &offsets, &sequences};
   launch("disc_attention_bwd_k" + sizes, tiled(heads, sk), keys, m);
 }
 

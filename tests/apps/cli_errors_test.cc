@@ -91,9 +91,18 @@ INSTANTIATE_TEST_SUITE_P(
                  "run.yaml: the config file holds no keys"},
         BadInput{"dataset_is_a_device", "", "data.source=text data.path=/dev/zero",
                  "cannot read /dev/zero: it is not a regular file"},
-        BadInput{
-            "unknown_precision", "", "train.precision=bf8",
-            "train.precision must be one of f32, bf16, f16, not `bf8` (did you mean `bf16`?)"}),
+        BadInput{"unknown_precision", "", "train.precision=bf8",
+                 "train.precision must be one of f32, bf16, f16, not `bf8` (did you mean `bf16`?)"},
+        BadInput{"packing_a_graph_file", "",
+                 "data.packing=true model.graph=" DISC_TEST_DATA_DIR "/graphs/llama.disc",
+                 "data.packing: the model from model.graph cannot take packed steps"},
+        BadInput{"packing_an_onnx_model", "",
+                 "data.packing=true data.synthetic.vocab=32 model.onnx=" DISC_TEST_DATA_DIR
+                 "/reference/llama.onnx",
+                 "data.packing: the model from model.onnx cannot take packed steps"},
+        BadInput{"packed_budget_below_max_len", "",
+                 "data.packing=true data.token_budget=100 data.synthetic.max_len=128",
+                 "(packed steps never split an example)"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // A graph file that cannot take what the data gives is refused before anything is written, not
@@ -397,6 +406,39 @@ TEST(Cli, TrainsAForwardGraphReadFromAFile) {
                                   std::string(DISC_TEST_DATA_DIR) + "/graphs/mlp.disc");
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.out.find("disc-train feeds `tokens` i32[B, S]"), std::string::npos) << bad.out;
+}
+
+// data.packing: the same examples as the padded run, step for step within rounding; the metrics
+// count the positions computed, and the summary their share of real tokens.
+TEST(Cli, PackedRunFollowsThePaddedRun) {
+  Scratch s;
+  s.write("run.yaml", testing::kTinyCheckpointed);
+  auto run = [&](const std::string& packing, const std::string& metrics) {
+    return testing::run_command(testing::run_with_config(
+        s, "train.steps=4 data.packing=" + packing + " logging.metrics=" + s.path(metrics)));
+  };
+  auto padded = run("false", "pad.jsonl"), packed = run("true", "pack.jsonl");
+  ASSERT_EQ(padded.code, 0) << padded.out;
+  ASSERT_EQ(packed.code, 0) << packed.out;
+  std::ifstream pad_in(s.path("pad.jsonl")), pack_in(s.path("pack.jsonl"));
+  std::string pad_line, pack_line;
+  std::getline(pad_in, pad_line), std::getline(pack_in, pack_line);  // the start records
+  int steps = 0;
+  int64_t pad_positions = 0, pack_positions = 0;
+  while (std::getline(pad_in, pad_line) && std::getline(pack_in, pack_line)) {
+    auto a = nlohmann::json::parse(pad_line), b = nlohmann::json::parse(pack_line);
+    EXPECT_EQ(a["tokens"], b["tokens"]);
+    EXPECT_EQ(a["positions"].get<int64_t>(),
+              a["batch"].get<int64_t>() * a["seq"].get<int64_t>());  // padded: B * S
+    EXPECT_LE(b["positions"].get<int64_t>(), a["positions"].get<int64_t>());
+    pad_positions += a["positions"].get<int64_t>(), pack_positions += b["positions"].get<int64_t>();
+    EXPECT_NEAR(b["loss"].get<double>(), a["loss"].get<double>(),
+                1e-5 * std::abs(a["loss"].get<double>()));
+    ++steps;
+  }
+  EXPECT_EQ(steps, 4);
+  EXPECT_LT(pack_positions, pad_positions);
+  EXPECT_NE(packed.out.find("% of the "), std::string::npos) << packed.out;
 }
 
 TEST(Cli, HelpListsTheSubcommands) {

@@ -136,6 +136,24 @@ TEST(DataParallelRun, TokenBudgetBatchesFollowOneProcess) {
   expect_close(losses(s.path("sharded.jsonl")), losses(s.path("one.jsonl")), 1);
 }
 
+// Packed: each rank packs its share of the step's examples (a token budget leaves some ranks
+// without one), and the ranks follow one padded process over the same examples.
+TEST(DataParallelRun, PackedRanksFollowOnePaddedProcess) {
+  Scratch s;
+  s.write("run.yaml", kRanksRun);
+  auto one = train(s, 1, "logging.metrics=" + s.path("one.jsonl"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  auto three = train(s, 3, "data.packing=true logging.metrics=" + s.path("three.jsonl"));
+  ASSERT_EQ(three.code, 0) << three.out;
+  expect_close(losses(s.path("three.jsonl")), losses(s.path("one.jsonl")), 1);
+  const std::string budget = "data.packing=true data.token_budget=40 ";
+  auto solo = train(s, 1, budget + "logging.metrics=" + s.path("solo.jsonl"));
+  ASSERT_EQ(solo.code, 0) << solo.out;
+  auto ranks = train(s, 3, budget + "logging.metrics=" + s.path("ranks.jsonl"));
+  ASSERT_EQ(ranks.code, 0) << ranks.out;
+  expect_close(losses(s.path("ranks.jsonl")), losses(s.path("solo.jsonl")), 1);
+}
+
 // The spans of a trace's collectives track (the communicator's thread), by name.
 std::vector<std::string> collective_spans(const std::string& trace_path) {
   std::vector<std::string> names;

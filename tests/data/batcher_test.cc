@@ -178,6 +178,84 @@ TEST(Batcher, ASequenceLongerThanTheBudgetGoesAlone) {
   EXPECT_EQ(batcher.next().batch, 2);  // 2 * 3 <= 10, and the epoch ends there
 }
 
+// A packed batch against the padded batch of the same spec: the same sequences in the same order,
+// each one's tokens and targets where its offset says, positions from 0 in each, no padding.
+void expect_packs(const HostBatch& packed, const HostBatch& padded) {
+  ASSERT_TRUE(packed.packed());
+  EXPECT_FALSE(padded.packed());
+  EXPECT_EQ(packed.batch, padded.batch);
+  EXPECT_EQ(packed.lengths, padded.lengths);
+  EXPECT_EQ(packed.real_tokens, padded.real_tokens);
+  ASSERT_EQ(packed.offsets.size(), static_cast<size_t>(packed.batch + 1));
+  EXPECT_EQ(packed.offsets.front(), 0);
+  EXPECT_EQ(packed.offsets.back(), packed.computed());
+  ASSERT_EQ(packed.positions.size(), packed.tokens.size());
+  for (int64_t r = 0; r < padded.batch; ++r) {
+    const int64_t len = padded.lengths[r];
+    ASSERT_EQ(packed.offsets[r + 1] - packed.offsets[r], len);
+    for (int64_t t = 0; t < len; ++t) {
+      EXPECT_EQ(packed.tokens[packed.offsets[r] + t], padded.tokens[r * padded.seq + t]);
+      EXPECT_EQ(packed.targets[packed.offsets[r] + t], padded.targets[r * padded.seq + t]);
+      EXPECT_EQ(packed.positions[packed.offsets[r] + t], t);
+    }
+  }
+}
+
+TEST(Batcher, PackedBatchesHoldThePaddedBatchesExamplesWithoutPadding) {
+  const Data data = numbered(varied(37));
+  std::vector<int32_t> loss_start;  // masks and targets mean what they mean padded
+  for (const auto& s : data) loss_start.push_back(std::min<int32_t>(3, s.size() - 1));
+  Batcher padded(data, {.batch_size = 5, .seed = 9}, loss_start);
+  Batcher packed(data, {.batch_size = 5, .packing = true, .seed = 9}, loss_start);
+  for (int i = 0; i < 12; ++i) expect_packs(packed.next(), padded.next());  // into a 2nd epoch
+  EXPECT_EQ(packed.cursor().epoch, padded.cursor().epoch);
+  EXPECT_EQ(packed.cursor().position, padded.cursor().position);
+}
+
+TEST(Batcher, PackedTokenBudgetTakesWholeExamplesWhileTheyFit) {
+  const Data data = numbered(varied(200));
+  Batcher batcher(data, {.token_budget = 100, .packing = true, .shuffle = false});
+  size_t seen = 0;
+  while (seen < data.size()) {
+    const HostBatch b = batcher.next();
+    EXPECT_LE(b.computed(), 100);
+    seen += b.batch;
+    if (seen < data.size()) {  // the next example would have passed the budget
+      EXPECT_GT(b.computed() + static_cast<int64_t>(data[seen].size()), 100);
+    }
+  }
+  EXPECT_EQ(seen, data.size());
+}
+
+TEST(Batcher, PackedRefusesAnExampleLongerThanTheBudget) {
+  EXPECT_NE(message_of<InvalidArgument>([] {
+              Batcher(numbered({5, 50}), {.token_budget = 10, .packing = true});
+            }).find("sequence 1 has 50 tokens, more than token_budget 10"),
+            std::string::npos);
+}
+
+TEST(Batcher, RankSharesOfAPackedBatchJoinToIt) {
+  const Data data = numbered(varied(7));
+  Batcher batcher(data, {.batch_size = 7, .packing = true, .shuffle = false});
+  const HostBatch global = batcher.next();
+  std::vector<int32_t> tokens;
+  int64_t real = 0;
+  for (int rank = 0; rank < 3; ++rank) {
+    const HostBatch share = rank_share(global, rank, 3, 0, -100);
+    EXPECT_TRUE(share.packed());
+    tokens.insert(tokens.end(), share.tokens.begin(), share.tokens.end());
+    real += share.real_tokens;
+  }
+  EXPECT_EQ(tokens, global.tokens);
+  EXPECT_EQ(real, global.real_tokens);
+  // More ranks than examples: an empty share is one token whose target is ignored.
+  Batcher one(numbered({4}), {.batch_size = 1, .packing = true});
+  const HostBatch empty = rank_share(one.next(), 0, 2, 0, -100);  // rank 1 holds the example
+  EXPECT_EQ(empty.offsets, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(empty.targets, (std::vector<int32_t>{-100}));
+  EXPECT_EQ(empty.real_tokens, 0);
+}
+
 TEST(Batcher, LossStartMasksTheTargetsBeforeIt) {
   Data data = numbered({5, 4, 3});
   // Sequence 0's loss starts at token 3: targets 2 and 3 (predicting tokens 3 and 4) count.

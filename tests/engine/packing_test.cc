@@ -103,13 +103,26 @@ void expect_relative(const std::vector<float>& got, const std::vector<float>& wa
 }
 
 ir::models::LlamaConfig llama(bool pack) {
-  return {.vocab = 32, .hidden = 64, .layers = 2, .heads = 4, .kv_heads = 2, .ffn = 96,
-          .max_batch = 8, .max_seq = 64, .packed = pack};
+  return {.vocab = 32,
+          .hidden = 64,
+          .layers = 2,
+          .heads = 4,
+          .kv_heads = 2,
+          .ffn = 96,
+          .max_batch = 8,
+          .max_seq = 64,
+          .packed = pack};
 }
 
 ir::models::Gpt2Config gpt2(bool pack) {
-  return {.vocab = 32, .hidden = 32, .layers = 2, .heads = 2, .ffn = 64, .max_batch = 8,
-          .max_seq = 64, .packed = pack};
+  return {.vocab = 32,
+          .hidden = 32,
+          .layers = 2,
+          .heads = 2,
+          .ffn = 64,
+          .max_batch = 8,
+          .max_seq = 64,
+          .packed = pack};
 }
 
 TEST(Packing, LlamaPackedFollowsPaddedStepForStep) {

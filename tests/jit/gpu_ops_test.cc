@@ -167,6 +167,42 @@ std::vector<OpCase> cases(bool with_gemms) {
           c.push_back(std::move(view));
         }
     }
+  // Packed sequences: each row attends within its sequence only (lengths 1, primes, one past a
+  // tile of rows), causal and not; rope at each token's position in its sequence.
+  auto int32s = [](const std::vector<int64_t>& values) {
+    Tensor x = make(DType::kI32, {static_cast<int64_t>(values.size())});
+    for (size_t i = 0; i < values.size(); ++i)
+      reinterpret_cast<int32_t*>(x.bytes.data())[i] = static_cast<int32_t>(values[i]);
+    return x;
+  };
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16})
+    for (const std::vector<int64_t>& lengths :
+         std::vector<std::vector<int64_t>>{{1}, {1, 1, 1}, {2, 3, 5, 7, 11, 13}, {1, 130, 2}})
+      for (bool causal : {true, false}) {
+        std::vector<int64_t> offsets = {0}, positions;
+        for (int64_t len : lengths) {
+          offsets.push_back(offsets.back() + len);
+          for (int64_t p = 0; p < len; ++p) positions.push_back(p);
+        }
+        const int64_t n = offsets.back();
+        const ir::Attributes attrs{{"causal", causal}, {"scale", 0.3}};
+        const double at = t == DType::kF32 ? 2e-5 : tol.at(t);
+        Tensor q = random(t, {2, n, 16}, rng), k = random(t, {2, n, 16}, rng);
+        Tensor v = random(t, {2, n, 8}, rng), dout = random(t, {2, n, 8}, rng);
+        const Tensor off = int32s(offsets);
+        c.push_back({"attention", attrs, {q, k, v, off}, {make(t, {2, n, 8})}, at});
+        c.push_back({"attention_grad",
+                     attrs,
+                     {q, k, v, dout, off},
+                     {make(t, {2, n, 16}), make(t, {2, n, 16}), make(t, {2, n, 8})},
+                     at});
+        if (causal)
+          c.push_back({"rope",
+                       {{"seq_axis", int64_t{0}}, {"theta", 10000.0}, {"inverse", false}},
+                       {random(t, {n, 3, 8}, rng), int32s(positions)},
+                       {make(t, {n, 3, 8})},
+                       tol.at(t)});
+      }
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16})
     for (auto [rows, d, classes, tw] : {std::tuple<int64_t, int64_t, int64_t, bool>{1, 1, 1, false},
                                         {13, 7, 29, true},

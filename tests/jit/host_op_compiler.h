@@ -105,7 +105,8 @@ extern "C" void disc_transpose_2_params(void** p) {
 #define DISC_HOST_FLOAT(T, S)                                                                               \
   extern "C" void disc_rope_##S##_params(void** p) {                                                        \
     disc_rope_##S(P(const T*, 0), P(T*, 1), P(disc_i64, 2), P(disc_i64, 3), P(disc_i64, 4), P(disc_i64, 5), \
-                  P(const double*, 6), P(double, 7));                                                       \
+                  P(const double*, 6), P(double, 7), P(const int*, 8), P(unsigned long long*, 9),           \
+                  P(unsigned long long, 10));                                                               \
   }
 DISC_FLOATS(DISC_HOST_FLOAT)
 extern "C" void disc_rope_table_params(void** p) {
@@ -169,22 +170,24 @@ extern "C" void disc_lce_loss_params(void** p) {
 #define DISC_HOST_ATTENTION(D, DV, T)                                                                         \
   extern "C" void disc_attention_fwd_##D##_##DV##_params(void** p) {                                          \
     disc_attention_fwd_##D##_##DV(P(const T*, 0), P(const T*, 1), P(const T*, 2), P(T*, 3), P(disc_i64, 4),   \
-                                  P(disc_i64, 5), P(disc_i64, 6), P(int, 7), P(float, 8));                    \
+                                  P(disc_i64, 5), P(disc_i64, 6), P(int, 7), P(float, 8), P(const int*, 9),   \
+                                  P(disc_i64, 10));                                                           \
   }                                                                                                           \
   extern "C" void disc_attention_bwd_q_##D##_##DV##_params(void** p) {                                        \
     disc_attention_bwd_q_##D##_##DV(P(const T*, 0), P(const T*, 1), P(const T*, 2), P(const T*, 3), P(T*, 4), \
                                     P(float*, 5), P(disc_i64, 6), P(disc_i64, 7), P(disc_i64, 8), P(int, 9),  \
-                                    P(float, 10));                                                            \
+                                    P(float, 10), P(const int*, 11), P(disc_i64, 12));                        \
   }                                                                                                           \
   extern "C" void disc_attention_bwd_v_##D##_##DV##_params(void** p) {                                        \
     disc_attention_bwd_v_##D##_##DV(P(const T*, 0), P(const T*, 1), P(const T*, 2), P(const float*, 3),       \
                                     P(T*, 4), P(disc_i64, 5), P(disc_i64, 6), P(disc_i64, 7), P(int, 8),      \
-                                    P(float, 9));                                                             \
+                                    P(float, 9), P(const int*, 10), P(disc_i64, 11));                         \
   }                                                                                                           \
   extern "C" void disc_attention_bwd_k_##D##_##DV##_params(void** p) {                                        \
     disc_attention_bwd_k_##D##_##DV(P(const T*, 0), P(const T*, 1), P(const T*, 2), P(const T*, 3),           \
                                     P(const float*, 4), P(T*, 5), P(disc_i64, 6), P(disc_i64, 7),             \
-                                    P(disc_i64, 8), P(int, 9), P(float, 10));                                 \
+                                    P(disc_i64, 8), P(int, 9), P(float, 10), P(const int*, 11),               \
+                                    P(disc_i64, 12));                                                         \
   }
 )";
 

@@ -79,8 +79,13 @@ int64_t longest(const std::vector<data::HostBatch>& bs) {
 }
 
 engine::Batch to_device(const data::HostBatch& b, memory::Allocator& alloc) {
-  return {{"tokens", engine::Tensor::from<int32_t>({b.batch, b.seq}, b.tokens, alloc)},
-          {"targets", engine::Tensor::from<int32_t>({b.batch, b.seq}, b.targets, alloc)}};
+  engine::Batch in = {{"tokens", engine::Tensor::from<int32_t>(b.shape(), b.tokens, alloc)},
+                      {"targets", engine::Tensor::from<int32_t>(b.shape(), b.targets, alloc)}};
+  if (b.packed()) {
+    in["positions"] = engine::Tensor::from<int32_t>(b.shape(), b.positions, alloc);
+    in["offsets"] = engine::Tensor::from<int32_t>({b.batch + 1}, b.offsets, alloc);
+  }
+  return in;
 }
 
 ir::models::LlamaConfig bounded(ir::models::LlamaConfig c, const std::vector<data::HostBatch>& bs) {

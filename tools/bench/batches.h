@@ -42,7 +42,8 @@ int64_t longest(const std::vector<data::HostBatch>& bs);
 // a cap is checked at those bounds, so they must not exceed what runs.
 ir::models::LlamaConfig bounded(ir::models::LlamaConfig c, const std::vector<data::HostBatch>& bs);
 
-// The batch as the language models' inputs `tokens` and `targets`.
+// The batch as the language models' inputs `tokens` and `targets` (packed: and `positions`,
+// `offsets`).
 engine::Batch to_device(const data::HostBatch& b, memory::Allocator& alloc);
 
 }  // namespace disc::bench

@@ -1,0 +1,240 @@
+// bench_packing: padded against packed steps on CodeAlpaca, side by side in one run, f32 on the CPU.
+// The same examples (byte tokens with BOS and EOS, truncated at --max-len, in the padded batcher's
+// order) go through three trainers from the same initial weights:
+//   padded    B examples a step, each row padded to the batch's longest
+//   packed    the same B examples a step, one stream of their tokens (data.packing: true)
+//   budget    packed, whole examples while their tokens fit the padded run's mean positions a step
+// For each: real tokens/s (the fastest of the timed passes after a warm-up pass), the live peak,
+// and the smallest cap the planner finds for the largest step it ran; packed against padded: the
+// largest relative difference of the per-step losses and gradient norms; and each packed run again
+// under half its own uncapped peak (the numbers bit for bit, and its tokens/s against uncapped).
+//
+// usage: bench_packing [--model small|memory] [--batch 16] [--steps 8] [--repeats 2]
+//                      [--max-len 512] [--data FILE] [--threads N] [--seed N] [--json FILE]
+//   small:  disc-train's configs/codealpaca.yaml llama (2 layers, hidden 128, byte vocab 258)
+//   memory: bench_memory's llama (4 layers, hidden 512, vocab 32000; ids drawn at random)
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "apps/data/batcher.h"
+#include "base/bytes.h"
+#include "batches.h"
+#include "engine/trainer.h"
+#include "ir/models/model.h"
+#include "json_file.h"
+#include "memory/governor.h"
+#include "timing.h"
+
+namespace disc::bench {
+namespace {
+
+constexpr double kLr = 1e-3;
+
+struct Options {
+  std::string model = "small";
+  int64_t batch = 16;
+  int steps = 8;
+  int repeats = 2;
+  int64_t max_len = 512;
+  std::string data = "../shared/data/codealpaca/codealpaca.json";
+  int threads = 2;
+  uint64_t seed = 1;
+  std::string json;
+};
+
+ir::models::LlamaConfig model_of(const Options& o) {
+  if (o.model == "memory")
+    return {.vocab = 32000, .hidden = 512, .layers = 4, .heads = 8, .kv_heads = 8, .ffn = 1376};
+  return {.vocab = 258, .hidden = 128, .layers = 2, .heads = 4, .kv_heads = 2, .ffn = 344};
+}
+
+// What one system's batches need of the graph: B and S (padded) or T and N (packed) at the
+// largest the batches reach, so that the cap is checked where the run goes.
+ir::models::LlamaConfig bounded_for(ir::models::LlamaConfig c,
+                                    const std::vector<data::HostBatch>& bs) {
+  c = bounded(c, bs);
+  c.packed = bs.front().packed();
+  c.max_tokens = 0;
+  for (const auto& b : bs) c.max_tokens = std::max(c.max_tokens, b.computed());
+  if (!c.packed) c.max_tokens = 0;  // padded: B and S bound it
+  return c;
+}
+
+struct Result {
+  double tokens_per_s = 0;
+  int64_t live_peak = 0, smallest_cap = 0, positions = 0, real = 0, evictions = 0;
+  std::vector<float> losses, norms;  // the warm-up pass's (the first steps from the same weights)
+};
+
+engine::TrainerOptions options(const Options& o, int64_t cap) {
+  engine::TrainerOptions t{.threads = o.threads, .seed = o.seed};
+  t.memory.cap = cap;
+  return t;
+}
+
+// A warm-up pass (whose losses and norms are the comparison's), then o.repeats timed passes.
+Result run(const Options& o, const std::vector<data::HostBatch>& batches, int64_t cap,
+           const char* label) {
+  engine::Trainer t(ir::models::build_llama(bounded_for(model_of(o), batches)), options(o, cap));
+  Result r;
+  for (const auto& hb : batches) {
+    const engine::StepResult s = t.step(to_device(hb, t.allocator()), kLr);
+    r.losses.push_back(s.loss), r.norms.push_back(s.grad_norm);
+    r.live_peak = std::max(r.live_peak, s.stats.live_peak_bytes);
+    r.positions += hb.computed(), r.real += hb.real_tokens;
+  }
+  for (int pass = 0; pass < o.repeats; ++pass) {
+    double seconds = 0;
+    for (const auto& hb : batches) {
+      const engine::Batch in = to_device(hb, t.allocator());
+      const double start = now_seconds();
+      const engine::StepResult s = t.step(in, kLr);
+      seconds += now_seconds() - start;
+      r.live_peak = std::max(r.live_peak, s.stats.live_peak_bytes);
+      r.evictions += s.stats.evictions;
+    }
+    r.tokens_per_s = std::max(r.tokens_per_s, static_cast<double>(r.real) / seconds);
+    std::fprintf(stderr, "  [%s] pass %d: %.0f tokens/s\n", label, pass + 1, r.real / seconds);
+  }
+  return r;
+}
+
+// The smallest cap the planner finds for the largest step of `batches` (the cap its worst case
+// needs, with T, or B and S, bounded by what the batches reach).
+int64_t smallest_cap(const Options& o, const std::vector<data::HostBatch>& batches) {
+  engine::Trainer t(ir::models::build_llama(bounded_for(model_of(o), batches)),
+                    options(o, int64_t{1} << 40));
+  const ir::Bindings worst = t.largest_shape();
+  return t.governor().smallest_feasible_cap(worst, t.bytes_held_for(worst));
+}
+
+double max_relative(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(double(a[i]) - b[i]) / std::max(1e-30, std::abs(double(b[i]))));
+  return worst;
+}
+
+// The examples as token ids below the model's vocabulary: bytes as they are, or (the memory
+// llama's 32000) drawn at random, as bench_memory does, since only the lengths shape the work.
+std::vector<std::vector<int32_t>> examples_for(const Options& o, std::string& source) {
+  auto ex = codealpaca_examples(o.data, o.max_len, o.seed, source);
+  const int64_t vocab = model_of(o).vocab;
+  if (vocab <= 258) return ex;
+  std::mt19937_64 rng(o.seed);
+  for (auto& e : ex)
+    for (int32_t& id : e) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
+  return ex;
+}
+
+std::vector<data::HostBatch> take(data::Batcher& b, int steps) {
+  std::vector<data::HostBatch> out;
+  for (int i = 0; i < steps; ++i) out.push_back(b.next());
+  return out;
+}
+
+int main_bench(const Options& o) {
+  std::string source;
+  const auto examples = examples_for(o, source);
+  data::Batcher padded_batcher(examples, {.batch_size = o.batch, .seed = o.seed});
+  const std::vector<data::HostBatch> padded = take(padded_batcher, o.steps);
+  std::vector<data::HostBatch> packed;
+  for (const auto& b : padded) packed.push_back(data::pack(b));
+  int64_t positions = 0;
+  for (const auto& b : padded) positions += b.computed();
+  const int64_t budget = positions / o.steps;
+  data::Batcher budget_batcher(
+      examples, {.token_budget = budget, .packing = true, .max_rows = 1 << 20, .seed = o.seed});
+  const std::vector<data::HostBatch> by_budget = take(budget_batcher, o.steps);
+
+  std::printf("bench_packing: llama %s (%lld layers, hidden %lld, vocab %lld), f32, %d threads\n",
+              o.model.c_str(), static_cast<long long>(model_of(o).layers),
+              static_cast<long long>(model_of(o).hidden), static_cast<long long>(model_of(o).vocab),
+              o.threads);
+  std::printf("data: %s, max_len %lld, %d steps of B=%lld; budget run: %lld tokens a step\n",
+              source.c_str(), static_cast<long long>(o.max_len), o.steps,
+              static_cast<long long>(o.batch), static_cast<long long>(budget));
+
+  struct Row {
+    const char* label;
+    const std::vector<data::HostBatch>* batches;
+    Result r;
+  };
+  std::vector<Row> rows = {{"padded", &padded, {}}, {"packed", &packed, {}},
+                           {"budget", &by_budget, {}}};
+  for (Row& row : rows) {
+    row.r = run(o, *row.batches, 0, row.label);
+    row.r.smallest_cap = smallest_cap(o, *row.batches);
+  }
+  const Result& pad = rows[0].r;
+  std::printf("\n%-8s %10s %10s %7s %12s %8s %12s %8s\n", "run", "positions", "real", "real%",
+              "tokens/s", "vs pad", "live peak", "vs pad");
+  for (const Row& row : rows) {
+    const Result& r = row.r;
+    std::printf("%-8s %10lld %10lld %6.1f%% %12.0f %7.2fx %12s %7.2fx   smallest cap %s (%.2fx)\n",
+                row.label, static_cast<long long>(r.positions), static_cast<long long>(r.real),
+                100.0 * r.real / r.positions, r.tokens_per_s, r.tokens_per_s / pad.tokens_per_s,
+                human_bytes(r.live_peak).c_str(), double(r.live_peak) / pad.live_peak,
+                human_bytes(r.smallest_cap).c_str(), double(r.smallest_cap) / pad.smallest_cap);
+  }
+  const double loss_diff = max_relative(rows[1].r.losses, pad.losses),
+               norm_diff = max_relative(rows[1].r.norms, pad.norms);
+  std::printf("\npacked vs padded, step for step: losses within %.2e, gradient norms within %.2e "
+              "(relative)\n",
+              loss_diff, norm_diff);
+
+  nlohmann::json out = {{"model", o.model}, {"batch", o.batch}, {"steps", o.steps},
+                        {"loss_rel_diff", loss_diff}, {"norm_rel_diff", norm_diff}};
+  for (Row* row : {&rows[1], &rows[2]}) {
+    const int64_t cap = row->r.live_peak / 2;
+    const Result capped = run(o, *row->batches, cap, row->label);
+    const bool same = capped.losses == row->r.losses && capped.norms == row->r.norms;
+    std::printf("%s under half its peak (%s): %.0f tokens/s, %.2fx uncapped, %lld evictions, "
+                "losses and norms %s\n",
+                row->label, human_bytes(cap).c_str(), capped.tokens_per_s,
+                capped.tokens_per_s / row->r.tokens_per_s,
+                static_cast<long long>(capped.evictions), same ? "bit for bit" : "DIFFER");
+    out[row->label] = {{"tokens_per_s", row->r.tokens_per_s},
+                       {"live_peak", row->r.live_peak},
+                       {"smallest_cap", row->r.smallest_cap},
+                       {"capped_tokens_per_s", capped.tokens_per_s},
+                       {"capped_same_numbers", same}};
+  }
+  out["padded"] = {{"tokens_per_s", pad.tokens_per_s},
+                   {"live_peak", pad.live_peak},
+                   {"smallest_cap", pad.smallest_cap}};
+  if (!o.json.empty()) write_json(o.json, out);
+  return 0;
+}
+
+}  // namespace
+}  // namespace disc::bench
+
+int main(int argc, char** argv) {
+  disc::bench::Options o;
+  CLI::App app{"Padded against packed steps on CodeAlpaca, side by side"};
+  app.add_option("--model", o.model, "small (configs/codealpaca.yaml's llama) or memory (4x512)")
+      ->check(CLI::IsMember({"small", "memory"}));
+  app.add_option("--batch", o.batch, "examples a step (data.batch_size)")->check(CLI::PositiveNumber);
+  app.add_option("--steps", o.steps, "steps per pass")->check(CLI::PositiveNumber);
+  app.add_option("--repeats", o.repeats, "timed passes (the fastest counts)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-len", o.max_len, "tokens per example at most")->check(CLI::PositiveNumber);
+  app.add_option("--data", o.data, "CodeAlpaca's JSON file");
+  app.add_option("--threads", o.threads, "CPU threads");
+  app.add_option("--seed", o.seed, "batch order and initial weights");
+  app.add_option("--json", o.json, "also write the figures to this JSON file");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return disc::bench::main_bench(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_packing: %s\n", e.what());
+    return 1;
+  }
+}
