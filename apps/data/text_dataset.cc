@@ -250,6 +250,10 @@ void add_record(const json& obj, Loader& l, const std::string& where) {
       auto it = values.find(f);
       if (it != values.end() && !it->second.empty()) parts.push_back(it->second);
     }
+    if (parts.empty()) {  // BOS and EOS alone: nothing to learn, and a step's worth of nothing
+      if (l.notes.empty_records++ == 0) l.notes.first_empty = where;
+      return;
+    }
     std::string text = join(parts, "\n");
     check_size(text.size(), l.s, where);
     keep(l, l.tok.encode(text, true, true));

@@ -64,6 +64,9 @@ struct LoadNotes {
   // Records that lack some of the fields (spec.fields, or the template's) and have others.
   int64_t lacking_fields = 0;
   std::string first_lacking;  // the first one: "data.jsonl:3 lacks `input`"
+  // Records skipped because every field they have is empty (no text to learn from).
+  int64_t empty_records = 0;
+  std::string first_empty;  // "data.jsonl:4"
   // Template examples dropped because max_len cut off their whole response.
   int64_t cut_responses = 0;
   std::string first_cut;  // "data.jsonl:7: its prompt is 1100 tokens, max_len 1024 cuts off ..."

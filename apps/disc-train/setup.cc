@@ -89,6 +89,11 @@ void load_examples(const Config& c, RunSetup& s) {
                    (spec.prompt_template ? "the template's fields" : "data.fields") +
                    ", the first: " + notes.first_lacking;
   }
+  if (notes.empty_records > 0) {
+    s.data_notes += (s.data_notes.empty() ? "" : "; ") + std::to_string(notes.empty_records) +
+                    (notes.empty_records == 1 ? " record" : " records") +
+                    " skipped with every field empty, the first: " + notes.first_empty;
+  }
   if (notes.cut_responses > 0) {
     s.data_notes += (s.data_notes.empty() ? "" : "; ") + std::to_string(notes.cut_responses) +
                     " dropped whose response data.max_len cuts off, the first: " + notes.first_cut;

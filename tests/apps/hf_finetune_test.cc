@@ -88,6 +88,28 @@ TEST(HfFineTune, TrainsExportsAndResumesAHuggingFaceFolder) {
   EXPECT_EQ(losses(s.path("a.jsonl")).size(), 6u);
 }
 
+// A Hugging Face llama (grouped-query heads, bf16 weights) trains packed as it trains padded: the
+// same losses within f32 rounding, step for step, and the export after it loads.
+TEST(HfFineTune, PackedStepsFollowThePaddedRun) {
+  Scratch s;
+  s.write("run.yaml", kFineTune);
+  const std::string common =
+      std::string(DISC_TRAIN) + " run --config " + s.path("run.yaml") + " model.hf=" + kGqa + " ";
+  Result padded = run_command(common + "logging.metrics=" + s.path("pad.jsonl"));
+  ASSERT_EQ(padded.code, 0) << padded.out;
+  Result packed = run_command(common + "data.packing=true logging.metrics=" + s.path("pack.jsonl") +
+                              " export.dir=" + s.path("out"));
+  ASSERT_EQ(packed.code, 0) << packed.out;
+  const auto want = testing::losses(s.path("pad.jsonl")),
+             got = testing::losses(s.path("pack.jsonl"));
+  ASSERT_EQ(got.size(), 6u);
+  for (const auto& [step, loss] : want) {
+    const double a = std::stod(got.at(step)), b = std::stod(loss);
+    EXPECT_NEAR(a, b, 1e-5 * std::abs(b)) << "step " << step;
+  }
+  EXPECT_NO_THROW(engine::open_hf_llama(s.path("out")));
+}
+
 TEST(HfFineTune, ABadFolderIsOneLineExitTwoAndNothingWritten) {
   Scratch s;
   s.write("run.yaml", kFineTune);

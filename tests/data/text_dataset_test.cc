@@ -63,9 +63,10 @@ TEST_F(TextDataset, JsonlSkipsBlankLinesAndAcceptsCrlf) {
   EXPECT_EQ(decoded(ex), (std::vector<std::string>{"a", "\xc3\xa9"}));  // é as its two UTF-8 bytes
 }
 
-TEST_F(TextDataset, AllEmptyFieldsGiveBosEos) {
-  EXPECT_EQ(load("d.jsonl", R"({"instruction": "", "output": ""})", "jsonl"),
-            (Examples{{256, 257}}));
+TEST_F(TextDataset, AllEmptyFieldsAreSkipped) {  // BOS and EOS alone would teach nothing
+  EXPECT_EQ(
+      load("d.jsonl", "{\"instruction\": \"\", \"output\": \"\"}\n{\"output\": \"a\"}", "jsonl"),
+      (Examples{{256, 'a', 257}}));
 }
 
 TEST_F(TextDataset, LongExamplesKeepTheirFirstMaxLenTokens) {
@@ -192,6 +193,18 @@ TEST_F(TextDataset, RecordsLackingSomeFieldsAreCounted) {
   EXPECT_EQ(load_text_dataset(spec_, &notes).size(), 2u);
   EXPECT_EQ(notes.lacking_fields, 1);
   EXPECT_EQ(notes.first_lacking, spec_.path + ": example [1] lacks `instruction`, `output`");
+}
+
+TEST_F(TextDataset, RecordsWithEveryFieldEmptyAreCountedAndSkipped) {
+  LoadNotes notes;
+  spec_.path = write("d.jsonl",
+                     "{\"instruction\": \"a\", \"output\": \"b\"}\n"
+                     "{\"instruction\": \"\", \"input\": \"\", \"output\": \"\"}\n"
+                     "{\"output\": \"\"}\n");
+  spec_.format = "jsonl";
+  EXPECT_EQ(load_text_dataset(spec_, &notes).size(), 1u);
+  EXPECT_EQ(notes.empty_records, 2);
+  EXPECT_EQ(notes.first_empty, spec_.path + ":2");
 }
 
 TEST_F(TextDataset, HugeNamesAreShortenedInMessages) {

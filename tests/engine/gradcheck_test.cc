@@ -46,6 +46,10 @@ class GradCheck : public ::testing::Test {
       std::copy(offsets, offsets + 4, t.data<int32_t>());
       return t;
     }
+    if (v.name() == "pos") {  // each token's position in its sequence, within [0, S)
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<int32_t>()[i] = static_cast<int32_t>(i % 3);
+      return t;
+    }
     std::normal_distribution<double> normal;
     std::uniform_real_distribution<double> pos(0.5, 2.0);
     for (int64_t i = 0; i < t.numel(); ++i) {

@@ -1,6 +1,6 @@
-// bench_packing: padded against packed steps on CodeAlpaca, side by side in one run, f32 on the CPU.
-// The same examples (byte tokens with BOS and EOS, truncated at --max-len, in the padded batcher's
-// order) go through three trainers from the same initial weights:
+// bench_packing: padded against packed steps on CodeAlpaca, side by side in one run, f32 on the
+// CPU. The same examples (byte tokens with BOS and EOS, truncated at --max-len, in the padded
+// batcher's order) go through three trainers from the same initial weights:
 //   padded    B examples a step, each row padded to the batch's longest
 //   packed    the same B examples a step, one stream of their tokens (data.packing: true)
 //   budget    packed, whole examples while their tokens fit the padded run's mean positions a step
@@ -117,7 +117,8 @@ int64_t smallest_cap(const Options& o, const std::vector<data::HostBatch>& batch
 double max_relative(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, std::abs(double(a[i]) - b[i]) / std::max(1e-30, std::abs(double(b[i]))));
+    worst =
+        std::max(worst, std::abs(double(a[i]) - b[i]) / std::max(1e-30, std::abs(double(b[i]))));
   return worst;
 }
 
@@ -166,8 +167,8 @@ int main_bench(const Options& o) {
     const std::vector<data::HostBatch>* batches;
     Result r;
   };
-  std::vector<Row> rows = {{"padded", &padded, {}}, {"packed", &packed, {}},
-                           {"budget", &by_budget, {}}};
+  std::vector<Row> rows = {
+      {"padded", &padded, {}}, {"packed", &packed, {}}, {"budget", &by_budget, {}}};
   for (Row& row : rows) {
     row.r = run(o, *row.batches, 0, row.label);
     row.r.smallest_cap = smallest_cap(o, *row.batches);
@@ -185,21 +186,26 @@ int main_bench(const Options& o) {
   }
   const double loss_diff = max_relative(rows[1].r.losses, pad.losses),
                norm_diff = max_relative(rows[1].r.norms, pad.norms);
-  std::printf("\npacked vs padded, step for step: losses within %.2e, gradient norms within %.2e "
-              "(relative)\n",
-              loss_diff, norm_diff);
+  std::printf(
+      "\npacked vs padded, step for step: losses within %.2e, gradient norms within %.2e "
+      "(relative)\n",
+      loss_diff, norm_diff);
 
-  nlohmann::json out = {{"model", o.model}, {"batch", o.batch}, {"steps", o.steps},
-                        {"loss_rel_diff", loss_diff}, {"norm_rel_diff", norm_diff}};
+  nlohmann::json out = {{"model", o.model},
+                        {"batch", o.batch},
+                        {"steps", o.steps},
+                        {"loss_rel_diff", loss_diff},
+                        {"norm_rel_diff", norm_diff}};
   for (Row* row : {&rows[1], &rows[2]}) {
     const int64_t cap = row->r.live_peak / 2;
     const Result capped = run(o, *row->batches, cap, row->label);
     const bool same = capped.losses == row->r.losses && capped.norms == row->r.norms;
-    std::printf("%s under half its peak (%s): %.0f tokens/s, %.2fx uncapped, %lld evictions, "
-                "losses and norms %s\n",
-                row->label, human_bytes(cap).c_str(), capped.tokens_per_s,
-                capped.tokens_per_s / row->r.tokens_per_s,
-                static_cast<long long>(capped.evictions), same ? "bit for bit" : "DIFFER");
+    std::printf(
+        "%s under half its peak (%s): %.0f tokens/s, %.2fx uncapped, %lld evictions, "
+        "losses and norms %s\n",
+        row->label, human_bytes(cap).c_str(), capped.tokens_per_s,
+        capped.tokens_per_s / row->r.tokens_per_s, static_cast<long long>(capped.evictions),
+        same ? "bit for bit" : "DIFFER");
     out[row->label] = {{"tokens_per_s", row->r.tokens_per_s},
                        {"live_peak", row->r.live_peak},
                        {"smallest_cap", row->r.smallest_cap},
@@ -221,7 +227,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Padded against packed steps on CodeAlpaca, side by side"};
   app.add_option("--model", o.model, "small (configs/codealpaca.yaml's llama) or memory (4x512)")
       ->check(CLI::IsMember({"small", "memory"}));
-  app.add_option("--batch", o.batch, "examples a step (data.batch_size)")->check(CLI::PositiveNumber);
+  app.add_option("--batch", o.batch, "examples a step (data.batch_size)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--steps", o.steps, "steps per pass")->check(CLI::PositiveNumber);
   app.add_option("--repeats", o.repeats, "timed passes (the fastest counts)")
       ->check(CLI::PositiveNumber);
