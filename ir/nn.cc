@@ -51,24 +51,21 @@ Value* repeat_kv(Graph& g, Value* x, int64_t heads) {
   return g.add("reshape", {b}, {{"shape", narrow}});
 }
 
-// The heads' axis before the sequence's: [B, S, H, Dh] <-> [B, H, S, Dh], [T, H, Dh] <-> [H, T,
-// Dh].
+// Swaps the heads' axis and the sequence's: [B, S, H, Dh] <-> [B, H, S, Dh], packed
+// [T, H, Dh] <-> [H, T, Dh].
 Value* swap_heads(Graph& g, Value* x) {
   std::vector<int64_t> perm =
       x->rank() == 4 ? std::vector<int64_t>{0, 2, 1, 3} : std::vector<int64_t>{1, 0, 2};
   return g.add("transpose", {x}, {{"perm", perm}});
-}
-Value* heads_first(Graph& g, Value* x) {
-  return swap_heads(g, x);
 }
 
 // The packed stream's attention: one `attention` op (the only op that keeps sequences apart),
 // scaled as the attention pass folds the padded graph's scale.
 Value* packed_attention(Graph& g, Value* x, Value* q, Value* k, Value* v, const AttentionWeights& w,
                         const AttentionConfig& c, const Packing& packed) {
-  q = heads_first(g, q);  // [H, T, Dh]
-  k = heads_first(g, repeat_kv(g, k, c.heads));
-  v = heads_first(g, repeat_kv(g, v, c.heads));
+  q = swap_heads(g, q);  // [H, T, Dh]
+  k = swap_heads(g, repeat_kv(g, k, c.heads));
+  v = swap_heads(g, repeat_kv(g, v, c.heads));
   Value* ctx =
       g.add("attention", {q, k, v, packed.offsets},
             {{"causal", true}, {"scale", 1.0 / std::sqrt(static_cast<double>(c.head_dim))}});
@@ -140,16 +137,15 @@ Value* causal_self_attention(Graph& g, Value* x, const AttentionWeights& w,
     k = rotate(k);
   }
   if (packed) return packed_attention(g, x, q, k, v, w, c, *packed);
-  q = heads_first(g, q);
-  k = heads_first(g, repeat_kv(g, k, c.heads));
-  v = heads_first(g, repeat_kv(g, v, c.heads));
+  q = swap_heads(g, q);
+  k = swap_heads(g, repeat_kv(g, k, c.heads));
+  v = swap_heads(g, repeat_kv(g, v, c.heads));
   // Scaling q rather than the scores touches S/head_dim times fewer bytes, and it leaves the
   // scores three nodes from q and k (matmul, mask, softmax): short enough to recompute under a cap.
   q = scale(g, q, 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   Value* scores = g.add("matmul", {q, k}, {{"transpose_b", true}});  // [B, H, S, S]
   Value* probs = g.add("softmax", {g.add("causal_mask", {scores})});
-  Value* ctx = g.add("transpose", {g.add("matmul", {probs, v})},
-                     {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  Value* ctx = swap_heads(g, g.add("matmul", {probs, v}));
   std::vector<DimExpr> merged = {x->shape()[0], x->shape()[1], c.heads * c.head_dim};
   return linear(g, g.add("reshape", {ctx}, {{"shape", merged}}), w.wo, w.bo);
 }

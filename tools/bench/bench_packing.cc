@@ -11,6 +11,7 @@
 //
 // usage: bench_packing [--model small|memory] [--batch 16] [--steps 8] [--repeats 2]
 //                      [--max-len 512] [--data FILE] [--threads N] [--seed N] [--json FILE]
+//                      [--profile]
 //   small:  disc-train's configs/codealpaca.yaml llama (2 layers, hidden 128, byte vocab 258)
 //   memory: bench_memory's llama (4 layers, hidden 512, vocab 32000; ids drawn at random)
 #include <CLI/CLI.hpp>
@@ -29,6 +30,7 @@
 #include "ir/models/model.h"
 #include "json_file.h"
 #include "memory/governor.h"
+#include "op_profile.h"
 #include "timing.h"
 
 namespace disc::bench {
@@ -46,6 +48,7 @@ struct Options {
   int threads = 2;
   uint64_t seed = 1;
   std::string json;
+  bool profile = false;  // where each uncapped run's last timed pass spends its time, per op
 };
 
 ir::models::LlamaConfig model_of(const Options& o) {
@@ -89,7 +92,9 @@ Result run(const Options& o, const std::vector<data::HostBatch>& batches, int64_
     r.live_peak = std::max(r.live_peak, s.stats.live_peak_bytes);
     r.positions += hb.computed(), r.real += hb.real_tokens;
   }
+  OpProfile profile;
   for (int pass = 0; pass < o.repeats; ++pass) {
+    if (o.profile && cap == 0 && pass + 1 == o.repeats) t.set_observer(profile.observer());
     double seconds = 0;
     for (const auto& hb : batches) {
       const engine::Batch in = to_device(hb, t.allocator());
@@ -102,6 +107,8 @@ Result run(const Options& o, const std::vector<data::HostBatch>& batches, int64_
     r.tokens_per_s = std::max(r.tokens_per_s, static_cast<double>(r.real) / seconds);
     std::fprintf(stderr, "  [%s] pass %d: %.0f tokens/s\n", label, pass + 1, r.real / seconds);
   }
+  t.set_observer({});
+  if (o.profile && cap == 0) profile.print(std::string(label) + ", last timed pass (observed)", 12);
   return r;
 }
 
@@ -237,6 +244,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "CPU threads");
   app.add_option("--seed", o.seed, "batch order and initial weights");
   app.add_option("--json", o.json, "also write the figures to this JSON file");
+  app.add_flag("--profile", o.profile, "also print where each uncapped run's time goes, per op");
   CLI11_PARSE(app, argc, argv);
   try {
     return disc::bench::main_bench(o);
