@@ -4,6 +4,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -54,11 +55,25 @@ DISC_VECTOR_CLONES void softmax_grad_row(const double* p, double* g, int64_t wid
   softmax_grad_row_of(p, g, width, scale);
 }
 
-// One block of query rows [r0, r0 + rows) for the heads [h0, h0 + hc), which sees the keys
-// [k0, k0 + keys) at most (its sequence's): where its operands start and how wide its panels are.
+// One block of query rows [r0, r0 + rows) for the heads [h0, h0 + hc), whose panels span the keys
+// [k0, k0 + keys): where its operands start and how wide its panels are. Row i of the block sees
+// the panel's keys [lo(i), hi(i)): packed, the `begins` and `ends` of its row's own sequence
+// (absolute key rows; null when not packed).
 struct Block {
   int64_t h0, hc, r0, rows, k0, keys;
+  const int64_t *begins = nullptr, *ends = nullptr;
 };
+
+// Row i's visible keys, as panel columns [lo, hi): every key or, causal, those up to the row's;
+// packed, only its own sequence's.
+struct Window {
+  int64_t lo, hi;
+};
+Window window_of(const AttentionArgs& a, const Block& bl, int64_t i) {
+  const int64_t row = bl.r0 + i;
+  if (!bl.begins) return {0, a.causal ? row + 1 - bl.k0 : bl.keys};
+  return {bl.begins[i] - bl.k0, (a.causal ? row + 1 : bl.ends[i]) - bl.k0};
+}
 
 // A batch of hc products C = op(A) op(B), each operand given by its first element, its leading
 // dim and its batch stride (all in elements).
@@ -108,36 +123,42 @@ void probabilities(Device& dev, const AttentionArgs& a, const Block& bl, T* p) {
   gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.d, block_rows<T>(a.q, bl, a.sq, a.d), false,
           key_rows<T>(a.k, bl, a.sk, a.d), true, p, bl.keys, panel);
   tbb::parallel_for(int64_t{0}, bl.hc * bl.rows, [&](int64_t i) {
-    const int64_t visible = a.causal ? bl.r0 - bl.k0 + i % bl.rows + 1 : bl.keys;
-    softmax_row(p + i * bl.keys, visible, bl.keys, static_cast<T>(a.scale));
+    const Window w = window_of(a, bl, i % bl.rows);
+    T* row = p + i * bl.keys;
+    softmax_row(row + w.lo, w.hi - w.lo, bl.keys - w.lo, static_cast<T>(a.scale));
+    std::fill(row, row + w.lo, T(0));
   });
 }
 
-// Calls f(begin, end) for each sequence's rows: the packed ones, or [0, sq).
-template <typename F>
-void for_each_sequence(const AttentionArgs& a, F&& f) {
-  if (!a.offsets) return f(int64_t{0}, a.sq);
-  for (int64_t n = 0; n < a.sequences; ++n) f(a.offsets[n], a.offsets[n + 1]);
-}
-
-// Calls f(block) for every block of query rows of every sequence of every chunk of heads, in
-// order.
+// Calls f(block) for every block of query rows of every chunk of heads, in order. Packed, the
+// blocks are the padded layout's, 64 rows from row 0, each across whatever sequences its rows
+// fall in. Its panel's keys end with its rows (causal) or its last row's sequence, and start a
+// multiple of 64 keys before that, at or before its first row's sequence: the GEMMs then take a
+// few shapes, whose primitives the device keeps, rather than one per sequence and step, and a
+// row's keys outside its own sequence get probability 0.
 template <typename F>
 void for_each_block(const AttentionArgs& a, F&& f) {
   const int64_t chunk = attention_chunk(a);
+  std::array<int64_t, kAttentionRows> begins{}, ends{};
   for (int64_t h0 = 0; h0 < a.heads; h0 += chunk) {
-    for_each_sequence(a, [&](int64_t begin, int64_t end) {
-      const int64_t last_key = a.offsets ? end : a.sk;
-      for (int64_t r0 = begin; r0 < end; r0 += kAttentionRows) {
-        const int64_t r1 = std::min(end, r0 + kAttentionRows);
-        f(Block{.h0 = h0,
-                .hc = std::min(chunk, a.heads - h0),
-                .r0 = r0,
-                .rows = r1 - r0,
-                .k0 = begin,
-                .keys = (a.causal ? r1 : last_key) - begin});
+    int64_t s = 0;  // the sequence of the row below
+    for (int64_t r0 = 0; r0 < a.sq; r0 += kAttentionRows) {
+      const int64_t r1 = std::min(a.sq, r0 + kAttentionRows);
+      Block bl{.h0 = h0, .hc = std::min(chunk, a.heads - h0), .r0 = r0, .rows = r1 - r0};
+      if (!a.offsets) {
+        bl.k0 = 0, bl.keys = a.causal ? r1 : a.sk;
+      } else {
+        for (int64_t r = r0; r < r1; ++r) {
+          while (a.offsets[s + 1] <= r) ++s;  // offsets[s] <= r < offsets[s + 1]
+          begins[r - r0] = a.offsets[s], ends[r - r0] = a.offsets[s + 1];
+        }
+        const int64_t last = a.causal ? r1 : ends[r1 - r0 - 1];
+        const int64_t span = (last - begins[0] + kAttentionRows - 1) / kAttentionRows;
+        bl.k0 = std::max<int64_t>(0, last - span * kAttentionRows);
+        bl.keys = last - bl.k0, bl.begins = begins.data(), bl.ends = ends.data();
       }
-    });
+      f(bl);
+    }
   }
 }
 
@@ -210,10 +231,14 @@ void check(const Device& dev, const AttentionArgs& a) {
 
 int64_t widest_keys(const AttentionArgs& a) {
   if (!a.offsets) return a.sk;
-  int64_t widest = 0;
+  int64_t longest = 0;
   for (int64_t n = 0; n < a.sequences; ++n)
-    widest = std::max(widest, a.offsets[n + 1] - a.offsets[n]);
-  return widest;
+    longest = std::max(longest, a.offsets[n + 1] - a.offsets[n]);
+  // A block's keys (for_each_block) run from its first row's sequence's start to its last row
+  // (causal: under longest + 63 of them) or to the end of its last row's sequence (under
+  // 2 * longest + 63), rounded up to a multiple of the block's rows.
+  const int64_t span = a.causal ? longest + kAttentionRows - 1 : 2 * longest + kAttentionRows - 1;
+  return std::min(a.sq, (span + kAttentionRows - 1) / kAttentionRows * kAttentionRows);
 }
 
 int64_t attention_chunk(const AttentionArgs& a) {

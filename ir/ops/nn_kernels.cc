@@ -147,20 +147,24 @@ void rope_kernel(const KernelArgs& a) {
     int64_t d = in.shape.back(), half = d / 2, seq = split.extent;
     double sign = a.a().get_bool("inverse") ? -1.0 : 1.0;
     std::vector<double> inv_freq = rope_inv_freq(d, a.a().get_float("theta"));
-    std::vector<double> cos_t(seq * half), sin_t(seq * half);  // (S, D/2)
+    // The position of each index along the axis, and the table's rows: one per position up to
+    // the largest (packed: the longest sequence's, not the stream's length).
     const bool given = a.in.size() == 2;
-    for (int64_t p = 0; given && p < seq; ++p) {
-      const int64_t position = index_at(a.in[1], p);
-      if (position < 0 || position >= seq) {
-        throw InvalidArgument("rope: positions[" + std::to_string(p) + "] is " +
-                              std::to_string(position) + "; a token's position in its sequence " +
-                              "is in [0, " + std::to_string(seq) + ")");
+    std::vector<int64_t> position(seq);
+    int64_t rows = 0;
+    for (int64_t p = 0; p < seq; ++p) {
+      position[p] = given ? index_at(a.in[1], p) : p;
+      if (position[p] < 0 || position[p] >= seq) {
+        throw InvalidArgument(
+            "rope: positions[" + std::to_string(p) + "] is " + std::to_string(position[p]) +
+            "; a token's position in its sequence is in [0, " + std::to_string(seq) + ")");
       }
+      rows = std::max(rows, position[p] + 1);
     }
-    parallel_rows(seq, [&](int64_t p) {
-      const double position = static_cast<double>(given ? index_at(a.in[1], p) : p);
+    std::vector<double> cos_t(rows * half), sin_t(rows * half);  // (positions, D/2)
+    parallel_rows(rows, [&](int64_t p) {
       for (int64_t i = 0; i < half; ++i) {
-        double angle = position * inv_freq[i];
+        double angle = static_cast<double>(p) * inv_freq[i];
         cos_t[p * half + i] = std::cos(angle);
         sin_t[p * half + i] = sign * std::sin(angle);
       }
@@ -168,7 +172,7 @@ void rope_kernel(const KernelArgs& a) {
     const T* x = in.as<T>();  // (R, D), row r at index (r * D / inner) % S
     T* y = a.out[0].as<T>();  // (R, D)
     parallel_rows(last_dim_rows(in), [&](int64_t r) {
-      int64_t p = (r * d / split.inner) % seq;
+      const int64_t p = position[(r * d / split.inner) % seq];
       const T* xr = x + r * d;
       T* yr = y + r * d;
       for (int64_t i = 0; i < half; ++i) {

@@ -136,10 +136,12 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionCase{5, 3, 4099, 4, 4, false}),
     attention_case_name);
 
-// Packed sequences: `lengths` one after another in one stream of T rows per head. Checked three
-// ways: against the reference kernels given the same offsets, against each sequence run alone
-// (block attention over just its rows, causal), and run to run bit for bit.
-void check_packed(const std::vector<int64_t>& lengths, int64_t heads, int64_t d) {
+// Packed sequences: `lengths` one after another in one stream of T rows per head (blocks of rows
+// that span several sequences, and sequences that span several blocks). Checked three ways: against
+// the reference kernels given the same offsets, against each sequence run alone (block attention
+// over just its rows, causal), and run to run bit for bit.
+void check_packed(const std::vector<int64_t>& lengths, int64_t heads, int64_t d,
+                  bool causal = true) {
   auto dev = make_cpu_device(2);
   std::vector<int64_t> offsets = {0};
   for (int64_t len : lengths) offsets.push_back(offsets.back() + len);
@@ -150,7 +152,7 @@ void check_packed(const std::vector<int64_t>& lengths, int64_t heads, int64_t d)
                      dy = random_values<float>(heads * t * d, 14);
   std::vector<int32_t> offsets32(offsets.begin(), offsets.end());
   ir::Attributes attrs;
-  attrs.set("causal", true);
+  attrs.set("causal", causal);
   attrs.set("scale", 0.4);
   const size_t n = q.size();
   std::vector<float> ref_out(n), ref_dq(n), ref_dk(n), ref_dv(n);
@@ -169,6 +171,7 @@ void check_packed(const std::vector<int64_t>& lengths, int64_t heads, int64_t d)
                   .sk = t,
                   .d = d,
                   .dv = d,
+                  .causal = causal,
                   .scale = 0.4,
                   .q = q.data(),
                   .k = k.data(),
@@ -199,6 +202,7 @@ void check_packed(const std::vector<int64_t>& lengths, int64_t heads, int64_t d)
                         .sk = len,
                         .d = d,
                         .dv = d,
+                        .causal = causal,
                         .scale = 0.4,
                         .q = sq.data(),
                         .k = sk.data(),
@@ -238,6 +242,10 @@ TEST(BlockAttention, PackedHundredPrimeLengths) {
 }
 TEST(BlockAttention, PackedSequenceAtMaxLen) {
   check_packed({3, 512, 1, 64, 65}, 2, 16);
+}
+
+TEST(BlockAttention, PackedWithoutTheCausalMask) {
+  check_packed({1, 70, 2, 130, 5, 64}, 3, 8, false);
 }
 
 TEST(BlockAttention, RejectsBadOffsets) {

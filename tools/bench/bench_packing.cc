@@ -4,10 +4,11 @@
 //   padded    B examples a step, each row padded to the batch's longest
 //   packed    the same B examples a step, one stream of their tokens (data.packing: true)
 //   budget    packed, whole examples while their tokens fit the padded run's mean positions a step
-// For each: real tokens/s (the fastest of the timed passes after a warm-up pass), the live peak,
-// and the smallest cap the planner finds for the largest step it ran; packed against padded: the
-// largest relative difference of the per-step losses and gradient norms; and each packed run again
-// under half its own uncapped peak (the numbers bit for bit, and its tokens/s against uncapped).
+// For each: real tokens/s (the fastest of the timed passes after a warm-up pass; the systems'
+// passes take turns), the live peak, and the smallest cap the planner finds for the largest step
+// it ran; packed against padded: the largest relative difference of the per-step losses and
+// gradient norms; and each packed run again under half its own uncapped peak (the numbers bit for
+// bit, and its tokens/s against uncapped, timed in the same rotation).
 //
 // usage: bench_packing [--model small|memory] [--batch 16] [--steps 8] [--repeats 2]
 //                      [--max-len 512] [--data FILE] [--threads N] [--seed N] [--json FILE]
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -81,35 +83,45 @@ engine::TrainerOptions options(const Options& o, int64_t cap) {
   return t;
 }
 
-// A warm-up pass (whose losses and norms are the comparison's), then o.repeats timed passes.
-Result run(const Options& o, const std::vector<data::HostBatch>& batches, int64_t cap,
-           const char* label) {
-  engine::Trainer t(ir::models::build_llama(bounded_for(model_of(o), batches)), options(o, cap));
+// One system: a trainer over its batches, the warm-up pass's numbers and the timed passes'.
+struct System {
+  std::string label;
+  const std::vector<data::HostBatch>* batches;
+  int64_t cap = 0;
+  std::unique_ptr<engine::Trainer> trainer;
   Result r;
-  for (const auto& hb : batches) {
-    const engine::StepResult s = t.step(to_device(hb, t.allocator()), kLr);
-    r.losses.push_back(s.loss), r.norms.push_back(s.grad_norm);
-    r.live_peak = std::max(r.live_peak, s.stats.live_peak_bytes);
-    r.positions += hb.computed(), r.real += hb.real_tokens;
-  }
   OpProfile profile;
-  for (int pass = 0; pass < o.repeats; ++pass) {
-    if (o.profile && cap == 0 && pass + 1 == o.repeats) t.set_observer(profile.observer());
-    double seconds = 0;
-    for (const auto& hb : batches) {
-      const engine::Batch in = to_device(hb, t.allocator());
-      const double start = now_seconds();
-      const engine::StepResult s = t.step(in, kLr);
-      seconds += now_seconds() - start;
-      r.live_peak = std::max(r.live_peak, s.stats.live_peak_bytes);
-      r.evictions += s.stats.evictions;
-    }
-    r.tokens_per_s = std::max(r.tokens_per_s, static_cast<double>(r.real) / seconds);
-    std::fprintf(stderr, "  [%s] pass %d: %.0f tokens/s\n", label, pass + 1, r.real / seconds);
+};
+
+// The trainer and its warm-up pass (whose losses and norms are the comparison's).
+void warm_up(const Options& o, System& s) {
+  s.trainer = std::make_unique<engine::Trainer>(
+      ir::models::build_llama(bounded_for(model_of(o), *s.batches)), options(o, s.cap));
+  engine::Trainer& t = *s.trainer;
+  for (const auto& hb : *s.batches) {
+    const engine::StepResult st = t.step(to_device(hb, t.allocator()), kLr);
+    s.r.losses.push_back(st.loss), s.r.norms.push_back(st.grad_norm);
+    s.r.live_peak = std::max(s.r.live_peak, st.stats.live_peak_bytes);
+    s.r.positions += hb.computed(), s.r.real += hb.real_tokens;
+  }
+}
+
+// One timed pass; the fastest of them counts. With --profile, the last one is observed.
+void timed_pass(const Options& o, System& s, bool last) {
+  engine::Trainer& t = *s.trainer;
+  if (o.profile && last) t.set_observer(s.profile.observer());
+  double seconds = 0;
+  for (const auto& hb : *s.batches) {
+    const engine::Batch in = to_device(hb, t.allocator());
+    const double start = now_seconds();
+    const engine::StepResult st = t.step(in, kLr);
+    seconds += now_seconds() - start;
+    s.r.live_peak = std::max(s.r.live_peak, st.stats.live_peak_bytes);
+    s.r.evictions += st.stats.evictions;
   }
   t.set_observer({});
-  if (o.profile && cap == 0) profile.print(std::string(label) + ", last timed pass (observed)", 12);
-  return r;
+  s.r.tokens_per_s = std::max(s.r.tokens_per_s, static_cast<double>(s.r.real) / seconds);
+  std::fprintf(stderr, "  [%s] %.0f tokens/s\n", s.label.c_str(), s.r.real / seconds);
 }
 
 // The smallest cap the planner finds for the largest step of `batches` (the cap its worst case
@@ -169,30 +181,42 @@ int main_bench(const Options& o) {
               source.c_str(), static_cast<long long>(o.max_len), o.steps,
               static_cast<long long>(o.batch), static_cast<long long>(budget));
 
-  struct Row {
-    const char* label;
-    const std::vector<data::HostBatch>* batches;
-    Result r;
-  };
-  std::vector<Row> rows = {
-      {"padded", &padded, {}}, {"packed", &packed, {}}, {"budget", &by_budget, {}}};
-  for (Row& row : rows) {
-    row.r = run(o, *row.batches, 0, row.label);
-    row.r.smallest_cap = smallest_cap(o, *row.batches);
+  // Every system is warmed up first, the capped ones at half their uncapped run's peak; then
+  // the timed passes take turns, so that the machine's noise falls on each alike.
+  std::vector<System> sys(5);
+  sys[0] = {.label = "padded", .batches = &padded};
+  sys[1] = {.label = "packed", .batches = &packed};
+  sys[2] = {.label = "budget", .batches = &by_budget};
+  for (int i = 0; i < 3; ++i) {
+    warm_up(o, sys[i]);
+    sys[i].r.smallest_cap = smallest_cap(o, *sys[i].batches);
   }
-  const Result& pad = rows[0].r;
+  for (int i : {1, 2}) {
+    sys[i + 2] = {.label = sys[i].label + " capped",
+                  .batches = sys[i].batches,
+                  .cap = sys[i].r.live_peak / 2};
+    warm_up(o, sys[i + 2]);
+  }
+  for (int pass = 0; pass < o.repeats; ++pass)
+    for (System& s : sys) timed_pass(o, s, pass + 1 == o.repeats);
+  if (o.profile)
+    for (int i = 0; i < 3; ++i)
+      sys[i].profile.print(sys[i].label + ", last timed pass (observed)", 12);
+
+  const Result& pad = sys[0].r;
   std::printf("\n%-8s %10s %10s %7s %12s %8s %12s %8s\n", "run", "positions", "real", "real%",
               "tokens/s", "vs pad", "live peak", "vs pad");
-  for (const Row& row : rows) {
-    const Result& r = row.r;
+  for (int i = 0; i < 3; ++i) {
+    const Result& r = sys[i].r;
     std::printf("%-8s %10lld %10lld %6.1f%% %12.0f %7.2fx %12s %7.2fx   smallest cap %s (%.2fx)\n",
-                row.label, static_cast<long long>(r.positions), static_cast<long long>(r.real),
-                100.0 * r.real / r.positions, r.tokens_per_s, r.tokens_per_s / pad.tokens_per_s,
-                human_bytes(r.live_peak).c_str(), double(r.live_peak) / pad.live_peak,
-                human_bytes(r.smallest_cap).c_str(), double(r.smallest_cap) / pad.smallest_cap);
+                sys[i].label.c_str(), static_cast<long long>(r.positions),
+                static_cast<long long>(r.real), 100.0 * r.real / r.positions, r.tokens_per_s,
+                r.tokens_per_s / pad.tokens_per_s, human_bytes(r.live_peak).c_str(),
+                double(r.live_peak) / pad.live_peak, human_bytes(r.smallest_cap).c_str(),
+                double(r.smallest_cap) / pad.smallest_cap);
   }
-  const double loss_diff = max_relative(rows[1].r.losses, pad.losses),
-               norm_diff = max_relative(rows[1].r.norms, pad.norms);
+  const double loss_diff = max_relative(sys[1].r.losses, pad.losses),
+               norm_diff = max_relative(sys[1].r.norms, pad.norms);
   std::printf(
       "\npacked vs padded, step for step: losses within %.2e, gradient norms within %.2e "
       "(relative)\n",
@@ -203,21 +227,20 @@ int main_bench(const Options& o) {
                         {"steps", o.steps},
                         {"loss_rel_diff", loss_diff},
                         {"norm_rel_diff", norm_diff}};
-  for (Row* row : {&rows[1], &rows[2]}) {
-    const int64_t cap = row->r.live_peak / 2;
-    const Result capped = run(o, *row->batches, cap, row->label);
-    const bool same = capped.losses == row->r.losses && capped.norms == row->r.norms;
+  for (int i : {1, 2}) {
+    const Result &free = sys[i].r, &capped = sys[i + 2].r;
+    const bool same = capped.losses == free.losses && capped.norms == free.norms;
     std::printf(
         "%s under half its peak (%s): %.0f tokens/s, %.2fx uncapped, %lld evictions, "
         "losses and norms %s\n",
-        row->label, human_bytes(cap).c_str(), capped.tokens_per_s,
-        capped.tokens_per_s / row->r.tokens_per_s, static_cast<long long>(capped.evictions),
+        sys[i].label.c_str(), human_bytes(sys[i + 2].cap).c_str(), capped.tokens_per_s,
+        capped.tokens_per_s / free.tokens_per_s, static_cast<long long>(capped.evictions),
         same ? "bit for bit" : "DIFFER");
-    out[row->label] = {{"tokens_per_s", row->r.tokens_per_s},
-                       {"live_peak", row->r.live_peak},
-                       {"smallest_cap", row->r.smallest_cap},
-                       {"capped_tokens_per_s", capped.tokens_per_s},
-                       {"capped_same_numbers", same}};
+    out[sys[i].label] = {{"tokens_per_s", free.tokens_per_s},
+                         {"live_peak", free.live_peak},
+                         {"smallest_cap", free.smallest_cap},
+                         {"capped_tokens_per_s", capped.tokens_per_s},
+                         {"capped_same_numbers", same}};
   }
   out["padded"] = {{"tokens_per_s", pad.tokens_per_s},
                    {"live_peak", pad.live_peak},
