@@ -247,29 +247,72 @@ template <int D, int DV>
 struct disc_mma_tile {
   static const int keys = D + DV > 128 ? 32 : 64;
 };
-// Query row i sees key j.
-__device__ __forceinline__ bool disc_sees(disc_i64 i, disc_i64 j, disc_i64 sq, disc_i64 sk, int causal) {
-  return i < sq && j < sk && (!causal || j <= i);
+// Which keys a query row sees: every key, or those up to its own (causal); with packed sequences
+// (offsets, null otherwise), only its own sequence's.
+struct disc_mask {
+  disc_i64 sq, sk;
+  int causal;
+  const int* offsets;
+  disc_i64 sequences;
+};
+// The rows a row sees, [lo, hi): a query row's keys or a key row's queries; empty past the tensor.
+struct disc_span {
+  disc_i64 lo, hi;
+};
+__device__ __forceinline__ disc_span disc_keys_of_query(const disc_mask& m, disc_i64 i) {
+  if (i >= m.sq) return {0, 0};
+  disc_i64 lo = 0, hi = m.sk;
+  if (m.offsets) {
+    const disc_i64 s = disc_sequence_of(m.offsets, m.sequences, i);
+    lo = m.offsets[s], hi = m.offsets[s + 1];
+  }
+  return {lo, m.causal ? disc_min(i + 1, hi) : hi};
 }
-// Whether every query row of [i0, i0 + ni) sees every key of [j0, j0 + nj): most tiles, which
-// then skip the check per score.
-__device__ __forceinline__ bool disc_sees_all(disc_i64 i0, int ni, disc_i64 j0, int nj, disc_i64 sq, disc_i64 sk,
-                                              int causal) {
-  return i0 + ni <= sq && j0 + nj <= sk && (!causal || j0 + nj - 1 <= i0);
+__device__ __forceinline__ disc_span disc_queries_of_key(const disc_mask& m, disc_i64 j) {
+  if (j >= m.sk) return {0, 0};
+  disc_i64 lo = 0, hi = m.sq;
+  if (m.offsets) {
+    const disc_i64 s = disc_sequence_of(m.offsets, m.sequences, j);
+    lo = m.offsets[s], hi = m.offsets[s + 1];
+  }
+  return {m.causal ? j : lo, hi};
+}
+// A warp's 16 rows from w0 (of n): the spans of its first and last row, which bound every row's
+// (the spans never move backwards from row to row).
+struct disc_warp_spans {
+  disc_span first, last;
+  bool full;  // all 16 rows exist
+};
+template <typename F>
+__device__ __forceinline__ disc_warp_spans disc_spans_of_warp(disc_i64 w0, disc_i64 n, F span_of) {
+  if (w0 >= n) return {{0, 0}, {0, 0}, false};
+  return {span_of(w0), span_of(disc_min(w0 + 15, n - 1)), w0 + 16 <= n};
+}
+// Whether every row of the warp sees every row of the tile [j0, j0 + nj) (most tiles, which then
+// skip the check per score), and whether none does (the tile is skipped).
+__device__ __forceinline__ bool disc_sees_all(const disc_warp_spans& w, disc_i64 j0, int nj) {
+  return w.full && j0 >= w.last.lo && j0 + nj <= w.first.hi;
+}
+__device__ __forceinline__ bool disc_sees_none(const disc_warp_spans& w, disc_i64 j0, int nj) {
+  return j0 >= w.last.hi || j0 + nj <= w.first.lo;
+}
+__device__ __forceinline__ bool disc_in(const disc_span& s, disc_i64 j) {
+  return j >= s.lo && j < s.hi;
 }
 // Softmax in base 2: scores times scale log2(e), exp2f of their distance to the row's max (the
 // hardware's ex2, without expf's range reduction); the log-sum-exp in stats is in base 2 too.
 #define DISC_LOG2E 1.44269504088896341f
-// Row r of the warp's two (query row i) of the scores of the key tile at j0, in place: times sl2
-// where i sees the key, -inf where it does not; returns this lane's max of them (-3e38 for none).
+// Row r of the warp's two (whose keys are `keys`) of the scores of the key tile at j0, in place:
+// times sl2 where the row sees the key, -inf where it does not; returns this lane's max of them
+// (-3e38 for none).
 template <int KEYS>
-__device__ __forceinline__ float disc_window_row(float (*s)[4], int r, disc_i64 i, disc_i64 j0, bool all, float sl2,
-                                                 disc_i64 sq, disc_i64 sk, int causal) {
+__device__ __forceinline__ float disc_window_row(float (*s)[4], int r, const disc_span& keys, disc_i64 j0, bool all,
+                                                 float sl2) {
   const unsigned t = threadIdx.x & 3;
   float mx = -3.0e38f;
   DISC_UNROLL for (int n = 0; n < KEYS / 8; ++n)
     DISC_UNROLL for (int c = 0; c < 2; ++c) {
-      const bool seen = all || disc_sees(i, j0 + n * 8 + 2 * t + c, sq, sk, causal);
+      const bool seen = all || disc_in(keys, j0 + n * 8 + 2 * t + c);
       s[n][2 * r + c] = seen ? s[n][2 * r + c] * sl2 : DISC_NEG_INF;
       mx = fmaxf(mx, s[n][2 * r + c]);
     }
@@ -284,7 +327,10 @@ __device__ __forceinline__ float disc_exp2_in(float x, float m) {
 // over tiles of keys, S = Q K^T and O += P V on the tensor cores.
 template <int D, int DV, typename T>
 __device__ void disc_attention_fwd_mma(const T* q, const T* k, const T* v, T* o, disc_i64 heads, disc_i64 sq,
-                                       disc_i64 sk, int causal, float scale) {
+                                       disc_i64 sk, int causal, float scale, const int* offsets,
+                                       disc_i64 sequences) {
+  const disc_mask mk{sq, sk, causal, offsets, sequences};
+  auto keys_of = [&](disc_i64 i) { return disc_keys_of_query(mk, i); };
   const int KEYS = disc_mma_tile<D, DV>::keys;
   alignas(16) __shared__ unsigned short ks[2][KEYS * (D + DISC_MMA_PAD)], vs[2][KEYS * (DV + DISC_MMA_PAD)];
   const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -296,18 +342,21 @@ __device__ void disc_attention_fwd_mma(const T* q, const T* k, const T* v, T* o,
     unsigned qa[D / 16][4];
     disc_a_rows<D>(qa, q + h * sq * D, w0, sq);
     float acc[DV / 8][4] = {}, m[2] = {-3.0e38f, -3.0e38f}, l[2] = {0.f, 0.f};
-    const disc_i64 end = causal ? disc_min(disc_min(r0 + rows, sq), sk) : sk;
+    // The keys of the block's rows, of the warp's, and of this lane's two rows.
+    const disc_i64 lo = keys_of(r0).lo, end = keys_of(disc_min(r0 + rows, sq) - 1).hi;
+    const disc_warp_spans warp = disc_spans_of_warp(w0, sq, keys_of);
+    const disc_span mine[2] = {keys_of(w0 + g), keys_of(w0 + g + 8)};
     auto load = [&](int buf, disc_i64 j0) {
       disc_tile_in<KEYS, D>(ks[buf], kh, j0, sk);
       disc_tile_in<KEYS, DV>(vs[buf], vh, j0, sk);
     };
-    disc_pipeline<KEYS>(0, end, load, [&](int buf, disc_i64 j0) {
-      if (causal && j0 > w0 + 15) return;  // every key of the tile is past the warp's rows
-      const bool all = disc_sees_all(w0, 16, j0, KEYS, sq, sk, causal);
+    disc_pipeline<KEYS>(lo, end, load, [&](int buf, disc_i64 j0) {
+      if (disc_sees_none(warp, j0, KEYS)) return;  // no row of the warp sees a key of the tile
+      const bool all = disc_sees_all(warp, j0, KEYS);
       float s[KEYS / 8][4];
       disc_mma_rows<D, KEYS, T>(s, qa, ks[buf]);
       DISC_UNROLL for (int r = 0; r < 2; ++r) {
-        const float mx = disc_window_row<KEYS>(s, r, w0 + g + 8 * r, j0, all, sl2, sq, sk, causal);
+        const float mx = disc_window_row<KEYS>(s, r, mine[r], j0, all, sl2);
         const float mn = fmaxf(m[r], disc_quad_max(mx)), corr = exp2f(m[r] - mn);
         float sum = 0.f;
         DISC_UNROLL for (int n = 0; n < KEYS / 8; ++n)
@@ -338,7 +387,10 @@ __device__ void disc_attention_fwd_mma(const T* q, const T* k, const T* v, T* o,
 // dq = scale sum_j p_j (dp_j - dsum) k_j; lse and dsum go to stats for the key rows' kernel.
 template <int D, int DV, typename T>
 __device__ void disc_attention_bwd_q_mma(const T* q, const T* k, const T* v, const T* dout, T* dq, float* stats,
-                                         disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale) {
+                                         disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale,
+                                         const int* offsets, disc_i64 sequences) {
+  const disc_mask mk{sq, sk, causal, offsets, sequences};
+  auto keys_of = [&](disc_i64 i) { return disc_keys_of_query(mk, i); };
   const int KEYS = disc_mma_tile<D, DV>::keys;
   alignas(16) __shared__ unsigned short ks[2][KEYS * (D + DISC_MMA_PAD)], vs[2][KEYS * (DV + DISC_MMA_PAD)];
   const unsigned lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -355,17 +407,19 @@ __device__ void disc_attention_bwd_q_mma(const T* q, const T* k, const T* v, con
     disc_a_rows<D>(qa, q + h * sq * D, w0, sq);
     disc_a_rows<DV>(da, dout + h * sq * DV, w0, sq);
     float m[2] = {-3.0e38f, -3.0e38f}, l[2] = {0.f, 0.f}, ds[2] = {0.f, 0.f}, lse[2], dsum[2];
-    const disc_i64 end = causal ? disc_min(disc_min(r0 + rows, sq), sk) : sk;
+    const disc_i64 lo = keys_of(r0).lo, end = keys_of(disc_min(r0 + rows, sq) - 1).hi;
+    const disc_warp_spans warp = disc_spans_of_warp(w0, sq, keys_of);
+    const disc_span mine[2] = {keys_of(w0 + g), keys_of(w0 + g + 8)};
     for (int pass = 0; pass < 2; ++pass) {
       float acc[D / 8][4] = {};
-      disc_pipeline<KEYS>(0, end, load, [&](int buf, disc_i64 j0) {
-        if (causal && j0 > w0 + 15) return;
-        const bool all = disc_sees_all(w0, 16, j0, KEYS, sq, sk, causal);
+      disc_pipeline<KEYS>(lo, end, load, [&](int buf, disc_i64 j0) {
+        if (disc_sees_none(warp, j0, KEYS)) return;
+        const bool all = disc_sees_all(warp, j0, KEYS);
         float s[KEYS / 8][4], dp[KEYS / 8][4];
         disc_mma_rows<D, KEYS, T>(s, qa, ks[buf]);
         disc_mma_rows<DV, KEYS, T>(dp, da, vs[buf]);
         DISC_UNROLL for (int r = 0; r < 2; ++r) {
-          const float mx = disc_window_row<KEYS>(s, r, w0 + g + 8 * r, j0, all, sl2, sq, sk, causal);
+          const float mx = disc_window_row<KEYS>(s, r, mine[r], j0, all, sl2);
           if (pass == 0) {  // the running max, sum and dsum, rescaled as the max grows
             const float mn = fmaxf(m[r], disc_quad_max(mx)), corr = exp2f(m[r] - mn);
             float sum = 0.f, dsm = 0.f;
@@ -410,7 +464,9 @@ __device__ void disc_attention_bwd_q_mma(const T* q, const T* k, const T* v, con
 template <int D, int DV, typename T>
 __device__ void disc_attention_bwd_kv_mma(const T* q, const T* k, const T* v, const T* dout, const float* stats,
                                           T* dk, T* dv, disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal,
-                                          float scale) {
+                                          float scale, const int* offsets, disc_i64 sequences) {
+  const disc_mask mk{sq, sk, causal, offsets, sequences};
+  auto queries_of = [&](disc_i64 j) { return disc_queries_of_key(mk, j); };
   const int QR = disc_mma_tile<D, DV>::keys;
   alignas(16) __shared__ unsigned short qs[2][QR * (D + DISC_MMA_PAD)], dos[2][QR * (DV + DISC_MMA_PAD)];
   __shared__ float st[2][2 * QR];
@@ -430,19 +486,22 @@ __device__ void disc_attention_bwd_kv_mma(const T* q, const T* k, const T* v, co
       disc_tile_in<QR, DV>(dos[buf], doh, i0, sq);
       for (int e = threadIdx.x; e < 2 * QR; e += blockDim.x) st[buf][e] = i0 + e / 2 < sq ? sh[2 * i0 + e] : 0.f;
     };
-    disc_pipeline<QR>(causal ? disc_min(r0, sq) : 0, sq, load, [&](int buf, disc_i64 i0) {
-      if (causal && i0 + QR - 1 < w0) return;  // every query row of the tile is before the warp's keys
-      const bool all = disc_sees_all(i0, QR, w0, 16, sq, sk, causal);
+    // The queries that see the block's keys, the warp's, and this lane's two keys.
+    const disc_i64 lo = queries_of(r0).lo, end = queries_of(disc_min(r0 + rows, sk) - 1).hi;
+    const disc_warp_spans warp = disc_spans_of_warp(w0, sk, queries_of);
+    const disc_span mine[2] = {queries_of(w0 + g), queries_of(w0 + g + 8)};
+    disc_pipeline<QR>(lo, end, load, [&](int buf, disc_i64 i0) {
+      if (disc_sees_none(warp, i0, QR)) return;  // no query of the tile sees a key of the warp
+      const bool all = disc_sees_all(warp, i0, QR);
       const float* sb = st[buf];
       float p[QR / 8][4], dp[QR / 8][4];
       disc_mma_rows<D, QR, T>(p, ka, qs[buf]);
       disc_mma_rows<DV, QR, T>(dp, va, dos[buf]);
       DISC_UNROLL for (int r = 0; r < 2; ++r) {
-        const disc_i64 j = w0 + g + 8 * r;
         DISC_UNROLL for (int n = 0; n < QR / 8; ++n)
           DISC_UNROLL for (int c = 0; c < 2; ++c) {
             const int ii = n * 8 + 2 * t + c;
-            const bool seen = all || disc_sees(i0 + ii, j, sq, sk, causal);
+            const bool seen = all || disc_in(mine[r], i0 + ii);
             const float pr = seen ? exp2f(p[n][2 * r + c] * sl2 - sb[2 * ii]) : 0.f;
             p[n][2 * r + c] = pr;
             dp[n][2 * r + c] = pr * (dp[n][2 * r + c] - sb[2 * ii + 1]);
@@ -462,23 +521,23 @@ __device__ void disc_attention_bwd_kv_mma(const T* q, const T* k, const T* v, co
     }
   }
 }
-#define DISC_ATTENTION_MMA(D, DV, T)                                                                             \
-  extern "C" __global__ void disc_attention_mma_fwd_##D##_##DV(const T* q, const T* k, const T* v, T* o,         \
-                                                               disc_i64 heads, disc_i64 sq, disc_i64 sk,         \
-                                                               int causal, float scale) {                        \
-    disc_attention_fwd_mma<D, DV, T>(q, k, v, o, heads, sq, sk, causal, scale);                                  \
-  }                                                                                                              \
-  extern "C" __global__ void disc_attention_mma_bwd_q_##D##_##DV(const T* q, const T* k, const T* v,             \
-                                                                 const T* dout, T* dq, float* stats,             \
-                                                                 disc_i64 heads, disc_i64 sq, disc_i64 sk,       \
-                                                                 int causal, float scale) {                      \
-    disc_attention_bwd_q_mma<D, DV, T>(q, k, v, dout, dq, stats, heads, sq, sk, causal, scale);                  \
-  }                                                                                                              \
-  extern "C" __global__ void disc_attention_mma_bwd_kv_##D##_##DV(const T* q, const T* k, const T* v,            \
-                                                                  const T* dout, const float* stats, T* dk,      \
-                                                                  T* dv, disc_i64 heads, disc_i64 sq,            \
-                                                                  disc_i64 sk, int causal, float scale) {        \
-    disc_attention_bwd_kv_mma<D, DV, T>(q, k, v, dout, stats, dk, dv, heads, sq, sk, causal, scale);             \
+#define DISC_ATTENTION_MMA(D, DV, T)                                                                              \
+  extern "C" __global__ void disc_attention_mma_fwd_##D##_##DV(                                                   \
+      const T* q, const T* k, const T* v, T* o, disc_i64 heads, disc_i64 sq, disc_i64 sk, int causal, float scale, \
+      const int* offsets, disc_i64 sequences) {                                                                   \
+    disc_attention_fwd_mma<D, DV, T>(q, k, v, o, heads, sq, sk, causal, scale, offsets, sequences);               \
+  }                                                                                                               \
+  extern "C" __global__ void disc_attention_mma_bwd_q_##D##_##DV(                                                 \
+      const T* q, const T* k, const T* v, const T* dout, T* dq, float* stats, disc_i64 heads, disc_i64 sq,        \
+      disc_i64 sk, int causal, float scale, const int* offsets, disc_i64 sequences) {                             \
+    disc_attention_bwd_q_mma<D, DV, T>(q, k, v, dout, dq, stats, heads, sq, sk, causal, scale, offsets,           \
+                                       sequences);                                                                \
+  }                                                                                                               \
+  extern "C" __global__ void disc_attention_mma_bwd_kv_##D##_##DV(                                                \
+      const T* q, const T* k, const T* v, const T* dout, const float* stats, T* dk, T* dv, disc_i64 heads,        \
+      disc_i64 sq, disc_i64 sk, int causal, float scale, const int* offsets, disc_i64 sequences) {                \
+    disc_attention_bwd_kv_mma<D, DV, T>(q, k, v, dout, stats, dk, dv, heads, sq, sk, causal, scale, offsets,      \
+                                        sequences);                                                               \
   }
 )";
 

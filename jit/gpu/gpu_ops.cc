@@ -222,8 +222,8 @@ void GpuOps::indexed(const ir::KernelArgs& a, bool scatter) {
 
 // attention(q, k, v) -> out; attention_grad(q, k, v, dout) -> dq, dk, dv: q [..., sq, d],
 // k [..., sk, d], v [..., sk, dv], the leading dims flattened into heads. Packed sequences (the
-// offsets operand, i32 on the device) run on the row kernels, each row over its sequence's keys;
-// the tensor-core kernels take one sequence a head.
+// offsets operand, i32 on the device) take each row (key) over its own sequence's keys (queries),
+// on the tensor cores as on the row kernels.
 void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
   const size_t offsets_at = grad ? 4 : 3;
   const ir::AttentionDims s = ir::attention_dims(a.in[0], a.in[2], a.a());
@@ -237,7 +237,7 @@ void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
   const Module m{d, dv, a.in[0].dtype};
   void *pq = a.in[0].data, *pk = a.in[1].data, *pv = a.in[2].data;
   // On the tensor cores: blocks of kBlock threads, 16 rows a warp.
-  const bool mma = !offsets && tensor_cores(dev_.arch(), m);
+  const bool mma = tensor_cores(dev_.arch(), m);
   auto mma_tiles = [&](long long rows) {
     const long long per_block = kBlock / 32 * 16;
     return devices::LaunchShape{
@@ -247,8 +247,7 @@ void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
   if (!grad) {
     void* o = a.out[0].data;
     void* params[] = {&pq, &pk, &pv, &o, &heads, &sq, &sk, &causal, &scale, &offsets, &sequences};
-    if (mma)
-      return launch("disc_attention_mma_fwd" + sizes, mma_tiles(sq), params, m);  // 9 of them
+    if (mma) return launch("disc_attention_mma_fwd" + sizes, mma_tiles(sq), params, m);
     return launch("disc_attention_fwd" + sizes, tiled(heads, sq), params, m);
   }
   void *dout = a.in[3].data, *dq = a.out[0].data, *dk = a.out[1].data, *ddv = a.out[2].data;
@@ -257,8 +256,9 @@ void GpuOps::attention(const ir::KernelArgs& a, bool grad) {
   void* rows[] = {&pq, &pk, &pv,     &dout,  &dq,      &stats,    &heads,
                   &sq, &sk, &causal, &scale, &offsets, &sequences};
   if (mma) {
-    launch("disc_attention_mma_bwd_q" + sizes, mma_tiles(sq), rows, m);  // the first 11
-    void* keys[] = {&pq, &pk, &pv, &dout, &stats, &dk, &ddv, &heads, &sq, &sk, &causal, &scale};
+    launch("disc_attention_mma_bwd_q" + sizes, mma_tiles(sq), rows, m);
+    void* keys[] = {&pq,    &pk, &pv, &dout,   &stats, &dk,      &ddv,
+                    &heads, &sq, &sk, &causal, &scale, &offsets, &sequences};
     return launch("disc_attention_mma_bwd_kv" + sizes, mma_tiles(sk), keys, m);
   }
   launch("disc_attention_bwd_q" + sizes, tiled(heads, sq), rows, m);

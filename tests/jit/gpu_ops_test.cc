@@ -168,7 +168,8 @@ std::vector<OpCase> cases(bool with_gemms) {
         }
     }
   // Packed sequences: each row attends within its sequence only (lengths 1, primes, one past a
-  // tile of rows), causal and not; rope at each token's position in its sequence.
+  // tile of rows), causal and not, the 16-bit ones on the tensor cores (heads of 16); rope at each
+  // token's position in its sequence.
   auto int32s = [](const std::vector<int64_t>& values) {
     Tensor x = make(DType::kI32, {static_cast<int64_t>(values.size())});
     for (size_t i = 0; i < values.size(); ++i)
@@ -188,13 +189,13 @@ std::vector<OpCase> cases(bool with_gemms) {
         const ir::Attributes attrs{{"causal", causal}, {"scale", 0.3}};
         const double at = t == DType::kF32 ? 2e-5 : tol.at(t);
         Tensor q = random(t, {2, n, 16}, rng), k = random(t, {2, n, 16}, rng);
-        Tensor v = random(t, {2, n, 8}, rng), dout = random(t, {2, n, 8}, rng);
+        Tensor v = random(t, {2, n, 16}, rng), dout = random(t, {2, n, 16}, rng);
         const Tensor off = int32s(offsets);
-        c.push_back({"attention", attrs, {q, k, v, off}, {make(t, {2, n, 8})}, at});
+        c.push_back({"attention", attrs, {q, k, v, off}, {make(t, {2, n, 16})}, at});
         c.push_back({"attention_grad",
                      attrs,
                      {q, k, v, dout, off},
-                     {make(t, {2, n, 16}), make(t, {2, n, 16}), make(t, {2, n, 8})},
+                     {make(t, {2, n, 16}), make(t, {2, n, 16}), make(t, {2, n, 16})},
                      at});
         if (causal)
           c.push_back({"rope",

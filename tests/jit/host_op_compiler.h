@@ -155,17 +155,20 @@ extern "C" void disc_lce_loss_params(void** p) {
 #define DISC_HOST_ATTENTION_MMA(D, DV, T)                                                                       \
   extern "C" void disc_attention_mma_fwd_##D##_##DV##_params(void** p) {                                        \
     disc_attention_mma_fwd_##D##_##DV(P(const T*, 0), P(const T*, 1), P(const T*, 2), P(T*, 3), P(disc_i64, 4), \
-                                      P(disc_i64, 5), P(disc_i64, 6), P(int, 7), P(float, 8));                  \
+                                      P(disc_i64, 5), P(disc_i64, 6), P(int, 7), P(float, 8),                   \
+                                      P(const int*, 9), P(disc_i64, 10));                                        \
   }                                                                                                             \
   extern "C" void disc_attention_mma_bwd_q_##D##_##DV##_params(void** p) {                                      \
     disc_attention_mma_bwd_q_##D##_##DV(P(const T*, 0), P(const T*, 1), P(const T*, 2), P(const T*, 3),         \
                                         P(T*, 4), P(float*, 5), P(disc_i64, 6), P(disc_i64, 7),                 \
-                                        P(disc_i64, 8), P(int, 9), P(float, 10));                               \
+                                        P(disc_i64, 8), P(int, 9), P(float, 10), P(const int*, 11),             \
+                                        P(disc_i64, 12));                                                       \
   }                                                                                                             \
   extern "C" void disc_attention_mma_bwd_kv_##D##_##DV##_params(void** p) {                                     \
     disc_attention_mma_bwd_kv_##D##_##DV(P(const T*, 0), P(const T*, 1), P(const T*, 2), P(const T*, 3),        \
                                          P(const float*, 4), P(T*, 5), P(T*, 6), P(disc_i64, 7),                \
-                                         P(disc_i64, 8), P(disc_i64, 9), P(int, 10), P(float, 11));             \
+                                         P(disc_i64, 8), P(disc_i64, 9), P(int, 10), P(float, 11),              \
+                                         P(const int*, 12), P(disc_i64, 13));                                   \
   }
 #define DISC_HOST_ATTENTION(D, DV, T)                                                                         \
   extern "C" void disc_attention_fwd_##D##_##DV##_params(void** p) {                                          \
