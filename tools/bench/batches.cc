@@ -92,6 +92,11 @@ ir::models::LlamaConfig bounded(ir::models::LlamaConfig c, const std::vector<dat
   c.max_batch = 0;
   for (const auto& b : bs) c.max_batch = std::max(c.max_batch, b.batch);
   c.max_seq = longest(bs);
+  c.packed = !bs.empty() && bs.front().packed();
+  if (c.packed) {  // T bounded by the largest step's tokens, N by its examples
+    c.max_tokens = 0;
+    for (const auto& b : bs) c.max_tokens = std::max(c.max_tokens, b.computed());
+  }
   return c;
 }
 

@@ -39,7 +39,8 @@ std::vector<std::vector<int32_t>> codealpaca_examples(const std::string& path, i
 int64_t longest(const std::vector<data::HostBatch>& bs);
 
 // `c` with its batch and sequence bounds (the symbols B and S) at the largest the batches reach:
-// a cap is checked at those bounds, so they must not exceed what runs.
+// a cap is checked at those bounds, so they must not exceed what runs. Packed batches give a
+// packed model, its tokens T and sequences N bounded alike.
 ir::models::LlamaConfig bounded(ir::models::LlamaConfig c, const std::vector<data::HostBatch>& bs);
 
 // The batch as the language models' inputs `tokens` and `targets` (packed: and `positions`,

@@ -5,7 +5,8 @@
 //     the PyTorch has it, 2.0+); torch.compile(dynamic=True) f32 and bf16 (autocast + SDPA); the
 //     compiled bf16 again with torch._functorch.config.activation_memory_budget (--no-compile
 //     skips the compiled rows)
-//   * disc for each --precision (f32, bf16; also tf32, f16): without a cap, and with a cap that
+//   * disc for each --precision (f32, bf16; also tf32, f16): without a cap, packed (the same
+//     examples in one stream, attention per example: docs/packing.md), and with a cap that
 //   holds the
 //     parameters and optimizer state and --cap-share of the rest of its uncapped peak (schedule,
 //     remat and offload)
@@ -384,10 +385,13 @@ int run(const Options& o) {
                          ? run_pytorch(o, batches, features)
                          : std::vector<Result>{{.system = "torch", .refused = torch_failed}})
       rows.emplace_back(0, std::move(r));
+    std::vector<data::HostBatch> packed;  // the same examples, no padding (data.packing)
+    for (const data::HostBatch& hb : batches) packed.push_back(data::pack(hb));
     for (const Precision& precision : precisions) {
       const std::string name = "disc " + precision.name;
       const Result free = run_disc(o, batches, precision, {}, name);
       rows.emplace_back(0, free);
+      rows.emplace_back(0, run_disc(o, packed, precision, {}, name + " packed"));
       if (o.cap_share <= 0) continue;  // no capped row
       // The cap leaves the parameters and state their bytes and takes a share of the rest.
       const int64_t cap =

@@ -59,18 +59,6 @@ ir::models::LlamaConfig model_of(const Options& o) {
   return {.vocab = 258, .hidden = 128, .layers = 2, .heads = 4, .kv_heads = 2, .ffn = 344};
 }
 
-// What one system's batches need of the graph: B and S (padded) or T and N (packed) at the
-// largest the batches reach, so that the cap is checked where the run goes.
-ir::models::LlamaConfig bounded_for(ir::models::LlamaConfig c,
-                                    const std::vector<data::HostBatch>& bs) {
-  c = bounded(c, bs);
-  c.packed = bs.front().packed();
-  c.max_tokens = 0;
-  for (const auto& b : bs) c.max_tokens = std::max(c.max_tokens, b.computed());
-  if (!c.packed) c.max_tokens = 0;  // padded: B and S bound it
-  return c;
-}
-
 struct Result {
   double tokens_per_s = 0;
   int64_t live_peak = 0, smallest_cap = 0, positions = 0, real = 0, evictions = 0;
@@ -96,7 +84,7 @@ struct System {
 // The trainer and its warm-up pass (whose losses and norms are the comparison's).
 void warm_up(const Options& o, System& s) {
   s.trainer = std::make_unique<engine::Trainer>(
-      ir::models::build_llama(bounded_for(model_of(o), *s.batches)), options(o, s.cap));
+      ir::models::build_llama(bounded(model_of(o), *s.batches)), options(o, s.cap));
   engine::Trainer& t = *s.trainer;
   for (const auto& hb : *s.batches) {
     const engine::StepResult st = t.step(to_device(hb, t.allocator()), kLr);
@@ -127,7 +115,7 @@ void timed_pass(const Options& o, System& s, bool last) {
 // The smallest cap the planner finds for the largest step of `batches` (the cap its worst case
 // needs, with T, or B and S, bounded by what the batches reach).
 int64_t smallest_cap(const Options& o, const std::vector<data::HostBatch>& batches) {
-  engine::Trainer t(ir::models::build_llama(bounded_for(model_of(o), batches)),
+  engine::Trainer t(ir::models::build_llama(bounded(model_of(o), batches)),
                     options(o, int64_t{1} << 40));
   const ir::Bindings worst = t.largest_shape();
   return t.governor().smallest_feasible_cap(worst, t.bytes_held_for(worst));
