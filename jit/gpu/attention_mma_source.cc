@@ -259,23 +259,21 @@ struct disc_mask {
 struct disc_span {
   disc_i64 lo, hi;
 };
+// Row r's sequence, [lo, hi), packed; every one of the n rows otherwise.
+__device__ __forceinline__ disc_span disc_sequence_span(const disc_mask& m, disc_i64 r, disc_i64 n) {
+  if (!m.offsets) return {0, n};
+  const disc_i64 s = disc_sequence_of(m.offsets, m.sequences, r);
+  return {m.offsets[s], m.offsets[s + 1]};
+}
 __device__ __forceinline__ disc_span disc_keys_of_query(const disc_mask& m, disc_i64 i) {
   if (i >= m.sq) return {0, 0};
-  disc_i64 lo = 0, hi = m.sk;
-  if (m.offsets) {
-    const disc_i64 s = disc_sequence_of(m.offsets, m.sequences, i);
-    lo = m.offsets[s], hi = m.offsets[s + 1];
-  }
-  return {lo, m.causal ? disc_min(i + 1, hi) : hi};
+  const disc_span s = disc_sequence_span(m, i, m.sk);
+  return {s.lo, m.causal ? disc_min(i + 1, s.hi) : s.hi};
 }
 __device__ __forceinline__ disc_span disc_queries_of_key(const disc_mask& m, disc_i64 j) {
   if (j >= m.sk) return {0, 0};
-  disc_i64 lo = 0, hi = m.sq;
-  if (m.offsets) {
-    const disc_i64 s = disc_sequence_of(m.offsets, m.sequences, j);
-    lo = m.offsets[s], hi = m.offsets[s + 1];
-  }
-  return {m.causal ? j : lo, hi};
+  const disc_span s = disc_sequence_span(m, j, m.sq);
+  return {m.causal ? j : s.lo, s.hi};
 }
 // A warp's 16 rows from w0 (of n): the spans of its first and last row, which bound every row's
 // (the spans never move backwards from row to row).
