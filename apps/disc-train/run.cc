@@ -174,9 +174,8 @@ struct RunTotals {
 
   std::string summary() const {
     std::string line = fmt::format(
-        "done: {} steps, {} tokens ({:.0f}% of the {} positions computed), {:.0f} tokens/s, peak "
-        "{}, "
-        "loss {:.4f} -> {:.4f}, compiles {}, evictions {}",
+        "done: {} steps, {} tokens ({:.0f}% of the {} positions computed), {:.0f} tokens/s, "
+        "peak {}, loss {:.4f} -> {:.4f}, compiles {}, evictions {}",
         steps, tokens, computed > 0 ? 100.0 * tokens / computed : 0.0, computed,
         ms > 0 ? tokens / (ms / 1e3) : 0.0, human_bytes(peak), first, last, compiles, evictions);
     if (collective_ms > 0 && steps > 0) {
