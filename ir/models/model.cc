@@ -59,9 +59,4 @@ TokenInputs start_language_model(Model& m, const std::string& name, int64_t max_
           {}};
 }
 
-bool is_packed(const Graph& g) {
-  const Value* offsets = g.find_value("offsets");
-  return offsets && offsets->role() == Role::kInput;
-}
-
 }  // namespace disc::ir::models

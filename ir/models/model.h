@@ -93,7 +93,4 @@ struct TokenInputs {
 TokenInputs start_language_model(Model& m, const std::string& name, int64_t max_batch,
                                  int64_t max_seq, int64_t max_tokens, bool packed = false);
 
-// Whether a model's graph takes packed steps (its inputs include `offsets`).
-bool is_packed(const Graph& g);
-
 }  // namespace disc::ir::models

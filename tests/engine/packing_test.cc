@@ -169,8 +169,10 @@ TEST(Packing, PackedRunsRepeatBitForBitUnderACapAndWithoutRecompute) {
 
 TEST(Packing, TheGraphBoundsTokensAndSequences) {
   const ir::models::Model m = ir::models::build_llama(llama(true));
-  EXPECT_TRUE(ir::models::is_packed(*m.graph));
-  EXPECT_FALSE(ir::models::is_packed(*ir::models::build_llama(llama(false)).graph));
+  const ir::Value* offsets = m.graph->find_value("offsets");
+  ASSERT_NE(offsets, nullptr);
+  EXPECT_EQ(offsets->role(), ir::Role::kInput);
+  EXPECT_EQ(ir::models::build_llama(llama(false)).graph->find_value("offsets"), nullptr);
   Trainer t(ir::models::build_llama(llama(true)), {});
   const ir::Bindings worst = t.largest_shape();
   EXPECT_EQ(worst.at("T"), 8 * 64);  // max_batch * max_seq without a token budget
