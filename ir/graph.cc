@@ -148,9 +148,10 @@ Node* Graph::add_node(const std::string& op, const std::vector<Value*>& operands
       fail("declares " + std::to_string(declared->size()) + " result types, the op has " +
            std::to_string(types.size()));
     }
+    const std::string where = describe(*node);  // once: a fused node may have 1000s of results
     for (size_t i = 0; i < types.size(); ++i) {
-      check_symbols_declared((*declared)[i], describe(*node));
-      check_dims_nonnegative(shapes_, (*declared)[i], describe(*node));
+      check_symbols_declared((*declared)[i], where);
+      check_dims_nonnegative(shapes_, (*declared)[i], where);
       TensorType want = (*declared)[i];
       for (auto& d : want.shape) d = shapes_.canonical(d);
       if (want != types[i]) {

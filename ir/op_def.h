@@ -109,14 +109,17 @@ struct OpDef {
   // one buffer.)
   std::vector<int> overwritable;
   // For an op whose overwritable operands depend on its attributes and differ per result (a fused
-  // kernel's, on what the kernel reads): computes them in place of `overwritable`.
-  std::function<std::vector<int>(const Attributes&, int result)> overwritable_of;
+  // kernel's, on what the kernel reads): computes them, for each of its `results` at once, in place
+  // of `overwritable`.
+  std::function<std::vector<std::vector<int>>(const Attributes&, int results)> overwritable_of;
 
-  // The operands that result `result` may overwrite: `overwritable` for result 0, or what
-  // `overwritable_of` gives.
-  std::vector<int> overwritable_for(const Attributes& attrs, int result = 0) const {
-    if (overwritable_of) return overwritable_of(attrs, result);
-    return result == 0 ? overwritable : std::vector<int>{};
+  // The operands that each of a node's `results` may overwrite: `overwritable` for result 0, or
+  // what `overwritable_of` gives.
+  std::vector<std::vector<int>> overwritable_for(const Attributes& attrs, int results) const {
+    if (overwritable_of) return overwritable_of(attrs, results);
+    std::vector<std::vector<int>> table(results);
+    if (results > 0) table[0] = overwritable;
+    return table;
   }
 
   OpCost cost_of(const std::vector<TensorType>& operands, const std::vector<TensorType>& results,

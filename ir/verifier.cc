@@ -36,9 +36,10 @@ void check_node(const Graph& g, const Node& n, const std::set<const Value*>& def
     fail(e.what());
   }
   if (inferred.size() != n.results().size()) fail("has the wrong number of results");
+  const std::string where = g.describe(n);  // once: a fused node may have 1000s of results
   for (size_t i = 0; i < inferred.size(); ++i) {
     const Value* r = n.results()[i];
-    check_symbols(g, r->type(), g.describe(n));
+    check_symbols(g, r->type(), where);
     TensorType have = r->type();
     for (auto& d : have.shape) d = shapes.canonical(d);
     if (have != inferred[i]) {
@@ -71,7 +72,8 @@ void verify(const Graph& g) {
   for (const Node* n : g.nodes()) {
     check_node(g, *n, defined, shapes);
     for (const Value* v : n->operands()) uses[v].insert(n);
-    for (const Value* r : n->results()) define(r, g.describe(*n));
+    const std::string where = g.describe(*n);
+    for (const Value* r : n->results()) define(r, where);
   }
   for (const Value* v : defined) {
     std::multiset<const Node*> listed(v->users().begin(), v->users().end());

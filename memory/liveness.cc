@@ -46,9 +46,11 @@ void find_donors(const ir::Graph& g, const std::vector<const ir::Node*>& order, 
   for (const auto& [arg, v] : g.updates()) outputs.insert(v);
   for (size_t i = 0; i < order.size(); ++i) {
     const ir::Node& n = *order[i];
+    const std::vector<std::vector<int>> overwritable =
+        n.op().overwritable_for(n.attrs(), static_cast<int>(n.results().size()));
     for (const ir::Value* r : n.results()) {
       if (l.written_into.contains(r)) continue;
-      for (int k : n.op().overwritable_for(n.attrs(), r->result_index())) {
+      for (int k : overwritable.at(r->result_index())) {
         const ir::Value* o = n.operand(k);
         if (!o->producer() || outputs.contains(o) || !same_bytes(g, *o, *r)) continue;
         Life& life = l.lives.at(o);
@@ -69,7 +71,8 @@ bool writes_into(const ir::Graph& g, const ir::Value& arg, const ir::Value& v, i
                                   [&](const auto& o) { return o.second == &v; });
   if (output || !same_bytes(g, arg, v) || arg_last > def) return false;
   const ir::Node& n = *v.producer();
-  const std::vector<int> ok = n.op().overwritable_for(n.attrs(), v.result_index());
+  const std::vector<int> ok =
+      n.op().overwritable_for(n.attrs(), static_cast<int>(n.results().size()))[v.result_index()];
   for (int k = 0; k < static_cast<int>(n.operands().size()); ++k) {
     if (n.operand(k) == &arg && std::find(ok.begin(), ok.end(), k) == ok.end()) return false;
   }

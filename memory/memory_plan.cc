@@ -129,7 +129,7 @@ class Planner {
   int64_t held(int i) const { return held_with(i, c_.regen_bytes[i]); }
   int def_of(int e) const { return l_.lives.at(cs_[c_.p.evictions[e].candidate].value).def; }
   int gone_at(const ir::Value* v, int step) const;
-  bool rerun_first(const Candidate& c, int step, std::vector<int>& out) const;
+  bool rerun_first(const Candidate& c, int step, std::vector<int>& out, size_t depth = 0) const;
   bool refresh_firsts(int from, int to);
   std::vector<RegenRun> runs_before(int r) const;
   int64_t run_bytes(const RegenRun& u, int r) const;
@@ -196,12 +196,15 @@ int Planner::gone_at(const ir::Value* v, int step) const {
 }
 
 // Appends to `out` what c's recompute before `step` must rerun first to find its inputs. False
-// when an input is gone by reload, or when too much would rerun.
-bool Planner::rerun_first(const Candidate& c, int step, std::vector<int>& out) const {
+// when an input is gone by reload, or when too much would rerun. Each level of `depth` adds one
+// rerun, so the recursion stops as deep as kMaxRerun, however long the graph's chains.
+bool Planner::rerun_first(const Candidate& c, int step, std::vector<int>& out, size_t depth) const {
+  if (depth > kMaxRerun) return false;
   for (const ir::Value* leaf : c.leaves) {
     const int j = gone_at(leaf, step);
     if (j < 0 || std::find(out.begin(), out.end(), j) != out.end()) continue;
-    if (ways_[j].how != Regen::kRecompute || !rerun_first(cs_[j], step, out)) return false;
+    if (ways_[j].how != Regen::kRecompute || !rerun_first(cs_[j], step, out, depth + 1))
+      return false;
     out.push_back(j);
     if (out.size() > kMaxRerun) return false;
   }

@@ -159,7 +159,11 @@ void register_collective_ops(OpRegistry& r) {
   // operand is its result's (summing it again would count every rank's share N times).
   d.grad = [](GradContext& c) { return c.dy; };
   // Result i may take operand i's buffer: a bucket is summed in place.
-  d.overwritable_of = [](const Attributes&, int result) { return std::vector<int>{result}; };
+  d.overwritable_of = [](const Attributes&, int results) {
+    std::vector<std::vector<int>> table;
+    for (int r = 0; r < results; ++r) table.push_back({r});
+    return table;
+  };
   r.add(std::move(d));
 }
 

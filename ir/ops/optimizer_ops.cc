@@ -34,11 +34,9 @@ ShapeRule update_rule(int n_like, bool has_step, int results) {
 
 // The kernels read each element's inputs before writing its outputs (optimizer_kernels.cc), so
 // each new value may take the buffer of the one it replaces: updates then run in place.
-std::function<std::vector<int>(const Attributes&, int)> per_result(
+std::function<std::vector<std::vector<int>>(const Attributes&, int)> per_result(
     std::vector<std::vector<int>> operands) {
-  return [operands = std::move(operands)](const Attributes&, int result) {
-    return operands.at(result);
-  };
+  return [operands = std::move(operands)](const Attributes&, int) { return operands; };
 }
 
 }  // namespace

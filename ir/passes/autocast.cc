@@ -44,11 +44,12 @@ Runs runs_in(const Node& n, DType low) {
 
 // A value made from constants alone: it adapts to the tensors it meets.
 bool is_weak(const Value& v) {
-  const Node* p = v.producer();
-  if (!p) return false;
-  const std::string& op = p->op().name;
-  if (op == "constant" || op == "full") return true;
-  return (op == "broadcast" || op == "reshape" || op == "cast") && is_weak(*p->operand(0));
+  for (const Node* p = v.producer(); p; p = p->operand(0)->producer()) {
+    const std::string& op = p->op().name;
+    if (op == "constant" || op == "full") return true;
+    if (op != "broadcast" && op != "reshape" && op != "cast") return false;
+  }
+  return false;
 }
 
 // f64 > f32 > 16-bit: the dtype a promoting op computes its mixed float operands in.

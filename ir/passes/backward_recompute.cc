@@ -110,18 +110,38 @@ class BackwardRecomputePass final : public Pass {
   }
 
   // The backward's copy of `v` (and of the constants and values made again that it reads), made
-  // before `user` unless made already.
+  // before `user` unless made already. Depth first with a stack of its own: a chain of values made
+  // again is as long as the graph (30,000 relus), too deep for frames.
   Value* copy_before(Graph& g, Value* v, const Node* user) {
-    if (auto it = copies_.find(v); it != copies_.end()) return it->second;
-    const Node& n = *v->producer();
-    std::vector<Value*> operands;
-    for (Value* o : n.operands()) {
-      const bool copied = o->role() == Role::kConstant || again_.contains(o);
-      operands.push_back(copied ? copy_before(g, o, user) : o);
+    std::vector<Value*> todo = {v};
+    while (!todo.empty()) {
+      Value* top = todo.back();
+      if (copies_.contains(top)) {
+        todo.pop_back();
+        continue;
+      }
+      const Node& n = *top->producer();
+      std::vector<Value*> operands, missing;
+      for (Value* o : n.operands()) {
+        if (o->role() != Role::kConstant && !again_.contains(o)) {
+          operands.push_back(o);
+        } else if (auto it = copies_.find(o); it != copies_.end()) {
+          operands.push_back(it->second);
+        } else {
+          missing.push_back(o);
+        }
+      }
+      if (!missing.empty()) {  // their copies first, the first operand's first, then `top` again
+        todo.insert(todo.end(), missing.rbegin(), missing.rend());
+        continue;
+      }
+      todo.pop_back();
+      Node* copy =
+          g.add_node(n.op().name, operands, n.attrs(), {g.unique_name(top->name() + ".re")});
+      before_[user].push_back(copy);  // after the copies of its operands
+      copies_[top] = copy->result();
     }
-    Node* copy = g.add_node(n.op().name, operands, n.attrs(), {g.unique_name(v->name() + ".re")});
-    before_[user].push_back(copy);  // after the copies of its operands
-    return copies_[v] = copy->result();
+    return copies_.at(v);
   }
 
   std::map<const Node*, int> step_;

@@ -43,21 +43,30 @@ const Node* sole(const Graph& g, const Value* v, const std::string& op) {
 
 // The elements of a constant v: constant, full, or reshapes and an axis-0 concat of those (what
 // the importer makes of a small constant tensor).
+// With a stack of its own: a chain of reshapes or concats is as deep as the graph.
 std::optional<std::vector<double>> constant_values(const Value* v, int64_t count) {
-  const Node* n = v->producer();
-  if (!n) return std::nullopt;
-  const std::string& op = n->op().name;
-  if (op == "constant" || op == "full")
-    return std::vector<double>(count, n->attrs().get_float("value"));
-  if (op == "reshape" || (op == "broadcast" && n->operand(0)->type().numel() == v->type().numel()))
-    return constant_values(n->operand(0), count);
-  if (op != "concat" || n->attrs().get_int("axis") != 0) return std::nullopt;
   std::vector<double> out;
-  for (const Value* part : n->operands()) {
-    auto k = part->type().numel().constant();
-    auto p = k ? constant_values(part, *k) : std::nullopt;
-    if (!p) return std::nullopt;
-    out.insert(out.end(), p->begin(), p->end());
+  std::vector<std::pair<const Value*, int64_t>> todo = {{v, count}};  // the parts still to read
+  while (!todo.empty()) {
+    auto [part, k] = todo.back();
+    todo.pop_back();
+    const Node* n = part->producer();
+    if (!n) return std::nullopt;
+    const std::string& op = n->op().name;
+    if (op == "constant" || op == "full") {
+      out.insert(out.end(), k, n->attrs().get_float("value"));
+    } else if (op == "reshape" ||
+               (op == "broadcast" && n->operand(0)->type().numel() == part->type().numel())) {
+      todo.emplace_back(n->operand(0), k);
+    } else if (op == "concat" && n->attrs().get_int("axis") == 0) {
+      for (auto it = n->operands().rbegin(); it != n->operands().rend(); ++it) {
+        auto size = (*it)->type().numel().constant();
+        if (!size) return std::nullopt;
+        todo.emplace_back(*it, *size);  // the first part on top
+      }
+    } else {
+      return std::nullopt;
+    }
   }
   return out;
 }

@@ -125,7 +125,9 @@ class Emitter {
   Value* apply(const Instr& in, const std::vector<Value*>& args, bool dbl);
   Value* unary(KOp op, Value* x, bool dbl);
   Value* operand(int i, Level at, Chunk* chunk);
-  Value* element(int i, Chunk& chunk);
+  Value* element(int root, Chunk& chunk);
+  bool reads_elements(int i) const;
+  Value* make_element(int i, Chunk& chunk);
   Value* row_value(int i);
   Value* reduce(int i);
   Value* load_chunk(const Instr& in, const Chunk& chunk);
@@ -450,8 +452,38 @@ Value* Emitter::operand(int i, Level at, Chunk* chunk) {
   return at == Level::kElement ? splat(v) : v;
 }
 
-Value* Emitter::element(int i, Chunk& chunk) {
-  if (chunk.values[i]) return chunk.values[i];
+// Depth first with a stack of its own, in the order a recursion would take: a kernel's chain of
+// element instructions is as long as its group (a fused chain of 30,000 relus).
+Value* Emitter::element(int root, Chunk& chunk) {
+  std::vector<int> todo = {root};
+  while (!todo.empty()) {
+    const int i = todo.back();
+    if (chunk.values[i]) {
+      todo.pop_back();
+      continue;
+    }
+    const size_t before = todo.size();
+    if (reads_elements(i)) {
+      const std::vector<int>& args = k_.code[i].args;
+      for (auto a = args.rbegin(); a != args.rend(); ++a)
+        if (levels_[*a] == Level::kElement && !chunk.values[*a]) todo.push_back(*a);
+    }
+    if (todo.size() > before) continue;  // its element operands first, the first one's first
+    todo.pop_back();
+    chunk.values[i] = make_element(i, chunk);
+  }
+  return chunk.values[root];
+}
+
+// Whether instruction i computes from its operands here (not a load, a column index, or a value
+// an earlier pass left in scratch).
+bool Emitter::reads_elements(int i) const {
+  const KOp op = k_.code[i].op;
+  return op != KOp::kLoad && op != KOp::kColIndex &&
+         !(cache_slot_[i] >= 0 && stored_in_pass_[i] >= 0 && stored_in_pass_[i] != pass_);
+}
+
+Value* Emitter::make_element(int i, Chunk& chunk) {
   const Instr& in = k_.code[i];
   Value* v = nullptr;
   if (in.op == KOp::kLoad) {
@@ -475,7 +507,7 @@ Value* Emitter::element(int i, Chunk& chunk) {
       stored_in_pass_[i] = pass_;
     }
   }
-  return chunk.values[i] = v;
+  return v;
 }
 
 // Stores v into instruction i's scratch row at the chunk's columns, or (v null) loads it back.

@@ -100,8 +100,8 @@ void register_fused_op() {
     // In place over an input the kernel reads only at the index it writes (a softmax's, a
     // cross-entropy gradient's logits, AdamW's parameter and moments), as the unfused ops inside
     // would run.
-    d.overwritable_of = [](const ir::Attributes& attrs, int result) {
-      return kernel_of(attrs)->in_place_inputs(result);
+    d.overwritable_of = [](const ir::Attributes& attrs, int) {
+      return kernel_of(attrs)->in_place_table();
     };
     ir::OpRegistry::extend(std::move(d));
   });

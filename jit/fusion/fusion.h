@@ -43,6 +43,11 @@ struct FusionOptions {
   // a group that grows by such joins (a 1000-layer llama's optimizer updates) costs its size
   // squared.
   int max_checked_nodes = 512;
+  // No group grows past this many nodes, however it grows: a kernel's compile time (LLVM schedules
+  // a block's instructions in more than linear time) and its per-kernel tables (outputs, in-place
+  // inputs, the governor's recompute of its results) stay bounded. A chain of 30,000 relus from a
+  // hostile ONNX file is 15 kernels, not one with 30,000 outputs that took minutes to compile.
+  int max_nodes = 2048;
 };
 
 struct FusionGroup {

@@ -230,25 +230,33 @@ bool kop_from_name(std::string_view name, KOp& op) {
   return false;
 }
 
+std::vector<std::vector<int>> KernelIR::in_place_table() const {
+  // One pass over the code for every output at once: a fused node may have thousands of outputs.
+  std::vector<int> last_use(inputs + outputs, -1), store(outputs, -1);
+  std::vector<bool> own_index_only(inputs, true);
+  for (int i = 0; i < static_cast<int>(code.size()); ++i) {
+    const Instr& in = code[i];
+    if (in.buffer < 0) continue;
+    last_use[in.buffer] = i;
+    if (in.buffer < inputs && !(in.op == KOp::kLoad && in.access == Access::kFull))
+      own_index_only[in.buffer] = false;  // load_at reads another column: after its store in place
+    if (in.op == KOp::kStore && in.access == Access::kFull && in.buffer >= inputs &&
+        store[in.buffer - inputs] < 0)
+      store[in.buffer - inputs] = i;
+  }
+  std::vector<std::vector<int>> table(outputs);
+  for (int o = 0; o < outputs; ++o) {
+    if (store[o] < 0) continue;
+    for (int b = 0; b < inputs; ++b)
+      if (types[b] == types[inputs + o] && own_index_only[b] && last_use[b] < store[o])
+        table[o].push_back(b);
+  }
+  return table;
+}
+
 std::vector<int> KernelIR::in_place_inputs(int output) const {
   if (output < 0 || output >= outputs) return {};
-  const int out = inputs + output;
-  const auto store = std::find_if(code.begin(), code.end(), [&](const Instr& in) {
-    return in.op == KOp::kStore && in.buffer == out;
-  });
-  if (store == code.end() || store->access != Access::kFull) return {};
-  std::vector<int> ok;
-  for (int b = 0; b < inputs; ++b) {
-    if (types[b] != types[out]) continue;
-    // load_at reads another column of the row: after a store of that column, when in place.
-    const bool own_index_only = std::all_of(code.begin(), code.end(), [&](const Instr& in) {
-      return in.buffer != b || (in.op == KOp::kLoad && in.access == Access::kFull);
-    });
-    const bool read_before_store =
-        std::none_of(store, code.end(), [&](const Instr& in) { return in.buffer == b; });
-    if (own_index_only && read_before_store) ok.push_back(b);
-  }
-  return ok;
+  return in_place_table()[output];
 }
 
 std::vector<Level> KernelIR::levels() const {

@@ -148,6 +148,8 @@ struct KernelIR {
   // and, with several outputs, read only before the output's store in the code (the interpreter
   // runs a row instruction by instruction). Empty for an output not stored with full access.
   std::vector<int> in_place_inputs(int output = 0) const;
+  // in_place_inputs of every output, in one pass over the code.
+  std::vector<std::vector<int>> in_place_table() const;
   // The text form above (lines joined by "\n"); parse() reads it back.
   std::string str() const;
   static KernelIR parse(std::string_view text);

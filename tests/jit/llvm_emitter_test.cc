@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "jit/cpu/kernel_cache.h"
 #include "jit/cpu/target.h"
+#include "tests/base/on_stack.h"
 #include "tests/jit/kernel_check.h"
 #include "tests/jit/pattern_kernels.h"
 
@@ -371,6 +372,25 @@ TEST(LlvmEmitter, RefusesMalformedKernels) {
   llvm::LLVMContext ctx;
   k.code[2].args = {5, 0};  // not an earlier instruction
   EXPECT_THROW(emit_kernel(k, {16, 16}, host_target(), ctx, "k"), InvalidArgument);
+}
+
+// A chain of 20,000 element instructions (a fused chain of relus) is emitted on a 256 KiB stack:
+// the emitter walks a store's operands with a stack of its own (it recursed once per instruction,
+// several MiB here).
+TEST(LlvmEmitter, EmitsAChainOfTwentyThousandInstructionsOnASmallStack) {
+  std::string text = "kernel inputs=1 outputs=1 space=0 types=f32,f32\n%0 = load 0 full";
+  const int n = 20000;
+  for (int i = 1; i <= n; ++i)
+    text += "\n%" + std::to_string(i) + " = relu %" + std::to_string(i - 1);
+  const KernelIR k = parse(text + "\nstore 1 full %" + std::to_string(n));
+  size_t instructions = 0;
+  disc::testing::on_stack(256 << 10, [&] {
+    llvm::LLVMContext ctx;
+    std::unique_ptr<llvm::Module> m = emit_kernel(k, {16, 16}, host_target(), ctx, "k");
+    for (const llvm::Function& f : *m)
+      for (const llvm::BasicBlock& b : f) instructions += b.size();
+  });
+  EXPECT_GE(instructions, static_cast<size_t>(n));  // every relu is in the code
 }
 
 }  // namespace
