@@ -75,8 +75,12 @@ void write_folder(const fs::path& final, const std::string& what,
   try {
     fill(staging);
     sync_folder(staging.string());
-    fs::remove_all(final);
+    // What `final` held goes out of the way by a rename, then away: never half deleted in place.
+    const fs::path old = final.parent_path() / ("." + final.filename().string() + ".replaced");
+    remove_quietly(old);
+    if (fs::exists(final)) fs::rename(final, old);
     fs::rename(staging, final);
+    remove_quietly(old);
   } catch (const fs::filesystem_error& e) {
     remove_quietly(staging);
     throw IoError("cannot " + what + ": " + e.code().message());

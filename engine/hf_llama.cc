@@ -3,12 +3,16 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 
 #include "base/error.h"
+#include "base/finite.h"
 #include "base/half.h"
+#include "base/read_file.h"
 #include "engine/durable_folder.h"
 #include "engine/trainer.h"
 #include "memory/allocator.h"
@@ -67,14 +71,6 @@ std::string torch_dtype(DType t) {
   return t == DType::kBF16 ? "bfloat16" : t == DType::kF16 ? "float16" : "float32";
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("cannot read " + path + ": " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 json parse_json(const std::string& path, const std::string& text) {
   try {
     json j = json::parse(text);
@@ -85,35 +81,62 @@ json parse_json(const std::string& path, const std::string& text) {
   }
 }
 
+// A parsed config.json with its path and text (to quote a number as written).
+struct ConfigJson {
+  json j;
+  std::string path, text;
+};
+
+// The text of `name`'s value in a JSON object's text, when it is a number: what the user wrote,
+// which a double (2^64 + 96) or an int64 cast (-9223372036854775808) no longer shows.
+std::string as_written(const ConfigJson& c, const std::string& name) {
+  std::smatch m;
+  const std::regex number("\"" + name + "\"\\s*:\\s*(-?[0-9][0-9.eE+-]*)");
+  return std::regex_search(c.text, m, number) ? m[1].str() : c.j[name].dump();
+}
+
 // config.json's key as T: InvalidArgument naming the key when it is missing (and has no default)
-// or of the wrong kind.
+// or of the wrong kind: an integer must be written as one (96.5 was read as 96) and fit T.
 template <typename T>
-T key(const json& j, const std::string& path, const std::string& name,
-      std::optional<T> fallback = std::nullopt) {
+T key(const ConfigJson& c, const std::string& name, std::optional<T> fallback = std::nullopt) {
+  const json& j = c.j;
   if (!j.contains(name) || j[name].is_null()) {
     if (fallback) return *fallback;
-    throw InvalidArgument(path + " lacks `" + name + "`, which a llama's config.json gives");
+    throw InvalidArgument(c.path + " lacks `" + name + "`, which a llama's config.json gives");
+  }
+  const json& v = j[name];
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    const bool fits =
+        (v.is_number_unsigned() && v.get<uint64_t>() <= std::numeric_limits<T>::max()) ||
+        (v.is_number_integer() && !v.is_number_unsigned() &&
+         v.get<int64_t>() >= std::numeric_limits<T>::min() &&
+         v.get<int64_t>() <= std::numeric_limits<T>::max());
+    if (!fits)
+      throw InvalidArgument(c.path + ": `" + name + "` is " + as_written(c, name) +
+                            ", not an integer from " +
+                            std::to_string(std::numeric_limits<T>::min()) + " to " +
+                            std::to_string(std::numeric_limits<T>::max()));
   }
   try {
-    return j[name].get<T>();
+    return v.get<T>();
   } catch (const json::exception&) {
-    throw InvalidArgument(path + ": `" + name + "` is " + j[name].dump() + ", not a " +
+    throw InvalidArgument(c.path + ": `" + name + "` is " + v.dump() + ", not a " +
                           (std::is_same_v<T, bool> ? "boolean" : "number"));
   }
 }
 
 // bos_token_id or eos_token_id (-1: none). Llama 3's folders give a list of end tokens; the first
 // is the one a training example ends with.
-int32_t token_id(const json& j, const std::string& path, const std::string& name) {
-  if (j.contains(name) && j[name].is_array() && !j[name].empty()) {
-    json first = {{name, j[name][0]}};
-    return key<int32_t>(first, path, name);
-  }
-  return key<int32_t>(j, path, name, -1);
+int32_t token_id(const ConfigJson& c, const std::string& name) {
+  if (c.j.contains(name) && c.j[name].is_array() && !c.j[name].empty())
+    return key<int32_t>({.j = {{name, c.j[name][0]}}, .path = c.path}, name);
+  return key<int32_t>(c, name, -1);
 }
 
 // What disc's llama computes; a config that asks for more is refused rather than trained wrongly.
-void check_supported(const json& j, const std::string& path) {
+void check_supported(const ConfigJson& c) {
+  const json& j = c.j;
+  const std::string& path = c.path;
   auto refuse = [&](const std::string& k, const std::string& why) {
     throw InvalidArgument(path + ": `" + k + "` is " + j[k].dump() + "; " + why);
   };
@@ -130,24 +153,24 @@ void check_supported(const json& j, const std::string& path) {
 
 void read_config(HfLlama& hf) {
   const std::string path = hf.dir + "/config.json";
-  if (!fs::is_regular_file(path))
+  if (!fs::exists(path))
     throw IoError(hf.dir + " has no config.json: model.hf must name a Hugging Face model folder");
-  hf.config_text = read_text(path);
-  const json j = parse_json(path, hf.config_text);
-  check_supported(j, path);
+  hf.config_text = read_regular_file(path, "the model's config");
+  const ConfigJson f{.j = parse_json(path, hf.config_text), .path = path, .text = hf.config_text};
+  check_supported(f);
   ir::models::LlamaConfig& c = hf.config;
-  c.vocab = key<int64_t>(j, path, "vocab_size");
-  c.hidden = key<int64_t>(j, path, "hidden_size");
-  c.ffn = key<int64_t>(j, path, "intermediate_size");
-  c.layers = key<int64_t>(j, path, "num_hidden_layers");
-  c.heads = key<int64_t>(j, path, "num_attention_heads");
-  c.kv_heads = key<int64_t>(j, path, "num_key_value_heads", c.heads);
-  c.norm_eps = key<double>(j, path, "rms_norm_eps");
-  c.rope_theta = key<double>(j, path, "rope_theta", 10000.0);
-  c.tied_embeddings = key<bool>(j, path, "tie_word_embeddings", false);
-  hf.max_positions = key<int64_t>(j, path, "max_position_embeddings", int64_t{0});
-  hf.bos_id = token_id(j, path, "bos_token_id");
-  hf.eos_id = token_id(j, path, "eos_token_id");
+  c.vocab = key<int64_t>(f, "vocab_size");
+  c.hidden = key<int64_t>(f, "hidden_size");
+  c.ffn = key<int64_t>(f, "intermediate_size");
+  c.layers = key<int64_t>(f, "num_hidden_layers");
+  c.heads = key<int64_t>(f, "num_attention_heads");
+  c.kv_heads = key<int64_t>(f, "num_key_value_heads", c.heads);
+  c.norm_eps = key<double>(f, "rms_norm_eps");
+  c.rope_theta = key<double>(f, "rope_theta", 10000.0);
+  c.tied_embeddings = key<bool>(f, "tie_word_embeddings", false);
+  hf.max_positions = key<int64_t>(f, "max_position_embeddings", int64_t{0});
+  hf.bos_id = token_id(f, "bos_token_id");
+  hf.eos_id = token_id(f, "eos_token_id");
   for (auto [k, v] : {std::pair{"vocab_size", c.vocab},
                       {"hidden_size", c.hidden},
                       {"intermediate_size", c.ffn},
@@ -158,21 +181,24 @@ void read_config(HfLlama& hf) {
   }
   const int64_t hd = c.hidden % c.heads == 0 ? c.hidden / c.heads : 0;
   if (hd == 0 || hd % 2 != 0 || c.heads % c.kv_heads != 0 ||
-      key<int64_t>(j, path, "head_dim", hd) != hd) {
+      key<int64_t>(f, "head_dim", hd) != hd) {
     throw InvalidArgument(path + ": hidden_size " + std::to_string(c.hidden) + ", " +
                           std::to_string(c.heads) + " heads and " + std::to_string(c.kv_heads) +
                           " key/value heads do not make equal, even-sized heads shared evenly");
   }
 }
 
-// The weight files and which tensor each holds: the index's weight_map, or model.safetensors.
+// The weight files and which tensor each holds: model.safetensors, or the index's weight_map.
+// With both, the single file, as transformers loads it (the index may be a leftover).
 void open_weights(HfLlama& hf) {
   const std::string index = hf.dir + "/model.safetensors.index.json";
   std::map<std::string, std::string> wanted;  // tensor -> file, from the index
   std::set<std::string> names;
-  if (fs::exists(index)) {
+  if (fs::exists(hf.dir + "/model.safetensors")) {
+    names.insert("model.safetensors");
+  } else if (fs::exists(index)) {
     hf.sharded = true;
-    const json j = parse_json(index, read_text(index));
+    const json j = parse_json(index, read_regular_file(index, "the weights' index"));
     if (!j.contains("weight_map") || !j["weight_map"].is_object())
       throw InvalidArgument(index + " lacks its `weight_map` (tensor name -> file)");
     for (const auto& [tensor, file] : j["weight_map"].items()) {
@@ -182,8 +208,6 @@ void open_weights(HfLlama& hf) {
       wanted[tensor] = file.get<std::string>();
       names.insert(file.get<std::string>());
     }
-  } else if (fs::exists(hf.dir + "/model.safetensors")) {
-    names.insert("model.safetensors");
   } else {
     throw IoError(hf.dir + " has neither model.safetensors nor model.safetensors.index.json");
   }
@@ -207,8 +231,24 @@ void open_weights(HfLlama& hf) {
   }
 }
 
+// config.json's layer count against the tensors the folder holds, before anything is sized by it:
+// `num_hidden_layers: 4294967298` for a folder of 21 tensors grew a table of names to 24 GB.
+void check_layer_count(const HfLlama& hf) {
+  const ir::models::LlamaConfig& c = hf.config;
+  const int64_t per_layer = 9, outside = c.tied_embeddings ? 2 : 3;  // embed, norm (, lm_head)
+  const int64_t held = static_cast<int64_t>(hf.tensors.size());
+  if (c.layers <= (held - outside) / per_layer) return;  // at most what the folder holds
+  throw InvalidArgument(hf.dir + "/config.json: `num_hidden_layers` is " +
+                        std::to_string(c.layers) + ", but the weight files hold " +
+                        std::to_string(held) + " tensors, enough for " +
+                        std::to_string(std::max<int64_t>(0, (held - outside) / per_layer)) +
+                        " layers (a llama layer has " + std::to_string(per_layer) +
+                        "): fix num_hidden_layers, or complete the download");
+}
+
 // Exactly the tensors config.json's llama has, each of its shape and a float dtype.
 void check_tensors(const HfLlama& hf) {
+  check_layer_count(hf);
   const auto shapes = hf_shapes(hf.config);
   for (const auto& [name, stored] : hf.tensors) {
     auto it = shapes.find(name);
@@ -232,6 +272,20 @@ void check_tensors(const HfLlama& hf) {
     if (!hf.tensors.contains(name))
       throw InvalidArgument(hf.dir + " lacks `" + name + "` " + shape_text(shape) +
                             ", which a llama with config.json's sizes has");
+  }
+}
+
+// Every weight finite: a NaN or infinity in a downloaded or exported weight would make the run
+// "diverge at step 1" and blame the learning rate.
+void check_finite(const HfLlama& hf) {
+  for (const auto& [name, stored] : hf.tensors) {
+    const NonFinite bad = non_finite(stored.entry->dtype, stored.entry->bytes);
+    if (bad.count > 0)
+      throw InvalidArgument(stored.file->path() + ": `" + name + "` holds " +
+                            std::to_string(bad.count) + " NaN or infinite values (the first at " +
+                            "element " + std::to_string(bad.first) +
+                            "): the file is damaged or was exported from a diverged run; " +
+                            "download or export it again");
   }
 }
 
@@ -310,6 +364,7 @@ HfLlama open_hf_llama(const std::string& dir) {
   read_config(hf);
   open_weights(hf);
   check_tensors(hf);
+  check_finite(hf);
   return hf;
 }
 
@@ -342,6 +397,14 @@ void check_new_folder(const fs::path& dir) {
                           ": it exists and is not an empty folder; name a new folder");
 }
 
+// Refuses, before anything is written, a weight that `dtype` cannot hold.
+void check_exportable(const std::string& name, const std::vector<float>& values, DType dtype) {
+  if (std::string why = unrepresentable(values, dtype); !why.empty())
+    throw InvalidArgument("cannot export `" + name + "` as " + std::string(dtype_name(dtype)) +
+                          ": " + why + "; export as f32 or bf16 (export.dtype), or an earlier " +
+                          "checkpoint (--checkpoint); nothing was written");
+}
+
 // What else makes the source folder a whole model (the tokenizer, the generation config, the
 // model card), so the written one is too. Never other weights (PyTorch .bin shards, adapters,
 // GGUF): beside the new safetensors they would be the old model, which some loaders prefer.
@@ -359,16 +422,19 @@ void copy_other_files(const HfLlama& source, const fs::path& to) {
 }  // namespace
 
 void write_hf_llama(const std::map<std::string, Tensor>& params, const ir::models::LlamaConfig& c,
-                    const std::string& dir, const HfLlama* source, std::optional<DType> dtype) {
+                    const std::string& dir, const HfLlama* source, std::optional<DType> dtype,
+                    bool replace) {
   fs::path final = fs::path(dir).lexically_normal();
   if (!final.has_filename()) final = final.parent_path();
   if (final.parent_path().empty()) final = fs::path(".") / final;
-  check_new_folder(final);
+  if (!replace) check_new_folder(final);
   // Which file each tensor goes to, and as what.
   std::map<std::string, std::vector<HfName>> files;
   for (const HfName& n : hf_llama_names(c)) {
     if (!params.contains(n.disc))
       throw InvalidArgument("cannot export: the parameters lack `" + n.disc + "` (" + n.hf + ")");
+    const DType t = dtype ? *dtype : source ? source->tensors.at(n.hf).entry->dtype : DType::kF32;
+    check_exportable(n.hf, params.at(n.disc).to_vector<float>(), t);
     files[source ? fs::path(source->tensors.at(n.hf).file->path()).filename().string()
                  : "model.safetensors"]
         .push_back(n);

@@ -75,8 +75,10 @@ std::map<std::string, Tensor> parameters_of(const Trainer& trainer);
 // config.json is made from `c` and the weights go to one model.safetensors as f32. `dtype`, when
 // given (f32, bf16, f16), overrides the dtype of every tensor. The folder is written beside
 // `dir` under a hidden name and renamed into place when complete; `dir` must not exist or be
-// empty (InvalidArgument), so a folder is never half replaced.
+// empty (InvalidArgument) unless `replace`, so a folder is never half replaced. A weight that
+// `dtype` cannot hold (NaN, infinity, beyond f16's range) is refused before anything is written.
 void write_hf_llama(const std::map<std::string, Tensor>& params, const ir::models::LlamaConfig& c,
-                    const std::string& dir, const HfLlama* source, std::optional<DType> dtype);
+                    const std::string& dir, const HfLlama* source, std::optional<DType> dtype,
+                    bool replace = false);
 
 }  // namespace disc::engine

@@ -214,13 +214,15 @@ std::string header_text(const std::map<std::string, Tensor>& tensors,
 }  // namespace
 
 MappedTensorFile::MappedTensorFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading waits for a writer, forever; fstat refuses it below.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     throw IoError("cannot open " + path + ": " + std::strerror(errno) + "; check the path");
   struct stat st{};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw IoError("cannot read " + path + ": not a regular file");
+    throw IoError("cannot read " + path +
+                  ": not a regular file (a FIFO, device or directory); name a safetensors file");
   }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);

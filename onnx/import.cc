@@ -1,8 +1,10 @@
 #include "onnx/import.h"
 
 #include <set>
+#include <span>
 
 #include "base/error.h"
+#include "base/finite.h"
 #include "ir/nn.h"
 #include "onnx/op_context.h"
 #include "onnx/proto.h"
@@ -110,6 +112,11 @@ class GraphImport {
       Value* p = state_.graph.add_argument(t.name, {DType::kF32, {dims.begin(), dims.end()}},
                                            ir::Role::kParameter);
       out_.weights[t.name] = float_values(t);
+      const std::vector<float>& w = out_.weights[t.name];
+      if (const NonFinite bad = non_finite(DType::kF32, std::as_bytes(std::span(w))); bad.count)
+        fail("initializer `" + t.name + "` holds " + std::to_string(bad.count) +
+             " NaN or infinite values (the first at element " + std::to_string(bad.first) +
+             "): the file is damaged or was exported from a diverged run; export it again");
       bind(t.name, Slot{p}, "initializer");
       return;
     }

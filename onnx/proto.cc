@@ -6,6 +6,7 @@
 #include <map>
 
 #include "base/error.h"
+#include "base/read_file.h"
 
 namespace disc::onnx::proto {
 namespace {
@@ -332,11 +333,7 @@ std::string_view field_bytes(std::string_view whole, size_t begin, size_t end) {
 }  // namespace
 
 std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw IoError(path + ": cannot open the ONNX model (does the file exist?)");
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) throw IoError(path + ": cannot read the ONNX model");
-  return bytes;
+  return read_regular_file(path, "the ONNX model");
 }
 
 Model parse_model(std::string_view bytes, const std::string& what) {

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "base/error.h"
+#include "base/finite.h"
 #include "engine/durable_folder.h"
 #include "onnx/proto.h"
 #include "onnx/tensor_proto.h"
@@ -37,7 +38,13 @@ void export_weights(const std::string& source, const std::map<std::string, engin
     if (dims_of(init) != p->second->shape())
       throw InvalidArgument("export: parameter " + init.name + " has another shape than " + source +
                             "'s initializer");
-    raw.emplace_back(init.name, raw_float_data(init.data_type, p->second->to_vector<float>()));
+    const std::vector<float> values = p->second->to_vector<float>();
+    const std::optional<DType> dtype = dtype_of(init.data_type);
+    if (std::string why = dtype ? unrepresentable(values, *dtype) : ""; !why.empty())
+      throw InvalidArgument("export: cannot write `" + init.name + "` as " +
+                            std::string(dtype_name(*dtype)) + " (" + source + "'s type): " + why +
+                            "; nothing was written");
+    raw.emplace_back(init.name, raw_float_data(init.data_type, values));
     left.erase(p);
   }
   if (!left.empty())

@@ -56,9 +56,16 @@ bool complete(const fs::path& p) {
          fs::is_regular_file(p / "state.safetensors", ec);
 }
 
+// Renamed out of the way, then deleted: a kill -9 mid-delete leaves a hidden folder the next
+// prune removes, never a step-N/ with its trainer.json and no state.safetensors.
 void remove_folder(const fs::path& p) {
   std::error_code ec;
-  fs::remove_all(p, ec);
+  fs::path doomed = p;
+  if (!p.filename().string().starts_with(".")) {  // a step-N/; hidden leftovers go as they are
+    doomed = p.parent_path() / ("." + p.filename().string() + ".deleting");
+    fs::rename(p, doomed, ec);
+  }
+  if (!ec) fs::remove_all(doomed, ec);
   if (ec) throw IoError("cannot delete old checkpoint " + p.string() + ": " + ec.message());
 }
 
@@ -108,8 +115,10 @@ void prune_checkpoints(const std::string& dir, int64_t keep, const std::string& 
     if (step < oldest_kept && !(!protect.empty() && fs::equivalent(p, protect, ec)))
       remove_folder(p);
   }
-  // A staging folder outlives its save only when the process died mid-save.
-  for (const auto& [step, p] : folders(dir, ".", ".partial")) remove_folder(p);
+  // A staging folder outlives its save only when the process died mid-save, a deleted one only
+  // when it died mid-delete.
+  for (const char* left : {".partial", ".deleting"})
+    for (const auto& [step, p] : folders(dir, ".", left)) remove_folder(p);
 }
 
 CheckpointLock::CheckpointLock(const std::string& dir) {

@@ -67,9 +67,24 @@ void check_parameters(const ir::models::Model& m,
   }
 }
 
+// Refuses a target inside checkpoint.dir, and one that holds something already unless `force`:
+// the ONNX export overwrote a file silently where the Hugging Face export refused a folder.
+void check_target(const Config& c, const std::string& to, bool force) {
+  check_outside_checkpoints(c, "--to", to);
+  std::error_code ec;
+  const bool taken = std::filesystem::exists(to, ec) &&
+                     (!std::filesystem::is_directory(to, ec) || !std::filesystem::is_empty(to, ec));
+  if (taken && !force)
+    throw InvalidArgument("--to " + to + " exists" +
+                          (std::filesystem::is_directory(to, ec) ? " and is not empty" : "") +
+                          ": name a new one, or pass --force to replace it");
+}
+
 }  // namespace
 
-int export_model(const Config& c, const std::string& to, const std::string& checkpoint) {
+int export_model(const Config& c, const std::string& to, const std::string& checkpoint,
+                 bool force) {
+  check_target(c, to, force);
   RunSetup s = make_setup(c);
   if (!s.llama && !s.onnx)
     throw InvalidArgument(
@@ -102,7 +117,7 @@ int export_model(const Config& c, const std::string& to, const std::string& chec
   // A billion-parameter model takes a while to convert and write: say what is coming.
   std::cout << "writing " << engine::hf_llama_names(*s.llama).size() << " tensors to " << to
             << " ..." << std::endl;
-  engine::write_hf_llama(params, *s.llama, to, s.hf.get(), export_dtype(c));
+  engine::write_hf_llama(params, *s.llama, to, s.hf.get(), export_dtype(c), force);
   std::cout << "exported " << (from.empty() ? "the initial weights" : from) << " to " << to
             << " (Hugging Face llama, " << s.llama->layers << " layers)\n";
   return 0;

@@ -11,6 +11,7 @@
 namespace disc::apps {
 
 // Returns the exit code (0); bad input throws as make_setup does, before anything is written.
-int export_model(const Config& c, const std::string& to, const std::string& checkpoint);
+// `to` must be outside checkpoint.dir, and new (or an empty folder) unless `force`.
+int export_model(const Config& c, const std::string& to, const std::string& checkpoint, bool force);
 
 }  // namespace disc::apps

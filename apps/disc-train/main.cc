@@ -97,9 +97,13 @@ int main(int argc, char** argv) {
       "checkpoint.dir, or the initial weights when there is none");
   add_common(hf);
   std::string to, from;
-  hf->add_option("--to", to, "the folder to write (new, or empty); for model.onnx, FILE.onnx")
+  hf->add_option("--to", to,
+                 "the folder to write (new, or empty); for model.onnx, FILE.onnx (new, unless "
+                 "--force)")
       ->required();
   hf->add_option("--checkpoint", from, "a checkpoint folder to export instead of the newest");
+  bool force = false;
+  hf->add_flag("--force", force, "replace what --to names when it exists");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -115,7 +119,7 @@ int main(int argc, char** argv) {
     }
     if (*check) return disc::apps::validate(c);
     if (*show) return disc::apps::plan(c, shape, dump, json);
-    if (*hf) return disc::apps::export_model(c, to, from);
+    if (*hf) return disc::apps::export_model(c, to, from, force);
     return disc::apps::run_training(c, flags);
   } catch (const disc::Error& e) {
     return refuse(e.what());

@@ -485,8 +485,26 @@ void check_distinct(const Config& c) {
 
 }  // namespace
 
+void check_outside_checkpoints(const Config& c, const std::string& key, const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string ckdir = c.get_string("checkpoint.dir");
+  if (ckdir.empty() || path.empty()) return;
+  auto full = [](const std::string& p) {  // absolute, links resolved, no trailing separator
+    std::error_code ec;
+    fs::path r = fs::weakly_canonical(fs::absolute(p), ec).lexically_normal();
+    return r.has_filename() ? r : r.parent_path();
+  };
+  const fs::path inner = full(path), outer = full(ckdir);
+  const auto [end, at] = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
+  if (end == outer.end())
+    throw InvalidArgument(key + " is " + path + ", inside checkpoint.dir " + ckdir +
+                          ", whose saves and prunes would meet a folder they do not own (a " +
+                          "resume failed at its save and lost its steps): write it elsewhere");
+}
+
 void check_outputs(const Config& c) {
   if (const std::string dir = c.get_string("export.dir"); !dir.empty()) {
+    check_outside_checkpoints(c, "export.dir", dir);
     if (!c.get_string("model.graph").empty() || c.get_string("model.family") != "llama")
       throw InvalidArgument("export.dir writes a Hugging Face llama: model.family must be llama");
     std::error_code ec;

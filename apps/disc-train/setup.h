@@ -45,6 +45,8 @@ std::optional<DType> export_dtype(const Config& c);
 // bits) and any output that is an input (config, data, graph) or another output, before a run
 // writes anything. Leaves nothing behind.
 void check_outputs(const Config& c);
+// Refuses `path` (the value of `key`) inside checkpoint.dir, which the run's saves own.
+void check_outside_checkpoints(const Config& c, const std::string& key, const std::string& path);
 
 // jit.cache_dir with `auto` resolved: $XDG_CACHE_HOME/disc/kernels, else ~/.cache/disc/kernels.
 std::string kernel_cache_dir(const Config& c);

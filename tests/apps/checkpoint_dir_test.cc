@@ -58,6 +58,10 @@ TEST(CheckpointDir, PruningTouchesOnlyTheFoldersDiscTrainNames) {
     fs::create_directories(s.path(std::string("ck/") + mine));
     s.write(std::string("ck/") + mine + "/keep.txt", "mine");
   }
+  // A pruned checkpoint is renamed away before it is deleted; a kill -9 mid-delete leaves this,
+  // which the next prune removes (it left a step-N/ with trainer.json and no state).
+  fs::create_directories(s.path("ck/.step-00000001.deleting"));
+  s.write("ck/.step-00000001.deleting/trainer.json", "{}");
   auto r = testing::run_command(
       run_with_config(s, "train.steps=6 checkpoint.keep=1 checkpoint.dir=" + s.path("ck")));
   ASSERT_EQ(r.code, 0) << r.out;

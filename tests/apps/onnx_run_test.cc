@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "cli_test_util.h"
 #include "onnx/import.h"
@@ -93,6 +94,31 @@ TEST(OnnxRun, ABadModelIsOneLineExitTwoAndNothingWritten) {
                          " model.onnx=" + kLlama + " data.synthetic.vocab=64");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("embedding %embed has 32 rows"), std::string::npos) << r.out;
+}
+
+// The ONNX export refuses an existing file as the Hugging Face export refuses a folder (it
+// overwrote it silently), unless --force; and nothing inside checkpoint.dir, whose saves own it.
+TEST(OnnxRun, ExportReplacesAFileOnlyWithForceAndNeverWritesIntoCheckpoints) {
+  Scratch s;
+  s.write("run.yaml", kOnnxRun);
+  s.write("mine.onnx", "mine");
+  const std::string exporting = std::string(DISC_TRAIN) + " export --config " + s.path("run.yaml") +
+                                " model.onnx=" + kLlama + " ";
+  Result r = run_command(exporting + "checkpoint.dir= --to " + s.path("mine.onnx"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("exists: name a new one, or pass --force"), std::string::npos) << r.out;
+  std::ifstream mine(s.path("mine.onnx"));
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(mine), {}), "mine");
+  r = run_command(exporting + "checkpoint.dir= --to " + s.path("mine.onnx") + " --force");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(onnx::import_file(s.path("mine.onnx")).weights.size(),
+            onnx::import_file(kLlama).weights.size());
+
+  r = run_command(exporting + "checkpoint.dir=" + s.path("ck") + " --to " +
+                  s.path("ck/step-00000006/model.onnx"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("inside checkpoint.dir"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(s.path("ck")));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "engine/hf_llama.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include "devices/device.h"
 #include "engine/executor.h"
 #include "engine/init.h"
+#include "engine/safetensors.h"
 #include "engine/trainer.h"
 #include "ir/training_step.h"
 
@@ -226,6 +228,45 @@ TEST_F(HfFolder, ExportRefusesAFolderThatHoldsFiles) {
   EXPECT_FALSE(fs::exists(root / ".busy.partial"));
 }
 
+// Weights that an f16 export cannot hold (past 65504) are refused, naming the tensor and its
+// largest magnitude, with nothing written (it wrote infinities and exited 0).
+TEST_F(HfFolder, AnF16ExportOfWeightsPastItsRangeIsRefused) {
+  HfLlama hf = open_hf_llama(reference("hf_llama_tied"));
+  Trainer t = loaded_trainer(hf);
+  std::map<std::string, Tensor> params = parameters_of(t);
+  const std::string name = params.begin()->first;
+  std::vector<float> v = params.at(name).to_vector<float>();
+  v[1] = -70000;
+  params[name] = Tensor::from<float>(params.at(name).shape(), v, alloc);
+  try {
+    write_hf_llama(params, hf.config, (root / "out").string(), &hf, DType::kF16);
+    FAIL() << "exported";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("its largest magnitude, 70000, is beyond f16's range"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(root / "out"));
+  write_hf_llama(params, hf.config, (root / "out").string(), &hf, DType::kBF16);  // bf16 holds it
+  EXPECT_TRUE(fs::exists(root / "out" / "config.json"));
+}
+
+// transformers loads model.safetensors when a folder also holds an index (a leftover of an older
+// download): so does disc.
+TEST_F(HfFolder, ASingleFileWinsOverAnIndexBesideIt) {
+  fs::path d = copy("hf_llama_gqa");
+  std::map<std::string, Tensor> all;
+  for (const char* shard : {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"})
+    for (auto& [name, tensor] : read_safetensors((d / shard).string(), alloc).tensors)
+      all[name] = tensor;
+  write_safetensors((d / "model.safetensors").string(), all, {{"format", "pt"}});
+  fs::remove(d / "model-00002-of-00002.safetensors");  // the index's files are not read
+  const HfLlama hf = open_hf_llama(d.string());
+  EXPECT_FALSE(hf.sharded);
+  ASSERT_EQ(hf.files.size(), 1u);
+  EXPECT_EQ(fs::path(hf.files[0]->path()).filename(), "model.safetensors");
+}
+
 // What transformers accepts and disc can honour: a list of end tokens (Llama 3), RoPE's
 // frequencies saved as a buffer by older conversions.
 TEST_F(HfFolder, AListOfEndTokensAndASavedRopeBufferAreAccepted) {
@@ -280,11 +321,59 @@ TEST_F(HfFolder, BadFoldersAreRefusedNamingWhatIsWrong) {
          j["intermediate_size"] = 41;
          write_json(d / "config.json", j);
        }},
-      {"a layer the weights lack", "lacks `model.layers.2.input_layernorm.weight`",
+      {"a layer the weights lack",
+       "`num_hidden_layers` is 3, but the weight files hold 21 tensors, enough for 2 layers",
        [](const fs::path& d) {
          json j = read_json(d / "config.json");
          j["num_hidden_layers"] = 3;
          write_json(d / "config.json", j);
+       }},
+      // Refused before anything is sized by it (it grew to 24 GB and was killed, no message).
+      {"an absurd layer count", "`num_hidden_layers` is 4294967298, but the weight files hold 21",
+       [](const fs::path& d) {
+         json j = read_json(d / "config.json");
+         j["num_hidden_layers"] = 4294967298;
+         write_json(d / "config.json", j);
+       }},
+      {"a size that is no integer", "`hidden_size` is 96.5, not an integer",
+       [](const fs::path& d) {
+         json j = read_json(d / "config.json");
+         j["hidden_size"] = 96.5;
+         write_json(d / "config.json", j);
+       }},
+      {"a size past 64 bits, quoted as written",
+       "`vocab_size` is 18446744073709551712, not an integer",
+       [](const fs::path& d) {
+         json j = read_json(d / "config.json");
+         j["vocab_size"] = 1;
+         std::string text = j.dump(2);
+         text.replace(text.find("\"vocab_size\": 1"), 15, "\"vocab_size\": 18446744073709551712");
+         std::ofstream(d / "config.json") << text;
+       }},
+      {"config.json linked to /dev/zero", "config.json: it is not a regular file",
+       [](const fs::path& d) {
+         fs::remove(d / "config.json");
+         fs::create_symlink("/dev/zero", d / "config.json");
+       }},
+      // Opening a FIFO waits for a writer: validate hung there forever.
+      {"a shard that is a FIFO", "model-00002-of-00002.safetensors: not a regular file",
+       [](const fs::path& d) {
+         fs::remove(d / "model-00002-of-00002.safetensors");
+         ASSERT_EQ(::mkfifo((d / "model-00002-of-00002.safetensors").c_str(), 0644), 0);
+       }},
+      {"a NaN in a weight", "`" + layer1_up + "` holds 2 NaN or infinite values",
+       [&](const fs::path& d) {
+         const fs::path shard = d / "model-00002-of-00002.safetensors";
+         auto cpu = devices::make_cpu_device(1);
+         memory::DeviceAllocator host(*cpu);
+         std::map<std::string, Tensor> tensors = read_safetensors(shard.string(), host).tensors;
+         const Tensor& up = tensors.at(layer1_up);  // bf16 in this folder
+         std::vector<uint16_t> bits = up.to_vector<uint16_t>();
+         bits[3] = 0x7FC0, bits[7] = 0x7F80;  // NaN, infinity
+         Tensor bad = Tensor::empty(up.dtype(), up.shape(), host);
+         bad.upload(bits.data());
+         tensors[layer1_up] = bad;
+         write_safetensors(shard.string(), tensors, {{"format", "pt"}});
        }},
       {"a head that tying makes extra", "`lm_head.weight` is no parameter",
        [](const fs::path& d) {

@@ -57,6 +57,14 @@ class ModelBuilder {
     for (int64_t x : v) t->add_int64_data(x);
     return *this;
   }
+  ModelBuilder& floats(const std::string& name, const std::vector<float>& v) {
+    auto* t = g().add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::FLOAT);
+    t->add_dims(static_cast<int64_t>(v.size()));
+    for (float x : v) t->add_float_data(x);
+    return *this;
+  }
   ModelBuilder& node(const std::string& op, const std::vector<std::string>& in,
                      const std::vector<std::string>& out) {
     auto* n = g().add_node();
@@ -160,6 +168,13 @@ TEST(OnnxImport, OpsetsDtypesAndMalformedFilesAreRefused) {
   EXPECT_THROW(import_bytes("\x08\x96\x01garbage\xff\xff", "g.onnx"), InvalidArgument);
   EXPECT_THROW(import_bytes("", "empty.onnx"), InvalidArgument);
   EXPECT_THROW(import_file("/nonexistent/m.onnx"), IoError);
+  // A NaN or infinity in a weight: refused at import, naming it (the run "diverged at step 1").
+  ModelBuilder nan;
+  nan.input("x", {"2"}).floats("w", {1, std::nanf(""), INFINITY, 2});
+  nan.node("Add", {"x", "w"}, {"y"}).output("y");
+  EXPECT_EQ(import_error(nan),
+            "m.onnx: initializer `w` holds 2 NaN or infinite values (the first at element 1): the "
+            "file is damaged or was exported from a diverged run; export it again");
 }
 
 // A model with its own loss (a float scalar output named `loss`): that is the loss, and disc adds
