@@ -15,4 +15,8 @@ std::string human_bytes(int64_t bytes) {
   return buf;
 }
 
+std::string exact_bytes(int64_t bytes) {
+  return human_bytes(bytes) + " (" + std::to_string(bytes) + " B)";
+}
+
 }  // namespace disc

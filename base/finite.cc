@@ -27,11 +27,16 @@ NonFinite scan(std::span<const std::byte> bytes, Bits exponent) {
 
 NonFinite non_finite(DType dtype, std::span<const std::byte> bytes) {
   switch (dtype) {
-    case DType::kF32: return scan<uint32_t>(bytes, 0x7F800000u);
-    case DType::kF64: return scan<uint64_t>(bytes, 0x7FF0000000000000ull);
-    case DType::kBF16: return scan<uint16_t>(bytes, uint16_t{0x7F80});
-    case DType::kF16: return scan<uint16_t>(bytes, uint16_t{0x7C00});
-    default: return {};
+    case DType::kF32:
+      return scan<uint32_t>(bytes, 0x7F800000u);
+    case DType::kF64:
+      return scan<uint64_t>(bytes, 0x7FF0000000000000ull);
+    case DType::kBF16:
+      return scan<uint16_t>(bytes, uint16_t{0x7F80});
+    case DType::kF16:
+      return scan<uint16_t>(bytes, uint16_t{0x7C00});
+    default:
+      return {};
   }
 }
 

@@ -12,7 +12,7 @@
 namespace disc {
 
 struct NonFinite {
-  int64_t count = 0;  // elements that are NaN or infinite
+  int64_t count = 0;   // elements that are NaN or infinite
   int64_t first = -1;  // the first one's index, or -1
 };
 

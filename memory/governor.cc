@@ -109,15 +109,15 @@ void Governor::check_cap(const HeldFor& held) const {
     const MemoryPlan p = plan_memory(g_, live_, candidates_, b, held(b), plan_options(0));
     const bool below_bound = cap < p.lower_bound;
     const std::string which = worst_.size() == 1 ? "the largest batch" : "the batch of shape";
-    throw OutOfMemory("the memory cap (memory.cap) " + human_bytes(cap) + " is too small for " +
+    throw OutOfMemory("the memory cap (memory.cap) " + exact_bytes(cap) + " is too small for " +
                       which + " (" + ir::describe_bindings(g_, b) + "): " +
                       (below_bound ? "it is below the lower bound " : "the lower bound is ") +
-                      human_bytes(p.lower_bound) + " (" + human_bytes(held(b)) +
+                      exact_bytes(p.lower_bound) + " (" + human_bytes(held(b)) +
                       " of parameters, optimizer state and inputs, plus what step " +
                       std::to_string(p.lower_bound_step) + ", " +
                       g_.describe(*live_.order.at(p.lower_bound_step)) +
                       ", must hold), and the smallest cap the planner reaches for every batch is " +
-                      human_bytes(smallest_cap(held)) +
+                      exact_bytes(smallest_cap(held)) +
                       ": raise the cap, or lower the batch size or the maximum length");
   }
 }

@@ -24,6 +24,7 @@ class ByteTokenizer final : public Tokenizer {
                               bool eos = true) const override;
   // The bytes back; BOS and EOS are dropped. A token outside [0, 258) is an InvalidArgument.
   std::string decode(const std::vector<int32_t>& tokens) const override;
+  int64_t max_bytes_per_token() const override { return 1; }
   std::string describe() const override { return "byte tokens (vocab 258)"; }
 };
 

@@ -72,6 +72,10 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_path, in
   int pieces = sp_->GetPieceSize();
   bos_ = special_id(bos_id, sp_->bos_id(), "bos_id", pieces, path_);
   eos_ = special_id(eos_id, sp_->eos_id(), "eos_id", pieces, path_);
+  // The longest piece, times 4: normalization (NFKC) may shrink the input, a full-width letter's
+  // 3 bytes to 1, before pieces are matched.
+  for (int i = 0; i < pieces; ++i)
+    max_bytes_ = std::max<int64_t>(max_bytes_, 4 * static_cast<int64_t>(sp_->IdToPiece(i).size()));
 }
 
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;

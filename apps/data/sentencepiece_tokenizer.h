@@ -32,12 +32,14 @@ class SentencePieceTokenizer final : public Tokenizer {
   // Asking for a BOS or EOS that the tokenizer does not have (its id is -1) is InvalidArgument.
   std::vector<int32_t> encode(std::string_view text, bool bos, bool eos) const override;
   std::string decode(const std::vector<int32_t>& tokens) const override;
+  int64_t max_bytes_per_token() const override { return max_bytes_; }
   std::string describe() const override;
 
  private:
   std::string path_;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   int32_t bos_ = -1, eos_ = -1;
+  int64_t max_bytes_ = 1;
 };
 
 }  // namespace disc::data

@@ -26,6 +26,9 @@ class Tokenizer {
   virtual std::vector<int32_t> encode(std::string_view text, bool bos, bool eos) const = 0;
   // The text back; BOS and EOS are dropped. An id outside the vocabulary is an InvalidArgument.
   virtual std::string decode(const std::vector<int32_t>& tokens) const = 0;
+  // The most bytes of input text one token stands for: the first N tokens of a text come from
+  // its first N * max_bytes_per_token() bytes, so a huge record is cut before it is encoded.
+  virtual int64_t max_bytes_per_token() const = 0;
   // One line for logs: "byte tokens (vocab 258)".
   virtual std::string describe() const = 0;
 };

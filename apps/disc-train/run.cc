@@ -307,7 +307,7 @@ int run_training(const Config& c, const RunFlags& f) {
           "e.g. 1.0), or check the data",
           step, r.result.loss, r.result.grad_norm,
           out.verified.empty() ? "" : " (the newest good one is " + out.verified + ")");
-      code = 1;
+      code = kExitDiverged;
       break;
     }
     const bool stop = ranks.any(signals.received() != 0);
@@ -387,6 +387,13 @@ nlohmann::json plan_summary(engine::Trainer& trainer, const ir::Bindings& b,
   } catch (const OutOfMemory& e) {
     j["fits"] = false, j["error"] = e.what();
   }
+  // `fits` is what `run` decides: the cap must keep every worst shape, not this one alone.
+  j["fits_at_shape"] = j["fits"];
+  try {
+    gov.check_cap(held_for);
+  } catch (const OutOfMemory& e) {
+    j["fits"] = false, j["every_shape_error"] = e.what();
+  }
   if (!gov.candidates().empty()) j["smallest_cap_bytes"] = gov.smallest_feasible_cap(b, held);
   return j;
 }
@@ -410,6 +417,8 @@ std::string summary_text(const nlohmann::json& j) {
        human_bytes(j["every_shape_lower_bound_bytes"]);
   if (j.contains("every_shape_smallest_cap_bytes"))
     s += "; smallest cap the planner reaches " + human_bytes(j["every_shape_smallest_cap_bytes"]);
+  if (j.contains("every_shape_error"))
+    s += "\n// run refuses the cap: " + j["every_shape_error"].get<std::string>();
   return s + "\n";
 }
 

@@ -10,9 +10,13 @@ struct RunFlags {
   bool allow_changes = false;  // resume although config keys that change the numbers differ
 };
 
-// 0 when the run finished; 1 when it diverged (a loss or gradient norm not finite: nothing is
-// saved from that state); 128 + the signal when SIGINT, SIGTERM or SIGHUP stopped it after a step
-// (checkpoint, trace and report written first).
+// The exit code of a run that diverged: neither 1, which mpirun gives for a job it stopped on a
+// signal whatever its ranks return (Open MPI 4.1), nor 2 (bad input) or 3 (a hung rank).
+inline constexpr int kExitDiverged = 4;
+
+// 0 when the run finished; kExitDiverged when it diverged (a loss or gradient norm not finite:
+// nothing is saved from that state); 128 + the signal when SIGINT, SIGTERM or SIGHUP stopped it
+// after a step (checkpoint, trace and report written first).
 int run_training(const Config& c, const RunFlags& f);
 int validate(const Config& c);
 // Prints the symbols, the governor's schedule, candidates and memory plan at `shape` ("B=8,S=64";

@@ -233,8 +233,11 @@ ir::models::Model build_hf_llama(const Config& c, RunSetup& s) {
   if (l.vocab < s.vocab) {
     throw InvalidArgument("the data's token ids go up to " + std::to_string(s.vocab - 1) + " (" +
                           s.tokenizer + "), but " + s.hf->dir + "/config.json has vocab_size " +
-                          std::to_string(l.vocab) + ": use the model's own tokenizer (data." +
-                          "tokenizer: auto with its tokenizer.model)");
+                          std::to_string(l.vocab) + ", so the embedding has rows for ids below " +
+                          std::to_string(l.vocab) + " only: the model needs vocab_size " +
+                          std::to_string(s.vocab) + " or more (and tensors of that many rows), " +
+                          "or data.tokenizer a tokenizer of at most " + std::to_string(l.vocab) +
+                          " ids");
   }
   l.max_batch = batch_bound(c), l.max_seq = s.max_len,
   l.max_tokens = c.get_int("data.token_budget"), l.packed = c.get_bool("data.packing");

@@ -381,7 +381,9 @@ TEST(Cli, PlanShowsWhereACapTooSmallFailsWhereRunRefusesIt) {
   auto run =
       testing::run_command(std::string(DISC_TRAIN) + " run" + args + " logging.progress=none");
   EXPECT_NE(run.code, 0);
-  EXPECT_NE(run.out.find("the memory cap (memory.cap) 1.0 MiB is too small for the largest batch"),
+  // The exact bytes beside the rounded ones: two limits one decimal apart read alike.
+  EXPECT_NE(run.out.find("the memory cap (memory.cap) 1.0 MiB (1048576 B) is too small for the "
+                         "largest batch"),
             std::string::npos)
       << run.out;
   auto plan = testing::run_command(std::string(DISC_TRAIN) + " plan" + args);
@@ -389,6 +391,26 @@ TEST(Cli, PlanShowsWhereACapTooSmallFailsWhereRunRefusesIt) {
   EXPECT_NE(plan.out.find("memory cap 1.0 MiB cannot be kept: step "), std::string::npos)
       << plan.out.substr(0, 2000);
   EXPECT_NE(plan.out.find("smallest cap the planner reaches"), std::string::npos);
+}
+
+// `fits` is what `run` decides: a cap that keeps the shape asked about but not every admissible
+// batch does not fit (it said `"fits": true` for a cap that run then refused).
+TEST(Cli, PlanJsonFitsOnlyWhenEveryBatchKeepsTheCap) {
+  const std::string plan = std::string(DISC_TRAIN) +
+                           " plan --json model.hidden=32 data.synthetic.max_len=64 --shape B=1,S=8";
+  auto free_run = testing::run_command(plan + " memory.cap=1GiB");  // the planner on
+  ASSERT_EQ(free_run.code, 0) << free_run.out;
+  auto j = nlohmann::json::parse(free_run.out);
+  const int64_t small = j["smallest_cap_bytes"], every = j["every_shape_smallest_cap_bytes"];
+  ASSERT_LT(small, every);
+  auto capped = testing::run_command(plan + " memory.cap=" + std::to_string((small + every) / 2));
+  ASSERT_EQ(capped.code, 0) << capped.out;
+  j = nlohmann::json::parse(capped.out);
+  EXPECT_TRUE(j["fits_at_shape"]);
+  EXPECT_FALSE(j["fits"]);
+  EXPECT_NE(j["every_shape_error"].get<std::string>().find("is too small for the largest batch"),
+            std::string::npos)
+      << j.dump();
 }
 
 TEST(Cli, TrainsAForwardGraphReadFromAFile) {

@@ -145,6 +145,15 @@ TEST(HfFineTune, NoTokenizerModelAndNoCheckpointToExportAreRefused) {
   EXPECT_EQ(e.code, 2) << e.out;
   EXPECT_NE(e.out.find("holds no complete checkpoint"), std::string::npos) << e.out;
   EXPECT_FALSE(fs::exists(s.path("out")));
+  // Token ids past the model's vocabulary: the refusal says which number is short, and by how much
+  // (it advised "use the model's own tokenizer", which such runs already do).
+  Result v = run_command(std::string(DISC_TRAIN) + " validate model.hf=" + kGqa +
+                         " data.synthetic.vocab=64");
+  EXPECT_EQ(v.code, 2) << v.out;
+  EXPECT_NE(v.out.find("has vocab_size 48, so the embedding has rows for ids below 48 only: the "
+                       "model needs vocab_size 64 or more"),
+            std::string::npos)
+      << v.out;
 }
 
 // A sentencepiece model trained here (Debian's spm_train), a llama made for its vocabulary by

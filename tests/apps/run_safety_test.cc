@@ -97,7 +97,7 @@ TEST(RunSafety, ADivergedRunStopsWithoutSavingItsState) {
       "checkpoint.every=1 "
       "checkpoint.keep=100 checkpoint.dir=" +
       s.path("ck") + " logging.metrics=" + s.path("m.jsonl"));
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.code, 4) << r.out;  // not 1, which mpirun gives for a job stopped by a signal
   auto m = losses(s.path("m.jsonl"));
   ASSERT_FALSE(m.empty());
   const int64_t bad = m.rbegin()->first;

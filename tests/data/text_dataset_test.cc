@@ -3,6 +3,7 @@
 // it is present.
 #include "apps/data/text_dataset.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -40,6 +41,47 @@ class TextDataset : public testing::TempDirTest {
 };
 
 const char* kExpected = "expected a JSON object with string fields instruction, input, output";
+
+// Byte tokens, remembering the longest text it was asked to encode.
+class WatchedTokenizer final : public Tokenizer {
+ public:
+  int64_t vocab_size() const override { return bytes_.vocab_size(); }
+  int32_t bos_id() const override { return bytes_.bos_id(); }
+  int32_t eos_id() const override { return bytes_.eos_id(); }
+  std::vector<int32_t> encode(std::string_view text, bool bos, bool eos) const override {
+    longest = std::max(longest, text.size());
+    return bytes_.encode(text, bos, eos);
+  }
+  std::string decode(const std::vector<int32_t>& t) const override { return bytes_.decode(t); }
+  int64_t max_bytes_per_token() const override { return 1; }
+  std::string describe() const override { return "watched bytes"; }
+  mutable size_t longest = 0;
+
+ private:
+  ByteTokenizer bytes_;
+};
+
+// A 20 MB record is cut before it is encoded, to what max_len keeps and a margin (sentencepiece
+// took 1.4 GB and 9 s for a 10 MB record, then max_len kept 1024 tokens of it).
+TEST_F(TextDataset, AHugeRecordIsCutBeforeItIsEncoded) {
+  std::string huge(20 << 20, 'x');
+  huge[100] = 'y';
+  spec_.path = write("d.jsonl", "{\"instruction\": \"q\", \"output\": \"" + huge + "\"}\n");
+  spec_.format = "jsonl";
+  spec_.max_len = 300;
+  for (const bool templated : {false, true}) {
+    if (templated)
+      spec_.prompt_template =
+          PromptTemplate{.prompt = "Q: {instruction}\nA: ", .response = "{output}"};
+    WatchedTokenizer tok;
+    Dataset d = load_text_dataset(spec_, tok);
+    ASSERT_EQ(d.examples.size(), 1u) << templated;
+    EXPECT_LE(tok.longest, static_cast<size_t>(300 + 64)) << templated;
+    EXPECT_EQ(d.examples[0].size(), 300u) << templated;
+    // "q\n" + the output, or "Q: q\nA: " + the output: the same tokens as encoding it whole.
+    EXPECT_EQ(tok.decode(d.examples[0]).find('y'), templated ? 108u : 102u) << templated;
+  }
+}
 
 TEST_F(TextDataset, JsonJoinsTheNonEmptyFieldsWithNewlines) {
   Examples ex = load("d.json", R"([{"instruction": "add", "input": "", "output": "1+1"},
