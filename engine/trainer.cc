@@ -424,6 +424,10 @@ void Trainer::save(const std::string& dir, const std::map<std::string, std::stri
   });
 }
 
+std::map<std::string, std::string> Trainer::saved_extra(const std::string& dir) {
+  return read_trainer_json(dir + "/trainer.json").extra;
+}
+
 std::map<std::string, std::string> Trainer::load(const std::string& dir) {
   TrainerJson saved = read_trainer_json(dir + "/trainer.json");
   TensorFile file = read_safetensors(dir + "/state.safetensors", *impl_->alloc_);

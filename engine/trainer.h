@@ -122,6 +122,9 @@ class Trainer {
   // and InvalidArgument when it belongs to a different model. With a sharded optimizer state,
   // each rank takes its part of the whole state the checkpoint holds.
   std::map<std::string, std::string> load(const std::string& dir);
+  // The `extra` a checkpoint's trainer.json holds, without loading its state (to check what run
+  // it belongs to first). IoError when trainer.json is missing or corrupt.
+  static std::map<std::string, std::string> saved_extra(const std::string& dir);
 
  private:
   struct Impl;  // the compiled step, the executor, the kernels (engine/trainer.cc)

@@ -84,15 +84,29 @@ void refuse_mixing_runs(const std::string& ckdir) {
       "): pass --resume to continue it, or choose another checkpoint.dir, or delete the folder");
 }
 
-// Loads the newest checkpoint that reads back whole and verifies (checksums, finite values, a
-// step that matches its folder's name), warning about each newer one it skips (a crash, a full
-// disk or a damaged file). Refuses a checkpoint of a different run (run_identity.h). Returns the
+// Loads the newest checkpoint that reads back whole and verifies (checksums, finite values, every
+// tensor, a step that matches its folder's name, a data cursor inside the data), warning about
+// each newer one it skips (a crash, a full disk or a damaged file): every damage falls back alike.
+// Refuses a checkpoint of a different run (run_identity.h), naming the changed key, before its
+// tensors are looked at (a changed model.hidden read as a tensor of the wrong shape). Returns the
 // folder loaded.
 std::string resume(const std::string& ckdir, engine::Trainer& trainer, data::Batcher& batcher,
                    const std::map<std::string, std::string>& identity, bool allow_changes) {
   auto folders = checkpoint_folders(ckdir);
   std::string skipped;
+  auto skip = [&](const std::string& folder, const Error& e) {
+    spdlog::warn("skipping checkpoint {}: {}", folder, e.what());
+    skipped += (skipped.empty() ? "" : ", ") + std::filesystem::path(folder).filename().string();
+  };
   for (auto it = folders.rbegin(); it != folders.rend(); ++it) {
+    std::map<std::string, std::string> recorded;
+    try {
+      recorded = engine::Trainer::saved_extra(*it);
+    } catch (const IoError& e) {
+      skip(*it, e);
+      continue;
+    }
+    check_same_run(recorded, identity, *it, allow_changes);  // another run: refused, not skipped
     try {
       auto extra = trainer.load(*it);  // all or nothing: a failed load leaves the trainer as it was
       auto named = checkpoint_step(std::filesystem::path(*it).filename().string());
@@ -100,12 +114,10 @@ std::string resume(const std::string& ckdir, engine::Trainer& trainer, data::Bat
         throw IoError(*it + "/trainer.json says step " + std::to_string(trainer.steps_done()) +
                       ", its folder's name another");
       }
-      check_same_run(extra, identity, *it, allow_changes);
       batcher.seek(cursor_of(extra, *it));
       return *it;
-    } catch (const IoError& e) {
-      spdlog::warn("skipping checkpoint {}: {}", *it, e.what());
-      skipped += (skipped.empty() ? "" : ", ") + std::filesystem::path(*it).filename().string();
+    } catch (const Error& e) {  // the same run's checkpoint, damaged: a missing tensor, a cursor
+      skip(*it, e);             // past the data, a checksum
     }
   }
   throw InvalidArgument("no complete checkpoint in " + ckdir + " to resume from" +
@@ -343,10 +355,16 @@ int run_training(const Config& c, const RunFlags& f) {
 int validate(const Config& c) {
   RunSetup s = make_setup(c);
   check_outputs(c);
+  // Under mpirun, what run checks of the ranks (a batch they share evenly, the same config), and
+  // one answer, rank 0's: `mpirun -np 3 disc-train validate` said OK three times to a batch size
+  // that run refused.
+  const Ranks ranks = join_ranks(c, s, {});
   // Builds the training step too.
   engine::Trainer trainer(std::move(s.model), s.trainer, progress_to_stderr);
-  std::cout << "config OK: " << s.describe << "; " << trainer.graph().num_nodes()
-            << " nodes in the training step\n";
+  if (ranks.writes())
+    std::cout << "config OK: " << s.describe << "; " << trainer.graph().num_nodes()
+              << " nodes in the training step" << (ranks.size > 1 ? " (each of " : "")
+              << (ranks.size > 1 ? std::to_string(ranks.size) + " ranks)" : "") << "\n";
   return 0;
 }
 

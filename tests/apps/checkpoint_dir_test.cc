@@ -7,6 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.h"
+#include "devices/device.h"
+#include "engine/safetensors.h"
+#include "memory/allocator.h"
 #include "reporting.h"
 
 namespace disc::apps {
@@ -98,6 +101,12 @@ TEST_P(ResumeFallback, SkipsAnUnreadableNewestCheckpointWithAWarning) {
     fs::remove(damaged);
   } else if (std::string(d.content) == "truncate") {
     fs::resize_file(damaged, fs::file_size(damaged) / 2);
+  } else if (std::string(d.content) == "drop a tensor") {
+    auto cpu = devices::make_cpu_device(1);
+    memory::DeviceAllocator host(*cpu);
+    auto tensors = engine::read_safetensors(damaged, host).tensors;
+    tensors.erase(tensors.begin());
+    engine::write_safetensors(damaged, tensors, {});
   } else {
     s.write(std::string("ck/step-00000004/") + d.file, d.content);
   }
@@ -123,8 +132,28 @@ INSTANTIATE_TEST_SUITE_P(
                "trainer.json is corrupt"},
         Damage{"cursor_not_a_number", "trainer.json",
                R"({"step": 4, "extra": {"epoch": "x", "position": "0"}})", "data cursor `epoch`"},
-        Damage{"state_truncated", "state.safetensors", "truncate", "state.safetensors"}),
+        Damage{"state_truncated", "state.safetensors", "truncate", "state.safetensors"},
+        // These were refused outright although an intact older checkpoint was there.
+        Damage{"state_lacks_a_tensor", "state.safetensors", "drop a tensor", " lacks `"},
+        Damage{"cursor_past_the_data", "trainer.json",
+               R"({"step": 4, "extra": {"epoch": "0", "position": "999999"}})",
+               "cannot seek to epoch 0, position 999999"}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// Another run's checkpoint is refused, not skipped, naming the key that changed (a changed
+// model.hidden was refused by a tensor's shape).
+TEST(CheckpointDir, ResumeWithAChangedModelNamesTheKey) {
+  Scratch s;
+  s.write("run.yaml", kTinyCheckpointed);
+  ASSERT_EQ(
+      testing::run_command(run_with_config(s, "train.steps=2 checkpoint.dir=" + s.path("ck"))).code,
+      0);
+  auto r = testing::run_command(
+      run_with_config(s, "--resume train.steps=4 model.hidden=48 checkpoint.dir=" + s.path("ck")));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("model.hidden"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("skipping"), std::string::npos) << r.out;
+}
 
 TEST(CheckpointDir, ResumeWithNothingReadableSaysWhatItSkipped) {
   Scratch s;

@@ -195,6 +195,18 @@ TEST(DataParallelRun, ABatchTheRanksCannotShareEquallyIsRefusedBeforeAnythingIsW
   EXPECT_NE(r.out.find("data.batch_size 6 is not a multiple of the 4 ranks"), std::string::npos)
       << r.out;
   EXPECT_EQ(s.entries(), 1u);  // run.yaml alone
+  // validate says so too (it said `config OK` once per rank), and says OK once to what run takes.
+  const std::string validate =
+      on_ranks(3) + DISC_TRAIN + " validate --config " + s.path("run.yaml");
+  auto v = run_command(validate + " data.batch_size=4");
+  EXPECT_EQ(v.code, 2) << v.out;
+  EXPECT_NE(v.out.find("data.batch_size 4 is not a multiple of the 3 ranks"), std::string::npos)
+      << v.out;
+  EXPECT_EQ(v.out.find("config OK"), std::string::npos) << v.out;
+  v = run_command(validate + " data.batch_size=6");
+  EXPECT_EQ(v.code, 0) << v.out;
+  EXPECT_EQ(v.out.find("config OK"), v.out.rfind("config OK")) << v.out;
+  EXPECT_NE(v.out.find("(each of 3 ranks)"), std::string::npos) << v.out;
 }
 
 // The processes whose parent is `parent` (mpirun's ranks), from /proc.
