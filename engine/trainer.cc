@@ -255,6 +255,24 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
   if (memory.cap > 0 && options.check_cap) {
     impl_->executor_->governor().check_cap(
         [&](const ir::Bindings& b) { return bytes_held_for(b); });
+  } else if (options.check_cap) {
+    refuse_steps_the_device_cannot_run();
+  }
+}
+
+// Without a cap, a step whose lower bound (what it needs with every eviction the governor knows)
+// exceeds the device's memory can never run: refused now, not at step 1 (an ONNX
+// ConstantOfShape([2^33]) planned 64 GiB and failed allocating it).
+void Trainer::refuse_steps_the_device_cannot_run() {
+  const memory::Governor& gov = impl_->executor_->governor();
+  const int64_t total = impl_->device_->memory_info().total_bytes;
+  for (const ir::Bindings& b : gov.worst_shapes()) {
+    const int64_t need = gov.lower_bound(b, bytes_held_for(b));
+    if (total > 0 && need > total)
+      throw OutOfMemory("the step at its largest shape (" + ir::describe_bindings(step_graph(), b) +
+                        ") needs at least " + exact_bytes(need) + ", more than the " +
+                        exact_bytes(total) + " of device " + impl_->device_->name() +
+                        ": lower the batch size or the maximum length, or train a smaller model");
   }
 }
 

@@ -127,6 +127,8 @@ class Trainer {
   static std::map<std::string, std::string> saved_extra(const std::string& dir);
 
  private:
+  void refuse_steps_the_device_cannot_run();
+
   struct Impl;  // the compiled step, the executor, the kernels (engine/trainer.cc)
   std::unique_ptr<Impl> impl_;
 };

@@ -41,6 +41,9 @@ class GraphImport {
       : gp_(gp), opset_(opset), options_(o), out_(out), state_{*out.graph, source, {}, nullptr} {}
 
   void run() {
+    if (static_cast<int64_t>(gp_.node.size()) > options_.max_nodes)
+      fail("the graph has " + std::to_string(gp_.node.size()) + " nodes, more than the " +
+           std::to_string(options_.max_nodes) + " disc imports (ImportOptions::max_nodes)");
     std::set<std::string> initialized;
     for (const auto& t : gp_.initializer) initialized.insert(t.name);
     for (const auto& in : gp_.input)
@@ -72,6 +75,10 @@ class GraphImport {
            " has neither a size nor a name (export it with dynamic_axes naming it, e.g. " + "{\"" +
            in.name + "\": {" + std::to_string(i) + ": \"seq\"}})");
     if (!state_.graph.shapes().find(name)) {
+      if (static_cast<int64_t>(state_.graph.shapes().symbols().size()) >= options_.max_symbols)
+        fail("input `" + in.name + "` dim " + std::to_string(i) + " names dim_param `" + name +
+             "`, past the " + std::to_string(options_.max_symbols) +
+             " distinct dim_params disc imports (ImportOptions::max_symbols)");
       auto b = options_.bounds.find(name);
       int64_t hi = bound > 0                    ? bound
                    : b != options_.bounds.end() ? b->second
@@ -106,6 +113,8 @@ class GraphImport {
   }
 
   void add_initializer(const proto::Tensor& t) {
+    if (state_.slots.contains(t.name))  // before the graph's own check, which names no file
+      fail("initializer `" + t.name + "` is defined twice (ONNX names each value once)");
     auto dtype = dtype_of(t.data_type);
     if (dtype && is_float(*dtype)) {
       std::vector<int64_t> dims = dims_of(t);

@@ -43,6 +43,11 @@ struct ImportOptions {
   // Integer graph inputs of type int64 are taken as i32 (what disc-train's batches hold) and
   // widened in the graph.
   bool int64_inputs_as_i32 = true;
+  // What the importer takes before it builds anything sized by the file: a file past these is
+  // refused naming the count (a 1e6-node file imported in 10 s, then ran out of memory in the
+  // training step; a 32-layer llama exports to about 10,000 nodes and 2 dim_params).
+  int64_t max_nodes = 200000;
+  int64_t max_symbols = 256;  // distinct dim_params
 };
 
 struct Imported {

@@ -152,11 +152,15 @@ void check_graph_fits_data(const std::string& file, const ir::Graph& g, const Co
                            const RunSetup& s) {
   const std::string fed =
       "disc-train feeds `tokens` and `targets` i32[B, S] (and `seed` i64[] when declared)";
+  const bool onnx = file.ends_with(".onnx");  // advice in the file's own terms
   for (const char* input : {"tokens", "targets"}) {
     const ir::Value* v = g.find_value(input);
     if (!v || v->role() != ir::Role::kInput || v->dtype() != DType::kI32 || v->rank() != 2) {
-      throw InvalidArgument(file + ": disc-train feeds `" + input +
-                            "` i32[B, S]; declare `input %" + input + " : i32[B, S]`");
+      throw InvalidArgument(
+          file + ": disc-train feeds `" + input + "` i32[B, S]; " +
+          (onnx ? "export the model with one graph input, the token ids (int64 or int32, "
+                  "[batch, seq])"
+                : "declare `input %" + std::string(input) + " : i32[B, S]`"));
     }
   }
   ir::ShapeOf largest, smallest;
@@ -166,9 +170,11 @@ void check_graph_fits_data(const std::string& file, const ir::Graph& g, const Co
       if (a->name() == "seed" && a->dtype() == DType::kI64 && a->rank() == 0) {
         largest[a->name()] = smallest[a->name()] = {a->dtype(), {}};
       } else if (a->name() != "tokens" && a->name() != "targets") {
-        throw InvalidArgument(file + ": input %" + a->name() + " (" + a->type().str() +
+        throw InvalidArgument(file + ": " + (onnx ? "graph input `" : "input %") + a->name() +
+                              (onnx ? "` (" : " (") + a->type().str() +
                               ") is not something the data gives; " + fed +
-                              ": compute it in the graph or make it a param");
+                              (onnx ? ": export the model with the token ids as its one input"
+                                    : ": compute it in the graph or make it a param"));
       } else {
         largest[a->name()] = {a->dtype(), {d.max_rows, d.max_seq}};
         smallest[a->name()] = {a->dtype(), {d.min_rows, d.min_seq}};

@@ -6,6 +6,7 @@
 #include "engine/trainer.h"
 #include "ir/graph.h"
 #include "ir/models/model.h"
+#include "ir/text_format.h"
 
 namespace disc::engine {
 namespace {
@@ -133,6 +134,32 @@ TEST(TrainerApi, FreezingWhatIsNoParameterOrEverythingIsRefused) {
   TrainerOptions o;
   o.frozen = {"fc0.w", "fc0.b"};
   EXPECT_THROW(Trainer(ir::models::build_mlp(c), o), InvalidArgument);
+}
+
+// A step that no plan can fit in the device's memory is refused when the Trainer is built, naming
+// both numbers (a 32 GiB constant, as an ONNX ConstantOfShape makes one, failed at step 1).
+TEST(TrainerApi, AStepTheDeviceCanNeverHoldIsRefusedAtOnce) {
+  auto g = ir::parse_graph(R"(graph @huge {
+  sym B in [1, 4]
+  input %x : f32[B, 4]
+  param %w : f32[4, 65536]
+  %h = matmul(%x, %w) : f32[B, 65536]
+  %big = full() {shape = [65536, 131072], value = 0.5} : f32[65536, 131072]
+  %y = matmul(%h, %big) : f32[B, 131072]
+  %loss = reduce_sum(%y) {axes = [0, 1], keepdims = false} : f32[]
+  output loss = %loss
+}
+)");
+  TrainerOptions o;
+  o.threads = 1;
+  try {
+    Trainer t(ir::models::model_from_graph(std::move(g), 0.02), o);
+    FAIL() << "built";
+  } catch (const OutOfMemory& e) {
+    EXPECT_NE(std::string(e.what()).find("the step at its largest shape (B=4) needs at least "),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

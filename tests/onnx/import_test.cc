@@ -86,9 +86,9 @@ class ModelBuilder {
   ::onnx::ModelProto m_;
 };
 
-std::string import_error(const ModelBuilder& b) {
+std::string import_error(const ModelBuilder& b, const ImportOptions& o = {}) {
   try {
-    b.import();
+    b.import(o);
   } catch (const InvalidArgument& e) {
     return e.what();
   }
@@ -168,6 +168,22 @@ TEST(OnnxImport, OpsetsDtypesAndMalformedFilesAreRefused) {
   EXPECT_THROW(import_bytes("\x08\x96\x01garbage\xff\xff", "g.onnx"), InvalidArgument);
   EXPECT_THROW(import_bytes("", "empty.onnx"), InvalidArgument);
   EXPECT_THROW(import_file("/nonexistent/m.onnx"), IoError);
+  // Past the importer's limits, refused before anything is sized by the file.
+  ModelBuilder wide;
+  wide.input("x", {"B", "S"}).node("Relu", {"x"}, {"a"}).node("Relu", {"a"}, {"y"}).output("y");
+  EXPECT_EQ(import_error(wide, {.max_nodes = 1}),
+            "m.onnx: the graph has 2 nodes, more than the 1 disc imports "
+            "(ImportOptions::max_nodes)");
+  EXPECT_EQ(import_error(wide, {.max_symbols = 1}),
+            "m.onnx: input `x` dim 1 names dim_param `S`, past the 1 distinct dim_params disc "
+            "imports (ImportOptions::max_symbols)");
+  // A duplicate initializer names the file and the initializer (it said `value %w is defined
+  // twice`, in the text format's terms).
+  ModelBuilder twice;
+  twice.input("x", {"2"}).floats("w", {1, 2}).floats("w", {3, 4});
+  twice.node("Add", {"x", "w"}, {"y"}).output("y");
+  EXPECT_EQ(import_error(twice),
+            "m.onnx: initializer `w` is defined twice (ONNX names each value once)");
   // A NaN or infinity in a weight: refused at import, naming it (the run "diverged at step 1").
   ModelBuilder nan;
   nan.input("x", {"2"}).floats("w", {1, std::nanf(""), INFINITY, 2});
