@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "base/bytes.h"
 #include "base/error.h"
@@ -260,14 +261,27 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
   }
 }
 
-// Without a cap, a step whose lower bound (what it needs with every eviction the governor knows)
-// exceeds the device's memory can never run: refused now, not at step 1 (an ONNX
-// ConstantOfShape([2^33]) planned 64 GiB and failed allocating it).
+// Without a cap, a step that needs more than the device's memory whatever the plan can never run:
+// refused now, not at step 1 (an ONNX ConstantOfShape([2^33]) planned 64 GiB and failed allocating
+// it). What it needs at least: what is held before the step, plus the most that one node reads or
+// writes (its operands are all alive as it starts, its results as it ends; in place, one buffer
+// may be both). Linear in the graph, unlike the governor's lower bound, which weighs every
+// eviction (a third of a deep graph's compile).
 void Trainer::refuse_steps_the_device_cannot_run() {
   const memory::Governor& gov = impl_->executor_->governor();
   const int64_t total = impl_->device_->memory_info().total_bytes;
   for (const ir::Bindings& b : gov.worst_shapes()) {
-    const int64_t need = gov.lower_bound(b, bytes_held_for(b));
+    int64_t node_most = 0;
+    auto made = [&](const auto& values) {  // arguments are in bytes_held_for
+      const std::set<const ir::Value*> distinct(values.begin(), values.end());
+      int64_t bytes = 0;
+      for (const ir::Value* v : distinct)
+        if (v->producer()) bytes += memory::concrete_bytes(*v, b);
+      return bytes;
+    };
+    for (const ir::Node* n : step_graph().nodes())
+      node_most = std::max({node_most, made(n->operands()), made(n->results())});
+    const int64_t need = bytes_held_for(b) + node_most;
     if (total > 0 && need > total)
       throw OutOfMemory("the step at its largest shape (" + ir::describe_bindings(step_graph(), b) +
                         ") needs at least " + exact_bytes(need) + ", more than the " +

@@ -50,7 +50,7 @@ class GraphImport {
       if (!initialized.contains(in.name)) add_input(in);
     for (const auto& t : gp_.initializer) add_initializer(t);
     for (const auto& n : gp_.node) add_node(n);
-    for (const auto& o : gp_.output) add_output(o.name);
+    for (const auto& o : gp_.output) add_output(o);
   }
 
  private:
@@ -168,7 +168,8 @@ class GraphImport {
     }
   }
 
-  void add_output(const std::string& name) {
+  void add_output(const proto::ValueInfo& declared) {
+    const std::string& name = declared.name;
     auto it = state_.slots.find(name);
     if (it == state_.slots.end())
       fail("graph output `" + name + "` is made by no node" +
@@ -176,8 +177,28 @@ class GraphImport {
                                    : ""));
     proto::Node none{.name = "graph outputs", .op_type = "Output"};
     OpContext ctx(state_, none, opset_);
-    state_.graph.add_output(name, ctx.value_of(it->second));
+    Value* v = ctx.value_of(it->second);
+    check_declared(declared, *v);
+    state_.graph.add_output(name, v);
     out_.outputs.push_back(name);
+  }
+
+  // A declared output shape that the nodes contradict is refused (it was ignored): a rank, or a
+  // fixed size, other than the graph computes. The file was edited, or belongs to another model.
+  void check_declared(const proto::ValueInfo& declared, const Value& v) {
+    if (!declared.is_tensor || !declared.has_shape) return;
+    auto refuse = [&](const std::string& what) {
+      fail("graph output `" + declared.name + "` is declared " + what + ", but its nodes make " +
+           v.type().str() + ": export the model again, or correct the output's shape");
+    };
+    if (declared.dims.size() != static_cast<size_t>(v.rank()))
+      refuse("of rank " + std::to_string(declared.dims.size()));
+    for (size_t i = 0; i < declared.dims.size(); ++i) {
+      const std::optional<int64_t> made = v.shape()[i].constant();
+      if (declared.dims[i].value && made && *declared.dims[i].value != *made)
+        refuse("with dim " + std::to_string(i) + " of size " +
+               std::to_string(*declared.dims[i].value));
+    }
   }
 
   const proto::Graph& gp_;

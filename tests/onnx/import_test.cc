@@ -78,6 +78,15 @@ class ModelBuilder {
     g().add_output()->set_name(name);
     return *this;
   }
+  // An output with a declared float type of these sizes.
+  ModelBuilder& output(const std::string& name, const std::vector<int64_t>& dims) {
+    auto* o = g().add_output();
+    o->set_name(name);
+    auto* tt = o->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(::onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+    return *this;
+  }
   std::string bytes() const { return m_.SerializeAsString(); }
   Imported import(const ImportOptions& o = {}) const { return import_bytes(bytes(), "m.onnx", o); }
 
@@ -184,6 +193,15 @@ TEST(OnnxImport, OpsetsDtypesAndMalformedFilesAreRefused) {
   twice.node("Add", {"x", "w"}, {"y"}).output("y");
   EXPECT_EQ(import_error(twice),
             "m.onnx: initializer `w` is defined twice (ONNX names each value once)");
+  // A declared output shape the nodes contradict (it was ignored).
+  ModelBuilder declared;
+  declared.input("x", {"3", "4"}).node("Relu", {"x"}, {"y"}).output("y", {3, 5});
+  EXPECT_EQ(import_error(declared),
+            "m.onnx: graph output `y` is declared with dim 1 of size 5, but its nodes make "
+            "f32[3, 4]: export the model again, or correct the output's shape");
+  ModelBuilder agreed;
+  agreed.input("x", {"3", "4"}).node("Relu", {"x"}, {"y"}).output("y", {3, 4});
+  EXPECT_EQ(import_error(agreed), "(imported)");
   // A NaN or infinity in a weight: refused at import, naming it (the run "diverged at step 1").
   ModelBuilder nan;
   nan.input("x", {"2"}).floats("w", {1, std::nanf(""), INFINITY, 2});
