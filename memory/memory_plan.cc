@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 #include <tuple>
+#include <unordered_map>
 
 #include "base/bytes.h"
 #include "base/error.h"
@@ -48,25 +49,20 @@ constexpr size_t kMaxRerun = 64;
 
 // The most bytes the recompute's other results hold at once while it runs: each goes after the
 // chain's last node that reads it, unless `kept` holds it to the end; those `counted` elsewhere
-// (in the step's curve) add nothing.
-template <typename Kept, typename Counted>
-int64_t temporaries(const Candidate& c, const ir::Bindings& b, Kept kept, Counted counted) {
+// in the step's curve add nothing. `bytes` gives a value's size at the shape.
+template <typename Bytes, typename Kept, typename Counted>
+int64_t temporaries(const Candidate& c, Bytes bytes, Kept kept, Counted counted) {
   int64_t now = 0, most = 0;
   for (size_t m = 0; m < c.recompute.size(); ++m) {
     for (const ir::Value* v : c.recompute[m]->results()) {
-      if (v != c.value && !counted(v)) now += concrete_bytes(*v, b);
+      if (v != c.value && !counted(v)) now += bytes(*v);
     }
     most = std::max(most, now);
     for (const ir::Value* v : c.drop_after[m]) {
-      if (!kept(v)) now -= concrete_bytes(*v, b);
+      if (!kept(v)) now -= bytes(*v);
     }
   }
   return most;
-}
-
-int64_t temporaries(const Candidate& c, const ir::Bindings& b) {
-  auto none = [](const ir::Value*) { return false; };
-  return temporaries(c, b, none, none);
 }
 
 bool reads(const Candidate& c, const ir::Value* v) {
@@ -149,6 +145,14 @@ class Planner {
   const ir::Bindings& b_;
   const PlanOptions& options_;
   const Greedy greedy_;
+  // A value's bytes at b_, each computed once: a fused kernel's thousands of results are the
+  // temporaries of as many candidates.
+  int64_t bytes_of(const ir::Value& v) const {
+    auto [it, fresh] = bytes_.try_emplace(&v, 0);
+    if (fresh) it->second = concrete_bytes(v, b_);
+    return it->second;
+  }
+  mutable std::unordered_map<const ir::Value*, int64_t> bytes_;
   std::vector<int64_t> sizes_, temps_, results_;  // per candidate, per candidate, per step
   std::vector<Option> ways_;
   std::vector<bool> usable_;
@@ -167,9 +171,11 @@ Planner::Planner(const ir::Graph& g, const Liveness& l, const std::vector<Candid
       p.curve.empty() ? held_before_step : *std::max_element(p.curve.begin(), p.curve.end());
   p.evict_after.resize(l.steps());
   p.regen_before.resize(l.steps() + 1);
+  auto none = [](const ir::Value*) { return false; };
+  auto bytes = [&](const ir::Value& v) { return bytes_of(v); };
   for (size_t i = 0; i < cs.size(); ++i) {
-    sizes_.push_back(concrete_bytes(*cs[i].value, b));
-    temps_.push_back(temporaries(cs[i], b));
+    sizes_.push_back(bytes_of(*cs[i].value));
+    temps_.push_back(temporaries(cs[i], bytes, none, none));
     ways_.push_back(cheapest(cs[i], static_cast<int>(i), sizes_[i], b, options));
     usable_.push_back(ways_[i].candidate >= 0 && sizes_[i] >= kMinEvictionBytes);
     c_.regen_at.push_back(cs[i].regen_before);
@@ -276,7 +282,8 @@ int64_t Planner::run_bytes(const RegenRun& u, int r) const {
     return std::any_of(u.keep.begin(), u.keep.end(),
                        [&](int j) { return cs_[j].value == v && c_.regen_at[j] == r; });
   };
-  return temporaries(cs_[u.candidate], b_, kept, counted);
+  return temporaries(
+      cs_[u.candidate], [&](const ir::Value& v) { return bytes_of(v); }, kept, counted);
 }
 
 // The most bytes the runs before step r hold at once beyond the step's curve (which counts the

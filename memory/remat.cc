@@ -5,12 +5,16 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 namespace disc::memory {
 namespace {
 
 using ir::Node;
 using ir::Value;
+
+// Each node's cost, computed once: a fused node with thousands of results is in as many chains.
+using NodeCosts = std::unordered_map<const Node*, ir::OpCost>;
 
 std::vector<ir::TensorType> types_of(const std::vector<Value*>& vs) {
   std::vector<ir::TensorType> ts;
@@ -21,14 +25,17 @@ std::vector<ir::TensorType> types_of(const std::vector<Value*>& vs) {
 // The nodes to rerun so that `v` exists again just before step r, or nothing when that takes
 // more than kMaxChain nodes or a node that must not run twice.
 std::optional<Candidate> recompute_chain(const Liveness& l, const std::set<const Node*>& never,
-                                         const Value* v, int r) {
+                                         const Value* v, int r, NodeCosts& costs) {
   Candidate c;
   std::set<const Value*> seen;
-  // Post-order over the producers that are needed, so that each runs after its operands.
-  std::function<bool(const Value*)> need = [&](const Value* x) {
+  // Post-order over the producers that are needed, so that each runs after its operands. Each
+  // level deeper adds a node to the chain, so past kMaxChain levels it can only fail: the
+  // recursion stops there, however long the graph's chains.
+  std::function<bool(const Value*, int)> need = [&](const Value* x, int depth) {
     if (!seen.insert(x).second) return true;
     const Node* p = x->producer();
-    if (never.contains(p) || static_cast<int>(c.recompute.size()) >= kMaxChain) return false;
+    if (never.contains(p) || static_cast<int>(c.recompute.size()) >= kMaxChain || depth > kMaxChain)
+      return false;
     for (const Value* o : p->operands()) {
       if (!o->producer()) {  // an argument: held all step, but an update may overwrite it
         auto it = l.overwritten_after.find(o);
@@ -39,13 +46,13 @@ std::optional<Candidate> recompute_chain(const Liveness& l, const std::set<const
         if (std::find(c.leaves.begin(), c.leaves.end(), o) == c.leaves.end()) c.leaves.push_back(o);
         continue;
       }
-      if (o == v || !need(o)) return false;
+      if (o == v || !need(o, depth + 1)) return false;
     }
     if (std::find(c.recompute.begin(), c.recompute.end(), p) == c.recompute.end())
       c.recompute.push_back(p);
     return true;
   };
-  if (!need(v) || static_cast<int>(c.recompute.size()) > kMaxChain) return std::nullopt;
+  if (!need(v, 0) || static_cast<int>(c.recompute.size()) > kMaxChain) return std::nullopt;
   c.drop_after.resize(c.recompute.size());
   for (size_t m = 0; m < c.recompute.size(); ++m) {
     for (const Value* r : c.recompute[m]->results()) {
@@ -59,9 +66,11 @@ std::optional<Candidate> recompute_chain(const Liveness& l, const std::set<const
     }
   }
   for (const Node* n : c.recompute) {
-    ir::OpCost cost = n->op().cost_of(types_of(n->operands()), types_of(n->results()), n->attrs());
-    c.recompute_flops += cost.flops;
-    c.recompute_bytes += cost.bytes;
+    auto [it, fresh] = costs.try_emplace(n);
+    if (fresh)
+      it->second = n->op().cost_of(types_of(n->operands()), types_of(n->results()), n->attrs());
+    c.recompute_flops += it->second.flops;
+    c.recompute_bytes += it->second.bytes;
   }
   return c;
 }
@@ -77,6 +86,7 @@ std::vector<Candidate> find_candidates(const ir::Graph& g, const Liveness& l, in
   for (const Node* n : l.order)
     if (n->op().category == ir::OpCategory::kCollective) never.insert(n);
   std::vector<Candidate> out;
+  NodeCosts costs;
   for (const Node* n : l.order) {
     for (const Value* v : n->results()) {
       if (kept.contains(v)) continue;
@@ -84,7 +94,7 @@ std::vector<Candidate> find_candidates(const ir::Graph& g, const Liveness& l, in
       int from = life.def;
       for (int use : life.uses) {
         if (use - from >= min_gap) {
-          Candidate c = recompute_chain(l, never, v, use).value_or(Candidate{});
+          Candidate c = recompute_chain(l, never, v, use, costs).value_or(Candidate{});
           c.value = v, c.evict_after = from, c.regen_before = use;
           out.push_back(std::move(c));
         }
