@@ -25,6 +25,11 @@ NonFinite scan(std::span<const std::byte> bytes, Bits exponent) {
 
 }  // namespace
 
+std::string NonFinite::str() const {
+  return std::to_string(count) + " NaN or infinite values (the first at element " +
+         std::to_string(first) + ")";
+}
+
 NonFinite non_finite(DType dtype, std::span<const std::byte> bytes) {
   switch (dtype) {
     case DType::kF32:
@@ -42,9 +47,7 @@ NonFinite non_finite(DType dtype, std::span<const std::byte> bytes) {
 
 std::string unrepresentable(std::span<const float> values, DType dtype) {
   const NonFinite bad = non_finite(DType::kF32, std::as_bytes(values));
-  if (bad.count > 0)
-    return "it holds " + std::to_string(bad.count) + " NaN or infinite values (the first at " +
-           "element " + std::to_string(bad.first) + ")";
+  if (bad.count > 0) return "it holds " + bad.str();
   if (dtype != DType::kF16 && dtype != DType::kBF16) return "";
   float largest = 0;
   for (float v : values) largest = std::max(largest, std::abs(v));

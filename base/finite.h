@@ -14,6 +14,8 @@ namespace disc {
 struct NonFinite {
   int64_t count = 0;   // elements that are NaN or infinite
   int64_t first = -1;  // the first one's index, or -1
+  // "3 NaN or infinite values (the first at element 17)", for messages.
+  std::string str() const;
 };
 
 // Of `bytes` read as elements of `dtype` (f32, f64, bf16 or f16; other dtypes have none).

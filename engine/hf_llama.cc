@@ -281,10 +281,8 @@ void check_finite(const HfLlama& hf) {
   for (const auto& [name, stored] : hf.tensors) {
     const NonFinite bad = non_finite(stored.entry->dtype, stored.entry->bytes);
     if (bad.count > 0)
-      throw InvalidArgument(stored.file->path() + ": `" + name + "` holds " +
-                            std::to_string(bad.count) + " NaN or infinite values (the first at " +
-                            "element " + std::to_string(bad.first) +
-                            "): the file is damaged or was exported from a diverged run; " +
+      throw InvalidArgument(stored.file->path() + ": `" + name + "` holds " + bad.str() +
+                            ": the file is damaged or was exported from a diverged run; " +
                             "download or export it again");
   }
 }

@@ -1,6 +1,6 @@
 #include "engine/tensor.h"
 
-#include <cstring>
+#include "base/finite.h"
 
 namespace disc::engine {
 
@@ -66,38 +66,11 @@ std::string Tensor::describe() const {
   return s + ']';
 }
 
-namespace {
-
-// An IEEE float is NaN or infinite exactly when its exponent bits are all ones.
-template <typename Bits>
-int64_t count_all_ones(const std::vector<std::byte>& host, Bits exponent) {
-  int64_t n = 0;
-  for (size_t i = 0; i + sizeof(Bits) <= host.size(); i += sizeof(Bits)) {
-    Bits b;
-    std::memcpy(&b, host.data() + i, sizeof b);
-    n += (b & exponent) == exponent;
-  }
-  return n;
-}
-
-}  // namespace
-
 int64_t Tensor::count_nonfinite() const {
   if (!is_float(dtype_) || numel() == 0) return 0;
   std::vector<std::byte> host(static_cast<size_t>(bytes()));
   download(host.data());
-  switch (dtype_) {
-    case DType::kF64:
-      return count_all_ones<uint64_t>(host, 0x7ff0000000000000ull);
-    case DType::kF32:
-      return count_all_ones<uint32_t>(host, 0x7f800000u);
-    case DType::kBF16:
-      return count_all_ones<uint16_t>(host, 0x7f80u);
-    case DType::kF16:
-      return count_all_ones<uint16_t>(host, 0x7c00u);
-    default:
-      throw InvalidArgument("count_nonfinite: no float layout for " + describe());
-  }
+  return non_finite(dtype_, host).count;
 }
 
 }  // namespace disc::engine

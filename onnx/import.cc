@@ -123,9 +123,8 @@ class GraphImport {
       out_.weights[t.name] = float_values(t);
       const std::vector<float>& w = out_.weights[t.name];
       if (const NonFinite bad = non_finite(DType::kF32, std::as_bytes(std::span(w))); bad.count)
-        fail("initializer `" + t.name + "` holds " + std::to_string(bad.count) +
-             " NaN or infinite values (the first at element " + std::to_string(bad.first) +
-             "): the file is damaged or was exported from a diverged run; export it again");
+        fail("initializer `" + t.name + "` holds " + bad.str() +
+             ": the file is damaged or was exported from a diverged run; export it again");
       bind(t.name, Slot{p}, "initializer");
       return;
     }

@@ -284,8 +284,9 @@ class Planner {
       return false;
     for (const ir::Value* v : m.operands()) {
       const ir::Node* p = v->producer();
+      if (p && inside(p)) continue;
       if (p && !group_of_.contains(p) && lowerable(*p)) return false;  // a loose producer
-      if (!(p && inside(p)) && b.fit_of(v->shape()) == KernelBuilder::Fit::kNone) return false;
+      if (b.fit_of(v->shape()) == KernelBuilder::Fit::kNone) return false;
     }
     if (k == KOp::kSelect) {
       const ir::Node* c = m.operand(0)->producer();
@@ -342,7 +343,7 @@ class Planner {
   // without building the group's kernel again; nothing when the full check must decide. gi is a
   // loop group without reductions (lowered_, which passed build() and cost_ok as it grew), and the
   // tail is plain arithmetic, or a select of a compare, whose result the kernel stores in full and
-  // whose outside operands load. Its kernel is then the group's with the tail's loads and
+  // whose outside operands load (appends). Its kernel is then the group's with the tail's loads and
   // instructions appended and n's store added: it passes build()'s checks, has no reduction (so
   // cost_ok holds: one pass, nothing evaluated twice), and the stores of the group's other outputs
   // are as before.
@@ -358,20 +359,14 @@ class Planner {
     }
     tail.push_back(n);
     if (d.nodes.size() + tail.size() > static_cast<size_t>(o_.max_nodes)) return {};
-    for (const ir::Node* m : tail) {
-      if (index_.at(m) < index_.at(d.nodes.back()) || !b->fits(*m)) return {};
-      for (const ir::Value* v : m->operands()) {
-        const ir::Node* p = v->producer();
-        if (std::find(tail.begin(), tail.end(), p) != tail.end()) continue;
-        if (p && !group_of_.contains(p) && lowerable(*p)) return {};  // a loose producer
-        const bool inside = p && group_of_.contains(p) && group_of_.at(p) == gi;
-        if (!inside && b->fit_of(v->shape()) == KernelBuilder::Fit::kNone) return {};
-      }
-    }
-    const ir::Value* r = n->result();
-    if (r->users().empty() && !g_.is_output(r)) return {};  // n would store nothing
-    if (b->fit_of(r->shape()) != KernelBuilder::Fit::kFull) return {};
-    if (cycles_through(gi, tail)) return {};
+    auto inside = [&](const ir::Node* m) {
+      const auto it = group_of_.find(m);
+      return std::find(tail.begin(), tail.end(), m) != tail.end() ||
+             (it != group_of_.end() && it->second == gi);
+    };
+    for (const ir::Node* m : tail)
+      if (index_.at(m) < index_.at(d.nodes.back()) || !appends(*b, *m, inside)) return {};
+    if (cycles_through(gi, tail, inside)) return {};
     return tail;
   }
 
