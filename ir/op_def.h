@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ir/attribute.h"
+#include "ir/kernel_lowering.h"
 #include "ir/shape_graph.h"
 #include "ir/tensor_ref.h"
 #include "ir/tensor_type.h"
@@ -34,6 +35,16 @@ enum class OpCategory {
   kFused,  // a group of memory-bound ops compiled as one kernel (jit/fusion/fused_op.h)
 };
 std::string_view category_name(OpCategory c);
+
+// How the precision pass (ir/passes/autocast.cc) reads an op's float operands under bf16 or f16,
+// as PyTorch's autocast lists and TVM's mixed-precision policies say.
+enum class Precision {
+  kFollow,     // promoted to the widest float dtype among them (elementwise, layout, gather)
+  kLow,        // cast to the low dtype; the devices' kernels sum in f32 (matmul, attention)
+  kLowInBf16,  // the low dtype under bf16, f32 under f16 (the head: its gradients are made for
+               // dloss = 1, before the loss scale, and would underflow in f16)
+  kF32,        // cast to f32 (norms, softmax, losses, reductions)
+};
 
 // What a shape rule sees: operand types, attributes (already checked against the schema and
 // with defaults filled in) and the shape graph, where it records the dim equalities it implies.
@@ -121,6 +132,16 @@ struct OpDef {
     if (results > 0) table[0] = overwritable;
     return table;
   }
+
+  // How the fusion planner treats the op and how it lowers into a fused kernel (empty: never
+  // fused).
+  Lowering lowering;
+  Precision precision = Precision::kFollow;
+  // Autocast's weak values (a Python scalar's rule: a constant takes the dtype of the tensor it
+  // meets): ops whose result is one value everywhere make one (constant, full); ops that only
+  // move or retype their operand's values carry one through (broadcast, reshape, cast).
+  bool makes_constant = false;
+  bool carries_constant = false;
 
   OpCost cost_of(const std::vector<TensorType>& operands, const std::vector<TensorType>& results,
                  const Attributes& attrs) const;

@@ -1,7 +1,8 @@
 // A GPU's kernels (cuda:N, hip:N, sim-gpu), each registered beside the code that marshals a
-// node's tensors: the device's library GEMM, a reshape as a copy, fused nodes and the ops fusion
-// leaves through kernels compiled for the device (jit/gpu/). An op without one here runs on the
-// host over copies of its tensors (the executor stages it).
+// node's tensors and with the dtypes it takes (nothing else says which): the device's library
+// GEMM, a reshape as a copy, fused nodes and the ops fusion leaves through kernels compiled for
+// the device (jit/gpu/). An op without one here runs on the host over copies of its tensors (the
+// executor stages it).
 #include "engine/kernels/kernel_registry.h"
 #include "engine/kernels/shared.h"
 #include "jit/gpu/gpu_ops.h"
@@ -19,10 +20,46 @@ jit::KernelRun reshape(const ir::Node&, const ir::KernelArgs& a, KernelContext& 
   return {};
 }
 
-// The ops of jit/gpu/gpu_ops.h, where GpuOps takes the node's dtypes and ranks.
-bool gpu_op(const ir::Node& n, const KernelContext& ctx) {
-  return ctx.gpu_ops && jit::GpuOps::handles(n);
+// What the ops of jit/gpu/gpu_ops.h take beyond operand 0's dtype, which each registration keys
+// on. Integer operands: indices as i32 or i64; packed sequences' rope positions and attention
+// offsets as i32 (the models' inputs), or absent.
+bool is_index(const ir::Node& n, int i) {
+  const DType t = n.operand(i)->dtype();
+  return t == DType::kI32 || t == DType::kI64;
 }
+bool i32_or_absent(const ir::Node& n, int i) {
+  return static_cast<int>(n.operands().size()) <= i || n.operand(i)->dtype() == DType::kI32;
+}
+// Operands 1 .. last have operand 0's dtype.
+bool same_floats(const ir::Node& n, int last) {
+  for (int i = 1; i <= last; ++i)
+    if (n.operand(i)->dtype() != n.operand(0)->dtype()) return false;
+  return true;
+}
+// Transpose moves 2-, 4- or 8-byte elements, up to rank 8.
+bool transposable(const ir::Node& n, const KernelContext& ctx) {
+  const int64_t size = dtype_size(n.operand(0)->dtype());
+  return ctx.gpu_ops && (size == 2 || size == 4 || size == 8) && n.operand(0)->rank() <= 8;
+}
+bool gathers(const ir::Node& n, const KernelContext& ctx) {
+  return ctx.gpu_ops && is_index(n, 1);
+}
+bool scatters(const ir::Node& n, const KernelContext& ctx) {
+  return ctx.gpu_ops && is_index(n, 1) && n.operand(2)->dtype() == DType::kF32;
+}
+bool ropes(const ir::Node& n, const KernelContext& ctx) {
+  return ctx.gpu_ops && i32_or_absent(n, 1);
+}
+bool attends(const ir::Node& n, const KernelContext& ctx) {
+  return ctx.gpu_ops && same_floats(n, 2) && i32_or_absent(n, 3);
+}
+bool attends_back(const ir::Node& n, const KernelContext& ctx) {
+  return ctx.gpu_ops && same_floats(n, 3) && i32_or_absent(n, 4);
+}
+bool heads(const ir::Node& n, const KernelContext& ctx) {
+  return ctx.gpu_ops && same_floats(n, 1) && is_index(n, 2);
+}
+
 template <void (jit::GpuOps::*kOp)(const ir::KernelArgs&)>
 jit::KernelRun run_op(const ir::Node&, const ir::KernelArgs& a, KernelContext& ctx) {
   (ctx.gpu_ops->*kOp)(a);
@@ -64,21 +101,21 @@ void register_gpu_kernels(KernelRegistry& r) {
          .device = kGpu,
          .name = "gpu/transpose",
          .run = run_op<&GpuOps::transpose>,
-         .supports = gpu_op,
+         .supports = transposable,
          .prepare = prepare_ops});
   r.add({.op = "gather",
          .device = kGpu,
          .dtype = f32,
          .name = "gpu/gather",
          .run = run_op_with<&GpuOps::indexed, false>,
-         .supports = gpu_op,
+         .supports = gathers,
          .prepare = prepare_ops});
   r.add({.op = "scatter_add",
          .device = kGpu,
          .dtype = f32,
          .name = "gpu/scatter_add",
          .run = run_op_with<&GpuOps::indexed, true>,
-         .supports = gpu_op,
+         .supports = scatters,
          .prepare = prepare_ops});
   // Computed in f32 with 16-bit operands widened and results rounded once, as on the CPU.
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
@@ -87,28 +124,28 @@ void register_gpu_kernels(KernelRegistry& r) {
            .dtype = t,
            .name = "gpu/rope",
            .run = run_op<&GpuOps::rope>,
-           .supports = gpu_op,
+           .supports = ropes,
            .prepare = prepare_ops});
     r.add({.op = "attention",
            .device = kGpu,
            .dtype = t,
            .name = "gpu/attention",
            .run = run_op_with<&GpuOps::attention, false>,
-           .supports = gpu_op,
+           .supports = attends,
            .prepare = prepare_attention});
     r.add({.op = "attention_grad",
            .device = kGpu,
            .dtype = t,
            .name = "gpu/attention",
            .run = run_op_with<&GpuOps::attention, true>,
-           .supports = gpu_op,
+           .supports = attends_back,
            .prepare = prepare_attention});
     r.add({.op = "linear_cross_entropy",
            .device = kGpu,
            .dtype = t,
            .name = "gpu/linear_cross_entropy",
            .run = run_op<&GpuOps::linear_cross_entropy>,
-           .supports = gpu_op,
+           .supports = heads,
            .prepare = prepare_ops});
   }
 }

@@ -93,6 +93,7 @@ void register_attention_ops(OpRegistry& r) {
   };
   fwd.grad = attention_grad;
   fwd.reference = attention_kernel;
+  fwd.precision = Precision::kLow;  // the scores' softmax runs in f32 inside the kernel
   r.add(std::move(fwd));
 
   OpDef grad{.name = "attention_grad",

@@ -2,6 +2,7 @@
 // the role `constant`.
 #include "ir/op_registry.h"
 #include "ir/ops/index_math.h"
+#include "ir/ops/lowerings.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
 
@@ -37,6 +38,18 @@ void iota_kernel(const KernelArgs& a) {
   fill(a, [s](int64_t i) { return (i / s.inner) % s.extent; });
 }
 
+// One value everywhere: an instruction of the kernel.
+Lowering constant_lowering() {
+  return {
+      .kind = FusionKind::kElementwise,
+      .fits =
+          [](const KernelWriter& w, const Node& n) {
+            return computes_in_f32(n.result()) && w.fit_of(n.result()->shape()) != Fit::kNone;
+          },
+      .lower = [](KernelWriter& w,
+                  const Node& n) { w.set(n.result(), w.constant(n.attrs().get_float("value"))); }};
+}
+
 }  // namespace
 
 void register_constant_ops(OpRegistry& r) {
@@ -50,6 +63,8 @@ void register_constant_ops(OpRegistry& r) {
     return std::vector{TensorType{ctx.attrs().get_dtype("dtype"), {}}};
   };
   constant.reference = constant_kernel;
+  constant.lowering = constant_lowering();
+  constant.makes_constant = true;
   r.add(std::move(constant));
 
   OpDef full{.name = "full",
@@ -66,6 +81,8 @@ void register_constant_ops(OpRegistry& r) {
     return std::vector{TensorType{ctx.attrs().get_dtype("dtype"), shape}};
   };
   full.reference = constant_kernel;
+  full.lowering = constant_lowering();
+  full.makes_constant = true;
   r.add(std::move(full));
 
   OpDef iota{.name = "iota",

@@ -3,20 +3,24 @@
 // the fusion planner treat every elementwise op alike.
 #include <cmath>
 #include <numbers>
+#include <optional>
 
 #include "ir/autodiff.h"
 #include "ir/op_registry.h"
+#include "ir/ops/lowerings.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
 
 namespace disc::ir {
 namespace {
 
-// y[i] = f(x[i]) for f a generic lambda; ints only where allow_int.
+// y[i] = f(x[i]) for f a generic lambda; ints only where allow_int. In a fused kernel, instruction
+// `kop` (none: the op is not fused).
 template <typename F>
-OpDef unary(const std::string& name, const std::string& summary, int flops, bool allow_int, F f,
-            GradRule grad = {}) {
+OpDef unary(const std::string& name, std::optional<KOp> kop, const std::string& summary, int flops,
+            bool allow_int, F f, GradRule grad = {}) {
   OpDef d{.name = name, .category = OpCategory::kElementwise, .summary = summary};
+  if (kop) d.lowering = elementwise_lowering(*kop);
   d.flops_per_element = flops;
   d.overwritable = {0};
   d.infer = [allow_int](InferContext& ctx) {
@@ -37,11 +41,12 @@ OpDef unary(const std::string& name, const std::string& summary, int flops, bool
   return d;
 }
 
-// out[i] = f(a[i], b[i]); comparisons write bool.
+// out[i] = f(a[i], b[i]); comparisons write bool. In a fused kernel, instruction `kop`.
 template <typename F>
-OpDef binary(const std::string& name, const std::string& summary, bool comparison, F f,
+OpDef binary(const std::string& name, KOp kop, const std::string& summary, bool comparison, F f,
              GradRule grad = {}) {
   OpDef d{.name = name, .category = OpCategory::kElementwise, .summary = summary};
+  d.lowering = elementwise_lowering(kop);
   d.min_operands = d.max_operands = 2;
   d.overwritable = {0, 1};
   d.infer = [comparison](InferContext& ctx) {
@@ -174,62 +179,64 @@ std::vector<Value*> route(G& c, Value* mask) {
 
 void register_elementwise_ops(OpRegistry& r) {
   r.add(unary(
-      "neg", "-x", 1, true, [](auto x) { return -x; },
+      "neg", KOp::kNeg, "-x", 1, true, [](auto x) { return -x; },
       [](G& c) { return grad_of({c.add("neg", {c.dy[0]})}); }));
   r.add(unary(
-      "abs", "|x|", 1, true, [](auto x) { return x < 0 ? -x : x; },
+      "abs", KOp::kAbs, "|x|", 1, true, [](auto x) { return x < 0 ? -x : x; },
       [](G& c) {
         Value* pos = c.add("ge", {c.x(0), zeros(c, 0)});
         return grad_of({c.add("select", {pos, c.dy[0], c.add("neg", {c.dy[0]})})});
       }));
   r.add(unary(
-      "relu", "max(x, 0)", 1, true, [](auto x) { return x > 0 ? x : decltype(x)(0); },
+      "relu", KOp::kRelu, "max(x, 0)", 1, true, [](auto x) { return x > 0 ? x : decltype(x)(0); },
       [](G& c) {
         Value* pos = c.add("gt", {c.x(0), zeros(c, 0)});
         return grad_of({c.add("select", {pos, c.dy[0], zeros(c, 0)})});
       }));
   r.add(unary(
-      "exp", "e^x", 4, false, [](auto x) { return std::exp(x); },
+      "exp", KOp::kExp, "e^x", 4, false, [](auto x) { return std::exp(x); },
       chain([](G& c) { return c.y(); })));
   r.add(unary(
-      "log", "natural logarithm", 4, false, [](auto x) { return std::log(x); },
+      "log", KOp::kLog, "natural logarithm", 4, false, [](auto x) { return std::log(x); },
       [](G& c) { return grad_of({c.add("div", {c.dy[0], c.x(0)})}); }));
   r.add(unary(
-      "sqrt", "square root", 4, false, [](auto x) { return std::sqrt(x); },
+      "sqrt", KOp::kSqrt, "square root", 4, false, [](auto x) { return std::sqrt(x); },
       [](G& c) { return grad_of({c.add("div", {c.dy[0], c.add("add", {c.y(), c.y()})})}); }));
   r.add(unary(
-      "rsqrt", "1 / sqrt(x)", 4, false, [](auto x) { return decltype(x)(1) / std::sqrt(x); },
-      chain([](G& c) {
+      "rsqrt", KOp::kRsqrt, "1 / sqrt(x)", 4, false,
+      [](auto x) { return decltype(x)(1) / std::sqrt(x); }, chain([](G& c) {
         Value* y3 = c.add("mul", {c.y(), c.add("mul", {c.y(), c.y()})});
         return c.add("mul", {c.full_like(c.y(), -0.5), y3});
       })));
   r.add(unary(
-      "tanh", "hyperbolic tangent", 4, false, [](auto x) { return std::tanh(x); },
+      "tanh", KOp::kTanh, "hyperbolic tangent", 4, false, [](auto x) { return std::tanh(x); },
       chain([](G& c) { return one_minus(c, c.add("mul", {c.y(), c.y()})); })));
   r.add(unary(
-      "sigmoid", "1 / (1 + e^-x)", 4, false, [](auto x) { return sigmoid(x); },
+      "sigmoid", KOp::kSigmoid, "1 / (1 + e^-x)", 4, false, [](auto x) { return sigmoid(x); },
       chain([](G& c) { return c.add("mul", {c.y(), one_minus(c, c.y())}); })));
   r.add(unary(
-      "silu", "x * sigmoid(x)", 5, false, [](auto x) { return x * sigmoid(x); }, chain([](G& c) {
+      "silu", KOp::kSilu, "x * sigmoid(x)", 5, false, [](auto x) { return x * sigmoid(x); },
+      chain([](G& c) {
         Value* s = c.add("sigmoid", {c.x(0)});
         Value* xs1 = c.add("mul", {c.x(0), one_minus(c, s)});
         return c.add("mul", {s, c.add("add", {c.full_like(s, 1.0), xs1})});
       })));
   r.add(unary(
-      "erf", "the error function (imported GELU's erf form)", 8, false,
+      "erf", std::nullopt, "the error function (imported GELU's erf form)", 8, false,
       [](auto x) { return std::erf(x); }, chain([](G& c) {  // 2 / sqrt(pi) e^(-x^2)
         Value* sq = c.add("mul", {c.x(0), c.x(0)});
         return c.add("mul", {c.full_like(sq, std::numbers::inv_sqrtpi * 2),
                              c.add("exp", {c.add("neg", {sq})})});
       })));
   r.add(unary(
-      "sin", "sine", 4, false, [](auto x) { return std::sin(x); },
+      "sin", std::nullopt, "sine", 4, false, [](auto x) { return std::sin(x); },
       chain([](G& c) { return c.add("cos", {c.x(0)}); })));
   r.add(unary(
-      "cos", "cosine", 4, false, [](auto x) { return std::cos(x); },
+      "cos", std::nullopt, "cosine", 4, false, [](auto x) { return std::cos(x); },
       chain([](G& c) { return c.add("neg", {c.add("sin", {c.x(0)})}); })));
-  OpDef gelu_op = unary("gelu", "x * Phi(x); `approximate` picks the erf form or the tanh form", 8,
-                        false, [](auto x) { return x; });
+  OpDef gelu_op =
+      unary("gelu", std::nullopt, "x * Phi(x); `approximate` picks the erf form or the tanh form",
+            8, false, [](auto x) { return x; });
   gelu_op.attrs = {{"approximate", AttrKind::kString, std::string("none"), {"none", "tanh"}}};
   gelu_op.grad = [](G& c) {
     return grad_of({c.add("gelu_grad", {c.x(0), c.dy[0]},
@@ -244,27 +251,28 @@ void register_elementwise_ops(OpRegistry& r) {
       for (int64_t i = 0, n = a.in[0].numel(); i < n; ++i) y[i] = gelu(x[i], tanh_form);
     });
   };
+  gelu_op.lowering = tanh_gelu_lowering(/*grad=*/false);
   r.add(std::move(gelu_op));
 
   r.add(binary(
-      "add", "a + b", false, [](auto x, auto y) { return x + y; },
+      "add", KOp::kAdd, "a + b", false, [](auto x, auto y) { return x + y; },
       [](G& c) { return grad_of({c.dy[0], c.dy[0]}); }));
   r.add(binary(
-      "sub", "a - b", false, [](auto x, auto y) { return x - y; },
+      "sub", KOp::kSub, "a - b", false, [](auto x, auto y) { return x - y; },
       [](G& c) { return grad_of({c.dy[0], c.add("neg", {c.dy[0]})}); }));
   r.add(binary(
-      "mul", "a * b", false, [](auto x, auto y) { return x * y; },
+      "mul", KOp::kMul, "a * b", false, [](auto x, auto y) { return x * y; },
       [](G& c) {
         return grad_of({c.add("mul", {c.dy[0], c.x(1)}), c.add("mul", {c.dy[0], c.x(0)})});
       }));
   r.add(binary(
-      "div", "a / b", false, [](auto x, auto y) { return x / y; },
+      "div", KOp::kDiv, "a / b", false, [](auto x, auto y) { return x / y; },
       [](G& c) {
         Value* da = c.add("div", {c.dy[0], c.x(1)});
         return grad_of({da, c.add("neg", {c.add("mul", {da, c.y()})})});
       }));
   r.add(binary(
-      "pow", "a ^ b", false,
+      "pow", KOp::kPow, "a ^ b", false,
       [](auto x, auto y) { return std::pow(static_cast<double>(x), static_cast<double>(y)); },
       [](G& c) {
         Value* bm1 = c.add("sub", {c.x(1), c.full_like(c.x(1), 1.0)});
@@ -273,17 +281,17 @@ void register_elementwise_ops(OpRegistry& r) {
         return grad_of({da, db});
       }));
   r.add(binary(
-      "max", "elementwise maximum", false, [](auto x, auto y) { return x > y ? x : y; },
+      "max", KOp::kMax, "elementwise maximum", false, [](auto x, auto y) { return x > y ? x : y; },
       [](G& c) { return route(c, c.add("ge", {c.x(0), c.x(1)})); }));
   r.add(binary(
-      "min", "elementwise minimum", false, [](auto x, auto y) { return x < y ? x : y; },
+      "min", KOp::kMin, "elementwise minimum", false, [](auto x, auto y) { return x < y ? x : y; },
       [](G& c) { return route(c, c.add("le", {c.x(0), c.x(1)})); }));
-  r.add(binary("eq", "a == b, as bool", true, [](auto x, auto y) { return x == y; }));
-  r.add(binary("ne", "a != b, as bool", true, [](auto x, auto y) { return x != y; }));
-  r.add(binary("lt", "a < b, as bool", true, [](auto x, auto y) { return x < y; }));
-  r.add(binary("le", "a <= b, as bool", true, [](auto x, auto y) { return x <= y; }));
-  r.add(binary("gt", "a > b, as bool", true, [](auto x, auto y) { return x > y; }));
-  r.add(binary("ge", "a >= b, as bool", true, [](auto x, auto y) { return x >= y; }));
+  r.add(binary("eq", KOp::kEq, "a == b, as bool", true, [](auto x, auto y) { return x == y; }));
+  r.add(binary("ne", KOp::kNe, "a != b, as bool", true, [](auto x, auto y) { return x != y; }));
+  r.add(binary("lt", KOp::kLt, "a < b, as bool", true, [](auto x, auto y) { return x < y; }));
+  r.add(binary("le", KOp::kLe, "a <= b, as bool", true, [](auto x, auto y) { return x <= y; }));
+  r.add(binary("gt", KOp::kGt, "a > b, as bool", true, [](auto x, auto y) { return x > y; }));
+  r.add(binary("ge", KOp::kGe, "a >= b, as bool", true, [](auto x, auto y) { return x >= y; }));
 
   OpDef select{.name = "select",
                .category = OpCategory::kElementwise,
@@ -296,6 +304,7 @@ void register_elementwise_ops(OpRegistry& r) {
     return std::vector{TensorType{ctx.in(1).dtype, unify_shapes(ctx, 1, 2)}};
   };
   select.reference = select_kernel;
+  select.lowering = elementwise_lowering(KOp::kSelect);
   select.overwritable = {1, 2};
   select.grad = [](G& c) {
     Value* z = c.full_like(c.y(), 0.0);
@@ -312,6 +321,17 @@ void register_elementwise_ops(OpRegistry& r) {
     return std::vector{TensorType{ctx.attrs().get_dtype("dtype"), ctx.in(0).shape}};
   };
   cast.reference = cast_kernel;
+  cast.carries_constant = true;
+  // Between f32, bf16 and f16: the f32 value, which the kernel rounds when the cast is to 16 bits.
+  cast.lowering = {
+      .kind = FusionKind::kElementwise,
+      .accepts =
+          [](const Node& n) {
+            return computes_in_f32(n.operand(0)) && computes_in_f32(n.result());
+          },
+      .fits = [](const KernelWriter& w,
+                 const Node& n) { return w.fit_of(n.result()->shape()) != Fit::kNone; },
+      .lower = [](KernelWriter& w, const Node& n) { w.set(n.result(), w.value(n.operand(0))); }};
   cast.grad = [](G& c) {
     if (!is_float(c.x(0)->dtype())) return grad_of({nullptr});
     // An f32 value cast to 16 bits and read several times gets its uses' gradients summed in f32.

@@ -3,6 +3,7 @@
 // gradient `dy`, and returns gradients shaped like those operands.
 #include "ir/op_registry.h"
 #include "ir/ops/kernels.h"
+#include "ir/ops/lowerings.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
 
@@ -51,6 +52,29 @@ ShapeRule window_grad_rule(const std::string& forward, int forward_operands, int
   };
 }
 
+// Over the last axis, given y and dy: y * (dy - sum(dy * y)), or dy - exp(y) * sum(dy).
+Lowering softmax_grad_lowering(bool log) {
+  Lowering l{.kind = FusionKind::kRow};
+  l.fits = [](const KernelWriter& w, const Node& n) {
+    return reads_the_space(w, n) && all_of_the_space(w, n) && axis_of(n) == last_of(w);
+  };
+  l.lower = [log](KernelWriter& w, const Node& n) {
+    const int y = w.value(n.operand(0)), dy = w.value(n.operand(1));
+    if (log) {
+      w.set(
+          n.result(),
+          w.emit(KOp::kSub,
+                 {dy, w.emit(KOp::kMul, {w.emit(KOp::kExp, {y}), w.emit(KOp::kReduceSum, {dy})})}));
+      return;
+    }
+    w.set(n.result(),
+          w.emit(
+              KOp::kMul,
+              {y, w.emit(KOp::kSub, {dy, w.emit(KOp::kReduceSum, {w.emit(KOp::kMul, {dy, y})})})}));
+  };
+  return l;
+}
+
 }  // namespace
 
 void register_grad_ops(OpRegistry& r) {
@@ -58,6 +82,7 @@ void register_grad_ops(OpRegistry& r) {
   gelu.category = OpCategory::kElementwise;
   gelu.attrs = {{"approximate", AttrKind::kString, std::string("none"), {"none", "tanh"}}};
   gelu.reference = gelu_grad_kernel;
+  gelu.lowering = tanh_gelu_lowering(/*grad=*/true);
   r.add(std::move(gelu));
 
   for (const char* name : {"softmax_grad", "log_softmax_grad"}) {
@@ -70,6 +95,7 @@ void register_grad_ops(OpRegistry& r) {
     d.reference = std::string(name) == "softmax_grad" ? ReferenceKernel(softmax_grad_kernel)
                                                       : log_softmax_grad_kernel;
     d.overwritable = {0, 1};  // the row's sum comes first, then each element from its own index
+    d.lowering = softmax_grad_lowering(std::string(name) == "log_softmax_grad");
     r.add(std::move(d));
   }
 
@@ -77,6 +103,7 @@ void register_grad_ops(OpRegistry& r) {
       grad_op("rms_norm_grad", "(dx, dweight) of rms_norm(x, weight) given dy", 3, {0, 1}, 2, 0);
   rms.attrs = {{"eps", AttrKind::kFloat, 1e-6, {}}};
   rms.reference = rms_norm_grad_kernel;
+  rms.lowering = rms_norm_lowering(/*grad=*/true);
   r.add(std::move(rms));
 
   OpDef ln =
@@ -93,6 +120,7 @@ void register_grad_ops(OpRegistry& r) {
   ce.flops_per_element = 6;
   ce.attrs = {{"ignore_index", AttrKind::kInt, int64_t{-100}, {}}};
   ce.reference = cross_entropy_grad_kernel;
+  ce.lowering = cross_entropy_lowering(/*grad=*/true);
   ce.overwritable = {0};  // each row's softmax sums come first: dlogits can take the logits' buffer
   ce.infer = [](InferContext& ctx) {
     auto loss = infer_types(OpRegistry::instance().get("cross_entropy"), {&ctx.in(0), &ctx.in(1)},

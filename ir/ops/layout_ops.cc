@@ -6,6 +6,7 @@
 #include "ir/op_registry.h"
 #include "ir/ops/index_math.h"
 #include "ir/ops/kernels.h"
+#include "ir/ops/lowerings.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
 
@@ -292,6 +293,37 @@ std::vector<Value*> pad_grad(GradContext& c) {
   return {v};
 }
 
+// In a kernel a broadcast is a load: of a scalar, of a row value (dims: the leading ones), of a
+// column value (dims: the last one, a norm's weight), or of the tensor itself.
+Lowering broadcast_lowering() {
+  Lowering l{.kind = FusionKind::kElementwise};
+  l.fits = [](const KernelWriter& w, const Node& n) {
+    const Value& x = *n.operand(0);
+    const Fit out = w.fit_of(n.result()->shape());
+    if (!computes_in_f32(n.result()) || out == Fit::kNone) return false;
+    if (x.rank() == 0 || w.same(x.shape(), n.result()->shape())) return true;
+    const auto& dims = n.attrs().get_ints("dims");
+    const int r = static_cast<int>(w.space().size());
+    if (out != Fit::kFull || r == 0) return false;
+    if (dims.size() == 1 && dims[0] == r - 1 && w.same(x.shape(), {w.space().back()}))
+      return true;  // by column
+    std::vector<int64_t> leading(r - 1);
+    for (int i = 0; i < r - 1; ++i) leading[i] = i;
+    return dims == leading && w.same(x.shape(), rows_of(w.space()));  // by row
+  };
+  l.lower = [](KernelWriter& w, const Node& n) {
+    const Value* x = n.operand(0);
+    const int r = static_cast<int>(w.space().size());
+    std::optional<Access> a;
+    if (x->rank() == 0) a = Access::kScalar;
+    // By column only when the one dim kept is the last: [R] kept along dim 0 is a row value.
+    else if (n.attrs().get_ints("dims") == std::vector<int64_t>{r - 1} && r > 1)
+      a = Access::kCol;
+    w.set(n.result(), w.value(x, a));
+  };
+  return l;
+}
+
 }  // namespace
 
 void register_layout_ops(OpRegistry& r) {
@@ -304,6 +336,8 @@ void register_layout_ops(OpRegistry& r) {
   broadcast.infer = infer_broadcast;
   broadcast.grad = broadcast_grad;
   broadcast.reference = broadcast_kernel;
+  broadcast.lowering = broadcast_lowering();
+  broadcast.carries_constant = true;
   r.add(std::move(broadcast));
 
   OpDef reshape = layout("reshape", "same elements, row-major, in `shape`", OpCategory::kLayout);
@@ -313,6 +347,7 @@ void register_layout_ops(OpRegistry& r) {
     return std::vector<Value*>{c.add("reshape", {c.dy[0]}, {{"shape", c.x(0)->shape()}})};
   };
   reshape.reference = reshape_kernel;
+  reshape.carries_constant = true;
   reshape.overwritable = {0};  // in place, the result is the operand's bytes: no copy at all
   r.add(std::move(reshape));
 

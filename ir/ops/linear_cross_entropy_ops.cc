@@ -122,6 +122,7 @@ void register_linear_cross_entropy_ops(OpRegistry& r) {
   d.cost = linear_cross_entropy_cost;
   d.grad = linear_cross_entropy_grad;
   d.reference = linear_cross_entropy_kernel;
+  d.precision = Precision::kLowInBf16;  // logits, softmax and loss in f32 either way
   r.add(std::move(d));
 }
 

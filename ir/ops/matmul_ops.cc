@@ -185,6 +185,7 @@ void register_matmul_ops(OpRegistry& r) {
   matmul.cost = matmul_cost;
   matmul.reference = matmul_kernel;
   matmul.grad = matmul_grad;
+  matmul.precision = Precision::kLow;
   r.add(std::move(matmul));
 }
 

@@ -6,6 +6,7 @@
 #include "ir/autodiff.h"
 #include "ir/op_registry.h"
 #include "ir/ops/kernels.h"
+#include "ir/ops/lowerings.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
 
@@ -26,6 +27,24 @@ std::vector<Value*> norm_grad(GradContext& c) {
   return c.add_all(c.node.op().name + "_grad", {c.x(0), c.x(1), c.dy[0]}, same_attrs(c));
 }
 
+// Over the last axis: exp(x - max) / sum, or x - max - log(sum), each reduction a pass over the
+// row.
+Lowering softmax_lowering(bool log) {
+  Lowering l{.kind = FusionKind::kRow};
+  l.fits = [](const KernelWriter& w, const Node& n) {
+    return reads_the_space(w, n) && all_of_the_space(w, n) && axis_of(n) == last_of(w);
+  };
+  l.lower = [log](KernelWriter& w, const Node& n) {
+    const int x = w.value(n.operand(0));
+    const int shifted = w.emit(KOp::kSub, {x, w.emit(KOp::kReduceMax, {x})});
+    const int e = w.emit(KOp::kExp, {shifted});
+    const int sum = w.emit(KOp::kReduceSum, {e});
+    w.set(n.result(), log ? w.emit(KOp::kSub, {shifted, w.emit(KOp::kLog, {sum})})
+                          : w.emit(KOp::kDiv, {e, sum}));
+  };
+  return l;
+}
+
 OpDef softmax_like(const std::string& name, const std::string& summary) {
   OpDef d{.name = name, .category = OpCategory::kNormalization, .summary = summary};
   d.flops_per_element = 5;
@@ -38,6 +57,8 @@ OpDef softmax_like(const std::string& name, const std::string& summary) {
   d.grad = softmax_grad;
   d.reference = name == "softmax" ? ReferenceKernel(softmax_kernel) : log_softmax_kernel;
   d.overwritable = {0};  // each row is read whole (max, sum) before it is written
+  d.lowering = softmax_lowering(name == "log_softmax");
+  d.precision = Precision::kF32;
   return d;
 }
 
@@ -48,6 +69,30 @@ void require_feature_vector(InferContext& ctx, int i) {
   ctx.require(ctx.in(i).rank() == 1, "operand " + std::to_string(i) + " must have rank 1 [D]");
   ctx.unify(ctx.in(i).shape[0], x.back(),
             "operand " + std::to_string(i) + "'s size must equal the last dim of operand 0");
+}
+
+// (x - mean) * (var + eps)^(-1/2) * w + b over a row of a static width, the variance in a second
+// pass.
+Lowering layer_norm_lowering() {
+  Lowering l{.kind = FusionKind::kNorm};
+  l.fits = [](const KernelWriter& w, const Node& n) {
+    return reads_the_space(w, n) && w.space().back().constant().has_value() &&
+           computes_in_f32(n.operand(1)) && computes_in_f32(n.operand(2));
+  };
+  l.lower = [](KernelWriter& w, const Node& n) {
+    const int x = w.value(n.operand(0));
+    const int inv_cols = w.constant(1.0 / static_cast<double>(*w.space().back().constant()));
+    const int centred =
+        w.emit(KOp::kSub, {x, w.emit(KOp::kMul, {w.emit(KOp::kReduceSum, {x}), inv_cols})});
+    const int var = w.emit(
+        KOp::kMul, {w.emit(KOp::kReduceSum, {w.emit(KOp::kMul, {centred, centred})}), inv_cols});
+    const int rstd =
+        w.emit(KOp::kRsqrt, {w.emit(KOp::kAdd, {var, w.constant(n.attrs().get_float("eps"))})});
+    const int scaled = w.emit(
+        KOp::kMul, {w.emit(KOp::kMul, {centred, rstd}), w.value(n.operand(1), Access::kCol)});
+    w.set(n.result(), w.emit(KOp::kAdd, {scaled, w.value(n.operand(2), Access::kCol)}));
+  };
+  return l;
 }
 
 OpDef norm(const std::string& name, const std::string& summary, int operands, double eps) {
@@ -64,6 +109,8 @@ OpDef norm(const std::string& name, const std::string& summary, int operands, do
   };
   d.grad = norm_grad;
   d.reference = name == "rms_norm" ? ReferenceKernel(rms_norm_kernel) : layer_norm_kernel;
+  d.lowering = name == "rms_norm" ? rms_norm_lowering(/*grad=*/false) : layer_norm_lowering();
+  d.precision = Precision::kF32;
   return d;
 }
 
@@ -130,6 +177,8 @@ void register_nn_ops(OpRegistry& r) {
         c.add("cross_entropy_grad", {c.x(0), c.x(1), c.dy[0]}, same_attrs(c)), nullptr};
   };
   ce.reference = cross_entropy_kernel;
+  ce.lowering = cross_entropy_lowering(/*grad=*/false);
+  ce.precision = Precision::kF32;
   ce.cost = [](const auto& in, const auto& out, const Attributes&) {
     return input_proportional_cost(in, out, 5);
   };
@@ -167,6 +216,22 @@ void register_nn_ops(OpRegistry& r) {
   };
   mask.reference = causal_mask_kernel;
   mask.overwritable = {0};
+  // Keys after the query's own position get `value`; square tiles only (self-attention, S queries
+  // by S keys), where the query is row % cols.
+  mask.lowering = {
+      .kind = FusionKind::kElementwise,
+      .fits =
+          [](const KernelWriter& w, const Node& n) {
+            const auto& s = w.space();
+            return reads_the_space(w, n) && s.size() >= 2 && w.same({s[s.size() - 2]}, {s.back()});
+          },
+      .lower =
+          [](KernelWriter& w, const Node& n) {
+            const int after =
+                w.emit(KOp::kGt, {w.emit(KOp::kColIndex, {}), w.emit(KOp::kRowModCols, {})});
+            w.set(n.result(), w.emit(KOp::kSelect, {after, w.constant(n.attrs().get_float("value")),
+                                                    w.value(n.operand(0))}));
+          }};
   r.add(std::move(mask));
 
   OpDef dropout{.name = "dropout",

@@ -4,6 +4,7 @@
 // learning rate is a scalar operand so schedules live outside the graph.
 #include "ir/op_registry.h"
 #include "ir/ops/kernels.h"
+#include "ir/ops/lowerings.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
 
@@ -37,6 +38,44 @@ ShapeRule update_rule(int n_like, bool has_step, int results) {
 std::function<std::vector<std::vector<int>>(const Attributes&, int)> per_result(
     std::vector<std::vector<int>> operands) {
   return [operands = std::move(operands)](const Attributes&, int) { return operands; };
+}
+
+// AdamW as adamw_update_kernel computes it, param, grad and the moments of the space's shape;
+// the bias corrections are scalar-level (once per call).
+Lowering adamw_lowering() {
+  Lowering l{.kind = FusionKind::kElementwise};
+  l.fits = [](const KernelWriter& w, const Node& n) {
+    if (!reads_the_space(w, n)) return false;
+    for (int i = 1; i < 4; ++i)
+      if (!computes_in_f32(n.operand(i)) || !w.same(n.operand(i)->shape(), w.space())) return false;
+    return n.operand(4)->rank() == 0 && computes_in_f32(n.operand(4)) && n.operand(5)->rank() == 0;
+  };
+  l.lower = [](KernelWriter& w, const Node& n) {
+    const double b1 = n.attrs().get_float("beta1"), b2 = n.attrs().get_float("beta2");
+    const int p = w.value(n.operand(0)), g = w.value(n.operand(1)), m = w.value(n.operand(2)),
+              v = w.value(n.operand(3));
+    const int lr = w.value(n.operand(4)), step = w.value(n.operand(5));
+    const int one = w.constant(1);
+    const int decay = w.emit(
+        KOp::kSub, {one, w.emit(KOp::kMul, {lr, w.constant(n.attrs().get_float("weight_decay"))})});
+    const int step_size = w.emit(
+        KOp::kDiv, {lr, w.emit(KOp::kSub, {one, w.emit(KOp::kPow, {w.constant(b1), step})})});
+    const int bc2_sqrt =
+        w.emit(KOp::kSqrt, {w.emit(KOp::kSub, {one, w.emit(KOp::kPow, {w.constant(b2), step})})});
+    const int m1 = w.emit(KOp::kAdd, {w.emit(KOp::kMul, {m, w.constant(b1)}),
+                                      w.emit(KOp::kMul, {g, w.constant(1 - b1)})});
+    const int v1 =
+        w.emit(KOp::kAdd, {w.emit(KOp::kMul, {v, w.constant(b2)}),
+                           w.emit(KOp::kMul, {w.emit(KOp::kMul, {w.constant(1 - b2), g}), g})});
+    const int denom = w.emit(KOp::kAdd, {w.emit(KOp::kDiv, {w.emit(KOp::kSqrt, {v1}), bc2_sqrt}),
+                                         w.constant(n.attrs().get_float("eps"))});
+    w.set(n.result(0),
+          w.emit(KOp::kSub, {w.emit(KOp::kMul, {p, decay}),
+                             w.emit(KOp::kMul, {step_size, w.emit(KOp::kDiv, {m1, denom})})}));
+    w.set(n.result(1), m1);
+    w.set(n.result(2), v1);
+  };
+  return l;
 }
 
 }  // namespace
@@ -75,6 +114,7 @@ void register_optimizer_ops(OpRegistry& r) {
   adamw.infer = update_rule(4, true, 3);
   adamw.reference = adamw_update_kernel;
   adamw.overwritable_of = per_result({{0}, {2}, {3}});  // param', m', v' over param, m, v
+  adamw.lowering = adamw_lowering();
   r.add(std::move(adamw));
 }
 

@@ -5,6 +5,7 @@
 #include "ir/autodiff.h"
 #include "ir/op_registry.h"
 #include "ir/ops/index_math.h"
+#include "ir/ops/lowerings.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
 
@@ -77,6 +78,37 @@ std::vector<Value*> reduce_grad(GradContext& c, Reduction kind) {
   return {c.add("select", {is_max, g, c.full_like(c.x(0), 0.0)})};
 }
 
+// A reduction over every axis of its operand (of rank 1 or more) to a scalar.
+bool reduces_every_axis(const Node& n) {
+  std::vector<int64_t> axes = n.attrs().get_ints("axes");
+  const int64_t rank = n.operand(0)->rank();
+  for (int64_t& a : axes) a = a < 0 ? a + rank : a;
+  std::sort(axes.begin(), axes.end());
+  if (rank == 0 || static_cast<int64_t>(axes.size()) != rank) return false;
+  for (int64_t i = 0; i < rank; ++i)
+    if (axes[i] != i) return false;
+  return true;
+}
+
+// Over the space's last axis, a row value; over every axis (a gradient norm's sum of squares), a
+// row sum summed over rows in f32.
+Lowering reduce_lowering(KOp k) {
+  Lowering l{.kind = FusionKind::kReduction};
+  l.fits = [k](const KernelWriter& w, const Node& n) {
+    if (!reads_the_space(w, n)) return false;
+    if (k == KOp::kReduceSum && reduces_every_axis(n)) return n.result()->dtype() == DType::kF32;
+    const auto& axes = n.attrs().get_ints("axes");
+    return axes.size() == 1 && (axes[0] == last_of(w) || axes[0] == -1) &&
+           !n.attrs().get_bool("keepdims");
+  };
+  l.lower = [k](KernelWriter& w, const Node& n) {
+    if (k == KOp::kReduceSum && reduces_every_axis(n))
+      return w.set_sum(n.result(), w.emit(k, {w.value(n.operand(0))}), Access::kScalar);
+    w.set(n.result(), w.emit(k, {w.value(n.operand(0))}));
+  };
+  return l;
+}
+
 OpDef reduce(const std::string& name, const std::string& summary, bool float_only, Reduction kind) {
   OpDef d{.name = name, .category = OpCategory::kReduce, .summary = summary};
   d.attrs = {{"axes", AttrKind::kInts, std::nullopt, {}}, {"keepdims", AttrKind::kBool, false, {}}};
@@ -99,6 +131,9 @@ OpDef reduce(const std::string& name, const std::string& summary, bool float_onl
   };
   d.reference = [kind](const KernelArgs& a) { reduce_kernel(a, kind); };
   d.grad = [kind](GradContext& c) { return reduce_grad(c, kind); };
+  d.precision = Precision::kF32;
+  if (kind != Reduction::kMean)
+    d.lowering = reduce_lowering(kind == Reduction::kSum ? KOp::kReduceSum : KOp::kReduceMax);
   return d;
 }
 

@@ -3,7 +3,7 @@
 // the forward's dtypes (a cast's gradient is the cast back; a bf16 matmul's gradients are bf16
 // matmuls) and parameters' gradients arrive in f32, the dtype of the parameters themselves.
 //
-// Each node, in order, gets operands of the dtype its op runs in:
+// Each node, in order, gets operands of the dtype its op runs in (OpDef::precision):
 //   matmul, attention                    float operands cast to the low dtype; the devices' kernels
 //                                        compute in f32 (GEMMs sum in f32, attention's softmax is
 //                                        f32) and round each result once
@@ -31,23 +31,11 @@
 namespace disc::ir {
 namespace {
 
-enum class Runs { kLow, kF32, kPromote };
-
-Runs runs_in(const Node& n, DType low) {
-  static const std::set<std::string, std::less<>> f32 = {
-      "cross_entropy", "layer_norm", "log_softmax", "reduce_max",
-      "reduce_mean",   "reduce_sum", "rms_norm",    "softmax"};
-  if (n.op().name == "matmul" || n.op().name == "attention") return Runs::kLow;
-  if (n.op().name == "linear_cross_entropy") return low == DType::kBF16 ? Runs::kLow : Runs::kF32;
-  return f32.contains(n.op().name) ? Runs::kF32 : Runs::kPromote;
-}
-
 // A value made from constants alone: it adapts to the tensors it meets.
 bool is_weak(const Value& v) {
   for (const Node* p = v.producer(); p; p = p->operand(0)->producer()) {
-    const std::string& op = p->op().name;
-    if (op == "constant" || op == "full") return true;
-    if (op != "broadcast" && op != "reshape" && op != "cast") return false;
+    if (p->op().makes_constant) return true;
+    if (!p->op().carries_constant) return false;
   }
   return false;
 }
@@ -103,12 +91,14 @@ class Autocast final : public Pass {
   DType dtype_for(const Node& n, size_t i) const {
     const DType t = n.operand(static_cast<int>(i))->dtype();
     if (width(t) == 0 || t == DType::kF64) return t;
-    switch (runs_in(n, low_)) {
-      case Runs::kLow:
+    switch (n.op().precision) {
+      case Precision::kLow:
         return low_;
-      case Runs::kF32:
+      case Precision::kLowInBf16:
+        return low_ == DType::kBF16 ? low_ : DType::kF32;
+      case Precision::kF32:
         return DType::kF32;
-      case Runs::kPromote:
+      case Precision::kFollow:
         break;
     }
     if (is_weak(*n.operand(static_cast<int>(i)))) {

@@ -18,7 +18,7 @@ FusedRunner::FusedRunner(const ir::Graph& g, KernelCache& cache, bool background
     : cache_(cache),
       background_(background ? std::make_unique<BackgroundCompiler>(cache) : nullptr) {
   for (const ir::Node* n : g.nodes())
-    if (n->op().name == "fused") nodes_.emplace(n, fused_kernel_of(*n));
+    if (n->op().category == ir::OpCategory::kFused) nodes_.emplace(n, fused_kernel_of(*n));
 }
 
 KernelRun FusedRunner::prepare(const ir::Node& n, const ir::Bindings& b) {

@@ -93,8 +93,7 @@ bool cost_ok(const ir::Graph& g, const std::vector<ir::Bindings>& worst, const F
 // GEMM feeding it (the GEMM's result is long gone); apart, the norm reruns from the residual,
 // which is alive, at a few flops per element. The cost: the norm reads the residual once more.
 bool keeps_apart(const ir::Node& n) {
-  const std::string& op = n.op().name;
-  return (op == "rms_norm" || op == "layer_norm") && n.operand(0)->users().size() > 1;
+  return n.op().lowering.kind == ir::FusionKind::kNorm && n.operand(0)->users().size() > 1;
 }
 
 class Planner {
@@ -277,11 +276,11 @@ class Planner {
   // condition is a compare inside, and what leaves the group is stored in full.
   template <class Inside>
   bool appends(const KernelBuilder& b, const ir::Node& m, const Inside& inside) const {
-    KOp k;
-    if (m.op().category != ir::OpCategory::kElementwise || m.results().size() != 1 ||
-        !kop_from_name(m.op().name, k) || k < KOp::kNeg || k > KOp::kSelect ||
-        static_cast<int>(m.operands().size()) != kop_arity(k) || !b.fits(m))
+    const std::optional<KOp> one = m.op().lowering.single;
+    if (!one || m.results().size() != 1 || *one < KOp::kNeg || *one > KOp::kSelect ||
+        static_cast<int>(m.operands().size()) != kop_arity(*one) || !b.fits(m))
       return false;
+    const KOp k = *one;
     for (const ir::Value* v : m.operands()) {
       const ir::Node* p = v->producer();
       if (p && inside(p)) continue;
@@ -373,9 +372,7 @@ class Planner {
   // The compare that select n reads as its condition when that compare is in no group and n is
   // its only reader: take() brings it in with n.
   const ir::Node* select_of_loose_compare(const ir::Node* n) const {
-    KOp k;
-    if (!kop_from_name(n->op().name, k) || k != KOp::kSelect || n->results().size() != 1)
-      return nullptr;
+    if (n->op().lowering.single != KOp::kSelect || n->results().size() != 1) return nullptr;
     const ir::Node* c = n->operand(0)->producer();
     if (!c || !compare(*c) || group_of_.contains(c) || !lowerable(*c) ||
         c->result()->users().size() != 1 || g_.is_output(c->result()))
@@ -384,25 +381,21 @@ class Planner {
   }
 
   static bool compare(const ir::Node& n) {
-    KOp k;
-    return n.op().category == ir::OpCategory::kElementwise && kop_from_name(n.op().name, k) &&
-           is_compare(k);
+    const std::optional<KOp> k = n.op().lowering.single;
+    return k && is_compare(*k);
   }
 
   // Elementwise arithmetic on f32 values with one instruction of its own: no compare (its bool
   // result only feeds a select) and no select (its condition must be a compare in the kernel).
   static bool plain(const ir::Node& n) {
-    KOp k;
-    return n.op().category == ir::OpCategory::kElementwise && n.results().size() == 1 &&
-           kop_from_name(n.op().name, k) && k >= KOp::kNeg && k <= KOp::kPow &&
-           static_cast<int>(n.operands().size()) == kop_arity(k);
+    const std::optional<KOp> k = n.op().lowering.single;
+    return k && n.results().size() == 1 && *k >= KOp::kNeg && *k <= KOp::kPow &&
+           static_cast<int>(n.operands().size()) == kop_arity(*k);
   }
 
   // Lowers to no reduction: a group of these is one pass over the space.
   static bool one_pass(const ir::Node& n) {
-    const std::string& op = n.op().name;
-    return n.op().category == ir::OpCategory::kElementwise || op == "broadcast" || op == "full" ||
-           op == "constant";
+    return n.op().lowering.kind == ir::FusionKind::kElementwise;
   }
 
   // Group gi's kernel so far, kept while it is one pass (clean_append extends it).

@@ -116,7 +116,7 @@ const FusedKernel& GpuKernels::kernel_of(const ir::Node& n) {
 
 // Every fused node: the CUDA emitter loads, stores and rounds bf16 and f16 as the host does.
 bool GpuKernels::handles(const ir::Node& n) const {
-  return n.op().name == "fused";
+  return n.op().category == ir::OpCategory::kFused;
 }
 
 KernelRun GpuKernels::prepare(const ir::Node& n, const ir::Bindings& b) {

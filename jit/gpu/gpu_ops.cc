@@ -20,10 +20,6 @@ constexpr unsigned kRowBlock = 256;  // DISC_ROW_BLOCK in gpu_op_source.cc
 // GPU (524 rows at a vocabulary of 32000).
 constexpr int64_t kHeadPanel = int64_t{64} << 20;
 
-bool is_index(DType t) {
-  return t == DType::kI32 || t == DType::kI64;
-}
-
 // The op source's element type for a float dtype, and the suffix of its kernels' names; null for
 // a type the float kernels do not take.
 const char* element_type(DType t) {
@@ -49,45 +45,6 @@ struct Perm {
 };
 
 }  // namespace
-
-bool GpuOps::handles(const ir::Node& n) {
-  const std::string& op = n.op().name;
-  auto all_f32 = [&](std::initializer_list<int> operands) {
-    return std::all_of(operands.begin(), operands.end(),
-                       [&](int i) { return n.operand(i)->dtype() == DType::kF32; });
-  };
-  // f32, bf16 or f16, the same for each of `operands`.
-  auto floats = [&](std::initializer_list<int> operands) {
-    const DType t = n.operand(*operands.begin())->dtype();
-    return element_type(t) != nullptr && std::all_of(operands.begin(), operands.end(), [&](int i) {
-             return n.operand(i)->dtype() == t;
-           });
-  };
-  if (op == "transpose") {
-    const int64_t size = dtype_size(n.operand(0)->dtype());
-    return (size == 2 || size == 4 || size == 8) && n.operand(0)->rank() <= 8;
-  }
-  // Packed sequences: rope's positions and attention's offsets as i32 (the models' inputs).
-  const auto i32_at = [&](size_t i) {
-    return n.operands().size() <= i || n.operand(static_cast<int>(i))->dtype() == DType::kI32;
-  };
-  if (op == "rope") return floats({0}) && i32_at(1);
-  if (op == "gather") return all_f32({0}) && is_index(n.operand(1)->dtype());
-  if (op == "scatter_add") return all_f32({0, 2}) && is_index(n.operand(1)->dtype());
-  if (op == "attention") return floats({0, 1, 2}) && i32_at(3);
-  if (op == "attention_grad") return floats({0, 1, 2, 3}) && i32_at(4);
-  if (op == "linear_cross_entropy") return floats({0, 1}) && is_index(n.operand(2)->dtype());
-  return false;
-}
-
-void GpuOps::run(const std::string& op, const ir::KernelArgs& a) {
-  if (op == "transpose") return transpose(a);
-  if (op == "rope") return rope(a);
-  if (op == "gather" || op == "scatter_add") return indexed(a, op == "scatter_add");
-  if (op == "attention" || op == "attention_grad") return attention(a, op == "attention_grad");
-  if (op == "linear_cross_entropy") return linear_cross_entropy(a);
-  throw InvalidArgument("GpuOps: no GPU kernel for op '" + op + "'");
-}
 
 bool GpuOps::tensor_cores(const std::string& arch, const Module& m) {
   auto fits = [](int n) { return n > 0 && n % 16 == 0 && n <= 128; };

@@ -9,10 +9,10 @@
 // within f32 rounding; gather's, scatter_add's and transpose's bit for bit.
 //
 //   jit::GpuOps ops(gpu, [&](const std::string& src) { return compile(src); });  // GpuKernels's
-//   if (jit::GpuOps::handles(node)) ops.attention(args, /*grad=*/false);          // device tensors
+//   ops.attention(args, /*grad=*/false);                                          // device tensors
 //
-// The executor reaches each op's function through the kernel registry
-// (engine/kernels/gpu.cc); run(op, args) is the same by name, for tests.
+// The executor reaches each op's function through the kernel registry (engine/kernels/gpu.cc),
+// whose registrations say which dtypes each takes.
 //
 // Memory: attention_grad keeps two floats per query row between its kernels, gather and
 // scatter_add a flag for a bad index, linear_cross_entropy a panel of logits (as on the CPU, at
@@ -53,13 +53,9 @@ class GpuOps {
   GpuOps(const GpuOps&) = delete;
   GpuOps& operator=(const GpuOps&) = delete;
 
-  // Whether run() has a kernel for this node's op and operand types.
-  static bool handles(const ir::Node& n);
-  // Runs `op` over device tensors, asynchronously on the compute stream. An index outside the
-  // table (gather, scatter_add) is found on the device: checks().raise() throws its
-  // InvalidArgument, as the reference kernels do. Throws for an op or type handles() refuses.
-  void run(const std::string& op, const ir::KernelArgs& a);
-  // What the kernels found wrong with their operands since its last raise().
+  // What the kernels found wrong with their operands since its last raise(): an index outside
+  // the table (gather, scatter_add) is found on the device, and checks().raise() throws its
+  // InvalidArgument, as the reference kernels do.
   DeviceChecks& checks() { return checks_; }
   // Reports *total (a double on the device: a fused kernel's count of bad labels) under `tag` of
   // checks() unless it is zero.
@@ -75,7 +71,9 @@ class GpuOps {
   // sm_80 on (or "host", the tests' host build of the source).
   static bool tensor_cores(const std::string& arch, const Module& m);
 
-  // Each op over device tensors (operands, then results, as KernelArgs hold them).
+  // Each op over device tensors (operands, then results, as KernelArgs hold them), asynchronously
+  // on the compute stream, for the dtypes and ranks its registration in engine/kernels/gpu.cc
+  // takes.
   void transpose(const ir::KernelArgs& a);
   void rope(const ir::KernelArgs& a);
   void indexed(const ir::KernelArgs& a, bool scatter);

@@ -44,66 +44,17 @@
 #include <vector>
 
 #include "base/dtype.h"
+#include "ir/kernel_lowering.h"
 #include "ir/tensor_ref.h"
 
 namespace disc::jit {
 
-enum class Access : uint8_t { kFull, kRow, kCol, kScalar };
+// The instruction set and the accesses are the ops' lowerings' vocabulary (ir/kernel_lowering.h).
+using ir::Access;
+using ir::KOp;
 enum class Level : uint8_t { kScalar, kRow, kElement };
 
 std::string_view access_name(Access a);  // "full", "row", "col", "scalar"
-
-// What an instruction does. Loads convert any numeric buffer type to float; stores write f32,
-// or round to their bf16 or f16 buffer.
-enum class KOp : uint8_t {
-  kLoad,
-  kStore,
-  kConst,
-  kLoadAt,      // load_at B full %c: buffer B (full access) at the row's column %c, clamped to
-                // [0, cols) (row level): a cross-entropy's logit at the label
-  kColIndex,    // the column index, as a float (element level): one-hot compares against labels
-  kRowModCols,  // the row index modulo max(cols, 1), as a float (row level): the query's position
-                // in a square [.., S, S] attention tile (the causal mask)
-  // unary
-  kNeg,
-  kAbs,
-  kExp,
-  kLog,
-  kSqrt,
-  kRsqrt,
-  kTanh,
-  kSigmoid,
-  kSilu,
-  kRelu,
-  // x rounded to bf16 (f16) and widened back: the value a 16-bit node of the fused group holds,
-  // so that a fused kernel computes what the group's nodes compute one by one
-  kRoundBf16,
-  kRoundF16,
-  // binary
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,
-  kMax,
-  kMin,
-  kPow,
-  // compares (bool) and select(cond, a, b)
-  kEq,
-  kNe,
-  kLt,
-  kLe,
-  kGt,
-  kGe,
-  kSelect,
-  // row reductions over the columns: element -> row. reduce_logsumexp is log(sum(exp(x))) in one
-  // pass (a running max and a sum rescaled to it, per lane): a cross-entropy's normaliser
-  kReduceSum,
-  kReduceMax,
-  kReduceLogSumExp,
-  // totals over every row, before the rows run: row -> scalar; and their check
-  kSumRows,
-  kCheckLabels,
-};
 
 std::string_view kop_name(KOp op);  // "load", "add", "reduce_sum", ...
 // The op named `name`, or false when no KOp has that name.

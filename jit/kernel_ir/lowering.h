@@ -1,7 +1,8 @@
-// Lowers graph nodes into the kernel IR of one fused group. A KernelBuilder holds the group's
-// iteration space (a shape) and maps the group's values to instructions; values from outside the
-// group become loads whose access follows from their shape (the space's shape: full; without its
-// last dim: row; a scalar: scalar; a norm weight or a broadcast over rows: col).
+// Lowers graph nodes into the kernel IR of one fused group, each by its op's own rule
+// (OpDef::lowering, ir/kernel_lowering.h). A KernelBuilder holds the group's iteration space (a
+// shape) and maps the group's values to instructions; values from outside the group become loads
+// whose access follows from their shape (the space's shape: full; without its last dim: row; a
+// scalar: scalar; a norm weight or a broadcast over rows: col).
 //
 //   KernelBuilder b(space, g.shapes());
 //   if (b.fits(*node)) b.add(*node);     // elementwise ops, broadcasts, row reductions, softmax,
@@ -17,19 +18,21 @@
 
 namespace disc::jit {
 
-// True when the op has a lowering at all (whether a given node fits a given space is fits()).
+// True when the node's op has a lowering that takes it (whether it fits a given space is fits()).
 bool lowerable(const ir::Node& n);
 // The iteration space a node would run over alone: its input's shape for reductions and row ops,
 // else its first result's shape.
 std::vector<ir::DimExpr> natural_space(const ir::Node& n);
 
-class KernelBuilder {
+class KernelBuilder final : public ir::KernelWriter {
  public:
+  using Fit = ir::Fit;
+
   KernelBuilder(std::vector<ir::DimExpr> space, const ir::ShapeGraph& shapes);
 
-  // True when n can be lowered into this space: every operand and result is the space's shape,
-  // its rows, or a scalar (col only where the op reads a weight by column), the dtypes are ones
-  // the IR handles, and n's own shape rules hold (a row op reduces the space's last dim).
+  // True when n can be lowered into this space: its op's rule takes its operands' and results'
+  // shapes (the space's shape, its rows, or a scalar; col only where the op reads a weight by
+  // column) and dtypes, and no operand is a sum over rows made in this kernel.
   bool fits(const ir::Node& n) const;
   // Lowers n (after fits(n)); its operands are group values added before, or outside values.
   // Kernels compute in f32; each bf16 or f16 result is rounded to its dtype where it is made, so
@@ -38,29 +41,25 @@ class KernelBuilder {
   // Stores `outputs` (values added before) and returns the kernel; inputs() are its input buffers.
   KernelIR finish(const std::vector<const ir::Value*>& outputs);
   const std::vector<const ir::Value*>& inputs() const { return inputs_; }
-  const std::vector<ir::DimExpr>& space() const { return space_; }
 
-  // How a value of `shape` sits in the space: the space itself, its rows, a scalar, or none of
-  // these (then it cannot be loaded or stored). The planner's quick checks read it.
-  enum class Fit { kNone, kFull, kRow, kScalar };
-  Fit fit_of(const std::vector<ir::DimExpr>& shape) const;
+  // ir::KernelWriter, what the ops' rules write through.
+  const std::vector<ir::DimExpr>& space() const override { return space_; }
+  bool same(const std::vector<ir::DimExpr>& a, const std::vector<ir::DimExpr>& b) const override;
+  Fit fit_of(const std::vector<ir::DimExpr>& shape) const override;
+  int value(const ir::Value* v, std::optional<Access> access = std::nullopt) override;
+  int emit(KOp op, std::vector<int> args) override;
+  int constant(double v) override;
+  int load_at(int buffer, int col) override;
+  std::optional<int> loaded_buffer(int instr) const override;
+  void set(const ir::Value* v, int instr) override { instr_[v] = instr; }
+  void set_sum(const ir::Value* v, int instr, Access access) override {
+    sums_[v] = {instr, access};
+  }
 
  private:
-  bool same(const std::vector<ir::DimExpr>& a, const std::vector<ir::DimExpr>& b) const;
-  // The instruction holding v, loading it with `access` when it comes from outside.
-  int value(const ir::Value* v, std::optional<Access> access = std::nullopt);
-  int emit(KOp op, std::vector<int> args);
-  int constant(double v);
-  int load_at(int buffer, int col);
-  void lower(const ir::Node& n);
   // v's instruction rounded to v's dtype when that is bf16 or f16 and the instruction does not
   // hold such a value already (a load of v's type, a rounding to it).
   void round_to_dtype(const ir::Value* v);
-  void lower_norm_or_softmax(const ir::Node& n);
-  void lower_rms_norm_grad(const ir::Node& n, int x, int w, int inv, double inv_cols);
-  void lower_adamw(const ir::Node& n);
-  void lower_cross_entropy(const ir::Node& n);
-  void lower_gelu(const ir::Node& n);
 
   std::vector<ir::DimExpr> space_;
   const ir::ShapeGraph& shapes_;

@@ -456,6 +456,35 @@ std::vector<Case> every_case() {
   return c;
 }
 
+// The GPU registrations say which dtypes each GPU kernel takes: floats (and the indices and
+// positions beside them) for the op kernels, any 2-, 4- or 8-byte element for transpose.
+TEST(OpConformance, GpuRegistrationsTakeFloatsAndTwoFourOrEightByteTransposes) {
+  devices::GpuDevice gpu(std::make_unique<jit::HostGpuRuntime>(), 1);
+  jit::HostOpCompiler compiler;
+  jit::GpuOps ops(gpu, [&](const std::string& s, jit::KernelRun&) { return compiler(s); });
+  const KernelContext ctx{.dev = &gpu, .gpu_ops = &ops};
+  // Shapes of a node do not matter here, its op and operand types do.
+  ir::Graph g;
+  ir::Value* x = g.add_argument("x", {DType::kF32, {2, 4, 6}}, ir::Role::kInput);
+  ir::Value* h = g.add_argument("h", {DType::kF64, {2, 4, 6}}, ir::Role::kInput);
+  ir::Value* b = g.add_argument("b", {DType::kBool, {2, 4, 6}}, ir::Role::kInput);
+  ir::Value* bf = g.add_argument("bf", {DType::kBF16, {2, 4, 6}}, ir::Role::kInput);
+  auto runs = [&](const std::string& op, std::vector<ir::Value*> in, ir::Attributes a = {}) {
+    const KernelEntry* k = KernelRegistry::instance().find(*g.add_node(op, in, std::move(a)), ctx);
+    return k != nullptr && k->device == DeviceKind::kGpu;
+  };
+  const ir::Attributes perm{{"perm", std::vector<int64_t>{1, 0, 2}}};
+  EXPECT_TRUE(runs("transpose", {x}, perm));
+  EXPECT_TRUE(runs("transpose", {h}, perm));
+  EXPECT_FALSE(runs("transpose", {b}, perm));
+  EXPECT_TRUE(runs("transpose", {bf}, perm));
+  EXPECT_TRUE(runs("rope", {x}));
+  EXPECT_FALSE(runs("rope", {h}));
+  EXPECT_TRUE(runs("rope", {bf}));
+  EXPECT_TRUE(runs("attention", {bf, bf, bf}, {{"causal", true}, {"scale", 0.5}}));
+  EXPECT_FALSE(runs("exp", {x}));
+}
+
 TEST(OpConformance, RegistryHasACaseForEveryKernel) {
   const std::vector<Case> cases = every_case();
   for (const KernelEntry* k : KernelRegistry::instance().entries())
