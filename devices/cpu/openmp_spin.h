@@ -2,7 +2,7 @@
 // kernels, block attention) on TBB. After each GEMM libgomp's workers spin for the next parallel
 // region, by default 300,000 turns (about 3 ms), on the very cores TBB's workers then need: on 2
 // cores the kernel that follows a GEMM runs at half speed. GOMP_SPINCOUNT=1000 makes them sleep
-// after about 10 us; a Llama step on 2 cores runs 5-15% faster (README, performance).
+// after about 10 us; a Llama step on 2 cores runs 5-15% faster (docs/performance.md).
 //
 // libgomp reads its environment once, when it is loaded, before main. A setenv in main comes too
 // late, and one in an executable's .preinit_array is undone when libc initialises; so a program

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench_all: every comparison the README reports, in one run on this machine.
+"""bench_all: every comparison docs/performance.md reports, in one run on this machine.
 
 Builds the benchmarks (Release, in --build-dir: build-bench), installs PyTorch's Debian packages
 when they are missing (tools/setup.sh --bench), then runs in turn:
@@ -15,7 +15,7 @@ Each writes JSON; this script merges them into OUT/results.json, prints one tabl
 OUT/table.txt) and draws OUT/cap_curve.svg (tokens/s against the memory cap for each system).
 
   tools/bench/bench_all.py --quick    # under 3 minutes: small workloads, one pass each
-  tools/bench/bench_all.py            # the full run behind the README's figures (about 17 min here)
+  tools/bench/bench_all.py            # the full run behind docs/performance.md's figures (about 17 min here)
   tools/bench/bench_all.py --render-only OUT   # table, JSON and plot again from OUT's JSON files
 """
 import argparse

@@ -10,7 +10,7 @@ messages):
 the backward (one bucket), about 2/3 (the backward's share of a step) with buckets overlapped
 (disc's schedule starts each bucket as the backward makes it).
 
-    tools/bench/dp_scaling.py                      # the README's table
+    tools/bench/dp_scaling.py                      # docs/data-parallel.md's table
     tools/bench/dp_scaling.py --params 45.4e6 --step-ms 14.3 --grad-bytes 4
 """
 import argparse
@@ -39,7 +39,7 @@ def efficiency(ranks, step, nbytes, bandwidth, latency, hidden):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--params", type=float, help="parameters (default: the README's two models)")
+    p.add_argument("--params", type=float, help="parameters (default: docs/data-parallel.md's two models)")
     p.add_argument("--step-ms", type=float, help="one rank's step time in ms")
     p.add_argument("--grad-bytes", type=int, default=4, help="bytes a gradient element (f32: 4)")
     p.add_argument("--ranks", type=int, nargs="+", default=[8, 64, 512])
