@@ -7,7 +7,7 @@
 
 #include "base/error.h"
 #include "devices/communicator.h"
-#include "ir/passes/passes.h"
+#include "ir/pass.h"
 #include "ir/text_format.h"
 #include "ir/training_step.h"
 #include "ir/verifier.h"
@@ -17,11 +17,13 @@
 namespace disc::engine {
 namespace {
 
+// A stage: a graph pass of ir/pass.h under its own name when `run` is null, else an engine step
+// with a summary of its own.
 struct Stage {
   const char* name;
-  const char* summary;
-  bool (*on)(const TrainerOptions&);                  // whether the options ask for it
-  bool (*run)(CompiledStep&, const TrainerOptions&);  // returns whether anything changed
+  bool (*on)(const TrainerOptions&);                            // whether the options ask for it
+  bool (*run)(CompiledStep&, const TrainerOptions&) = nullptr;  // returns whether anything changed
+  const char* summary = nullptr;
 };
 
 bool always(const TrainerOptions&) {
@@ -30,30 +32,25 @@ bool always(const TrainerOptions&) {
 
 // Runs an ir/ graph pass over the unfused graph; the loss follows it when it replaces the loss's
 // node.
-bool run_pass(ir::Pass& pass, CompiledStep& s) {
+bool run_pass(const char* name, CompiledStep& s, const TrainerOptions& o) {
   ir::Graph& g = *s.model.graph;
-  const bool changed = pass.run(g);
-  for (const auto& [name, v] : g.outputs())
-    if (name == "loss") s.model.loss = v;
+  const bool changed = ir::make_pass(name, {.precision = o.precision})->run(g);
+  for (const auto& [output, v] : g.outputs())
+    if (output == "loss") s.model.loss = v;
   return changed;
 }
 
-template <const char* kPass>
-bool graph_pass(CompiledStep& s, const TrainerOptions&) {
-  return run_pass(*ir::make_pass(kPass), s);
+// A graph file's model has no loss to train (disc-opt --passes).
+void require_loss(const CompiledStep& s, const char* stage) {
+  if (!s.model.loss)
+    throw InvalidArgument(std::string("stage `") + stage +
+                          "` needs a model with a loss: give disc-opt --model or --train");
 }
-
-bool precision(CompiledStep& s, const TrainerOptions& o) {
-  return run_pass(*ir::make_autocast_pass(o.precision), s);
-}
-constexpr char kVerify[] = "verify", kCanonicalize[] = "canonicalize", kCse[] = "cse",
-               kDce[] = "dce", kLayers[] = "layers", kAttention[] = "attention",
-               kCrossEntropy[] = "linear_cross_entropy",
-               kBackwardRecompute[] = "backward_recompute", kTril[] = "tril";
 
 // The step returns the loss alone: the forward graph's other outputs (the logits) would keep
 // alive what the passes can do without, and dce would drop the loss, which no output reads yet.
 bool loss_output(CompiledStep& s, const TrainerOptions&) {
+  require_loss(s, "loss");
   ir::Graph& g = *s.model.graph;
   g.keep_outputs([](const std::string&) { return false; });
   g.add_output("loss", s.model.loss);
@@ -62,6 +59,7 @@ bool loss_output(CompiledStep& s, const TrainerOptions&) {
 
 // Frozen parameters stay arguments of the step but get neither gradient nor update.
 bool training_step(CompiledStep& s, const TrainerOptions& o) {
+  require_loss(s, "training_step");
   std::vector<ir::Value*> trained;
   std::set<std::string> unknown = o.frozen;
   for (ir::Value* p : s.model.params) {
@@ -100,6 +98,7 @@ bool schedule(CompiledStep& s, const TrainerOptions& o) {
 }
 
 bool remat(CompiledStep& s, const TrainerOptions& o) {
+  if (!s.schedule) throw InvalidArgument("stage `remat` needs `schedule` before it");
   s.schedule->candidates = memory::remat_candidates(s.graph(), *s.schedule, o.memory);
   return !s.schedule->candidates.empty();
 }
@@ -107,77 +106,91 @@ bool remat(CompiledStep& s, const TrainerOptions& o) {
 // The pipeline, in order. Each line says why the stage is where it is.
 const std::vector<Stage>& stages() {
   static const std::vector<Stage> list = {
-      {"loss", "the loss becomes the graph's one output, `loss`", always, loss_output},
-      {"verify", "checks the forward graph (types, shapes, attributes)", always,
-       graph_pass<kVerify>},
-      {"canonicalize", "folds shape arithmetic and no-op reshapes", always,
-       graph_pass<kCanonicalize>},
-      {"cse", "merges identical nodes", always, graph_pass<kCse>},
-      {"dce", "drops nodes no output needs", always, graph_pass<kDce>},
+      {"loss", always, loss_output, "the loss becomes the graph's one output, `loss`"},
+      {"verify", always},
+      {"canonicalize", always},
+      {"cse", always},
+      {"dce", always},
       // Before attention, which then finds exported attention (keys transposed, scores scaled).
-      {"layers", "RMSNorm, SiLU and RoPE written as primitives (imported models) as disc's ops",
-       always, graph_pass<kLayers>},
+      {"layers", always},
       // Before autodiff, so that attention's gradient is one attention_grad too.
-      {"attention", "softmax(q k^T) v as one attention op, run by blocks of query rows",
-       [](const TrainerOptions& o) { return o.fuse_attention; }, graph_pass<kAttention>},
-      {"linear_cross_entropy",
-       "the head's linear layer and cross-entropy as one op, without the logits",
-       [](const TrainerOptions& o) { return o.fuse_cross_entropy; }, graph_pass<kCrossEntropy>},
+      {"attention", [](const TrainerOptions& o) { return o.fuse_attention; }},
+      {"linear_cross_entropy", [](const TrainerOptions& o) { return o.fuse_cross_entropy; }},
       // On the forward graph, so that autodiff gives the backward the forward's dtypes.
-      {"precision", "bf16 or f16 matmuls; norms, softmax, losses and reductions in f32",
-       [](const TrainerOptions& o) { return o.precision != DType::kF32; }, precision},
-      {"training_step",
+      {"precision", [](const TrainerOptions& o) { return o.precision != DType::kF32; }},
+      {"training_step", always, training_step,
        "autodiff and the optimizer: backward, gradient norm, clipping, updates (with ranks: the "
-       "global batch's loss, gradients summed over the ranks in buckets)",
-       always, training_step},
-      {"backward_recompute",
-       "the backward makes cheap forward values again instead of holding them",
-       [](const TrainerOptions& o) { return o.backward_recompute; },
-       graph_pass<kBackwardRecompute>},
+       "global batch's loss, gradients summed over the ranks in buckets)"},
+      {"backward_recompute", [](const TrainerOptions& o) { return o.backward_recompute; }},
       // After autodiff: causal attention's products in both directions skip their zero triangle.
-      {"tril", "causal products skip their zero triangle (no value changes)", always,
-       graph_pass<kTril>},
-      {"fusion", "memory-bound nodes grouped into `fused` kernels",
-       [](const TrainerOptions& o) { return o.jit; }, fusion},
+      {"tril", always},
+      {"fusion", [](const TrainerOptions& o) { return o.jit; }, fusion,
+       "memory-bound nodes grouped into `fused` kernels"},
       // Over the graph that runs, fused or not: the governor's order names its nodes.
-      {"schedule", "the op order with the lowest peak of live bytes, and its liveness", always,
-       schedule},
-      {"remat", "eviction candidates and how each is regenerated (with a memory cap)", always,
-       remat},
+      {"schedule", always, schedule,
+       "the op order with the lowest peak of live bytes, and its liveness"},
+      {"remat", always, remat,
+       "eviction candidates and how each is regenerated (with a memory cap)"},
   };
   return list;
 }
 
-void check_stage(const std::string& name) {
+const Stage& stage_named(const std::string& name) {
   std::string names;
   for (const Stage& s : stages()) {
-    if (name == s.name) return;
+    if (name == s.name) return s;
     names += (names.empty() ? "" : ", ") + std::string(s.name);
   }
   throw InvalidArgument("no pipeline stage named `" + name + "`; the stages are " + names);
 }
 
+void check_stage(const std::string& name) {
+  stage_named(name);
+}
+
+// The stages a run goes through: all of them, or those only() names, in its order.
+std::vector<const Stage*> order_of(const std::optional<std::vector<std::string>>& only) {
+  std::vector<const Stage*> order;
+  if (only)
+    for (const std::string& name : *only) order.push_back(&stage_named(name));
+  else
+    for (const Stage& s : stages()) order.push_back(&s);
+  return order;
+}
+
 }  // namespace
 
-std::set<std::string> split_names(const std::string& s) {
-  std::set<std::string> out;
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
   for (size_t start = 0; start <= s.size();) {
     const size_t comma = std::min(s.find(',', start), s.size());
-    if (comma > start) out.insert(s.substr(start, comma - start));
+    if (comma > start) out.push_back(s.substr(start, comma - start));
     start = comma + 1;
   }
   return out;
 }
 
+std::set<std::string> split_names(const std::string& s) {
+  const std::vector<std::string> list = split_list(s);
+  return {list.begin(), list.end()};
+}
+
 std::vector<std::string> Pipeline::stage_descriptions() {
   std::vector<std::string> out;
-  for (const Stage& s : stages()) out.push_back(std::string(s.name) + ": " + s.summary);
+  for (const Stage& s : stages())
+    out.push_back(std::string(s.name) + ": " +
+                  (s.summary ? s.summary : std::string(ir::make_pass(s.name)->summary())));
   return out;
 }
 
 void Pipeline::disable(const std::string& stage) {
   check_stage(stage);
   disabled_.insert(stage);
+}
+
+void Pipeline::only(std::vector<std::string> stages) {
+  for (const std::string& s : stages) check_stage(s);
+  only_ = std::move(stages);
 }
 
 void Pipeline::after(std::set<std::string> stages, Hook hook) {
@@ -190,7 +203,8 @@ CompiledStep Pipeline::run(ir::models::Model model) {
   CompiledStep s{.model = std::move(model)};
   runs_.clear();
   const auto begin = std::chrono::steady_clock::now();
-  const int count = static_cast<int>(stages().size());
+  const std::vector<const Stage*> order = order_of(only_);
+  const int count = static_cast<int>(order.size());
   // A progress event, once the compile has run past the threshold.
   auto report = [&](const std::string& stage, bool done) {
     const double elapsed =
@@ -203,9 +217,10 @@ CompiledStep Pipeline::run(ir::models::Model model) {
                .elapsed_ms = elapsed,
                .done = done});
   };
-  for (const Stage& stage : stages()) {
+  for (const Stage* at : order) {
+    const Stage& stage = *at;
     StageRun r{.stage = stage.name};
-    r.skipped = !stage.on(options_) || disabled_.contains(stage.name);
+    r.skipped = (!only_ && !stage.on(options_)) || disabled_.contains(stage.name);
     // The executor needs an order: without the schedule stage, the graph's own.
     if (r.skipped && r.stage == "schedule")
       s.schedule = memory::schedule_ops(s.graph(), {.schedule = false});
@@ -213,7 +228,7 @@ CompiledStep Pipeline::run(ir::models::Model model) {
       report(r.stage, false);
       const auto start = std::chrono::steady_clock::now();
       try {
-        r.changed = stage.run(s, options_);
+        r.changed = stage.run ? stage.run(s, options_) : run_pass(stage.name, s, options_);
         if (r.changed) ir::verify(s.graph());
       } catch (const Error& e) {
         rethrow_with_context(e, "pipeline stage " + r.stage + ": ");

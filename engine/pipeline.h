@@ -69,6 +69,10 @@ class Pipeline {
   static std::vector<std::string> stage_descriptions();
   // Skips a stage (InvalidArgument for a name that is none; see stage_descriptions).
   void disable(const std::string& stage);
+  // Runs exactly these stages, in this order, whatever the options say: disc-opt's --passes over
+  // a graph file (whose model has no loss: `loss` and `training_step` then refuse to run).
+  // InvalidArgument for a name that is no stage.
+  void only(std::vector<std::string> stages);
   // Calls `hook(stage, step)` after each stage in `stages` that ran ("all": every one): to print
   // a stage's result, or (tests) to change the step between stages. InvalidArgument for a name
   // that is no stage.
@@ -97,6 +101,7 @@ class Pipeline {
  private:
   TrainerOptions options_;
   std::set<std::string> disabled_;
+  std::optional<std::vector<std::string>> only_;
   std::vector<std::pair<std::set<std::string>, Hook>> hooks_;
   std::vector<StageRun> runs_;
   ProgressHook progress_;
@@ -107,7 +112,9 @@ class Pipeline {
 // line disc-train and disc-opt print for a CompileProgress.
 std::string progress_line(const CompileProgress& p);
 
-// "a,b,c" as {"a", "b", "c"} (empty items dropped): for --dump-after and --disable.
+// "a,b,c" as {"a", "b", "c"} (empty items dropped): for --dump-after and --disable; in order,
+// for --passes.
 std::set<std::string> split_names(const std::string& comma_separated);
+std::vector<std::string> split_list(const std::string& comma_separated);
 
 }  // namespace disc::engine

@@ -9,32 +9,42 @@
 
 namespace disc::ir {
 
-std::vector<std::string> pass_names() {
-  return {"verify",
-          "canonicalize",
-          "cse",
-          "dce",
-          "tril",
-          "layers",
-          "attention",
-          "linear_cross_entropy",
-          "backward_recompute",
-          "autocast_bf16",
-          "autocast_f16"};
+namespace {
+
+struct PassEntry {
+  const char* name;
+  std::unique_ptr<Pass> (*make)(const PassOptions&);
+};
+
+// Every graph pass, by the name the compile pipeline's stage, disc-opt's --passes and the dumps
+// use, in the pipeline's order.
+const std::vector<PassEntry>& passes() {
+  static const std::vector<PassEntry> list = {
+      {"verify", [](const PassOptions&) { return make_verify_pass(); }},
+      {"canonicalize", [](const PassOptions&) { return make_canonicalize_pass(); }},
+      {"cse", [](const PassOptions&) { return make_cse_pass(); }},
+      {"dce", [](const PassOptions&) { return make_dce_pass(); }},
+      {"layers", [](const PassOptions&) { return make_layers_pass(); }},
+      {"attention", [](const PassOptions&) { return make_attention_pass(); }},
+      {"linear_cross_entropy", [](const PassOptions&) { return make_linear_cross_entropy_pass(); }},
+      {"precision", [](const PassOptions& o) { return make_autocast_pass(o.precision); }},
+      {"backward_recompute", [](const PassOptions&) { return make_backward_recompute_pass(); }},
+      {"tril", [](const PassOptions&) { return make_tril_pass(); }},
+  };
+  return list;
 }
 
-std::unique_ptr<Pass> make_pass(std::string_view name) {
-  if (name == "verify") return make_verify_pass();
-  if (name == "canonicalize") return make_canonicalize_pass();
-  if (name == "cse") return make_cse_pass();
-  if (name == "dce") return make_dce_pass();
-  if (name == "tril") return make_tril_pass();
-  if (name == "layers") return make_layers_pass();
-  if (name == "attention") return make_attention_pass();
-  if (name == "linear_cross_entropy") return make_linear_cross_entropy_pass();
-  if (name == "backward_recompute") return make_backward_recompute_pass();
-  if (name == "autocast_bf16") return make_autocast_pass(DType::kBF16);
-  if (name == "autocast_f16") return make_autocast_pass(DType::kF16);
+}  // namespace
+
+std::vector<std::string> pass_names() {
+  std::vector<std::string> names;
+  for (const PassEntry& e : passes()) names.emplace_back(e.name);
+  return names;
+}
+
+std::unique_ptr<Pass> make_pass(std::string_view name, const PassOptions& options) {
+  for (const PassEntry& e : passes())
+    if (name == e.name) return e.make(options);
   std::string all;
   for (const auto& n : pass_names()) all += (all.empty() ? "" : ", ") + n;
   throw InvalidArgument("unknown pass `" + std::string(name) + "`" +
@@ -45,7 +55,7 @@ void PassManager::add_list(std::string_view list) {
   while (!list.empty()) {
     size_t comma = list.find(',');
     std::string_view item = list.substr(0, comma);
-    if (!item.empty()) add(make_pass(item));
+    if (!item.empty()) add(make_pass(item, options_));
     if (comma == std::string_view::npos) break;
     list.remove_prefix(comma + 1);
   }

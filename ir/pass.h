@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/dtype.h"
 #include "ir/graph.h"
 
 namespace disc::ir {
@@ -26,8 +27,14 @@ class Pass {
   virtual bool run(Graph& g) = 0;
 };
 
-// A pass by name (pass_names() lists them). Throws InvalidArgument for an unknown name.
-std::unique_ptr<Pass> make_pass(std::string_view name);
+// What a pass may be told: the precision policy's low dtype (bf16 or f16).
+struct PassOptions {
+  DType precision = DType::kBF16;
+};
+
+// A pass by name; pass_names() lists them in the compile pipeline's order (engine/pipeline.cc
+// runs each under the same name). Throws InvalidArgument for an unknown name.
+std::unique_ptr<Pass> make_pass(std::string_view name, const PassOptions& options = {});
 std::vector<std::string> pass_names();
 
 struct PassRun {
@@ -39,6 +46,7 @@ struct PassRun {
 
 class PassManager {
  public:
+  explicit PassManager(PassOptions options = {}) : options_(options) {}
   void add(std::unique_ptr<Pass> p) { passes_.push_back(std::move(p)); }
   // Parses "a,b,c" into passes.
   void add_list(std::string_view comma_separated);
@@ -52,6 +60,7 @@ class PassManager {
   std::vector<PassRun> run(Graph& g) const;
 
  private:
+  PassOptions options_;
   std::vector<std::unique_ptr<Pass>> passes_;
   std::set<std::string> disabled_;
   std::set<std::string> dump_names_;

@@ -47,10 +47,9 @@ int width(DType t) {
 
 class Autocast final : public Pass {
  public:
-  explicit Autocast(DType low)
-      : low_(low), name_(std::string("autocast_") + dtype_name(low).data()) {}
+  explicit Autocast(DType low) : low_(low) {}
 
-  std::string_view name() const override { return name_; }
+  std::string_view name() const override { return "precision"; }
   std::string_view summary() const override {
     return low_ == DType::kBF16
                ? "matmuls in bf16 (f32 sums), norms, softmax, losses and reductions in f32"
@@ -130,7 +129,6 @@ class Autocast final : public Pass {
   }
 
   DType low_;
-  std::string name_;
   std::map<std::pair<const Value*, DType>, Value*> casts_;
 };
 

@@ -17,7 +17,7 @@ std::unique_ptr<Pass> make_layers_pass();
 std::unique_ptr<Pass> make_attention_pass();
 std::unique_ptr<Pass> make_linear_cross_entropy_pass();
 std::unique_ptr<Pass> make_backward_recompute_pass();
-// The precision policy with `low` (bf16 or f16) as the matmuls' dtype: autocast_bf16, autocast_f16.
+// The precision policy (pass `precision`) with `low` (bf16 or f16) as the matmuls' dtype.
 std::unique_ptr<Pass> make_autocast_pass(DType low);
 
 }  // namespace disc::ir
