@@ -8,7 +8,7 @@ namespace disc::jit {
 namespace {
 
 // The record's first word: the check's tag above bit 40, the position plus one below; the second
-// word: the bad value. disc_report_bad (gpu_op_source.cc) writes it so.
+// word: the bad value. disc_report_bad (gpu_ops.cu) writes it so.
 constexpr int kTagShift = 40;
 
 }  // namespace

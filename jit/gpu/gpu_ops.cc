@@ -15,7 +15,7 @@ namespace disc::jit {
 namespace {
 
 constexpr unsigned kBlock = 128;
-constexpr unsigned kRowBlock = 256;  // DISC_ROW_BLOCK in gpu_op_source.cc
+constexpr unsigned kRowBlock = 256;  // DISC_ROW_BLOCK in gpu_ops.cu
 // linear_cross_entropy's panel of f32 logits: chunks of rows large enough that its GEMMs fill a
 // GPU (524 rows at a vocabulary of 32000).
 constexpr int64_t kHeadPanel = int64_t{64} << 20;
@@ -37,7 +37,7 @@ int64_t tiled(int64_t heads, int64_t rows) {
   return heads * ((rows + kBlock - 1) / kBlock) * kBlock;
 }
 
-// disc_perm in gpu_op_source.cc, field for field.
+// disc_perm in gpu_ops.cu, field for field.
 struct Perm {
   long long out_dims[8];
   long long in_strides[8];

@@ -38,6 +38,7 @@
 #include "engine/trainer.h"
 #include "ir/models/model.h"
 #include "json_file.h"
+#include "llama_report.h"
 #include "memory/governor.h"
 #include "memory/memory_plan.h"
 #include "process_memory.h"
@@ -132,7 +133,7 @@ struct Result {
   double first_visit_ms = 0;   // mean extra time of a warm-up step over the timed step of its shape
   double setup_s = 0;          // the trainer's constructor: schedule, candidates, cap check, init
   int64_t peak_rss = 0;        // the process's peak resident memory over the run
-  double step_ms_median = 0, step_ms_p10 = 0, step_ms_p90 = 0;  // over every timed step
+  StepSpread step_ms;          // over every timed step
   int64_t warm_compiles = 0, timed_compiles = 0;  // JIT kernels compiled (no disk cache)
   std::vector<float> losses;                      // warm-up pass, then the timed passes
   bool ran() const { return refused.empty(); }
@@ -264,9 +265,7 @@ Result run(const Options& o, const Run& spec) {
   r.faults_per_step = static_cast<double>(best.faults) / steps;
   r.first_visit_ms = (warm.seconds - best.seconds) * 1e3 / steps;
   r.peak_rss = peak_resident_bytes();
-  r.step_ms_median = percentile(step_ms, 0.5);
-  r.step_ms_p10 = percentile(step_ms, 0.1);
-  r.step_ms_p90 = percentile(step_ms, 0.9);
+  r.step_ms = step_spread(step_ms);
   return r;
 }
 
@@ -315,10 +314,6 @@ std::string compare_losses(const Result& a, const Result& b) {
     }
   }
   return "identical, bit for bit, on all " + std::to_string(a.losses.size()) + " steps";
-}
-
-const char* verdict(bool met) {
-  return met ? "met" : "NOT MET";
 }
 
 // ----- what the planner can reach -----
@@ -619,11 +614,9 @@ json to_json(const Result& r) {
             {"evictions_per_step", r.evictions_per_step},
             {"recompute_share", r.recompute_share},
             {"faults_per_step", r.faults_per_step},
-            {"step_ms_median", r.step_ms_median},
-            {"step_ms_p10", r.step_ms_p10},
-            {"step_ms_p90", r.step_ms_p90},
             {"warmup_compiles", r.warm_compiles},
             {"timed_compiles", r.timed_compiles}});
+  j.update(spread_json(r.step_ms));
   return j;
 }
 
@@ -668,20 +661,13 @@ json to_json(const Comparison& c) {
 
 json report(const Options& o, const std::string& source, const std::vector<Comparison>& cs,
             const Comparison& cc, const Curve& cv, const std::vector<std::string>& verdicts) {
-  const auto& m = o.model;
-  json j = {{"workload",
-             {{"model", "llama"},
-              {"layers", m.layers},
-              {"hidden", m.hidden},
-              {"heads", m.heads},
-              {"kv_heads", m.kv_heads},
-              {"ffn", m.ffn},
-              {"vocab", m.vocab},
-              {"max_len", o.max_len},
-              {"steps", o.steps},
-              {"threads", o.threads},
-              {"seed", o.seed},
-              {"data", source}}},
+  json workload = llama_json(o.model);
+  workload.update({{"max_len", o.max_len},
+                   {"steps", o.steps},
+                   {"threads", o.threads},
+                   {"seed", o.seed},
+                   {"data", source}});
+  json j = {{"workload", workload},
             {"machine_load", machine_load()},
             {"batches", json::array()},
             {"goals", verdicts}};
@@ -715,16 +701,11 @@ std::vector<int64_t> parse_list(const std::string& s) {
 }
 
 void print_setup(const Options& o, const std::string& source) {
-  const auto& m = o.model;
-  std::printf(
-      "bench_memory: llama, %lld layers, hidden %lld, %lld heads (%lld kv), SwiGLU %lld, vocab "
-      "%lld; AdamW, precision %s, cpu, %d threads\n",
-      static_cast<long long>(m.layers), static_cast<long long>(m.hidden),
-      static_cast<long long>(m.heads), static_cast<long long>(m.kv_heads),
-      static_cast<long long>(m.ffn), static_cast<long long>(m.vocab),
-      std::string(dtype_name(o.precision)).c_str(), o.threads);
+  std::printf("bench_memory: %s; AdamW, precision %s, cpu, %d threads\n",
+              llama_line(o.model).c_str(), std::string(dtype_name(o.precision)).c_str(), o.threads);
   std::printf("data: %s, truncated at %lld; token ids random in [0, %lld) with the real lengths\n",
-              source.c_str(), static_cast<long long>(o.max_len), static_cast<long long>(m.vocab));
+              source.c_str(), static_cast<long long>(o.max_len),
+              static_cast<long long>(o.model.vocab));
   std::printf(
       "each run: its own trainer (same seed), a warm-up pass over its %d batches, then %d timed "
       "pass(es) over the same batches, the fastest counting\n",

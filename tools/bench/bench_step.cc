@@ -56,6 +56,7 @@
 #include "devices/cpu/openmp_spin.h"
 #include "engine/trainer.h"
 #include "json_file.h"
+#include "llama_report.h"
 #include "op_profile.h"
 #include "process_memory.h"
 #include "timing.h"
@@ -237,8 +238,8 @@ void run_systems(const Options& o, const std::vector<data::HostBatch>& batches,
 
 // What the table shows of a disc system.
 struct Summary {
-  double tokens_per_s = 0, slowest_tokens_per_s = 0;            // fastest and slowest timed pass
-  double step_ms_median = 0, step_ms_p10 = 0, step_ms_p90 = 0;  // over every timed step
+  double tokens_per_s = 0, slowest_tokens_per_s = 0;  // fastest and slowest timed pass
+  StepSpread step_ms;                                 // over every timed step
   int64_t warm_compiles = 0, timed_compiles = 0, timed_cache_loads = 0;
   double first_loss = 0;
   int64_t tracked_peak_bytes = 0, peak_rss_bytes = 0;  // System's, over its memory pass
@@ -260,9 +261,7 @@ Summary summarize(const System& s, int64_t tokens) {
   }
   r.tokens_per_s = static_cast<double>(tokens) / fastest;
   r.slowest_tokens_per_s = static_cast<double>(tokens) / slowest;
-  r.step_ms_median = percentile(steps, 0.5);
-  r.step_ms_p10 = percentile(steps, 0.1);
-  r.step_ms_p90 = percentile(steps, 0.9);
+  r.step_ms = step_spread(steps);
   return r;
 }
 
@@ -381,10 +380,6 @@ Compiles measure_compiles(const Options& o, const std::vector<data::HostBatch>& 
 
 // ----- printing -----
 
-const char* verdict(bool met) {
-  return met ? "met" : "NOT MET";
-}
-
 // The OpenMP spin every system here runs with (the PyTorch child inherits it): see openmp_spin.h.
 std::string openmp_spin() {
   const char* spin = std::getenv("GOMP_SPINCOUNT");
@@ -392,14 +387,10 @@ std::string openmp_spin() {
 }
 
 void print_setup(const Options& o) {
-  const auto& m = o.model;
   std::printf(
-      "bench_step: llama, %lld layers, hidden %lld, %lld heads (%lld kv), SwiGLU %lld, vocab %lld; "
-      "AdamW (lr %g), f32, cpu, %d threads; GOMP_SPINCOUNT=%s for disc and PyTorch alike\n",
-      static_cast<long long>(m.layers), static_cast<long long>(m.hidden),
-      static_cast<long long>(m.heads), static_cast<long long>(m.kv_heads),
-      static_cast<long long>(m.ffn), static_cast<long long>(m.vocab), kLr, o.threads,
-      openmp_spin().c_str());
+      "bench_step: %s; AdamW (lr %g), f32, cpu, %d threads; GOMP_SPINCOUNT=%s for disc and "
+      "PyTorch alike\n",
+      llama_line(o.model).c_str(), kLr, o.threads, openmp_spin().c_str());
   std::printf(
       "each disc system: a warm-up pass, then %d timed passes alternating with the other's; "
       "the fastest counts\n%s\n",
@@ -425,8 +416,8 @@ void print_row(const std::string& name, double tps, double slowest, double media
 
 void print_disc_row(const char* name, const Summary& s) {
   char spread[48];
-  std::snprintf(spread, sizeof spread, "(%.0f..%.0f)", s.step_ms_p10, s.step_ms_p90);
-  print_row(name, s.tokens_per_s, s.slowest_tokens_per_s, s.step_ms_median, spread,
+  std::snprintf(spread, sizeof spread, "(%.0f..%.0f)", s.step_ms.p10, s.step_ms.p90);
+  print_row(name, s.tokens_per_s, s.slowest_tokens_per_s, s.step_ms.median, spread,
             mib(s.tracked_peak_bytes) + " / " + mib(s.peak_rss_bytes),
             std::to_string(s.warm_compiles) + " / " + std::to_string(s.timed_compiles));
 }
@@ -567,13 +558,16 @@ bool print_compiles(const System& fused, const Summary& s, const Compiles& c) {
 // ----- JSON -----
 
 json to_json(const Summary& s) {
-  return {
-      {"tokens_per_s", s.tokens_per_s},     {"slowest_pass_tokens_per_s", s.slowest_tokens_per_s},
-      {"step_ms_median", s.step_ms_median}, {"step_ms_p10", s.step_ms_p10},
-      {"step_ms_p90", s.step_ms_p90},       {"warmup_compiles", s.warm_compiles},
-      {"timed_compiles", s.timed_compiles}, {"timed_cache_loads", s.timed_cache_loads},
-      {"first_loss", s.first_loss},         {"tracked_peak_bytes", s.tracked_peak_bytes},
-      {"peak_rss_bytes", s.peak_rss_bytes}};
+  json j = {{"tokens_per_s", s.tokens_per_s},
+            {"slowest_pass_tokens_per_s", s.slowest_tokens_per_s},
+            {"warmup_compiles", s.warm_compiles},
+            {"timed_compiles", s.timed_compiles},
+            {"timed_cache_loads", s.timed_cache_loads},
+            {"first_loss", s.first_loss},
+            {"tracked_peak_bytes", s.tracked_peak_bytes},
+            {"peak_rss_bytes", s.peak_rss_bytes}};
+  j.update(spread_json(s.step_ms));
+  return j;
 }
 
 json to_json(const TorchTiming& t) {
@@ -599,24 +593,18 @@ json report(const Options& o, const std::vector<data::HostBatch>& batches, const
             const Summary& fused, const System& fs, const TorchResult* torch, const Compiles& c) {
   std::vector<int64_t> seqs;
   for (const auto& b : batches) seqs.push_back(b.seq);
-  json j = {{"workload",
-             {{"model", "llama"},
-              {"layers", o.model.layers},
-              {"hidden", o.model.hidden},
-              {"heads", o.model.heads},
-              {"kv_heads", o.model.kv_heads},
-              {"ffn", o.model.ffn},
-              {"vocab", o.model.vocab},
-              {"batch", o.batch},
-              {"min_len", o.min_len},
-              {"max_len", o.max_len},
-              {"seqs", seqs},
-              {"real_tokens", real_tokens(batches)},
-              {"threads", o.threads},
-              {"gomp_spincount", openmp_spin()},
-              {"seed", o.seed},
-              {"repeats", o.repeats},
-              {"lr", kLr}}},
+  json workload = llama_json(o.model);
+  workload.update({{"batch", o.batch},
+                   {"min_len", o.min_len},
+                   {"max_len", o.max_len},
+                   {"seqs", seqs},
+                   {"real_tokens", real_tokens(batches)},
+                   {"threads", o.threads},
+                   {"gomp_spincount", openmp_spin()},
+                   {"seed", o.seed},
+                   {"repeats", o.repeats},
+                   {"lr", kLr}});
+  json j = {{"workload", workload},
             {"machine_load", machine_load()},
             {"disc_unfused", to_json(unfused)},
             {"disc_fused", to_json(fused)},
