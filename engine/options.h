@@ -34,6 +34,9 @@ struct TrainerOptions {
   // f32): several times faster than f32, but no longer the CPU's numbers within f32 rounding.
   // Other devices refuse it (InvalidArgument).
   bool tf32 = false;
+  // Whether the step scales its loss: f16's range needs it (the Pipeline's optimizer and the
+  // Trainer's scale both ask here).
+  bool scales_loss() const { return precision == DType::kF16; }
   // With f16, dynamic loss scaling as PyTorch's GradScaler does it: the loss is multiplied by the
   // scale before the backward and the gradients divided by it; a step whose gradients hold an inf
   // or NaN changes nothing (skipped) and halves the scale; after `loss_scale_growth_interval`

@@ -75,7 +75,7 @@ bool training_step(CompiledStep& s, const TrainerOptions& o) {
   if (trained.empty())
     throw InvalidArgument("every parameter is frozen: there is nothing to train");
   ir::OptimizerConfig optimizer = o.optimizer;
-  optimizer.loss_scaling = o.precision == DType::kF16;  // f16's range needs it
+  optimizer.loss_scaling = o.scales_loss();
   std::optional<ir::DataParallel> data_parallel;
   if (o.communicator && o.communicator->size() > 1)
     data_parallel = {.bucket_bytes = o.bucket_bytes,

@@ -26,6 +26,7 @@
 #include "engine/state_shards.h"
 #include "ir/binding.h"
 #include "ir/models/model.h"
+#include "ir/passes/passes.h"
 #include "jit/cpu/kernel_cache.h"
 #include "memory/caching_allocator.h"
 #include "memory/governor.h"
@@ -117,12 +118,6 @@ void refuse_what_the_device_cannot_hold(const ir::Graph& g, const devices::Devic
   }
 }
 
-void check_precision(DType precision) {
-  if (precision != DType::kF32 && !is_half_float(precision))
-    throw InvalidArgument("precision " + std::string(dtype_name(precision)) +
-                          " is not one disc trains in: use f32, bf16 or f16");
-}
-
 void allow_tf32(devices::Device& dev) {
   auto* gpu = dynamic_cast<devices::GpuDevice*>(&dev);
   if (!gpu)
@@ -206,9 +201,9 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
   impl_->device_ = impl_->owned_->device.get();
   impl_->alloc_ = impl_->owned_->alloc.get();
   impl_->alloc_->set_owner(impl_->owned_);
-  check_precision(options.precision);
+  ir::check_precision(options.precision);
   if (options.tf32) allow_tf32(*impl_->device_);
-  if (options.precision == DType::kF16) {
+  if (options.scales_loss()) {
     if (!(options.loss_scale > 0) || options.loss_scale_growth_interval < 1)
       throw InvalidArgument("loss scaling needs a scale > 0 and a growth interval >= 1, got " +
                             std::to_string(options.loss_scale) + " and " +
@@ -312,6 +307,10 @@ memory::Allocator& Trainer::allocator() {
 void Trainer::release_cached_memory() {
   impl_->alloc_->release_cache();
 }
+int64_t Trainer::memory_cap() const {
+  return impl_->executor_->governor().options().cap;
+}
+
 memory::Governor& Trainer::governor() {
   return impl_->executor_->governor();
 }

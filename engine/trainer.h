@@ -99,6 +99,9 @@ class Trainer {
   // memory for other work between phases, or another trainer in the same process.
   void release_cached_memory();
   memory::Governor& governor();
+  // The memory cap the step keeps (0: none): the governor plans under it and the allocator
+  // refuses past it, both from TrainerOptions::memory.cap, which nothing else reads again.
+  int64_t memory_cap() const;
   // On a GPU, the ops that have no GPU kernel yet and run on the host over copies.
   std::vector<std::string> staged_ops() const;
   // The largest batch: every symbol at its upper bound, or under a limit such as a token budget,

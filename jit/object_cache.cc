@@ -15,8 +15,8 @@
 #include <system_error>
 
 #include "base/error.h"
+#include "base/hash.h"
 #include "base/write_fully.h"
-#include "jit/hash.h"
 
 namespace disc::jit {
 namespace {

@@ -9,7 +9,6 @@
 #include "engine/safetensors.h"
 #include "ir/binding.h"
 #include "ir/graph.h"
-#include "memory/allocator.h"
 #include "onnx/weights.h"
 #include "setup.h"
 

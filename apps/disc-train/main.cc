@@ -19,8 +19,8 @@
 #include "base/version.h"
 #include "config.h"
 #include "devices/cpu/openmp_spin.h"
-#include "devices/mpi/mpi_communicator.h"
 #include "engine/pipeline.h"
+#include "engine/world.h"
 #include "export.h"
 #include "run.h"
 
@@ -40,7 +40,7 @@ void honour_no_color() {
 // (the others would wait for it forever in the step's next collective).
 int refuse(const char* what) {
   std::cerr << "disc-train: " << what << "\n";
-  if (auto world = disc::devices::mpi_world_if_started(); world && world->size() > 1) {
+  if (auto world = disc::engine::mpi_world_if_started(); world && world->size() > 1) {
     std::cerr.flush();
     world->abort(2);
   }

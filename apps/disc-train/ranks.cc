@@ -3,8 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "base/error.h"
-#include "devices/mpi/mpi_communicator.h"
-#include "jit/hash.h"
+#include "base/hash.h"
+#include "engine/world.h"
 
 namespace disc::apps {
 namespace {
@@ -13,7 +13,7 @@ namespace {
 uint64_t run_hash(const Config& c, const std::map<std::string, std::string>& identity) {
   std::string all = c.to_yaml();
   for (const auto& [key, value] : identity) all += key + "=" + value + "\n";
-  return jit::fnv1a(all);
+  return fnv1a(all);
 }
 
 }  // namespace
@@ -27,7 +27,7 @@ bool Ranks::any(bool mine) const {
 
 Ranks join_ranks(const Config& c, RunSetup& s, const std::map<std::string, std::string>& identity) {
   Ranks r;
-  r.world = devices::mpi_world();
+  r.world = engine::mpi_world();
   if (!r.world || r.world->size() == 1) return r;
   r.rank = r.world->rank();
   r.size = r.world->size();

@@ -8,13 +8,13 @@
 #include <string>
 
 #include "config.h"
-#include "devices/communicator.h"
+#include "engine/world.h"
 #include "setup.h"
 
 namespace disc::apps {
 
 struct Ranks {
-  std::shared_ptr<devices::Communicator> world;  // null: one process
+  std::shared_ptr<engine::Communicator> world;  // null: one process
   int rank = 0, size = 1;
 
   bool writes() const { return rank == 0; }

@@ -14,9 +14,8 @@
 #include "base/bytes.h"
 #include "base/error.h"
 #include "base/write_fully.h"
+#include "engine/step_names.h"
 #include "ir/graph.h"
-#include "jit/bucket.h"
-#include "jit/fusion/fused_op.h"
 
 namespace disc::apps {
 namespace {
@@ -35,31 +34,6 @@ std::string shape_of(const ir::Bindings& b) {
   std::string s;
   for (const auto& [name, v] : b) s += (s.empty() ? "" : ",") + name + "=" + std::to_string(v);
   return s;
-}
-
-// The JIT's shape bucket of each symbol: steps in the same buckets run the same kernels.
-std::string jit_bucket_of(const ir::Bindings& b, const std::vector<int64_t>& boundaries) {
-  std::string s;
-  for (const auto& [name, v] : b)
-    s += (s.empty() ? "" : ",") + name + "=" + jit::bucket_for(v, false, boundaries).str();
-  return s;
-}
-
-// A fused node's span says what it computes: "fused: exp, mul, reduce_sum" (its kernel's
-// arithmetic, in order of first use, loads and stores left out).
-std::string span_name(const ir::Node& n) {
-  if (n.op().name != "fused") return n.op().name;
-  std::vector<std::string_view> ops;
-  for (const jit::Instr& i : jit::fused_kernel_of(n).kernel->code) {
-    if (i.op == jit::KOp::kLoad || i.op == jit::KOp::kStore || i.op == jit::KOp::kConst) continue;
-    if (std::find(ops.begin(), ops.end(), jit::kop_name(i.op)) == ops.end())
-      ops.push_back(jit::kop_name(i.op));
-  }
-  if (ops.empty()) return "fused: copy";
-  std::string name = "fused:";
-  for (size_t i = 0; i < ops.size() && i < 6; ++i) name += (i ? ", " : " ") + std::string(ops[i]);
-  if (ops.size() > 6) name += ", ...";
-  return name;
 }
 
 void ensure_parent(const std::string& path) {
@@ -145,7 +119,7 @@ void MetricsFile::write(const StepReport& r) {
                       {"collective_ms", s.collective_ms},
                       {"collective_wait_ms", s.collective_wait_ms},
                       {"shape", shape_of(s.bindings)},
-                      {"bucket", jit_bucket_of(s.bindings, buckets_)},
+                      {"bucket", engine::bucket_of(s.bindings, buckets_)},
                       {"time", unix_seconds()},
                       {"lr", r.lr},
                       {"grad_norm", r.result.grad_norm},
@@ -214,15 +188,15 @@ void Progress::finish(const std::string& summary) {
   spdlog::info("{}", summary);
 }
 
-Trace::Trace(std::string path, std::vector<int64_t> steps, int64_t cap_bytes)
-    : path_(std::move(path)), steps_(std::move(steps)), cap_(cap_bytes) {}
+Trace::Trace(std::string path, std::vector<int64_t> steps)
+    : path_(std::move(path)), steps_(std::move(steps)) {}
 
 bool Trace::wants(int64_t step) const {
   return !path_.empty() && std::find(steps_.begin(), steps_.end(), step) != steps_.end();
 }
 
-engine::StepObserver Trace::observer(int64_t step) {
-  return [this, step](const engine::StepEvent& e) {
+engine::StepObserver Trace::observer(int64_t step, int64_t cap_bytes) {
+  return [this, step, cap_bytes](const engine::StepEvent& e) {
     using Kind = engine::StepEvent::Kind;
     nlohmann::json args = {{"step", step}};
     std::string name;
@@ -232,7 +206,7 @@ engine::StepObserver Trace::observer(int64_t step) {
       for (const ir::Value* r : e.node->results())
         results += (results.empty() ? "%" : ", %") + r->name();
       auto [it, fresh] = names_.try_emplace(e.node);
-      if (fresh) it->second = span_name(*e.node);
+      if (fresh) it->second = engine::span_name(*e.node);
       name = it->second, args["results"] = results;
     } else {
       name = e.kind == Kind::kEvict       ? "Evict"
@@ -254,7 +228,7 @@ engine::StepObserver Trace::observer(int64_t step) {
                               {"ts", offset_us_ + e.end_us},
                               {"pid", 1},
                               {"args", {{"live_bytes", e.live_bytes}}}};
-    if (cap_ > 0) counter["args"]["cap_bytes"] = cap_;
+    if (cap_bytes > 0) counter["args"]["cap_bytes"] = cap_bytes;
     events_ += (events_.empty() ? "" : ",\n") + span.dump() + ",\n" + counter.dump();
   };
 }

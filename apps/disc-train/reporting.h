@@ -68,10 +68,11 @@ class Progress {
 // traced steps, and writes a Chrome trace with its tracks named.
 class Trace {
  public:
-  Trace(std::string path, std::vector<int64_t> steps, int64_t cap_bytes);
+  Trace(std::string path, std::vector<int64_t> steps);
   bool wants(int64_t step) const;
   // Observer for the trainer while step `step` runs; `offset_us` places the step on the timeline.
-  engine::StepObserver observer(int64_t step);
+  // The live-bytes track shows `cap_bytes` beside them (0: no cap).
+  engine::StepObserver observer(int64_t step, int64_t cap_bytes);
   // `step_us` the step's time, `compile_ms` the part of it spent compiling (before its first node).
   void end_step(int64_t step, double step_us, double compile_ms, int64_t compiles);
   // Replaces the file with every step traced so far (atomically); a no-op without a path.
@@ -80,7 +81,6 @@ class Trace {
  private:
   std::string path_;
   std::vector<int64_t> steps_;
-  int64_t cap_;
   double offset_us_ = 0;
   std::string events_;
   std::map<const ir::Node*, std::string> names_;  // span names of the nodes seen

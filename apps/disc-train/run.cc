@@ -13,14 +13,14 @@
 
 #include "base/bytes.h"
 #include "base/error.h"
+#include "base/hash.h"
 #include "base/version.h"
 #include "checkpoints.h"
 #include "engine/memory_report.h"
 #include "engine/pipeline.h"
+#include "engine/plan_summary.h"
 #include "ir/binding.h"
 #include "ir/text_format.h"
-#include "jit/hash.h"
-#include "memory/governor.h"
 #include "ranks.h"
 #include "reporting.h"
 #include "run_identity.h"
@@ -128,8 +128,7 @@ std::string resume(const std::string& ckdir, engine::Trainer& trainer, data::Bat
 // The metrics file's first record: what ran, where, and a hash of the whole resolved config.
 nlohmann::json run_record(const Config& c, engine::Trainer& trainer) {
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx",
-                static_cast<unsigned long long>(jit::fnv1a(c.to_yaml())));
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(c.to_yaml())));
   return {{"version", disc::version()},
           {"commit", disc::commit()},
           {"device", trainer.device().name()},
@@ -238,15 +237,14 @@ int run_training(const Config& c, const RunFlags& f) {
   // Rank 0 alone writes (logs, metrics, traces, checkpoints, exports); every rank reads.
   const bool writes = ranks.writes();
   if (writes) check_outputs(c);
-  RunOutputs out{
-      nullptr,
-      writes ? c.get_string("logging.metrics") : "",
-      Trace(trace_path(c, ranks), c.get_ints("logging.trace_steps"), c.get_bytes("memory.cap")),
-      Progress(writes ? c.get_string("logging.progress") : "none", c.get_int("train.steps"),
-               c.get_int("logging.every")),
-      c.get_string("checkpoint.dir"),
-      c.get_int("checkpoint.every"),
-      c.get_int("checkpoint.keep")};
+  RunOutputs out{nullptr,
+                 writes ? c.get_string("logging.metrics") : "",
+                 Trace(trace_path(c, ranks), c.get_ints("logging.trace_steps")),
+                 Progress(writes ? c.get_string("logging.progress") : "none",
+                          c.get_int("train.steps"), c.get_int("logging.every")),
+                 c.get_string("checkpoint.dir"),
+                 c.get_int("checkpoint.every"),
+                 c.get_int("checkpoint.keep")};
   if (f.resume && out.ckdir.empty())
     throw InvalidArgument("--resume needs checkpoint.dir: set it to the run's checkpoint folder");
   if (f.resume && checkpoint_folders(out.ckdir).empty()) {
@@ -287,7 +285,7 @@ int run_training(const Config& c, const RunFlags& f) {
   int code = 0;
   for (int64_t step = trainer.steps_done() + 1; step <= total && code == 0; ++step) {
     const data::HostBatch hb = batcher.next();  // the global batch, which the reports count
-    if (out.trace.wants(step)) trainer.set_observer(out.trace.observer(step));
+    if (out.trace.wants(step)) trainer.set_observer(out.trace.observer(step, trainer.memory_cap()));
     data::HostBatch share;  // this rank's rows of it, with ranks
     if (ranks.size > 1)
       share =
@@ -375,44 +373,34 @@ namespace {
 // reach and, where the governor may evict, the smallest cap its planner reaches.
 nlohmann::json plan_summary(engine::Trainer& trainer, const ir::Bindings& b,
                             const std::string& describe) {
-  memory::Governor& gov = trainer.governor();
-  const int64_t held = trainer.bytes_held_for(b);
+  const engine::PlanSummary p = engine::summarize_plan(trainer, b);
   nlohmann::json j = {{"model", describe},
                       {"shape", ir::describe_bindings(trainer.step_graph(), b)},
                       {"nodes", trainer.step_graph().num_nodes()},
-                      {"schedule", gov.schedule().method},
-                      {"held_before_step_bytes", held},
-                      {"cap_bytes", gov.options().cap},
-                      {"lower_bound_bytes", gov.lower_bound(b, held)}};
+                      {"schedule", p.schedule},
+                      {"held_before_step_bytes", p.held_before_step},
+                      {"cap_bytes", p.cap},
+                      {"lower_bound_bytes", p.lower_bound}};
   nlohmann::json symbols = nlohmann::json::array(), limits = nlohmann::json::array();
   for (const ir::Symbol* sym : trainer.step_graph().shapes().symbols())
     symbols.push_back({{"name", sym->name}, {"lo", sym->lo}, {"hi", sym->hi}});
   for (const ir::SymbolLimit& l : trainer.step_graph().shapes().limits()) limits.push_back(l.str());
   j["symbols"] = symbols, j["limits"] = limits;
   // What every admissible batch needs, over the worst shapes: the cap the run's check accepts.
-  const memory::HeldFor held_for = [&](const ir::Bindings& w) { return trainer.bytes_held_for(w); };
-  int64_t lower_bound = 0;
-  for (const ir::Bindings& w : gov.worst_shapes())
-    lower_bound = std::max(lower_bound, gov.lower_bound(w, held_for(w)));
-  j["worst_shapes"] = gov.worst_shapes().size();
-  j["every_shape_lower_bound_bytes"] = lower_bound;
-  if (!gov.candidates().empty()) j["every_shape_smallest_cap_bytes"] = gov.smallest_cap(held_for);
-  try {
-    const memory::MemoryPlan& p = gov.plan(b, held);
-    j["fits"] = true;
-    j["peak_bytes"] = p.unplanned_peak, j["planned_peak_bytes"] = p.peak;
-    j["evictions"] = p.evictions.size();
-  } catch (const OutOfMemory& e) {
-    j["fits"] = false, j["error"] = e.what();
+  j["worst_shapes"] = p.worst_shapes;
+  j["every_shape_lower_bound_bytes"] = p.every_shape_lower_bound;
+  if (p.every_shape_smallest_cap) j["every_shape_smallest_cap_bytes"] = *p.every_shape_smallest_cap;
+  j["fits"] = p.fits_at_shape;
+  if (p.fits_at_shape) {
+    j["peak_bytes"] = p.peak, j["planned_peak_bytes"] = p.planned_peak;
+    j["evictions"] = p.evictions;
+  } else {
+    j["error"] = p.error;
   }
   // `fits` is what `run` decides: the cap must keep every worst shape, not this one alone.
-  j["fits_at_shape"] = j["fits"];
-  try {
-    gov.check_cap(held_for);
-  } catch (const OutOfMemory& e) {
-    j["fits"] = false, j["every_shape_error"] = e.what();
-  }
-  if (!gov.candidates().empty()) j["smallest_cap_bytes"] = gov.smallest_feasible_cap(b, held);
+  j["fits_at_shape"] = p.fits_at_shape;
+  if (!p.every_shape_error.empty()) j["fits"] = false, j["every_shape_error"] = p.every_shape_error;
+  if (p.smallest_cap) j["smallest_cap_bytes"] = *p.smallest_cap;
   return j;
 }
 
@@ -466,12 +454,12 @@ int plan(const Config& c, const std::string& shape, const std::string& dump_afte
     std::cout << "//   " << sym->name << " in [" << sym->lo << ", " << sym->hi << "]\n";
   }
   for (const ir::SymbolLimit& l : g.shapes().limits()) std::cout << "//   " << l.str() << "\n";
-  std::istringstream report(trainer.governor().report(b, trainer.bytes_held_for(b)));
+  std::istringstream report(engine::governor_report(trainer, b));
   for (std::string line; std::getline(report, line);) std::cout << "// " << line << "\n";
   if (const auto& fusion = trainer.compiled().fusion)
     std::cout << engine::Pipeline::print_fusion_plan(*fusion);
   std::cout << "// execution order:\n";
-  const auto& order = trainer.governor().liveness().order;
+  const std::vector<const ir::Node*> order = engine::execution_order(trainer);
   for (size_t i = 0; i < order.size(); ++i)
     std::cout << "//   " << i << ": " << g.describe(*order[i]) << "\n";
   std::cout << ir::print_graph(g);

@@ -3,8 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "base/error.h"
+#include "base/hash.h"
 #include "config_schema.h"
-#include "jit/hash.h"
 
 namespace disc::apps {
 namespace {
@@ -33,7 +33,7 @@ std::string fingerprint(const std::vector<std::vector<int32_t>>& examples) {
   uint64_t h = 0;
   for (const auto& e : examples) {
     const std::string_view tokens(reinterpret_cast<const char*>(e.data()), e.size() * sizeof e[0]);
-    h = (h ^ jit::fnv1a(tokens)) * 0x100000001b3ull + e.size();
+    h = (h ^ fnv1a(tokens)) * 0x100000001b3ull + e.size();
   }
   return std::to_string(examples.size()) + " examples, hash " + std::to_string(h);
 }

@@ -134,10 +134,16 @@ class Autocast final : public Pass {
 
 }  // namespace
 
+void check_precision(DType precision) {
+  if (precision != DType::kF32 && !is_half_float(precision))
+    throw InvalidArgument("precision " + std::string(dtype_name(precision)) +
+                          " is not one disc trains in: use f32, bf16 or f16");
+}
+
 std::unique_ptr<Pass> make_autocast_pass(DType low) {
-  if (!is_half_float(low))
-    throw InvalidArgument("autocast: the low precision must be bf16 or f16, not " +
-                          std::string(dtype_name(low)));
+  check_precision(low);
+  if (low == DType::kF32)
+    throw InvalidArgument("precision f32 needs no precision pass: the graph is f32 already");
   return std::make_unique<Autocast>(low);
 }
 

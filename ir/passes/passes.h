@@ -19,5 +19,8 @@ std::unique_ptr<Pass> make_linear_cross_entropy_pass();
 std::unique_ptr<Pass> make_backward_recompute_pass();
 // The precision policy (pass `precision`) with `low` (bf16 or f16) as the matmuls' dtype.
 std::unique_ptr<Pass> make_autocast_pass(DType low);
+// The one rule for the precision a step trains in: f32 (no precision pass), bf16 or f16. Throws
+// InvalidArgument naming them.
+void check_precision(DType precision);
 
 }  // namespace disc::ir

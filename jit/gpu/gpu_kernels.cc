@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "base/error.h"
+#include "base/hash.h"
 #include "jit/gpu/gpu_ops.h"
-#include "jit/hash.h"
 
 namespace disc::jit {
 namespace {

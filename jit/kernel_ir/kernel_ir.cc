@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "base/error.h"
-#include "jit/hash.h"
+#include "base/hash.h"
 
 namespace disc::jit {
 namespace {

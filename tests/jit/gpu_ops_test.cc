@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/half.h"
+#include "base/hash.h"
 #include "devices/cuda/cuda_device.h"
 #include "devices/hip/hip_device.h"
 #include "ir/op_registry.h"
@@ -27,7 +28,6 @@
 #include "jit/gpu/gpu_kernels.h"
 #include "jit/gpu/gpu_op_source.h"
 #include "jit/gpu/runtime_compiler.h"
-#include "jit/hash.h"
 #include "tests/jit/host_gpu_runtime.h"
 #include "tests/jit/host_op_compiler.h"
 

@@ -17,7 +17,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "jit/hash.h"
+#include "base/hash.h"
 #include "tests/jit/cuda_host_runner.h"
 #include "tests/jit/scratch_dir.h"
 

@@ -19,12 +19,12 @@
 
 #include "base/error.h"
 #include "base/half.h"
+#include "base/hash.h"
 #include "command.h"
 #include "devices/gpu/gpu_device.h"
 #include "engine/trainer.h"
 #include "jit/gpu/gpu_kernels.h"
 #include "jit/gpu/gpu_ops.h"
-#include "jit/hash.h"
 #include "timing.h"
 
 namespace disc::bench {
@@ -129,7 +129,7 @@ int run(const Options& o) {
       dev->arch().rfind("sm_", 0) == 0 ? jit::GpuVendor::kNvidia : jit::GpuVendor::kAmd,
       dev->arch(), "");
   jit::GpuOps ops(*dev, [&](const std::string& source, jit::KernelRun&) {
-    return compiler.compile_source(std::to_string(jit::fnv1a(source)), source, "ops.cu").binary;
+    return compiler.compile_source(std::to_string(fnv1a(source)), source, "ops.cu").binary;
   });
   const bool mma =
       jit::GpuOps::tensor_cores(dev->arch(), {static_cast<int>(o.dim), static_cast<int>(o.dim),

@@ -15,6 +15,7 @@
 #include "ir/binding.h"
 #include "ir/models/model.h"
 #include "ir/op_registry.h"
+#include "ir/passes/passes.h"
 #include "ir/text_format.h"
 #include "jit/fusion/fused_op.h"
 #include "memory/governor.h"
@@ -99,9 +100,8 @@ std::unique_ptr<disc::ir::Graph> compile(disc::ir::models::Model model, const Fl
                                 : f.train.empty()    ? "bf16"
                                                      : "f32";
   const std::optional<disc::DType> dtype = disc::parse_dtype(precision);
-  if (!dtype || (*dtype != disc::DType::kF32 && !disc::is_half_float(*dtype)))
-    throw disc::InvalidArgument("--precision " + precision +
-                                ": use bf16 or f16 (or f32 with --train)");
+  if (!dtype) throw disc::InvalidArgument("--precision " + precision + ": use bf16 or f16");
+  disc::ir::check_precision(*dtype);
   options.precision = *dtype;
   disc::engine::Pipeline pipeline(options);
   pipeline.progress([](const disc::engine::CompileProgress& p) {

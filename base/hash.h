@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace disc::jit {
+namespace disc {
 
 inline uint64_t fnv1a(std::string_view bytes) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -13,4 +13,4 @@ inline uint64_t fnv1a(std::string_view bytes) {
   return h;
 }
 
-}  // namespace disc::jit
+}  // namespace disc
