@@ -5,17 +5,17 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 add_library(disc INTERFACE)
-target_link_libraries(disc INTERFACE disc_onnx disc_engine)
+target_link_libraries(disc INTERFACE disc_formats disc_engine)
 # <disc/engine/trainer.h> for consumers; the headers include each other as "engine/...", which the
 # libraries' include/disc covers.
 target_include_directories(disc INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_compile_features(disc INTERFACE cxx_std_20)
 add_library(disc::disc ALIAS disc)
 
-install(TARGETS disc disc_onnx disc_engine disc_memory disc_jit disc_devices disc_ir disc_base EXPORT discTargets
+install(TARGETS disc disc_formats disc_engine disc_memory disc_jit disc_devices disc_ir disc_base EXPORT discTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(EXPORT discTargets NAMESPACE disc:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/disc)
-foreach(dir base ir devices jit memory engine onnx)
+foreach(dir base ir devices jit memory engine formats)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/disc
           FILES_MATCHING PATTERN "*.h")
 endforeach()

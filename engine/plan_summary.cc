@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "memory/governor.h"
 
 namespace disc::engine {
 
@@ -14,7 +15,8 @@ PlanSummary summarize_plan(Trainer& trainer, const ir::Bindings& b) {
   s.lower_bound = gov.lower_bound(b, s.held_before_step);
   const memory::HeldFor held_for = [&](const ir::Bindings& w) { return trainer.bytes_held_for(w); };
   for (const ir::Bindings& w : gov.worst_shapes())
-    s.every_shape_lower_bound = std::max(s.every_shape_lower_bound, gov.lower_bound(w, held_for(w)));
+    s.every_shape_lower_bound =
+        std::max(s.every_shape_lower_bound, gov.lower_bound(w, held_for(w)));
   s.worst_shapes = gov.worst_shapes().size();
   if (!gov.candidates().empty()) s.every_shape_smallest_cap = gov.smallest_cap(held_for);
   try {
@@ -29,8 +31,7 @@ PlanSummary summarize_plan(Trainer& trainer, const ir::Bindings& b) {
   } catch (const OutOfMemory& e) {
     s.every_shape_error = e.what();
   }
-  if (!gov.candidates().empty())
-    s.smallest_cap = gov.smallest_feasible_cap(b, s.held_before_step);
+  if (!gov.candidates().empty()) s.smallest_cap = gov.smallest_feasible_cap(b, s.held_before_step);
   return s;
 }
 

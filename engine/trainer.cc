@@ -491,4 +491,10 @@ std::map<std::string, std::string> Trainer::load(const std::string& dir) {
   return saved.extra;
 }
 
+std::map<std::string, Tensor> parameters_of(const Trainer& trainer) {
+  std::map<std::string, Tensor> params;
+  for (const std::string& name : trainer.parameter_names()) params[name] = trainer.parameter(name);
+  return params;
+}
+
 }  // namespace disc::engine

@@ -141,6 +141,8 @@ class Trainer {
 // memory the host cannot address: the engine's GPU path, without a GPU), "cuda:N" (NVIDIA GPU N)
 // and "hip:N" (AMD GPU N), through drivers loaded at run time: DeviceError says why there is none.
 std::unique_ptr<devices::Device> make_device(const std::string& name, int threads);
+// The trainer's parameters by name (sharing its storage): what exports write.
+std::map<std::string, Tensor> parameters_of(const Trainer& trainer);
 // Throws InvalidArgument for a name make_device does not know; returns N for "cuda:N" and
 // "hip:N", else -1.
 int check_device_name(const std::string& name);

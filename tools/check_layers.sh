@@ -13,12 +13,12 @@ declare -A allowed=(
   [jit]="base ir devices jit"
   [memory]="base ir devices memory"
   [engine]="base ir devices jit memory engine"
-  [onnx]="base ir engine onnx"
-  [apps]="base ir engine onnx apps"
+  [formats]="base ir engine formats"
+  [apps]="base ir engine formats apps"
 )
 # apps/disc-train starts main with the OpenMP spin fix, before anything else runs.
 exceptions="apps:devices/cpu/openmp_spin.h"
-ours="base|ir|devices|jit|memory|engine|onnx|apps"
+ours="base|ir|devices|jit|memory|engine|formats|apps"
 
 bad=0
 for folder in "${!allowed[@]}"; do

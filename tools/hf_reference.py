@@ -14,7 +14,7 @@ in HF layout (tied: the embedding's gradient includes the head's) and grad_norm.
 out in plain torch; the script then reads everything back and checks it, and checks that the forward agrees with
 torch_reference.llama (disc's own llama, [in, out] weights) on the same weights.
 
-tests/engine/hf_llama_test.cc loads each folder through disc's Hugging Face loader, runs disc on the same batch and
+tests/formats/hf_llama_test.cc loads each folder through disc's Hugging Face loader, runs disc on the same batch and
 compares logits, loss, gradients and gradient norm with these files. The tests do not need torch: run this script
 only to regenerate:
   LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp /usr/bin/python3 tools/hf_reference.py

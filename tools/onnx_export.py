@@ -3,7 +3,7 @@
 (tokens -> logits) through torch.onnx.export with dynamic batch and sequence axes, the weights as
 initializers named as disc names them (l0.wq, ...). The weights are tests/reference/<family>
 .safetensors' (the ones its logits and gradients were recorded with), so that
-tests/onnx/onnx_reference_test.cc can compare the imported model against PyTorch.
+tests/formats/onnx_reference_test.cc can compare the imported model against PyTorch.
 
 gpt2 ties its head to the embedding (logits = h @ wte.T): torch's constant folding would replace
 wte.T by a transposed copy (a second initializer, untied), so gpt2 is exported without it, and its

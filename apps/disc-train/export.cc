@@ -7,9 +7,9 @@
 #include "checkpoints.h"
 #include "engine/init.h"
 #include "engine/safetensors.h"
+#include "formats/onnx/weights.h"
 #include "ir/binding.h"
 #include "ir/graph.h"
-#include "onnx/weights.h"
 #include "setup.h"
 
 namespace disc::apps {
@@ -43,8 +43,8 @@ std::map<std::string, engine::Tensor> initial_weights(const RunSetup& s, memory:
   }
   if (!s.hf) return engine::init_params(s.model, s.trainer.seed, host);
   std::map<std::string, engine::Tensor> params;
-  for (const engine::HfName& n : engine::hf_llama_names(s.hf->config))
-    params[n.disc] = engine::read_hf_weight(*s.hf, n, host);
+  for (const formats::HfName& n : formats::hf_llama_names(s.hf->config))
+    params[n.disc] = formats::read_hf_weight(*s.hf, n, host);
   return params;
 }
 
@@ -114,9 +114,9 @@ int export_model(const Config& c, const std::string& to, const std::string& chec
     return 0;
   }
   // A billion-parameter model takes a while to convert and write: say what is coming.
-  std::cout << "writing " << engine::hf_llama_names(*s.llama).size() << " tensors to " << to
+  std::cout << "writing " << formats::hf_llama_names(*s.llama).size() << " tensors to " << to
             << " ..." << std::endl;
-  engine::write_hf_llama(params, *s.llama, to, s.hf.get(), export_dtype(c), force);
+  formats::write_hf_llama(params, *s.llama, to, s.hf.get(), export_dtype(c), force);
   std::cout << "exported " << (from.empty() ? "the initial weights" : from) << " to " << to
             << " (Hugging Face llama, " << s.llama->layers << " layers)\n";
   return 0;

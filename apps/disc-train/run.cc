@@ -343,8 +343,8 @@ int run_training(const Config& c, const RunFlags& f) {
   write_reports(out, totals, trainer, g);
   out.progress.finish(totals.summary());
   if (const std::string dir = c.get_string("export.dir"); writes && code == 0 && !dir.empty()) {
-    engine::write_hf_llama(engine::parameters_of(trainer), *s.llama, dir, s.hf.get(),
-                           export_dtype(c));
+    formats::write_hf_llama(engine::parameters_of(trainer), *s.llama, dir, s.hf.get(),
+                            export_dtype(c));
     spdlog::info("exported the trained llama to {} (Hugging Face layout)", dir);
   }
   return code;

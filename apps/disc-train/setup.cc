@@ -17,16 +17,16 @@
 #include "apps/data/synthetic.h"
 #include "apps/data/text_dataset.h"
 #include "base/error.h"
+#include "formats/onnx/weights.h"
 #include "ir/binding.h"
 #include "ir/text_format.h"
-#include "onnx/weights.h"
 
 namespace disc::apps {
 namespace {
 
 // data.tokenizer: bytes, a sentencepiece model file, or (auto) model.hf's tokenizer.model when
 // the folder has one. A Llama folder's BOS and EOS ids come from its config.json.
-std::unique_ptr<data::Tokenizer> make_tokenizer(const Config& c, const engine::HfLlama* hf) {
+std::unique_ptr<data::Tokenizer> make_tokenizer(const Config& c, const formats::HfLlama* hf) {
   std::string file = c.get_string("data.tokenizer");
   if (file == "auto" && hf && !std::filesystem::exists(hf->dir + "/tokenizer.model")) {
     // Byte ids would train the model on tokens that mean nothing to it.
@@ -352,7 +352,7 @@ ir::models::Model build_model(const Config& c, RunSetup& s) {
 std::set<std::string> frozen_parameters(const Config& c, const RunSetup& s) {
   std::map<std::string, std::string> hf_name;
   if (s.llama)
-    for (const engine::HfName& n : engine::hf_llama_names(*s.llama)) hf_name[n.disc] = n.hf;
+    for (const formats::HfName& n : formats::hf_llama_names(*s.llama)) hf_name[n.disc] = n.hf;
   std::set<std::string> frozen;
   for (const std::string& pattern : c.get_strings("train.freeze")) {
     bool matched = false;
@@ -539,7 +539,7 @@ void load_initial_weights(const RunSetup& s, engine::Trainer& trainer) {
     return;
   }
   if (!s.hf) return;
-  engine::load_hf_weights(*s.hf, trainer);
+  formats::load_hf_weights(*s.hf, trainer);
   spdlog::info("weights from {}", s.hf->dir);
 }
 
@@ -577,7 +577,7 @@ RunSetup make_setup(const Config& c) {
     throw InvalidArgument("device.name: " + std::string(e.what()));
   }
   if (const std::string hf = c.get_string("model.hf"); !hf.empty())
-    s.hf = std::make_shared<const engine::HfLlama>(engine::open_hf_llama(resolve_path(c, hf)));
+    s.hf = std::make_shared<const formats::HfLlama>(formats::open_hf_llama(resolve_path(c, hf)));
   load_examples(c, s);
   s.batching.batch_size = c.get_int("data.batch_size");
   s.batching.token_budget = c.get_int("data.token_budget");

@@ -9,10 +9,10 @@
 
 #include "apps/data/batcher.h"
 #include "config.h"
-#include "engine/hf_llama.h"
 #include "engine/trainer.h"
+#include "formats/hf_llama.h"
+#include "formats/onnx/import.h"
 #include "ir/models/model.h"
-#include "onnx/import.h"
 
 namespace disc::apps {
 
@@ -24,7 +24,7 @@ struct RunSetup {
   int64_t max_len = 0;  // the longest sequence the data can give (bounds S)
   ir::models::Model model;
   std::optional<ir::models::LlamaConfig> llama;  // the llama's sizes (family llama)
-  std::shared_ptr<const engine::HfLlama> hf;     // model.hf, opened: its weights load after build
+  std::shared_ptr<const formats::HfLlama> hf;    // model.hf, opened: its weights load after build
   std::shared_ptr<const onnx::Imported> onnx;    // model.onnx, imported: its initializers load too
   engine::TrainerOptions trainer;
   std::string tokenizer;   // json, jsonl, text: the tokenizer's describe()

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "cli_test_util.h"
-#include "engine/hf_llama.h"
+#include "formats/hf_llama.h"
 
 namespace disc::apps {
 namespace {
@@ -41,7 +41,7 @@ checkpoint:
   every: 3
 )";
 
-bool same_bytes(const engine::HfLlama& a, const engine::HfLlama& b, const std::string& tensor) {
+bool same_bytes(const formats::HfLlama& a, const formats::HfLlama& b, const std::string& tensor) {
   const auto &x = a.tensors.at(tensor).entry->bytes, &y = b.tensors.at(tensor).entry->bytes;
   return std::equal(x.begin(), x.end(), y.begin(), y.end());
 }
@@ -58,7 +58,8 @@ TEST(HfFineTune, TrainsExportsAndResumesAHuggingFaceFolder) {
 
   // The export has the source's files, names and dtypes; frozen tensors keep their bits (bf16 to
   // f32 and back is exact), trained ones moved.
-  engine::HfLlama source = engine::open_hf_llama(kGqa), out = engine::open_hf_llama(s.path("out"));
+  formats::HfLlama source = formats::open_hf_llama(kGqa),
+                   out = formats::open_hf_llama(s.path("out"));
   EXPECT_TRUE(out.sharded);
   EXPECT_EQ(out.tensors.at("lm_head.weight").entry->dtype, DType::kBF16);
   EXPECT_TRUE(same_bytes(source, out, "model.embed_tokens.weight"));
@@ -71,7 +72,7 @@ TEST(HfFineTune, TrainsExportsAndResumesAHuggingFaceFolder) {
                          " model.hf=" + kGqa + " checkpoint.dir=" + s.path("ck_a") + " --to " +
                          s.path("out2"));
   ASSERT_EQ(e.code, 0) << e.out;
-  engine::HfLlama out2 = engine::open_hf_llama(s.path("out2"));
+  formats::HfLlama out2 = formats::open_hf_llama(s.path("out2"));
   for (const auto& [tensor, stored] : out.tensors)
     EXPECT_TRUE(same_bytes(out, out2, tensor)) << tensor;
 
@@ -107,7 +108,7 @@ TEST(HfFineTune, PackedStepsFollowThePaddedRun) {
     const double a = std::stod(got.at(step)), b = std::stod(loss);
     EXPECT_NEAR(a, b, 1e-5 * std::abs(b)) << "step " << step;
   }
-  EXPECT_NO_THROW(engine::open_hf_llama(s.path("out")));
+  EXPECT_NO_THROW(formats::open_hf_llama(s.path("out")));
 }
 
 TEST(HfFineTune, ABadFolderIsOneLineExitTwoAndNothingWritten) {

@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "cli_test_util.h"
-#include "onnx/import.h"
+#include "formats/onnx/import.h"
 
 namespace disc::apps {
 namespace {

@@ -20,10 +20,10 @@
 #include "batches.h"
 #include "engine/pipeline.h"
 #include "engine/trainer.h"
+#include "formats/onnx/import.h"
+#include "formats/onnx/weights.h"
 #include "json_file.h"
 #include "memory/governor.h"
-#include "onnx/import.h"
-#include "onnx/weights.h"
 #include "timing.h"
 
 namespace disc::bench {

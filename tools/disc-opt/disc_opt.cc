@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "engine/pipeline.h"
+#include "formats/onnx/import.h"
 #include "ir/binding.h"
 #include "ir/models/model.h"
 #include "ir/op_registry.h"
@@ -19,7 +20,6 @@
 #include "ir/text_format.h"
 #include "jit/fusion/fused_op.h"
 #include "memory/governor.h"
-#include "onnx/import.h"
 
 namespace {
 

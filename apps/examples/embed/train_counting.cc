@@ -7,9 +7,9 @@
 #include <disc/base/version.h>
 #include <disc/devices/cpu/openmp_spin.h>
 #include <disc/engine/trainer.h>
+#include <disc/formats/onnx/import.h>
+#include <disc/formats/onnx/weights.h>
 #include <disc/ir/models/model.h>
-#include <disc/onnx/import.h>
-#include <disc/onnx/weights.h>
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,7 +1,7 @@
 // What an op rule sees while the importer turns one ONNX node into disc ops: the node's operands
 // as slots (a graph value, a Known, or a lazily made fill), its attributes, and helpers that add
-// disc nodes with numpy broadcasting made explicit. Rules live in onnx/rules/*.cc, one file per
-// family of ops, and register themselves in a RuleTable.
+// disc nodes with numpy broadcasting made explicit. Rules live in formats/onnx/rules/*.cc, one file
+// per family of ops, and register themselves in a RuleTable.
 #pragma once
 
 #include <functional>
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "formats/onnx/known.h"
+#include "formats/onnx/proto.h"
 #include "ir/graph.h"
-#include "onnx/known.h"
-#include "onnx/proto.h"
 
 namespace disc::onnx {
 
@@ -130,7 +130,7 @@ struct RuleEntry {
 };
 using RuleTable = std::map<std::string, RuleEntry>;
 
-// Each family's rules (onnx/rules/).
+// Each family's rules (formats/onnx/rules/).
 void add_elementwise_rules(RuleTable& t);
 void add_layout_rules(RuleTable& t);
 void add_shape_rules(RuleTable& t);

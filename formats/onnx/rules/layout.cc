@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "base/error.h"
-#include "onnx/op_context.h"
+#include "formats/onnx/op_context.h"
 
 namespace disc::onnx {
 namespace {

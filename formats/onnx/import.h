@@ -11,9 +11,11 @@
 // What becomes what:
 //   - graph inputs: inputs; each dim_param a symbol named after it, in [1, its bound];
 //   - float initializers: parameters (f32), named as in the file; integer ones fold;
-//   - Constant, Shape and the shape arithmetic on them fold at import (onnx/known.h), so that a
+//   - Constant, Shape and the shape arithmetic on them fold at import (formats/onnx/known.h), so
+//   that a
 //     Reshape whose target Concat built from Shape gets a symbolic target and no node remains;
-//   - every other node: disc ops (onnx/rules/), each with its gradient through disc's autodiff.
+//   - every other node: disc ops (formats/onnx/rules/), each with its gradient through disc's
+//   autodiff.
 // Anything else is one InvalidArgument naming the file, the node, its op and the opset, and for an
 // op disc lacks, the ops it imports at that opset. Nothing is read past a malformed protobuf.
 #pragma once

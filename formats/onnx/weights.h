@@ -12,7 +12,7 @@
 
 #include "engine/tensor.h"
 #include "engine/trainer.h"
-#include "onnx/import.h"
+#include "formats/onnx/import.h"
 
 namespace disc::onnx {
 

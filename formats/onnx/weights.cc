@@ -1,12 +1,12 @@
-#include "onnx/weights.h"
+#include "formats/onnx/weights.h"
 
 #include <filesystem>
 
 #include "base/error.h"
 #include "base/finite.h"
 #include "engine/durable_folder.h"
-#include "onnx/proto.h"
-#include "onnx/tensor_proto.h"
+#include "formats/onnx/proto.h"
+#include "formats/onnx/tensor_proto.h"
 
 namespace disc::onnx {
 

@@ -6,8 +6,8 @@
 
 #include "devices/device.h"
 #include "engine/safetensors.h"
-#include "onnx/import.h"
-#include "onnx/weights.h"
+#include "formats/onnx/import.h"
+#include "formats/onnx/weights.h"
 #include "reference_steps.h"
 
 namespace disc::onnx {

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "base/error.h"
-#include "onnx/op_context.h"
+#include "formats/onnx/op_context.h"
 
 namespace disc::onnx {
 namespace {

@@ -1,4 +1,4 @@
-#include "engine/hf_llama.h"
+#include "formats/hf_llama.h"
 
 #include <cstring>
 #include <filesystem>
@@ -15,10 +15,15 @@
 #include "base/read_file.h"
 #include "engine/durable_folder.h"
 #include "engine/trainer.h"
-#include "memory/allocator.h"
 
-namespace disc::engine {
+namespace disc::formats {
 namespace fs = std::filesystem;
+using engine::make_device;
+using engine::MappedTensorFile;
+using engine::Tensor;
+using engine::Trainer;
+using engine::write_folder;
+using engine::write_text_durably;
 using nlohmann::json;
 
 std::vector<HfName> hf_llama_names(const ir::models::LlamaConfig& c) {
@@ -378,12 +383,6 @@ void load_hf_weights(const HfLlama& hf, Trainer& trainer) {
     trainer.set_parameter(n.disc, read_hf_weight(hf, n, trainer.allocator()));
 }
 
-std::map<std::string, Tensor> parameters_of(const Trainer& trainer) {
-  std::map<std::string, Tensor> params;
-  for (const std::string& name : trainer.parameter_names()) params[name] = trainer.parameter(name);
-  return params;
-}
-
 namespace {
 
 // The folder `dir` may become: absent, or an empty folder (InvalidArgument otherwise).
@@ -468,4 +467,4 @@ void write_hf_llama(const std::map<std::string, Tensor>& params, const ir::model
   });
 }
 
-}  // namespace disc::engine
+}  // namespace disc::formats

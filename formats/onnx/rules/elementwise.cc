@@ -2,8 +2,8 @@
 // they fold (shape arithmetic); on tensors they become disc's elementwise ops, with numpy
 // broadcasting made explicit `broadcast` nodes.
 #include "base/error.h"
-#include "onnx/op_context.h"
-#include "onnx/tensor_proto.h"
+#include "formats/onnx/op_context.h"
+#include "formats/onnx/tensor_proto.h"
 
 namespace disc::onnx {
 namespace {

@@ -3,12 +3,12 @@
 // Weights are mapped, not copied into RAM, and converted tensor by tensor (bf16, f16 or f32 on
 // disk; f32 in the trainer). HF stores a linear layer's weight as [out, in]; disc's as [in, out].
 //
-//   engine::HfLlama hf = engine::open_hf_llama("TinyLlama-1.1B");  // config and every header
+//   formats::HfLlama hf = formats::open_hf_llama("TinyLlama-1.1B");  // config and every header
 //   ir::models::LlamaConfig c = hf.config;  // the sizes; the caller sets max_batch, max_seq
 //   engine::Trainer trainer(ir::models::build_llama(c), options);
-//   engine::load_hf_weights(hf, trainer);
+//   formats::load_hf_weights(hf, trainer);
 //   ...
-//   engine::write_hf_llama(engine::parameters_of(trainer), c, "tuned", &hf, std::nullopt);
+//   formats::write_hf_llama(engine::parameters_of(trainer), c, "tuned", &hf, std::nullopt);
 //
 // Every problem with a folder is one InvalidArgument or IoError that names the file and the
 // tensor or key: a missing, extra or misshapen tensor, a config.json key disc cannot honour
@@ -27,8 +27,10 @@
 #include "ir/models/model.h"
 
 namespace disc::engine {
-
 class Trainer;
+}
+
+namespace disc::formats {
 
 // A disc llama parameter and its Hugging Face tensor: lN.wq is model.layers.N.self_attn.q_proj
 // .weight, stored transposed.
@@ -46,11 +48,11 @@ struct HfLlama {
   int64_t max_positions = 0;         // max_position_embeddings (0: not given)
   std::string config_text;           // config.json as read: an export copies it
   bool sharded = false;              // weights named by model.safetensors.index.json
-  std::vector<std::unique_ptr<MappedTensorFile>> files;
+  std::vector<std::unique_ptr<engine::MappedTensorFile>> files;
   // Each HF tensor by name: its file and entry, checked against the config.
   struct Stored {
-    const MappedTensorFile* file;
-    const MappedTensorFile::Entry* entry;
+    const engine::MappedTensorFile* file;
+    const engine::MappedTensorFile::Entry* entry;
   };
   std::map<std::string, Stored> tensors;
 };
@@ -60,14 +62,11 @@ struct HfLlama {
 HfLlama open_hf_llama(const std::string& dir);
 
 // One of the folder's weights in disc's name and layout, as f32.
-Tensor read_hf_weight(const HfLlama& hf, const HfName& name, memory::Allocator& alloc);
+engine::Tensor read_hf_weight(const HfLlama& hf, const HfName& name, memory::Allocator& alloc);
 
 // The folder's weights into the trainer's parameters (converted to their dtype, transposed where
 // HF stores [out, in]). The trainer must have been built from hf.config's sizes.
-void load_hf_weights(const HfLlama& hf, Trainer& trainer);
-
-// The trainer's parameters by name (sharing its storage), for write_hf_llama.
-std::map<std::string, Tensor> parameters_of(const Trainer& trainer);
+void load_hf_weights(const HfLlama& hf, engine::Trainer& trainer);
 
 // Writes a Hugging Face folder at `dir` from disc parameters (by disc name): config.json, and
 // the weights with HF names and layouts. With `source`, its config.json is copied, each tensor
@@ -77,8 +76,8 @@ std::map<std::string, Tensor> parameters_of(const Trainer& trainer);
 // `dir` under a hidden name and renamed into place when complete; `dir` must not exist or be
 // empty (InvalidArgument) unless `replace`, so a folder is never half replaced. A weight that
 // `dtype` cannot hold (NaN, infinity, beyond f16's range) is refused before anything is written.
-void write_hf_llama(const std::map<std::string, Tensor>& params, const ir::models::LlamaConfig& c,
-                    const std::string& dir, const HfLlama* source, std::optional<DType> dtype,
-                    bool replace = false);
+void write_hf_llama(const std::map<std::string, engine::Tensor>& params,
+                    const ir::models::LlamaConfig& c, const std::string& dir, const HfLlama* source,
+                    std::optional<DType> dtype, bool replace = false);
 
-}  // namespace disc::engine
+}  // namespace disc::formats

@@ -1,4 +1,4 @@
-#include "onnx/known.h"
+#include "formats/onnx/known.h"
 
 #include <cmath>
 #include <functional>

@@ -15,10 +15,10 @@
 #include "base/half.h"
 #include "devices/device.h"
 #include "engine/executor.h"
+#include "formats/onnx/import.h"
+#include "formats/onnx/proto.h"
+#include "formats/onnx/tensor_proto.h"
 #include "ir/binding.h"
-#include "onnx/import.h"
-#include "onnx/proto.h"
-#include "onnx/tensor_proto.h"
 
 namespace disc::onnx {
 namespace {

@@ -1,7 +1,7 @@
-#include "onnx/op_context.h"
+#include "formats/onnx/op_context.h"
 
 #include "base/error.h"
-#include "onnx/tensor_proto.h"
+#include "formats/onnx/tensor_proto.h"
 
 namespace disc::onnx {
 namespace {

@@ -1,8 +1,9 @@
-// disc's decoder of ONNX's protobuf messages (onnx/proto.h) against the two things it stands in
-// for: libonnx-dev's onnx.proto (every field number it reads is the schema's) and libprotobuf's
-// encoder (messages written by the generated ONNX classes decode to the same values, packed and
-// unpacked; a rewritten model parses again with libprotobuf, every other field unchanged).
-#include "onnx/proto.h"
+// disc's decoder of ONNX's protobuf messages (formats/onnx/proto.h) against the two things it
+// stands in for: libonnx-dev's onnx.proto (every field number it reads is the schema's) and
+// libprotobuf's encoder (messages written by the generated ONNX classes decode to the same values,
+// packed and unpacked; a rewritten model parses again with libprotobuf, every other field
+// unchanged).
+#include "formats/onnx/proto.h"
 
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>

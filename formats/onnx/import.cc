@@ -1,14 +1,14 @@
-#include "onnx/import.h"
+#include "formats/onnx/import.h"
 
 #include <set>
 #include <span>
 
 #include "base/error.h"
 #include "base/finite.h"
+#include "formats/onnx/op_context.h"
+#include "formats/onnx/proto.h"
+#include "formats/onnx/tensor_proto.h"
 #include "ir/nn.h"
-#include "onnx/op_context.h"
-#include "onnx/proto.h"
-#include "onnx/tensor_proto.h"
 
 namespace disc::onnx {
 namespace {

@@ -1,7 +1,7 @@
 // The importer on models built here (ONNX protobufs written in the test): shape arithmetic that
 // folds into symbolic dims, bad input refused with one line that names what and where, and the
 // imported llama compiling to disc's own llama's kernels and memory lower bound.
-#include "onnx/import.h"
+#include "formats/onnx/import.h"
 
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
@@ -12,11 +12,11 @@
 #include "engine/pipeline.h"
 #include "engine/safetensors.h"
 #include "engine/trainer.h"
+#include "formats/onnx/weights.h"
 #include "ir/binding.h"
 #include "ir/models/model.h"
 #include "ir/text_format.h"
 #include "memory/governor.h"
-#include "onnx/weights.h"
 #include "reference_steps.h"
 
 namespace disc::onnx {

@@ -3,7 +3,7 @@
 // HF's modeling_llama math within 1e-4, with grouped-query and multi-query attention, tied and
 // untied heads, bf16 shards and an f16 file. Export then load gives the same bits; bad folders are
 // refused in one message that names the file and the tensor or key.
-#include "engine/hf_llama.h"
+#include "formats/hf_llama.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -21,7 +21,8 @@
 #include "engine/trainer.h"
 #include "ir/training_step.h"
 
-namespace disc::engine {
+namespace disc::formats {
+using namespace engine;  // the Trainer, tensors and safetensors files the folders go in and out of
 namespace {
 
 namespace fs = std::filesystem;
@@ -418,4 +419,4 @@ TEST_F(HfFolder, BadFoldersAreRefusedNamingWhatIsWrong) {
 }
 
 }  // namespace
-}  // namespace disc::engine
+}  // namespace disc::formats

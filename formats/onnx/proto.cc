@@ -1,4 +1,4 @@
-#include "onnx/proto.h"
+#include "formats/onnx/proto.h"
 
 #include <cstring>
 #include <fstream>

@@ -1,7 +1,7 @@
-// ONNX's TensorProto (onnx/proto.h) read and written: element types as disc dtypes, initializer
-// values, constants as Knowns. Data is taken from raw_data or the typed fields, checked against the
-// dims (a malformed file gives InvalidArgument, never a read past the end); external data is
-// refused.
+// ONNX's TensorProto (formats/onnx/proto.h) read and written: element types as disc dtypes,
+// initializer values, constants as Knowns. Data is taken from raw_data or the typed fields, checked
+// against the dims (a malformed file gives InvalidArgument, never a read past the end); external
+// data is refused.
 #pragma once
 
 #include <cstdint>
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "base/dtype.h"
-#include "onnx/known.h"
-#include "onnx/proto.h"
+#include "formats/onnx/known.h"
+#include "formats/onnx/proto.h"
 
 namespace disc::onnx {
 

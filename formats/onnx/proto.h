@@ -2,8 +2,8 @@
 // libprotobuf: Debian's sentencepiece carries a protobuf 3.14 of its own and exports its symbols,
 // so a process that loads it (disc-train with a sentencepiece tokenizer) cannot also load
 // libprotobuf 3.21 (the versions refuse each other at start). The fields and their numbers are
-// onnx.proto's (libonnx-dev's /usr/include/onnx/onnx.proto; tests/onnx checks them against it and
-// the decoder against libprotobuf's encoder). Only what the importer uses is kept; other fields
+// onnx.proto's (libonnx-dev's /usr/include/onnx/onnx.proto; tests/formats checks them against it
+// and the decoder against libprotobuf's encoder). Only what the importer uses is kept; other fields
 // are skipped, nested graphs (If, Loop) are not decoded.
 //
 // Every length and count is checked against the bytes that hold it: malformed input is one

@@ -1,4 +1,4 @@
-#include "onnx/tensor_proto.h"
+#include "formats/onnx/tensor_proto.h"
 
 #include <cstring>
 

@@ -8,9 +8,9 @@
 #include <random>
 
 #include "engine/trainer.h"
+#include "formats/onnx/import.h"
+#include "formats/onnx/weights.h"
 #include "memory/governor.h"
-#include "onnx/import.h"
-#include "onnx/weights.h"
 
 namespace disc::onnx {
 namespace {
