@@ -62,6 +62,10 @@ struct TrainerOptions {
   // Refuse a memory cap that the largest shape cannot keep, before the first step. `disc-train
   // plan` turns it off to show where such a cap fails.
   bool check_cap = true;
+  // Make the parameters and optimizer state. `disc-train plan` turns it off: at TinyLlama-1.1B's
+  // sizes they are 12 GiB made only to be planned. Without them the Trainer compiles and plans
+  // (bytes_held_for counts them from the graph), and step, save, load and parameters refuse.
+  bool make_state = true;
   // Data parallelism: this process is one rank of `communicator` (devices::mpi_world() under
   // mpirun). Each rank steps on its share of the global batch, and the step trains on the global
   // batch's loss with the gradients summed over the ranks in buckets of about `bucket_bytes`

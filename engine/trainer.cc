@@ -174,7 +174,15 @@ struct Trainer::Impl {
   std::unique_ptr<Executor> executor_;
   std::shared_ptr<devices::Communicator> comm_;  // the ranks of a data-parallel run (or null)
   std::map<std::string, Tensor> state_;          // parameters and optimizer state by name
-  StateShards shards_;                           // the state this rank holds a part of
+  bool made_state_ = true;                       // false: TrainerOptions::make_state was off
+  // Throws for `what` when the state was never made.
+  void require_state(const char* what) const {
+    if (!made_state_)
+      throw InvalidArgument(std::string("this Trainer only plans (TrainerOptions::make_state is "
+                                        "false): it has no parameters or state to ") +
+                            what);
+  }
+  StateShards shards_;  // the state this rank holds a part of
   int64_t step_ = 0;
   int64_t updates_ = 0;      // steps whose updates were applied (AdamW's bias correction)
   double loss_scale_ = 0;    // f16 loss scaling (0: none)
@@ -233,20 +241,23 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
   impl_->shards_ = StateShards(*impl_->compiled_.model.graph, impl_->compiled_.model.params,
                                impl_->comm_.get(), options.shard_optimizer);
   refuse_what_the_device_cannot_hold(*impl_->compiled_.model.graph, *impl_->device_);
-  try {
-    impl_->state_ = init_params(impl_->compiled_.model, options.seed, *impl_->alloc_);
-    impl_->state_.merge(zero_state(*impl_->compiled_.model.graph, *impl_->alloc_));
-  } catch (const OutOfMemory&) {
-    // The allocator's own message would name one tensor; say what the cap has to hold first.
-    const int64_t held = state_bytes(*impl_->compiled_.model.graph);
-    const std::string state = " cannot hold the parameters and optimizer state (" +
-                              human_bytes(held) + ") before any step: ";
-    if (memory.cap == 0)  // no cap: the device itself is what ran out
-      throw OutOfMemory("the memory of device " + impl_->device_->name() + " (" +
-                        human_bytes(impl_->device_->memory_info().total_bytes) + ")" + state +
-                        "train a smaller model, or on a device with more memory");
-    throw OutOfMemory("the memory cap " + human_bytes(memory.cap) + state +
-                      "raise the cap (memory.cap) well above that, or train a smaller model");
+  impl_->made_state_ = options.make_state;
+  if (options.make_state) {
+    try {
+      impl_->state_ = init_params(impl_->compiled_.model, options.seed, *impl_->alloc_);
+      impl_->state_.merge(zero_state(*impl_->compiled_.model.graph, *impl_->alloc_));
+    } catch (const OutOfMemory&) {
+      // The allocator's own message would name one tensor; say what the cap has to hold first.
+      const int64_t held = state_bytes(*impl_->compiled_.model.graph);
+      const std::string state = " cannot hold the parameters and optimizer state (" +
+                                human_bytes(held) + ") before any step: ";
+      if (memory.cap == 0)  // no cap: the device itself is what ran out
+        throw OutOfMemory("the memory of device " + impl_->device_->name() + " (" +
+                          human_bytes(impl_->device_->memory_info().total_bytes) + ")" + state +
+                          "train a smaller model, or on a device with more memory");
+      throw OutOfMemory("the memory cap " + human_bytes(memory.cap) + state +
+                        "raise the cap (memory.cap) well above that, or train a smaller model");
+    }
   }
   if (memory.cap > 0 && options.check_cap) {
     impl_->executor_->governor().check_cap(
@@ -341,12 +352,16 @@ int64_t Trainer::bytes_held_for(const ir::Bindings& b) const {
   for (const auto& [name, t] : impl_->state_)
     total += static_cast<int64_t>(devices::allocation_size(t.bytes()));
   for (const ir::Value* a : impl_->compiled_.model.graph->arguments()) {
-    if (a->role() == ir::Role::kInput) total += memory::concrete_bytes(*a, b);
+    if (a->role() == ir::Role::kInput)
+      total += memory::concrete_bytes(*a, b);
+    else if (!impl_->made_state_)  // what init_params and zero_state would have made
+      total += static_cast<int64_t>(devices::allocation_size(memory::concrete_bytes(*a, b)));
   }
   return total;
 }
 
 StepResult Trainer::step(const Batch& batch, double lr) {
+  impl_->require_state("step");
   std::map<std::string, Tensor> args =
       impl_->state_;  // shares storage: updates land in impl_->state_
   for (const auto& [name, t] : batch) {
@@ -391,6 +406,7 @@ std::vector<std::string> Trainer::parameter_names() const {
 }
 
 const Tensor& Trainer::parameter(const std::string& name) const {
+  impl_->require_state("read");
   auto it = impl_->state_.find(name);
   if (it == impl_->state_.end())
     throw InvalidArgument("no parameter or state named `" + name + "`");
@@ -407,6 +423,7 @@ void Trainer::set_parameter(const std::string& name, const Tensor& value) {
 }
 
 void Trainer::save(const std::string& dir, const std::map<std::string, std::string>& extra) const {
+  impl_->require_state("save");
   for (const auto& [name, t] : impl_->state_) {
     if (int64_t bad = t.count_nonfinite(); bad > 0) {
       throw InvalidArgument("cannot save a checkpoint to " + dir + ": `" + name + "` holds " +
@@ -460,6 +477,7 @@ std::map<std::string, std::string> Trainer::saved_extra(const std::string& dir) 
 }
 
 std::map<std::string, std::string> Trainer::load(const std::string& dir) {
+  impl_->require_state("load into");
   TrainerJson saved = read_trainer_json(dir + "/trainer.json");
   TensorFile file = read_safetensors(dir + "/state.safetensors", *impl_->alloc_);
   // Every tensor is checked before any is copied: a checkpoint that does not fit leaves the

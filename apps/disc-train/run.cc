@@ -432,7 +432,8 @@ std::string summary_text(const nlohmann::json& j) {
 
 int plan(const Config& c, const std::string& shape, const std::string& dump_after, bool json) {
   RunSetup s = make_setup(c);
-  s.trainer.check_cap = false;  // the report says where a cap too small fails
+  s.trainer.check_cap = false;   // the report says where a cap too small fails
+  s.trainer.make_state = false;  // planned from the graph: no 12 GiB of weights to plan 1.1B
   engine::Trainer trainer(std::move(s.model), s.trainer, [&](engine::Pipeline& p) {
     progress_to_stderr(p);
     if (dump_after.empty() || json) return;

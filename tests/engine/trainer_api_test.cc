@@ -7,6 +7,7 @@
 #include "ir/graph.h"
 #include "ir/models/model.h"
 #include "ir/text_format.h"
+#include "memory/governor.h"
 
 namespace disc::engine {
 namespace {
@@ -160,6 +161,39 @@ TEST(TrainerApi, AStepTheDeviceCanNeverHoldIsRefusedAtOnce) {
               std::string::npos)
         << e.what();
   }
+}
+
+}  // namespace
+}  // namespace disc::engine
+
+namespace disc::engine {
+namespace {
+
+// `disc-train plan` makes no parameters or state (make_state off): it plans what a Trainer with
+// them plans, byte for byte, and refuses to train.
+TEST(TrainerApi, APlanOnlyTrainerPlansAsOneWithItsStateAndRefusesToTrain) {
+  TrainerOptions with;
+  with.memory.cap = 256 << 20;  // above the largest batch's smallest cap (131 MiB)
+  TrainerOptions without = with;
+  without.make_state = false;
+  const ir::models::LlamaConfig config{.vocab = 64, .hidden = 32, .layers = 2, .ffn = 88};
+  Trainer full(ir::models::build_llama(config), with);
+  Trainer plan(ir::models::build_llama(config), without);
+  for (const ir::Bindings& b : {full.largest_shape(), ir::Bindings{{"B", 3}, {"S", 17}}}) {
+    EXPECT_EQ(plan.bytes_held_for(b), full.bytes_held_for(b));
+    EXPECT_EQ(plan.governor().lower_bound(b, plan.bytes_held_for(b)),
+              full.governor().lower_bound(b, full.bytes_held_for(b)));
+  }
+  EXPECT_GT(full.allocator().stats().live_bytes, 0);
+  EXPECT_EQ(plan.allocator().stats().live_bytes, 0);
+  try {
+    plan.step({}, 1e-3);
+    ADD_FAILURE() << "a plan-only Trainer stepped";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("only plans"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(plan.parameter(plan.parameter_names().front()), InvalidArgument);
+  EXPECT_THROW(plan.save(::testing::TempDir() + "/plan-only"), InvalidArgument);
 }
 
 }  // namespace
