@@ -84,12 +84,17 @@ def commands(args, bench):
 
 
 def machine():
-    cpu = "unknown"
+    cpu, flags = "unknown", set()
     try:
         with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+            lines = f.read().splitlines()
+        cpu = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+        flags = set(next(line.split(":", 1)[1] for line in lines if line.startswith("flags")).split())
     except (OSError, StopIteration):
         pass
+    # The bf16 figures depend on the 16-bit dot-product instructions.
+    cpu += ", avx512_bf16 " + ("yes" if "avx512_bf16" in flags else "no")
+    cpu += ", AMX " + ("yes" if "amx_bf16" in flags else "no")
     mem = 0
     try:
         with open("/proc/meminfo") as f:

@@ -138,6 +138,7 @@ int run(const Options& o) {
               o.device.c_str(), dev->arch().c_str(), static_cast<long long>(o.batch),
               static_cast<long long>(o.heads), static_cast<long long>(o.dim), o.dtype.c_str(),
               mma ? "on the tensor cores" : "on the tiled CUDA-core kernels");
+  std::printf("%s\n", machine_load().c_str());
   const std::vector<Times> torch = o.torch ? time_torch(o) : std::vector<Times>{};
   std::printf("%6s %10s %10s %6s %10s %10s %6s %10s\n", "seq", "disc fwd", "torch fwd", "ratio",
               "disc f+b", "torch f+b", "ratio", "disc TF/s");

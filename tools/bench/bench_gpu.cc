@@ -348,6 +348,7 @@ int run(const Options& o) {
                 probe.device().name().c_str(), static_cast<long long>(o.model.layers),
                 static_cast<long long>(o.model.hidden), static_cast<long long>(o.model.vocab),
                 source.c_str(), o.steps, o.repeats);
+    std::printf("host: %s\n", machine_load().c_str());
   }
   if (torch_failed.empty())
     std::printf("PyTorch %s on %s (SDPA %s, torch.compile %s)\n", features.version.c_str(),

@@ -109,6 +109,7 @@ void print_header(const devices::cpu::CpuDevice& dev, const PeakFlops& peak) {
   const dnnl_version_t* v = dnnl::version();
   std::printf("device: %s, %d threads; oneDNN %d.%d.%d\n", dev.name().c_str(), dev.threads(),
               v->major, v->minor, v->patch);
+  std::printf("%s\n", machine_load().c_str());
   std::printf("peak f32 FMA kernel: %s\n", peak.isa.c_str());
   std::printf("  1 thread:   %8.1f GFLOP/s\n", peak.one_thread * 1e-9);
   std::printf("  %d threads: %8.1f GFLOP/s\n\n", peak.threads, peak.all_threads * 1e-9);

@@ -165,6 +165,7 @@ int main_bench(const Options& o) {
               o.model.c_str(), static_cast<long long>(model_of(o).layers),
               static_cast<long long>(model_of(o).hidden), static_cast<long long>(model_of(o).vocab),
               o.threads);
+  std::printf("%s\n", machine_load().c_str());
   std::printf("data: %s, max_len %lld, %d steps of B=%lld; budget run: %lld tokens a step\n",
               source.c_str(), static_cast<long long>(o.max_len), o.steps,
               static_cast<long long>(o.batch), static_cast<long long>(budget));

@@ -10,8 +10,12 @@ namespace disc::bench {
 // A monotonic clock in seconds (only differences mean anything).
 double now_seconds();
 
-// "load average 0.4 over 1 min, 1.2 over 15 min (2 cores)": how much else ran while the timings
-// were taken.
+// "AMD EPYC 9R14 96-Core Processor, avx512_bf16 yes, AMX no": the CPU and the 16-bit dot-product
+// instructions its bf16 figures depend on (from /proc/cpuinfo; "cpu unknown" elsewhere).
+std::string cpu_facts();
+
+// cpu_facts(), then "load average 0.4 over 1 min, 1.2 over 15 min (2 cores)": which machine, and
+// how much else ran while the timings were taken. Every benchmark prints it.
 std::string machine_load();
 
 // The q-quantile (0..1) of `v`, interpolated between neighbours; 0 for an empty `v`.
