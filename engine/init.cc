@@ -85,21 +85,32 @@ void fill(Tensor& t, const ir::models::ParamInit& init, NormalSource& normal) {
   t.upload(data.data());
 }
 
+// Parameter p's shape, after the checks its initialisation needs: f32 or f64, an init in the
+// model, fixed dims.
+std::vector<int64_t> checked_param(const ir::models::Model& m, const ir::Value& p) {
+  if (p.dtype() != DType::kF32 && p.dtype() != DType::kF64) {
+    throw InvalidArgument("parameter `" + p.name() + "` is " + p.type().str() +
+                          ": parameters are initialised as f32 or f64; declare it as one of those");
+  }
+  if (!m.init.contains(p.name()))
+    throw InvalidArgument("parameter `" + p.name() + "` has no initialisation in the model");
+  return fixed_shape(p, "parameter");
+}
+
 }  // namespace
+
+void check_state(const ir::models::Model& m, const ir::Graph& step) {
+  for (const ir::Value* p : m.params) checked_param(m, *p);
+  for (const ir::Value* a : step.arguments())
+    if (a->role() == ir::Role::kState) fixed_shape(*a, "optimizer state");
+}
 
 std::map<std::string, Tensor> init_params(const ir::models::Model& m, uint64_t seed,
                                           memory::Allocator& alloc) {
   std::map<std::string, Tensor> out;
   for (const ir::Value* p : m.params) {
-    if (p->dtype() != DType::kF32 && p->dtype() != DType::kF64) {
-      throw InvalidArgument(
-          "parameter `" + p->name() + "` is " + p->type().str() +
-          ": parameters are initialised as f32 or f64; declare it as one of those");
-    }
+    Tensor t = Tensor::empty(p->dtype(), checked_param(m, *p), alloc);
     auto it = m.init.find(p->name());
-    if (it == m.init.end())
-      throw InvalidArgument("parameter `" + p->name() + "` has no initialisation in the model");
-    Tensor t = Tensor::empty(p->dtype(), fixed_shape(*p, "parameter"), alloc);
     // The same draws in either precision: an f32 parameter holds its f64 twin's values, rounded.
     NormalSource normal(splitmix64(seed ^ fnv1a(p->name())));
     if (p->dtype() == DType::kF64) {

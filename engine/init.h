@@ -19,6 +19,9 @@ namespace disc::engine {
 std::map<std::string, Tensor> init_params(const ir::models::Model& m, uint64_t seed,
                                           memory::Allocator& alloc);
 
+// The checks init_params and zero_state make, making nothing: for a Trainer that only plans.
+void check_state(const ir::models::Model& m, const ir::Graph& step);
+
 // Zero tensors for every state argument of a training-step graph (optimizer moments).
 std::map<std::string, Tensor> zero_state(const ir::Graph& step, memory::Allocator& alloc);
 

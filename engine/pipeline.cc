@@ -189,7 +189,14 @@ void Pipeline::disable(const std::string& stage) {
 }
 
 void Pipeline::only(std::vector<std::string> stages) {
-  for (const std::string& s : stages) check_stage(s);
+  bool fused = false;
+  for (const std::string& s : stages) {
+    check_stage(s);
+    // The stages before fusion change the unfused graph, which a fused step no longer runs.
+    if (fused && s != "schedule" && s != "remat")
+      throw InvalidArgument("stage `" + s + "` changes the unfused graph: name it before `fusion`");
+    fused = fused || s == "fusion";
+  }
   only_ = std::move(stages);
 }
 

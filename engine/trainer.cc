@@ -242,6 +242,7 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
                                impl_->comm_.get(), options.shard_optimizer);
   refuse_what_the_device_cannot_hold(*impl_->compiled_.model.graph, *impl_->device_);
   impl_->made_state_ = options.make_state;
+  if (!options.make_state) check_state(impl_->compiled_.model, *impl_->compiled_.model.graph);
   if (options.make_state) {
     try {
       impl_->state_ = init_params(impl_->compiled_.model, options.seed, *impl_->alloc_);

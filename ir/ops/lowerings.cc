@@ -139,9 +139,14 @@ int is_label(KernelWriter& w, int label) {
 // The loss: log(sum(exp(x))) - x[label] per counted row, their mean a sum over rows. With the
 // logits in memory, one pass (the running logsumexp) and a read at the label's column; else max,
 // sum and pick passes.
-void lower_cross_entropy_loss(KernelWriter& w, const Node& n, int x, int label, int counted,
-                              int none, int count) {
-  const int zero = w.constant(0), one = w.constant(1);
+// The instructions both directions share: the logits, the row's label, whether it is counted,
+// whether none is, their count, and the constants 0 and 1.
+struct CrossEntropyRow {
+  int x, label, counted, none, count, zero, one;
+};
+
+void lower_cross_entropy_loss(KernelWriter& w, const Node& n, const CrossEntropyRow& r) {
+  const auto [x, label, counted, none, count, zero, one] = r;
   int row_loss = -1;
   if (const std::optional<int> logits = w.loaded_buffer(x)) {
     row_loss = w.emit(KOp::kSub, {w.emit(KOp::kReduceLogSumExp, {x}), w.load_at(*logits, label)});
@@ -186,7 +191,7 @@ Lowering cross_entropy_lowering(bool grad) {
     w.emit(KOp::kCheckLabels,
            {w.emit(KOp::kSumRows, {w.emit(KOp::kSelect, {counted, outside, zero})})});
     const int none = w.emit(KOp::kEq, {count, zero});
-    if (!grad) return lower_cross_entropy_loss(w, n, x, label, counted, none, count);
+    if (!grad) return lower_cross_entropy_loss(w, n, {x, label, counted, none, count, zero, one});
     const int e = w.emit(KOp::kExp, {w.emit(KOp::kSub, {x, w.emit(KOp::kReduceMax, {x})})});
     const int sum = w.emit(KOp::kReduceSum, {e});
     const int scale =

@@ -51,9 +51,8 @@ class Autocast final : public Pass {
 
   std::string_view name() const override { return "precision"; }
   std::string_view summary() const override {
-    return low_ == DType::kBF16
-               ? "matmuls in bf16 (f32 sums), norms, softmax, losses and reductions in f32"
-               : "matmuls in f16 (f32 sums), norms, softmax, losses and reductions in f32";
+    return "matmuls in bf16 or f16 as told (f32 sums); norms, softmax, losses and reductions in "
+           "f32";
   }
   std::string_view keeps() const override { return "every output's value, up to rounding"; }
 

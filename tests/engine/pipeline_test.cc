@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "ir/models/model.h"
 
 namespace disc::engine {
@@ -59,6 +61,31 @@ TEST(PipelineProgress, TheLineNamesTheStageItsPlaceTheNodesAndTheTime) {
   EXPECT_EQ(progress_line(p), "compile: fusion (11/13) on 100012 nodes, 1.4 s in");
   p.done = true;
   EXPECT_EQ(progress_line(p), "compile: fusion (11/13) done, 100012 nodes, 1.4 s in");
+}
+
+}  // namespace
+}  // namespace disc::engine
+
+namespace disc::engine {
+namespace {
+
+// disc-opt --passes: the stages named, in their order; none that changes the unfused graph
+// after fusion (the fused step would not see it), and no name that is no stage.
+TEST(PipelineOnly, RunsTheNamedStagesAndRefusesGraphChangesAfterFusion) {
+  Pipeline p(TrainerOptions{});
+  p.only({"verify", "dce", "fusion", "schedule"});
+  ir::models::Model m = ir::models::build_mlp({});
+  m.graph->add_output("loss", m.loss);
+  const CompiledStep step = p.run(std::move(m));
+  std::vector<std::string> ran;
+  for (const StageRun& r : p.runs()) ran.push_back(r.stage);
+  EXPECT_EQ(ran, (std::vector<std::string>{"verify", "dce", "fusion", "schedule"}));
+  EXPECT_TRUE(step.fused && step.schedule);
+  EXPECT_THROW(p.only({"fusion", "cse"}), InvalidArgument);
+  EXPECT_THROW(p.only({"csee"}), InvalidArgument);
+  Pipeline q(TrainerOptions{});
+  q.only({"training_step"});
+  EXPECT_THROW(q.run({.graph = ir::models::build_mlp({}).graph}), InvalidArgument);  // no loss
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 //   disc-opt model.disc --fuse                          # the fusion stage's plan and graph
 //   disc-opt --model llama --train adamw --dump-after=fusion,schedule
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "base/error.h"
@@ -109,7 +111,8 @@ std::unique_ptr<disc::ir::Graph> compile(disc::ir::models::Model model, const Fl
   });
   if (f.train.empty()) {
     std::vector<std::string> stages = disc::engine::split_list(f.passes);
-    if (f.fuse) stages.push_back("fusion");
+    if (f.fuse && std::find(stages.begin(), stages.end(), "fusion") == stages.end())
+      stages.push_back("fusion");
     pipeline.only(std::move(stages));
   }
   for (const auto& name : disc::engine::split_names(f.disable)) pipeline.disable(name);
@@ -121,7 +124,8 @@ std::unique_ptr<disc::ir::Graph> compile(disc::ir::models::Model model, const Fl
                    });
   }
   disc::engine::CompiledStep step = pipeline.run(std::move(model));
-  if (f.fuse && f.dump.empty() && step.fusion)
+  const std::set<std::string> dumped = disc::engine::split_names(f.dump);
+  if (f.fuse && step.fusion && !dumped.contains("fusion") && !dumped.contains("all"))
     std::cout << disc::engine::Pipeline::print_fusion_plan(*step.fusion);
   if (f.stats) {
     for (const auto& r : pipeline.runs())
