@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ostream>
 #include <sstream>
 
 #include "base/error.h"
@@ -204,6 +205,12 @@ void Pipeline::after(std::set<std::string> stages, Hook hook) {
   for (const std::string& s : stages)
     if (s != "all") check_stage(s);
   hooks_.emplace_back(std::move(stages), std::move(hook));
+}
+
+void Pipeline::dump_after(const std::string& stages, std::ostream& out) {
+  after(split_names(stages), [&out](const std::string& stage, CompiledStep& s) {
+    out << "// ----- after " << stage << " -----\n" << print_stage(stage, s);
+  });
 }
 
 CompiledStep Pipeline::run(ir::models::Model model) {

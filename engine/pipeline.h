@@ -15,6 +15,7 @@
 #pragma once
 
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <optional>
 #include <set>
@@ -78,6 +79,9 @@ class Pipeline {
   // that is no stage.
   using Hook = std::function<void(const std::string& stage, CompiledStep& s)>;
   void after(std::set<std::string> stages, Hook hook);
+  // Prints each of `stages` ("a,b" or "all") to `out` as it ends: "// ----- after STAGE -----"
+  // and print_stage (disc-opt's and disc-train plan's --dump-after).
+  void dump_after(const std::string& stages, std::ostream& out);
 
   // Calls `report` as each stage starts and ends once the compile has run `after_ms` (a fast
   // compile says nothing; a big graph says which stage runs, on how many nodes, how long in).

@@ -242,8 +242,9 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
                                impl_->comm_.get(), options.shard_optimizer);
   refuse_what_the_device_cannot_hold(*impl_->compiled_.model.graph, *impl_->device_);
   impl_->made_state_ = options.make_state;
-  if (!options.make_state) check_state(impl_->compiled_.model, *impl_->compiled_.model.graph);
-  if (options.make_state) {
+  if (!options.make_state) {
+    check_state(impl_->compiled_.model, *impl_->compiled_.model.graph);
+  } else {
     try {
       impl_->state_ = init_params(impl_->compiled_.model, options.seed, *impl_->alloc_);
       impl_->state_.merge(zero_state(*impl_->compiled_.model.graph, *impl_->alloc_));
@@ -349,15 +350,12 @@ ir::Bindings Trainer::largest_shape() const {
 }
 
 int64_t Trainer::bytes_held_for(const ir::Bindings& b) const {
-  int64_t total = 0;
+  // Without the state made, what init_params and zero_state would have made.
+  int64_t total = impl_->made_state_ ? 0 : state_bytes(*impl_->compiled_.model.graph);
   for (const auto& [name, t] : impl_->state_)
     total += static_cast<int64_t>(devices::allocation_size(t.bytes()));
-  for (const ir::Value* a : impl_->compiled_.model.graph->arguments()) {
-    if (a->role() == ir::Role::kInput)
-      total += memory::concrete_bytes(*a, b);
-    else if (!impl_->made_state_)  // what init_params and zero_state would have made
-      total += static_cast<int64_t>(devices::allocation_size(memory::concrete_bytes(*a, b)));
-  }
+  for (const ir::Value* a : impl_->compiled_.model.graph->arguments())
+    if (a->role() == ir::Role::kInput) total += memory::concrete_bytes(*a, b);
   return total;
 }
 

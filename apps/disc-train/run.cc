@@ -436,12 +436,7 @@ int plan(const Config& c, const std::string& shape, const std::string& dump_afte
   s.trainer.make_state = false;  // planned from the graph: no 12 GiB of weights to plan 1.1B
   engine::Trainer trainer(std::move(s.model), s.trainer, [&](engine::Pipeline& p) {
     progress_to_stderr(p);
-    if (dump_after.empty() || json) return;
-    p.after(engine::split_names(dump_after),
-            [](const std::string& stage, engine::CompiledStep& step) {
-              std::cout << "// ----- after " << stage << " -----\n"
-                        << engine::Pipeline::print_stage(stage, step);
-            });
+    if (!dump_after.empty() && !json) p.dump_after(dump_after, std::cout);
   });
   const ir::Graph& g = trainer.step_graph();
   const ir::Bindings b = ir::parse_bindings(shape, g, trainer.largest_shape());

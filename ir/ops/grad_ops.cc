@@ -55,9 +55,7 @@ ShapeRule window_grad_rule(const std::string& forward, int forward_operands, int
 // Over the last axis, given y and dy: y * (dy - sum(dy * y)), or dy - exp(y) * sum(dy).
 Lowering softmax_grad_lowering(bool log) {
   Lowering l{.kind = FusionKind::kRow};
-  l.fits = [](const KernelWriter& w, const Node& n) {
-    return reads_the_space(w, n) && all_of_the_space(w, n) && axis_of(n) == last_of(w);
-  };
+  l.fits = fits_over_last_axis;
   l.lower = [log](KernelWriter& w, const Node& n) {
     const int y = w.value(n.operand(0)), dy = w.value(n.operand(1));
     if (log) {

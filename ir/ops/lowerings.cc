@@ -36,6 +36,10 @@ int64_t last_of(const KernelWriter& w) {
   return static_cast<int64_t>(w.space().size()) - 1;
 }
 
+bool fits_over_last_axis(const KernelWriter& w, const Node& n) {
+  return reads_the_space(w, n) && all_of_the_space(w, n) && axis_of(n) == last_of(w);
+}
+
 Lowering elementwise_lowering(KOp k) {
   const bool compare = k >= KOp::kEq && k <= KOp::kGe;
   return {.kind = FusionKind::kElementwise,
@@ -136,14 +140,15 @@ int is_label(KernelWriter& w, int label) {
   return w.emit(KOp::kEq, {w.emit(KOp::kColIndex, {}), label});
 }
 
-// The loss: log(sum(exp(x))) - x[label] per counted row, their mean a sum over rows. With the
-// logits in memory, one pass (the running logsumexp) and a read at the label's column; else max,
-// sum and pick passes.
 // The instructions both directions share: the logits, the row's label, whether it is counted,
 // whether none is, their count, and the constants 0 and 1.
 struct CrossEntropyRow {
   int x, label, counted, none, count, zero, one;
 };
+
+// The loss: log(sum(exp(x))) - x[label] per counted row, their mean a sum over rows. With the
+// logits in memory, one pass (the running logsumexp) and a read at the label's column; else max,
+// sum and pick passes.
 
 void lower_cross_entropy_loss(KernelWriter& w, const Node& n, const CrossEntropyRow& r) {
   const auto [x, label, counted, none, count, zero, one] = r;

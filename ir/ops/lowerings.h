@@ -26,6 +26,9 @@ bool all_of_the_space(const KernelWriter& w, const Node& n);
 int64_t axis_of(const Node& n);
 // The index of the space's last dim.
 int64_t last_of(const KernelWriter& w);
+// A row op along its `axis` attribute (softmax and its kin): every operand a float of the space,
+// the axis its last.
+bool fits_over_last_axis(const KernelWriter& w, const Node& n);
 
 // An elementwise op that is instruction k over its operands (a compare gives a bool that only a
 // select reads; select's condition is that bool).

@@ -31,9 +31,7 @@ std::vector<Value*> norm_grad(GradContext& c) {
 // row.
 Lowering softmax_lowering(bool log) {
   Lowering l{.kind = FusionKind::kRow};
-  l.fits = [](const KernelWriter& w, const Node& n) {
-    return reads_the_space(w, n) && all_of_the_space(w, n) && axis_of(n) == last_of(w);
-  };
+  l.fits = fits_over_last_axis;
   l.lower = [log](KernelWriter& w, const Node& n) {
     const int x = w.value(n.operand(0));
     const int shifted = w.emit(KOp::kSub, {x, w.emit(KOp::kReduceMax, {x})});

@@ -116,13 +116,7 @@ std::unique_ptr<disc::ir::Graph> compile(disc::ir::models::Model model, const Fl
     pipeline.only(std::move(stages));
   }
   for (const auto& name : disc::engine::split_names(f.disable)) pipeline.disable(name);
-  if (!f.dump.empty()) {
-    pipeline.after(disc::engine::split_names(f.dump),
-                   [](const std::string& stage, disc::engine::CompiledStep& s) {
-                     std::cout << "// ----- after " << stage << " -----\n"
-                               << disc::engine::Pipeline::print_stage(stage, s);
-                   });
-  }
+  if (!f.dump.empty()) pipeline.dump_after(f.dump, std::cout);
   disc::engine::CompiledStep step = pipeline.run(std::move(model));
   const std::set<std::string> dumped = disc::engine::split_names(f.dump);
   if (f.fuse && step.fusion && !dumped.contains("fusion") && !dumped.contains("all"))
