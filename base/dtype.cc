@@ -18,6 +18,8 @@ std::string_view dtype_name(DType t) {
       return "i64";
     case DType::kBool:
       return "bool";
+    case DType::kU8:
+      return "u8";
   }
   return "?";
 }
@@ -41,6 +43,7 @@ int64_t dtype_size(DType t) {
     case DType::kF16:
       return 2;
     case DType::kBool:
+    case DType::kU8:
       return 1;
   }
   return 0;

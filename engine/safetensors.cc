@@ -24,7 +24,7 @@ namespace {
 const std::map<std::string, DType>& dtype_codes() {
   static const std::map<std::string, DType> codes = {
       {"F32", DType::kF32}, {"F64", DType::kF64}, {"BF16", DType::kBF16}, {"F16", DType::kF16},
-      {"I32", DType::kI32}, {"I64", DType::kI64}, {"BOOL", DType::kBool}};
+      {"I32", DType::kI32}, {"I64", DType::kI64}, {"BOOL", DType::kBool}, {"U8", DType::kU8}};
   return codes;
 }
 

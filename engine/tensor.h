@@ -83,6 +83,7 @@ Tensor Tensor::from(std::vector<int64_t> shape, const std::vector<T>& values,
              : std::is_same_v<T, double>  ? DType::kF64
              : std::is_same_v<T, int32_t> ? DType::kI32
              : std::is_same_v<T, int64_t> ? DType::kI64
+             : std::is_same_v<T, uint8_t> ? DType::kU8
                                           : DType::kBool;
   Tensor t = empty(dt, std::move(shape), alloc);
   if (static_cast<int64_t>(values.size()) != t.numel()) {

@@ -12,6 +12,11 @@ struct OptimizerConfig {
   double momentum = 0.9;                          // SGD
   bool nesterov = false;                          // SGD
   double clip_norm = 0;                           // 0: no clipping
+  // How the optimizer state (AdamW's moments, SGD's momentum) is held: f32; bf16; or int8, 8-bit
+  // codes with an f32 scale per block of 256 (ir/ops/state_codec.h). bf16 and int8 round
+  // stochastically, by a hash of (parameter, step, element): still the same numbers run to run.
+  enum class State { kF32, kBF16, kInt8 };
+  State state = State::kF32;
   // Loss scaling (f16 training): the step takes a scalar input `loss_scale`, the backward starts
   // from it instead of 1, and the gradients are divided by it before the norm. Where the norm is
   // not finite (an inf or NaN in some gradient), no parameter or state changes: the step is

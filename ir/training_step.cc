@@ -1,8 +1,10 @@
 #include "ir/training_step.h"
 
 #include "base/error.h"
+#include "base/hash.h"
 #include "ir/autodiff.h"
 #include "ir/nn.h"
+#include "ir/ops/state_codec.h"
 
 namespace disc::ir {
 namespace {
@@ -41,6 +43,52 @@ std::vector<Value*> clip(Graph& g, const std::vector<Value*>& grads, Value* norm
 // Optimizer state named after parameter p, of `part`'s type (p's, or its shard's).
 Value* state_like(Graph& g, const Value* p, const Value* part, const std::string& suffix) {
   return g.add_argument(p->name() + "." + suffix, part->type(), Role::kState);
+}
+
+const char* state_name(OptimizerConfig::State s) {
+  return s == OptimizerConfig::State::kBF16 ? "bf16" : "int8";
+}
+
+// A compact state's tensors for the moment `suffix` of p: `P.m` in bf16, or `P.m` (u8 codes) and
+// `P.m.scale` (f32, one per block of 256) for int8; the types adamw_update_compact checks.
+std::vector<Value*> compact_state(Graph& g, const Value* p, const Value* part,
+                                  const std::string& suffix, OptimizerConfig::State s) {
+  const std::string name = p->name() + "." + suffix;
+  if (s == OptimizerConfig::State::kBF16)
+    return {g.add_argument(name, {DType::kBF16, part->shape()}, Role::kState)};
+  const std::optional<int64_t> n = part->type().numel().constant();
+  if (!n)
+    throw InvalidArgument("%" + p->name() + " has shape " + part->type().str() +
+                          "; an int8 optimizer state needs parameters of static shapes");
+  return {g.add_argument(name, {DType::kU8, part->shape()}, Role::kState),
+          g.add_argument(name + ".scale", {DType::kF32, {state_codec::blocks_of(*n)}},
+                         Role::kState)};
+}
+
+// AdamW or SGD on a compact state: the node updating part with `grad`; its results after the
+// first are the state tensors anew, in `state`'s order.
+Node* compact_update(Graph& g, const OptimizerConfig& opt, Value* part, Value* grad,
+                     const std::vector<Value*>& state, Value* lr, Value* step, const Value* p) {
+  std::vector<Value*> operands = {part, grad};
+  operands.insert(operands.end(), state.begin(), state.end());
+  operands.push_back(lr);
+  operands.push_back(step);
+  std::vector<std::string> names = {g.unique_name(p->name() + ".new")};
+  for (const Value* s : state) names.push_back(g.unique_name(s->name() + ".new"));
+  Attributes attrs = opt.kind == OptimizerConfig::Kind::kAdamW
+                         ? Attributes{{"beta1", opt.beta1},
+                                      {"beta2", opt.beta2},
+                                      {"eps", opt.eps},
+                                      {"weight_decay", opt.weight_decay}}
+                         : Attributes{{"momentum", opt.momentum},
+                                      {"weight_decay", opt.weight_decay},
+                                      {"nesterov", opt.nesterov}};
+  attrs.set("state", std::string(state_name(opt.state)));
+  // The dither differs per parameter (by name: the same whatever the order of parameters).
+  attrs.set("salt", static_cast<int64_t>(fnv1a(p->name()) >> 1));
+  const char* op = opt.kind == OptimizerConfig::Kind::kAdamW ? "adamw_update_compact"
+                                                             : "sgd_update_compact";
+  return g.add_node(op, operands, std::move(attrs), names);
 }
 
 // What the optimizer updates: each parameter whole, or, with the state sharded (ZeRO stage 1),
@@ -105,13 +153,20 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
   }
   DType t = loss->dtype();
   Value* lr = g.add_argument("lr", {t, {}}, Role::kInput);
-  Value* step = opt.kind == OptimizerConfig::Kind::kAdamW
+  // AdamW's bias correction counts steps, and a compact state's rounding draws by step.
+  Value* step = opt.kind == OptimizerConfig::Kind::kAdamW || opt.state != OptimizerConfig::State::kF32
                     ? g.add_argument("step", {DType::kI64, {}}, Role::kInput)
                     : nullptr;
   Value* scale = opt.loss_scaling ? g.add_argument("loss_scale", {t, {}}, Role::kInput) : nullptr;
   auto grads =
       scale ? unscaled_gradients(g, loss, params, scale) : build_gradients(g, loss, params);
   const bool sharded = data_parallel && data_parallel->shard_optimizer && data_parallel->ranks > 1;
+  // Each rank's part would have scales of its own blocks, which a checkpoint cannot join into the
+  // whole parameter's.
+  if (sharded && opt.state == OptimizerConfig::State::kInt8)
+    throw InvalidArgument(
+        "an int8 optimizer state cannot be sharded over ranks yet: hold it in bf16, or whole on "
+        "every rank");
   if (sharded) {
     grads = reduce_scatter_in_buckets(g, grads, data_parallel->bucket_bytes, data_parallel->ranks);
   } else if (data_parallel) {
@@ -130,7 +185,18 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
   for (size_t i = 0; i < params.size(); ++i) {
     Value *p = params[i], *grad = grads[i];  // with sharding, its part already
     Value* part = updated.part(g, p);
-    if (opt.kind == OptimizerConfig::Kind::kAdamW) {
+    if (opt.state != OptimizerConfig::State::kF32) {
+      std::vector<Value*> state;
+      for (const char* moment : opt.kind == OptimizerConfig::Kind::kAdamW
+                                    ? std::vector<const char*>{"m", "v"}
+                                    : std::vector<const char*>{"momentum"}) {
+        auto held = compact_state(g, p, part, moment, opt.state);
+        state.insert(state.end(), held.begin(), held.end());
+      }
+      Node* n = compact_update(g, opt, part, grad, state, lr, step, p);
+      add_update(g, p, updated.whole(g, n->result(0), p), guard);
+      for (size_t k = 0; k < state.size(); ++k) add_update(g, state[k], n->result(k + 1), guard);
+    } else if (opt.kind == OptimizerConfig::Kind::kAdamW) {
       Value *m = state_like(g, p, part, "m"), *v = state_like(g, p, part, "v");
       Node* n = g.add_node("adamw_update", {part, grad, m, v, lr, step},
                            {{"beta1", opt.beta1},

@@ -113,6 +113,12 @@ const std::vector<ConfigKey>& config_schema() {
        {},
        0,
        1e9},
+      {"optimizer.state_dtype",
+       K::kChoice,
+       "f32",
+       "how the optimizer state is held: f32; bf16; int8 (8-bit codes, an f32 scale per 256), "
+       "both rounded stochastically (docs/fine-tuning.md)",
+       {"f32", "bf16", "int8"}},
       {"schedule.lr", K::kFloat, "3e-3", "peak learning rate", {}, 0, 100},
       {"schedule.min_lr", K::kFloat, "3e-4", "learning rate at the end of the decay", {}, 0, 100},
       {"schedule.warmup_steps", K::kInt, "50", "linear warmup from 0", {}, 0, 1e12},

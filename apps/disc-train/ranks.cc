@@ -56,6 +56,12 @@ Ranks join_ranks(const Config& c, RunSetup& s, const std::map<std::string, std::
   s.trainer.communicator = r.world;
   s.trainer.bucket_bytes = c.get_bytes("distributed.bucket_bytes");
   s.trainer.shard_optimizer = c.get_bool("distributed.shard_optimizer");
+  if (s.trainer.shard_optimizer && c.get_string("optimizer.state_dtype") == "int8") {
+    throw InvalidArgument(
+        "distributed.shard_optimizer cannot shard an int8 optimizer state yet (each rank's part "
+        "would have scales a checkpoint cannot join): set optimizer.state_dtype to bf16, or "
+        "distributed.shard_optimizer to false");
+  }
   spdlog::info("data parallel: {} ranks ({})", r.size, r.world->describe());
   return r;
 }

@@ -139,14 +139,27 @@ void cast_kernel(const KernelArgs& a) {
     store_double(a.out[0], i, load_as_double(a.in[0], i));
 }
 
+// Moves elements without reading them as numbers, so it takes every dtype as it is: 16-bit
+// floats unwidened, and an 8-bit optimizer state's codes (the f16 step's skip guard selects them).
+template <typename Bits>
+void select_bits(const KernelArgs& a) {
+  const bool* c = a.in[0].as<bool>();
+  const Bits *x = a.in[1].as<Bits>(), *y = a.in[2].as<Bits>();
+  Bits* out = a.out[0].as<Bits>();
+  for (int64_t i = 0, n = a.out[0].numel(); i < n; ++i) out[i] = c[i] ? x[i] : y[i];
+}
+
 void select_kernel(const KernelArgs& a) {
-  dispatch_number(a.in[1].dtype, a.op, [&](auto t) {
-    using T = decltype(t);
-    const bool* c = a.in[0].as<bool>();
-    const T *x = a.in[1].as<T>(), *y = a.in[2].as<T>();
-    T* out = a.out[0].as<T>();
-    for (int64_t i = 0, n = a.out[0].numel(); i < n; ++i) out[i] = c[i] ? x[i] : y[i];
-  });
+  switch (dtype_size(a.in[1].dtype)) {
+    case 1:
+      return select_bits<uint8_t>(a);
+    case 2:
+      return select_bits<uint16_t>(a);
+    case 4:
+      return select_bits<uint32_t>(a);
+    default:
+      return select_bits<uint64_t>(a);
+  }
 }
 
 // Gradient rules, each building d(operand) from dy with other ops. `G` is the context.
@@ -304,6 +317,7 @@ void register_elementwise_ops(OpRegistry& r) {
     return std::vector{TensorType{ctx.in(1).dtype, unify_shapes(ctx, 1, 2)}};
   };
   select.reference = select_kernel;
+  select.reference_takes_half = true;
   select.lowering = elementwise_lowering(KOp::kSelect);
   select.overwritable = {1, 2};
   select.grad = [](G& c) {

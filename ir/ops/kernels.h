@@ -57,6 +57,8 @@ void cross_entropy_grad_kernel(const KernelArgs& a);
 // optimizer_kernels.cc
 void sgd_update_kernel(const KernelArgs& a);
 void adamw_update_kernel(const KernelArgs& a);
+void sgd_update_compact_kernel(const KernelArgs& a);
+void adamw_update_compact_kernel(const KernelArgs& a);
 
 // --- Helpers the kernel files share ---
 

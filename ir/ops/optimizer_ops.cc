@@ -7,6 +7,7 @@
 #include "ir/ops/lowerings.h"
 #include "ir/ops/ops.h"
 #include "ir/ops/shape_helpers.h"
+#include "ir/ops/state_codec.h"
 
 namespace disc::ir {
 namespace {
@@ -78,6 +79,62 @@ Lowering adamw_lowering() {
   return l;
 }
 
+// The tensors one moment is held in: bf16 values of the parameter's shape, or (int8) its u8 codes
+// and an f32 scale per block.
+std::vector<TensorType> held_types(const std::string& state, const TensorType& param) {
+  if (state == "bf16") return {{DType::kBF16, param.shape}};
+  const int64_t n = *param.numel().constant();
+  return {{DType::kU8, param.shape}, {DType::kF32, {state_codec::blocks_of(n)}}};
+}
+
+// Operands: param and grad (f32), each moment's held tensors, lr (f32 scalar), step (i64 scalar).
+// Results: param', then each moment's held tensors anew.
+ShapeRule compact_rule(int moments) {
+  return [moments](InferContext& ctx) {
+    const TensorType& param = ctx.in(0);
+    ctx.require(param.dtype == DType::kF32,
+                "operand 0 (param) must be f32: a compact optimizer state updates f32 weights");
+    same_dtype(ctx, 0, 1);
+    unify_shapes(ctx, 0, 1);
+    const std::string state = ctx.attrs().get_string("state");
+    ctx.require(state == "bf16" || param.numel().constant().has_value(),
+                "operand 0 (param) must have a static shape for an int8 state, not " + param.str());
+    const std::vector<TensorType> held = held_types(state, param);
+    const int n_held = moments * static_cast<int>(held.size());
+    ctx.require(ctx.num_operands() == 4 + n_held,
+                "with state " + state + " it takes " + std::to_string(4 + n_held) +
+                    " operands: param, grad, " + std::to_string(n_held) +
+                    " state tensors, lr, step");
+    std::vector<TensorType> results = {param};
+    for (int i = 0; i < n_held; ++i) {
+      const TensorType& want = held[i % held.size()];
+      ctx.require(ctx.in(2 + i) == want, "operand " + std::to_string(2 + i) + " is " +
+                                             ctx.in(2 + i).str() + "; state " + state +
+                                             " holds it as " + want.str());
+      results.push_back(want);
+    }
+    ctx.require(ctx.in(2 + n_held).rank() == 0 && ctx.in(2 + n_held).dtype == DType::kF32,
+                "operand " + std::to_string(2 + n_held) + " (lr) must be an f32 scalar");
+    ctx.require(ctx.in(3 + n_held).rank() == 0 && ctx.in(3 + n_held).dtype == DType::kI64,
+                "operand " + std::to_string(3 + n_held) +
+                    " (step) must be an i64 scalar (1 at the first step)");
+    return results;
+  };
+}
+
+// param' over param, and each held tensor anew over the one it replaces (operand 1 + result).
+std::vector<std::vector<int>> compact_overwrites(const Attributes&, int results) {
+  std::vector<std::vector<int>> over = {{0}};
+  for (int r = 1; r < results; ++r) over.push_back({r + 1});
+  return over;
+}
+
+std::vector<AttrSpec> with_state(std::vector<AttrSpec> attrs) {
+  attrs.push_back({"state", AttrKind::kString, std::string("bf16"), {"bf16", "int8"}});
+  attrs.push_back({"salt", AttrKind::kInt, int64_t{0}, {}});  // the dither's (state_codec.h)
+  return attrs;
+}
+
 }  // namespace
 
 void register_optimizer_ops(OpRegistry& r) {
@@ -90,9 +147,10 @@ void register_optimizer_ops(OpRegistry& r) {
   sgd.min_operands = sgd.max_operands = 4;  // param, grad, buf, lr
   sgd.num_results = 2;
   sgd.flops_per_element = 5;
-  sgd.attrs = {{"momentum", AttrKind::kFloat, 0.9, {}},
-               {"weight_decay", AttrKind::kFloat, 0.0, {}},
-               {"nesterov", AttrKind::kBool, false, {}}};
+  const std::vector<AttrSpec> sgd_attrs = {{"momentum", AttrKind::kFloat, 0.9, {}},
+                                           {"weight_decay", AttrKind::kFloat, 0.0, {}},
+                                           {"nesterov", AttrKind::kBool, false, {}}};
+  sgd.attrs = sgd_attrs;
   sgd.infer = update_rule(3, false, 2);
   sgd.reference = sgd_update_kernel;
   sgd.overwritable_of = per_result({{0}, {2}});  // param' over param, buf' over buf
@@ -107,15 +165,48 @@ void register_optimizer_ops(OpRegistry& r) {
   adamw.min_operands = adamw.max_operands = 6;  // param, grad, m, v, lr, step
   adamw.num_results = 3;
   adamw.flops_per_element = 14;
-  adamw.attrs = {{"beta1", AttrKind::kFloat, 0.9, {}},
-                 {"beta2", AttrKind::kFloat, 0.999, {}},
-                 {"eps", AttrKind::kFloat, 1e-8, {}},
-                 {"weight_decay", AttrKind::kFloat, 0.01, {}}};
+  const std::vector<AttrSpec> adamw_attrs = {{"beta1", AttrKind::kFloat, 0.9, {}},
+                                             {"beta2", AttrKind::kFloat, 0.999, {}},
+                                             {"eps", AttrKind::kFloat, 1e-8, {}},
+                                             {"weight_decay", AttrKind::kFloat, 0.01, {}}};
+  adamw.attrs = adamw_attrs;
   adamw.infer = update_rule(4, true, 3);
   adamw.reference = adamw_update_kernel;
   adamw.overwritable_of = per_result({{0}, {2}, {3}});  // param', m', v' over param, m, v
   adamw.lowering = adamw_lowering();
   r.add(std::move(adamw));
+
+  // The same updates with the state held compactly (ir/ops/state_codec.h): the kernels widen each
+  // block of it to f32, update it as above, and round it back.
+  OpDef sgd_compact{.name = "sgd_update_compact",
+                    .category = OpCategory::kElementwise,
+                    .summary = "sgd_update with the momentum held in bf16 or 8-bit codes "
+                               "(`state`), rounded stochastically by (`salt`, step, element)"};
+  sgd_compact.min_operands = 5;  // param, grad, buf (1 or 2 tensors), lr, step
+  sgd_compact.max_operands = 6;
+  sgd_compact.num_results = -1;
+  sgd_compact.flops_per_element = 30;
+  sgd_compact.attrs = with_state(sgd_attrs);
+  sgd_compact.infer = compact_rule(1);
+  sgd_compact.reference = sgd_update_compact_kernel;
+  sgd_compact.reference_takes_half = true;
+  sgd_compact.overwritable_of = compact_overwrites;
+  r.add(std::move(sgd_compact));
+
+  OpDef adamw_compact{.name = "adamw_update_compact",
+                      .category = OpCategory::kElementwise,
+                      .summary = "adamw_update with m and v held in bf16 or 8-bit codes "
+                                 "(`state`), rounded stochastically by (`salt`, step, element)"};
+  adamw_compact.min_operands = 6;  // param, grad, m and v (1 or 2 tensors each), lr, step
+  adamw_compact.max_operands = 8;
+  adamw_compact.num_results = -1;
+  adamw_compact.flops_per_element = 40;
+  adamw_compact.attrs = with_state(adamw_attrs);
+  adamw_compact.infer = compact_rule(2);
+  adamw_compact.reference = adamw_update_compact_kernel;
+  adamw_compact.reference_takes_half = true;
+  adamw_compact.overwritable_of = compact_overwrites;
+  r.add(std::move(adamw_compact));
 }
 
 }  // namespace disc::ir
