@@ -90,6 +90,11 @@ TrainerJson read_trainer_json(const std::string& path) {
   }
 }
 
+// How an optimizer state tensor of dtype t is held (ir::OptimizerConfig::State): u8 codes are int8.
+std::string state_held_as(DType t) {
+  return t == DType::kU8 ? "int8" : std::string(dtype_name(t));
+}
+
 // The training step's inputs that step() fills in itself.
 bool supplied_by_the_trainer(const std::string& input) {
   return input == "lr" || input == "step" || input == "loss_scale" || input == "rank";
@@ -486,6 +491,13 @@ std::map<std::string, std::string> Trainer::load(const std::string& dir) {
     if (it == file.tensors.end()) {
       throw InvalidArgument("checkpoint " + dir + " lacks `" + name +
                             "`: it belongs to a different model");
+    }
+    const ir::Value* arg = graph().find_value(name);
+    if (it->second.dtype() != t.dtype() && arg && arg->role() == ir::Role::kState) {
+      throw InvalidArgument(
+          "checkpoint " + dir + " holds `" + name + "` as " + it->second.describe() +
+          ": its optimizer state is " + state_held_as(it->second.dtype()) + ", this run's " +
+          state_held_as(t.dtype()) + "; resume it with the optimizer state it was written with");
     }
     if (it->second.dtype() != t.dtype() ||
         it->second.shape() != impl_->shards_.saved_shape(name, t)) {

@@ -60,9 +60,9 @@ std::vector<Value*> compact_state(Graph& g, const Value* p, const Value* part,
   if (!n)
     throw InvalidArgument("%" + p->name() + " has shape " + part->type().str() +
                           "; an int8 optimizer state needs parameters of static shapes");
-  return {g.add_argument(name, {DType::kU8, part->shape()}, Role::kState),
-          g.add_argument(name + ".scale", {DType::kF32, {state_codec::blocks_of(*n)}},
-                         Role::kState)};
+  return {
+      g.add_argument(name, {DType::kU8, part->shape()}, Role::kState),
+      g.add_argument(name + ".scale", {DType::kF32, {state_codec::blocks_of(*n)}}, Role::kState)};
 }
 
 // AdamW or SGD on a compact state: the node updating part with `grad`; its results after the
@@ -86,8 +86,8 @@ Node* compact_update(Graph& g, const OptimizerConfig& opt, Value* part, Value* g
   attrs.set("state", std::string(state_name(opt.state)));
   // The dither differs per parameter (by name: the same whatever the order of parameters).
   attrs.set("salt", static_cast<int64_t>(fnv1a(p->name()) >> 1));
-  const char* op = opt.kind == OptimizerConfig::Kind::kAdamW ? "adamw_update_compact"
-                                                             : "sgd_update_compact";
+  const char* op =
+      opt.kind == OptimizerConfig::Kind::kAdamW ? "adamw_update_compact" : "sgd_update_compact";
   return g.add_node(op, operands, std::move(attrs), names);
 }
 
@@ -154,9 +154,10 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
   DType t = loss->dtype();
   Value* lr = g.add_argument("lr", {t, {}}, Role::kInput);
   // AdamW's bias correction counts steps, and a compact state's rounding draws by step.
-  Value* step = opt.kind == OptimizerConfig::Kind::kAdamW || opt.state != OptimizerConfig::State::kF32
-                    ? g.add_argument("step", {DType::kI64, {}}, Role::kInput)
-                    : nullptr;
+  Value* step =
+      opt.kind == OptimizerConfig::Kind::kAdamW || opt.state != OptimizerConfig::State::kF32
+          ? g.add_argument("step", {DType::kI64, {}}, Role::kInput)
+          : nullptr;
   Value* scale = opt.loss_scaling ? g.add_argument("loss_scale", {t, {}}, Role::kInput) : nullptr;
   auto grads =
       scale ? unscaled_gradients(g, loss, params, scale) : build_gradients(g, loss, params);

@@ -92,7 +92,9 @@ std::vector<HeldMoment> held_moments(const KernelArgs& a,
   const auto salt = static_cast<uint64_t>(a.a().get_int("salt"));
   std::vector<HeldMoment> held;
   for (int i = 0; i < static_cast<int>(signs.size()); ++i) {
-    HeldMoment h{.in = a.in[2 + per * i], .out = a.out[1 + per * i], .sign = signs[i],
+    HeldMoment h{.in = a.in[2 + per * i],
+                 .out = a.out[1 + per * i],
+                 .sign = signs[i],
                  .salt = salt ^ (0x5851F42D4C957F2Dull * static_cast<uint64_t>(i + 1))};
     if (per == 2) h.in_scale = a.in[3 + per * i], h.out_scale = a.out[2 + per * i];
     held.push_back(h);

@@ -180,8 +180,9 @@ void register_optimizer_ops(OpRegistry& r) {
   // block of it to f32, update it as above, and round it back.
   OpDef sgd_compact{.name = "sgd_update_compact",
                     .category = OpCategory::kElementwise,
-                    .summary = "sgd_update with the momentum held in bf16 or 8-bit codes "
-                               "(`state`), rounded stochastically by (`salt`, step, element)"};
+                    .summary =
+                        "sgd_update with the momentum held in bf16 or 8-bit codes "
+                        "(`state`), rounded stochastically by (`salt`, step, element)"};
   sgd_compact.min_operands = 5;  // param, grad, buf (1 or 2 tensors), lr, step
   sgd_compact.max_operands = 6;
   sgd_compact.num_results = -1;
@@ -195,8 +196,9 @@ void register_optimizer_ops(OpRegistry& r) {
 
   OpDef adamw_compact{.name = "adamw_update_compact",
                       .category = OpCategory::kElementwise,
-                      .summary = "adamw_update with m and v held in bf16 or 8-bit codes "
-                                 "(`state`), rounded stochastically by (`salt`, step, element)"};
+                      .summary =
+                          "adamw_update with m and v held in bf16 or 8-bit codes "
+                          "(`state`), rounded stochastically by (`salt`, step, element)"};
   adamw_compact.min_operands = 6;  // param, grad, m and v (1 or 2 tensors each), lr, step
   adamw_compact.max_operands = 8;
   adamw_compact.num_results = -1;

@@ -22,7 +22,8 @@ int top_of(Sign s) {
 const std::array<float, 256>& levels() {
   static const std::array<float, 256> table = [] {
     std::array<float, 256> t{};
-    for (int k = 1; k < 256; ++k) t[k] = static_cast<float>(std::exp2((k - 255.0) / kStepsPerOctave));
+    for (int k = 1; k < 256; ++k)
+      t[k] = static_cast<float>(std::exp2((k - 255.0) / kStepsPerOctave));
     return t;
   }();
   return table;

@@ -207,6 +207,13 @@ TEST(DataParallelRun, ABatchTheRanksCannotShareEquallyIsRefusedBeforeAnythingIsW
   EXPECT_EQ(v.code, 0) << v.out;
   EXPECT_EQ(v.out.find("config OK"), v.out.rfind("config OK")) << v.out;
   EXPECT_NE(v.out.find("(each of 3 ranks)"), std::string::npos) << v.out;
+  // An int8 optimizer state cannot be sharded (its scales are per block of each rank's part).
+  v = run_command(validate +
+                  " data.batch_size=6 distributed.shard_optimizer=true optimizer.state_dtype=int8");
+  EXPECT_EQ(v.code, 2) << v.out;
+  EXPECT_NE(v.out.find("distributed.shard_optimizer cannot shard an int8 optimizer state"),
+            std::string::npos)
+      << v.out;
 }
 
 // The processes whose parent is `parent` (mpirun's ranks), from /proc.

@@ -13,95 +13,28 @@
 #include "base/error.h"
 #include "engine/trainer.h"
 #include "ir/models/model.h"
+#include "tests/engine/loss_curve.h"
 
 namespace disc::engine {
 namespace {
 
-ir::models::Model llama() {
-  return ir::models::build_llama(
-      {.vocab = 32, .hidden = 64, .layers = 2, .heads = 4, .kv_heads = 2, .ffn = 172});
-}
+using testing::counting;
+using testing::losses;
+using testing::parameters;
 
 Trainer trainer(DType precision, const std::string& device = "cpu", double loss_scale = 65536,
                 int64_t growth_interval = 2000) {
   TrainerOptions o;
   o.device = device, o.threads = 2, o.seed = 3, o.precision = precision;
   o.loss_scale = loss_scale, o.loss_scale_growth_interval = growth_interval;
-  return Trainer(llama(), o);
+  return Trainer(testing::counting_llama(), o);
 }
 
-std::map<std::string, std::vector<float>> parameters(const Trainer& t) {
-  std::map<std::string, std::vector<float>> out;
-  for (const std::string& p : t.parameter_names()) out[p] = t.parameter(p).to_vector<float>();
-  return out;
-}
-
-// Counting sequences (start, start + stride, ...) of lengths 8..40, as tests/engine/
-// training_test.cc draws them: step `step`'s batch, the same for every run.
-Batch counting(Trainer& t, int step, int64_t b = 6) {
-  std::mt19937_64 rng(static_cast<uint64_t>(step));
-  const int64_t s = 8 + static_cast<int64_t>(rng() % 33);
-  std::vector<int32_t> tokens(b * s), targets(b * s, -100);
-  for (int64_t r = 0; r < b; ++r) {
-    const int64_t start = static_cast<int64_t>(rng() % 32), stride = 1 + rng() % 3;
-    for (int64_t i = 0; i < s; ++i)
-      tokens[r * s + i] = static_cast<int32_t>((start + i * stride) % 32);
-    for (int64_t i = 0; i + 1 < s; ++i) targets[r * s + i] = tokens[r * s + i + 1];
-  }
-  return {{"tokens", Tensor::from<int32_t>({b, s}, tokens, t.allocator())},
-          {"targets", Tensor::from<int32_t>({b, s}, targets, t.allocator())}};
-}
-
-// The curves' 300 steps and the windows they are compared in.
-constexpr int kSteps = 300, kWindow = 25;
-
-// The learning rate of step `i`: from 3e-3 down to 3e-4 along a cosine over kSteps, so that the
-// runs settle rather than wander on a plateau.
-double lr(int i) {
-  return 3e-4 + 2.7e-3 * 0.5 * (1 + std::cos(std::numbers::pi * std::min(i, kSteps) / kSteps));
-}
-
-std::vector<float> losses(Trainer& t, int steps) {
-  std::vector<float> out;
-  for (int i = 0; i < steps; ++i) out.push_back(t.step(counting(t, i), lr(i)).loss);
-  return out;
-}
-
-// The f32 run the 16-bit runs are held against: 300 steps of learning to count.
-const std::vector<float>& f32_losses() {
-  static const std::vector<float> kLosses = [] {
-    Trainer f32 = trainer(DType::kF32);
-    return losses(f32, kSteps);
-  }();
-  return kLosses;
-}
-
-// Mean loss of each window of kWindow steps: the curve, without one batch's noise.
-std::vector<double> curve(const std::vector<float>& l) {
-  std::vector<double> out(l.size() / kWindow, 0.0);
-  for (size_t i = 0; i < out.size() * kWindow; ++i) out[i / kWindow] += l[i] / kWindow;
-  return out;
-}
-
-// A 16-bit run (`a`) over 300 steps: each of its first 40 losses within 3% (plus 0.02) of the f32
-// run's, its curve within 10% (plus 0.01) of the f32 curve (measured here: bf16 within 9.5%,
-// 0.016, f16 within 4.4%), and it learns as much; `b`, of the same options, repeats its first 40
-// losses bit for bit; the precision did change the numbers.
+// A 16-bit run: each of its first 40 losses within 3% (plus 0.02) of the f32 run's, its curve
+// within 10% (plus 0.01) of the f32 curve (measured here: bf16 within 9.5%, 0.016, f16 within
+// 4.4%); and it repeats bit for bit (loss_curve.h).
 void expect_losses_follow_f32(Trainer a, Trainer b) {
-  const std::vector<float>& want = f32_losses();
-  const std::vector<float> got = losses(a, kSteps);
-  const std::vector<float> first(got.begin(), got.begin() + 40);
-  EXPECT_EQ(losses(b, 40), first);
-  for (size_t i = 0; i < first.size(); ++i)
-    EXPECT_NEAR(got[i], want[i], 0.03 * want[i] + 0.02) << "step " << i + 1;
-  const std::vector<double> got_curve = curve(got), want_curve = curve(want);
-  for (size_t w = 0; w < want_curve.size(); ++w) {
-    std::printf("  steps %3zu-%3zu: mean loss %.4f (f32 %.4f)\n", w * kWindow + 1,
-                (w + 1) * kWindow, got_curve[w], want_curve[w]);
-    EXPECT_NEAR(got_curve[w], want_curve[w], 0.1 * want_curve[w] + 0.01) << "window " << w;
-  }
-  EXPECT_LT(got_curve.back(), 0.1 * got_curve.front());
-  EXPECT_NE(got, want);
+  testing::expect_losses_follow_f32(std::move(a), std::move(b), 0.03, 0.1);
 }
 
 // bf16 rounds every matmul's operands and result to 8 significant bits.
@@ -117,7 +50,7 @@ TEST(Precision, Bf16LossesAreTheSameBitsWithAndWithoutBackwardRecompute) {
   for (bool recompute : {false, true}) {
     TrainerOptions o;
     o.threads = 2, o.seed = 3, o.precision = DType::kBF16, o.backward_recompute = recompute;
-    Trainer t(llama(), o);
+    Trainer t(testing::counting_llama(), o);
     got[recompute] = losses(t, 8);
   }
   EXPECT_EQ(got[0], got[1]);

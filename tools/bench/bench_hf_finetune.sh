@@ -3,11 +3,13 @@
 # 22 layers, 32 heads, 4 KV heads, ffn 5632, vocab 32000) on CodeAlpaca with a 32000-piece
 # sentencepiece tokenizer, from a Hugging Face folder. No weights can be downloaded here, so the
 # folder holds random bf16 weights that `disc-train export` writes; the tokenizer is trained on the
-# data with spm_train. For B = 1 and 2 it reports the memory plan (`disc-train plan --json`: the
-# lower bound and the smallest cap the planner reaches for every batch), then times a few steps
-# without a cap and with that smallest cap, with /usr/bin/time -v for the process's peak RSS.
+# data with spm_train. For each optimizer state dtype (f32, bf16, int8) and B = 1 and 2 it reports
+# the memory plan (`disc-train plan --json`: the lower bound and the smallest cap the planner
+# reaches for every batch), then times a few steps without a cap and with that smallest cap, with
+# /usr/bin/time -v for the process's peak RSS.
 #
 #   tools/bench/bench_hf_finetune.sh [BUILD_DIR] [CODEALPACA_JSON] [WORK_DIR]
+#   STATES="f32 int8" BATCHES=2 STEPS=3 tools/bench/bench_hf_finetune.sh   # fewer runs
 #
 # Needs about 20 GiB of RAM and 3 GiB of disk in WORK_DIR (default /tmp/disc-hf-bench).
 set -euo pipefail
@@ -63,10 +65,12 @@ jit:
   cache_dir: $work/kernels
 EOF
 
-for b in 1 2; do
-  echo "== B=$b"
+for state in ${STATES:-f32 bf16 int8}; do
+for b in ${BATCHES:-1 2}; do
+  echo "== optimizer.state_dtype=$state, B=$b"
   # A cap (any) makes the planner list what it may evict, and so the smallest cap it reaches.
-  "$train" plan --config finetune.yaml --json data.batch_size=$b memory.cap=1TiB > plan-b$b.json
+  "$train" plan --config finetune.yaml --json data.batch_size=$b memory.cap=1TiB \
+    optimizer.state_dtype=$state > plan-b$b.json
   /usr/bin/python3 -c "
 import json, sys
 j = json.load(open(sys.argv[1]))
@@ -79,7 +83,7 @@ print(f'   plan: {j[\"worst_shapes\"]} worst shape(s); parameters and optimizer 
   for run in "nocap memory.cap=0" "cap memory.cap=$cap"; do
     set -- $run
     /usr/bin/time -v "$train" run --config finetune.yaml data.batch_size=$b "$2" \
-      logging.metrics="$work/m-b$b-$1.jsonl" > "run-b$b-$1.log" 2>&1
+      optimizer.state_dtype=$state logging.metrics="$work/m-b$b-$1.jsonl" > "run-b$b-$1.log" 2>&1
     /usr/bin/python3 -c "
 import json, re, sys
 steps = [json.loads(l) for l in open(sys.argv[1]) if '\"step\"' in l]
@@ -95,11 +99,14 @@ print(f'   {sys.argv[3]:>24}: {len(steps)} steps, {secs / len(later):.1f} s/step
 " "m-b$b-$1.jsonl" "run-b$b-$1.log" "$2"
   done
 done
+done
 
 # What the plan holds at B=2 when the embeddings are frozen (no gradient, no AdamW moments), and
 # without clipping by global norm (each gradient can go as soon as its update is done).
-for variant in 'train.freeze=[model.embed_tokens.*]' 'optimizer.clip_norm=0'; do
-  "$train" plan --config finetune.yaml --json data.batch_size=2 memory.cap=1TiB "$variant" > plan-variant.json
+for variant in 'train.freeze=[model.embed_tokens.*]' 'optimizer.clip_norm=0' \
+  'optimizer.clip_norm=0 optimizer.state_dtype=int8'; do
+  # shellcheck disable=SC2086  # a variant is one or more key=value words
+  "$train" plan --config finetune.yaml --json data.batch_size=2 memory.cap=1TiB $variant > plan-variant.json
   /usr/bin/python3 -c "
 import json, sys
 j = json.load(open(sys.argv[1]))
