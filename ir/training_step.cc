@@ -128,6 +128,52 @@ void add_update(Graph& g, Value* argument, Value* value, Value* zero_if_finite) 
   g.add_update(argument, value);
 }
 
+// The step's scalars every update reads: the learning rate, the step count (AdamW, a compact
+// state) and the loss-scaling guard (null without loss scaling).
+struct UpdateScalars {
+  Value *lr, *step, *guard;
+};
+
+// The optimizer's update of parameter p from `grad` (with sharding, the gradient of p's part),
+// with p's state arguments.
+void add_optimizer(Graph& g, const OptimizerConfig& opt, Value* p, Value* grad,
+                   const UpdateScalars& s, const Updated& updated) {
+  Value* part = updated.part(g, p);
+  if (opt.state != OptimizerConfig::State::kF32) {
+    std::vector<Value*> state;
+    for (const char* moment : opt.kind == OptimizerConfig::Kind::kAdamW
+                                  ? std::vector<const char*>{"m", "v"}
+                                  : std::vector<const char*>{"momentum"}) {
+      auto held = compact_state(g, p, part, moment, opt.state);
+      state.insert(state.end(), held.begin(), held.end());
+    }
+    Node* n = compact_update(g, opt, part, grad, state, s.lr, s.step, p);
+    add_update(g, p, updated.whole(g, n->result(0), p), s.guard);
+    for (size_t k = 0; k < state.size(); ++k) add_update(g, state[k], n->result(k + 1), s.guard);
+  } else if (opt.kind == OptimizerConfig::Kind::kAdamW) {
+    Value *m = state_like(g, p, part, "m"), *v = state_like(g, p, part, "v");
+    Node* n = g.add_node("adamw_update", {part, grad, m, v, s.lr, s.step},
+                         {{"beta1", opt.beta1},
+                          {"beta2", opt.beta2},
+                          {"eps", opt.eps},
+                          {"weight_decay", opt.weight_decay}},
+                         {g.unique_name(p->name() + ".new"), g.unique_name(m->name() + ".new"),
+                          g.unique_name(v->name() + ".new")});
+    add_update(g, p, updated.whole(g, n->result(0), p), s.guard);
+    add_update(g, m, n->result(1), s.guard);
+    add_update(g, v, n->result(2), s.guard);
+  } else {
+    Value* buf = state_like(g, p, part, "momentum");
+    Node* n = g.add_node("sgd_update", {part, grad, buf, s.lr},
+                         {{"momentum", opt.momentum},
+                          {"weight_decay", opt.weight_decay},
+                          {"nesterov", opt.nesterov}},
+                         {g.unique_name(p->name() + ".new"), g.unique_name(buf->name() + ".new")});
+    add_update(g, p, updated.whole(g, n->result(0), p), s.guard);
+    add_update(g, buf, n->result(1), s.guard);
+  }
+}
+
 }  // namespace
 
 void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& params,
@@ -183,44 +229,8 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
   g.add_output("grad_norm", norm);
   Updated updated;
   if (sharded) updated = {data_parallel, g.add_argument("rank", {DType::kI64, {}}, Role::kInput)};
-  for (size_t i = 0; i < params.size(); ++i) {
-    Value *p = params[i], *grad = grads[i];  // with sharding, its part already
-    Value* part = updated.part(g, p);
-    if (opt.state != OptimizerConfig::State::kF32) {
-      std::vector<Value*> state;
-      for (const char* moment : opt.kind == OptimizerConfig::Kind::kAdamW
-                                    ? std::vector<const char*>{"m", "v"}
-                                    : std::vector<const char*>{"momentum"}) {
-        auto held = compact_state(g, p, part, moment, opt.state);
-        state.insert(state.end(), held.begin(), held.end());
-      }
-      Node* n = compact_update(g, opt, part, grad, state, lr, step, p);
-      add_update(g, p, updated.whole(g, n->result(0), p), guard);
-      for (size_t k = 0; k < state.size(); ++k) add_update(g, state[k], n->result(k + 1), guard);
-    } else if (opt.kind == OptimizerConfig::Kind::kAdamW) {
-      Value *m = state_like(g, p, part, "m"), *v = state_like(g, p, part, "v");
-      Node* n = g.add_node("adamw_update", {part, grad, m, v, lr, step},
-                           {{"beta1", opt.beta1},
-                            {"beta2", opt.beta2},
-                            {"eps", opt.eps},
-                            {"weight_decay", opt.weight_decay}},
-                           {g.unique_name(p->name() + ".new"), g.unique_name(m->name() + ".new"),
-                            g.unique_name(v->name() + ".new")});
-      add_update(g, p, updated.whole(g, n->result(0), p), guard);
-      add_update(g, m, n->result(1), guard);
-      add_update(g, v, n->result(2), guard);
-    } else {
-      Value* buf = state_like(g, p, part, "momentum");
-      Node* n =
-          g.add_node("sgd_update", {part, grad, buf, lr},
-                     {{"momentum", opt.momentum},
-                      {"weight_decay", opt.weight_decay},
-                      {"nesterov", opt.nesterov}},
-                     {g.unique_name(p->name() + ".new"), g.unique_name(buf->name() + ".new")});
-      add_update(g, p, updated.whole(g, n->result(0), p), guard);
-      add_update(g, buf, n->result(1), guard);
-    }
-  }
+  for (size_t i = 0; i < params.size(); ++i)
+    add_optimizer(g, opt, params[i], grads[i], {lr, step, guard}, updated);
 }
 
 }  // namespace disc::ir

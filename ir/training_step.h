@@ -5,8 +5,10 @@
 // The step gains these arguments: input `lr` (scalar, the learning rate, so schedules live
 // outside the graph), input `step` (i64 scalar, 1 at the first step; AdamW's bias correction),
 // and per parameter P the optimizer state `P.m`, `P.v` (AdamW) or `P.momentum` (SGD), all
-// starting at zero. Outputs: `loss` and `grad_norm` (before clipping). Every parameter and state
-// argument gets an update. With OptimizerConfig::loss_scaling, also input `loss_scale` (scalar).
+// starting at zero: f32, or with a compact state (OptimizerConfig::state) bf16, or u8 codes with
+// an f32 `P.m.scale` per block (ir/ops/state_codec.h; SGD then takes `step` too). Outputs: `loss`
+// and `grad_norm` (before clipping). Every parameter and state argument gets an update. With
+// OptimizerConfig::loss_scaling, also input `loss_scale` (scalar).
 #pragma once
 
 #include <vector>

@@ -1,7 +1,9 @@
 // Reference kernels of the optimizer updates (ir/ops/optimizer_ops.cc), following PyTorch 1.13's
 // single-tensor SGD and AdamW step by step, in the parameter's dtype, so that f32 results agree
 // with PyTorch's to the rounding. The executor may pass an output that aliases its input (an
-// in-place update), so each element's inputs are all read before any output is written.
+// in-place update), so each element's inputs are all read before any output is written. The
+// compact kernels (the state in bf16 or 8-bit codes, state_codec.h) widen a block of the state to
+// f32, run the same arithmetic on it, and round it back, a block at a time.
 #include <algorithm>
 #include <cmath>
 

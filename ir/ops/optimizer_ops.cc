@@ -129,10 +129,27 @@ std::vector<std::vector<int>> compact_overwrites(const Attributes&, int results)
   return over;
 }
 
-std::vector<AttrSpec> with_state(std::vector<AttrSpec> attrs) {
+// `moments` held in bf16 (one tensor each) or int8 (two): param, grad, the held tensors, lr, step.
+OpDef compact_update(const std::string& name, const std::string& held, int moments, int flops,
+                     std::vector<AttrSpec> attrs, ReferenceKernel kernel) {
+  const std::string plain = name.substr(0, name.size() - std::string("_compact").size());
+  OpDef def{.name = name,
+            .category = OpCategory::kElementwise,
+            .summary = plain + " with " + held +
+                       " held in bf16 or 8-bit codes (`state`), rounded stochastically by "
+                       "(`salt`, step, element)"};
+  def.min_operands = 4 + moments;
+  def.max_operands = 4 + 2 * moments;
+  def.num_results = -1;
+  def.flops_per_element = flops;
   attrs.push_back({"state", AttrKind::kString, std::string("bf16"), {"bf16", "int8"}});
   attrs.push_back({"salt", AttrKind::kInt, int64_t{0}, {}});  // the dither's (state_codec.h)
-  return attrs;
+  def.attrs = std::move(attrs);
+  def.infer = compact_rule(moments);
+  def.reference = std::move(kernel);
+  def.reference_takes_half = true;
+  def.overwritable_of = compact_overwrites;
+  return def;
 }
 
 }  // namespace
@@ -178,37 +195,10 @@ void register_optimizer_ops(OpRegistry& r) {
 
   // The same updates with the state held compactly (ir/ops/state_codec.h): the kernels widen each
   // block of it to f32, update it as above, and round it back.
-  OpDef sgd_compact{.name = "sgd_update_compact",
-                    .category = OpCategory::kElementwise,
-                    .summary =
-                        "sgd_update with the momentum held in bf16 or 8-bit codes "
-                        "(`state`), rounded stochastically by (`salt`, step, element)"};
-  sgd_compact.min_operands = 5;  // param, grad, buf (1 or 2 tensors), lr, step
-  sgd_compact.max_operands = 6;
-  sgd_compact.num_results = -1;
-  sgd_compact.flops_per_element = 30;
-  sgd_compact.attrs = with_state(sgd_attrs);
-  sgd_compact.infer = compact_rule(1);
-  sgd_compact.reference = sgd_update_compact_kernel;
-  sgd_compact.reference_takes_half = true;
-  sgd_compact.overwritable_of = compact_overwrites;
-  r.add(std::move(sgd_compact));
-
-  OpDef adamw_compact{.name = "adamw_update_compact",
-                      .category = OpCategory::kElementwise,
-                      .summary =
-                          "adamw_update with m and v held in bf16 or 8-bit codes "
-                          "(`state`), rounded stochastically by (`salt`, step, element)"};
-  adamw_compact.min_operands = 6;  // param, grad, m and v (1 or 2 tensors each), lr, step
-  adamw_compact.max_operands = 8;
-  adamw_compact.num_results = -1;
-  adamw_compact.flops_per_element = 40;
-  adamw_compact.attrs = with_state(adamw_attrs);
-  adamw_compact.infer = compact_rule(2);
-  adamw_compact.reference = adamw_update_compact_kernel;
-  adamw_compact.reference_takes_half = true;
-  adamw_compact.overwritable_of = compact_overwrites;
-  r.add(std::move(adamw_compact));
+  r.add(compact_update("sgd_update_compact", "the momentum", 1, 30, sgd_attrs,
+                       sgd_update_compact_kernel));
+  r.add(compact_update("adamw_update_compact", "m and v", 2, 40, adamw_attrs,
+                       adamw_update_compact_kernel));
 }
 
 }  // namespace disc::ir

@@ -16,7 +16,10 @@
 // memory cap.
 #pragma once
 
+#include <bit>
 #include <cstdint>
+
+#include "base/half.h"
 
 namespace disc::ir::state_codec {
 
@@ -25,12 +28,26 @@ inline int64_t blocks_of(int64_t n) {
   return (n + kBlock - 1) / kBlock;
 }
 
-// A number in [0, 1) fixed by (salt, step, i).
-float dither(uint64_t salt, int64_t step, int64_t i);
+// A number in [0, 1) fixed by (salt, step, i): splitmix64's finaliser over the three mixed in,
+// so that consecutive elements and steps decorrelate. Inline, so that loops over it vectorise.
+inline float dither(uint64_t salt, int64_t step, int64_t i) {
+  uint64_t z = salt ^ (static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull) ^
+               (static_cast<uint64_t>(i) * 0xD1B54A32D192ED03ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * 0x1p-24f;
+}
 
 // x as bf16, rounded down or up by `u` (from dither()): up when u falls below the distance to the
 // lower value, in units of the gap. NaN stays NaN.
-uint16_t to_bf16_stochastic(float x, float u);
+inline uint16_t to_bf16_stochastic(float x, float u) {
+  // The low 16 bits are the distance above the lower bf16 in units of 2^-16 of the gap: adding
+  // u's 16 bits carries into the upper half exactly when u is below that distance.
+  const auto bits = std::bit_cast<uint32_t>(x);
+  const auto rounded = static_cast<uint16_t>((bits + static_cast<uint32_t>(u * 65536.0f)) >> 16);
+  return x != x ? f32_to_bf16(x) : rounded;
+}
 
 enum class Sign { kSigned, kUnsigned };
 

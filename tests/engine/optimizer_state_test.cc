@@ -23,14 +23,16 @@ using testing::counting;
 using testing::losses;
 using testing::parameters;
 
-TrainerOptions state_options(State state, ir::OptimizerConfig::Kind kind = ir::OptimizerConfig::Kind::kAdamW) {
+TrainerOptions state_options(State state,
+                             ir::OptimizerConfig::Kind kind = ir::OptimizerConfig::Kind::kAdamW) {
   TrainerOptions o;
   o.threads = 2, o.seed = 3;
   o.optimizer.state = state, o.optimizer.kind = kind;
   return o;
 }
 
-Trainer state_trainer(State state, ir::OptimizerConfig::Kind kind = ir::OptimizerConfig::Kind::kAdamW) {
+Trainer state_trainer(State state,
+                      ir::OptimizerConfig::Kind kind = ir::OptimizerConfig::Kind::kAdamW) {
   return Trainer(testing::counting_llama(), state_options(state, kind));
 }
 
@@ -40,14 +42,16 @@ ir::models::Model bounded_llama() {
   return testing::counting_llama(16, 40);
 }
 
-// int8: each moment within 9% of its value, rounded stochastically. Measured here: the curve
-// within 2.0% of the f32 state's (bf16 within 0.6%).
+// The 300-step curve against the f32 state's, window by window, within 5% plus 0.01. Measured
+// here: int8 within 6.0% (0.013 at most), bf16 within 3.5%.
 TEST(OptimizerState, Int8FollowsTheF32CurveAndRepeatsBitForBit) {
-  testing::expect_losses_follow_f32(state_trainer(State::kInt8), state_trainer(State::kInt8), 0.03, 0.05);
+  testing::expect_losses_follow_f32(state_trainer(State::kInt8), state_trainer(State::kInt8), 0.03,
+                                    0.05);
 }
 
 TEST(OptimizerState, Bf16FollowsTheF32CurveAndRepeatsBitForBit) {
-  testing::expect_losses_follow_f32(state_trainer(State::kBF16), state_trainer(State::kBF16), 0.03, 0.05);
+  testing::expect_losses_follow_f32(state_trainer(State::kBF16), state_trainer(State::kBF16), 0.03,
+                                    0.05);
 }
 
 // AdamW's m and v per parameter: u8 codes of the parameter's shape and an f32 scale per 256
@@ -155,8 +159,14 @@ TEST(OptimizerState, ACheckpointOfAnotherStateDtypeIsRefusedNamingBoth) {
 // alive for the norm) and under 7 GiB without (each update right after its gradient); f32 state
 // needs 16.4 GiB and 12.9 GiB.
 TEST(OptimizerState, Int8BringsATinyLlamaFullFineTuneUnder11And7GiB) {
-  const ir::models::LlamaConfig tiny{.vocab = 32000, .hidden = 2048, .layers = 22, .heads = 32,
-                                     .kv_heads = 4, .ffn = 5632, .max_batch = 2, .max_seq = 512};
+  const ir::models::LlamaConfig tiny{.vocab = 32000,
+                                     .hidden = 2048,
+                                     .layers = 22,
+                                     .heads = 32,
+                                     .kv_heads = 4,
+                                     .ffn = 5632,
+                                     .max_batch = 2,
+                                     .max_seq = 512};
   auto bound = [&](State state, double clip) {
     TrainerOptions o = state_options(state);
     o.make_state = false, o.optimizer.clip_norm = clip, o.memory.cap = int64_t{1} << 40;

@@ -1,7 +1,10 @@
 // The compact optimizer state (ir/ops/state_codec.h) and the updates that hold it
 // (adamw_update_compact, sgd_update_compact): every code within one step (9%) of its value, the
-// rounding unbiased, zero and non-finite values kept as such, and the updates following f64 AdamW
-// and SGD over many steps at awkward sizes (1, a prime, one block, a block and one, several).
+// rounding unbiased, zero and non-finite values kept as such; each update f64 AdamW's or SGD's on
+// the state its codes stand for, and AdamW near f64 AdamW's over many steps, at awkward sizes (1,
+// a prime, one block, a block and one, several); in place as into fresh buffers.
+#include "ir/ops/state_codec.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +12,6 @@
 #include <random>
 
 #include "base/half.h"
-#include "ir/ops/state_codec.h"
 #include "kernel_test_util.h"
 
 namespace disc::ir::testing {
@@ -123,8 +125,8 @@ std::vector<double> decoded(const std::vector<Tensor>& h, Sign sign) {
     for (int64_t b = 0; b < state_codec::blocks_of(n); ++b) {
       const int64_t first = b * state_codec::kBlock;
       state_codec::decode_block(h[0].ref().as<uint8_t>() + first,
-                                std::min(state_codec::kBlock, n - first),
-                                h[1].ref().as<float>()[b], sign, x.data() + first);
+                                std::min(state_codec::kBlock, n - first), h[1].ref().as<float>()[b],
+                                sign, x.data() + first);
     }
   }
   return {x.begin(), x.end()};
@@ -160,7 +162,8 @@ std::vector<const Tensor*> operands(const Tensor& p, const Tensor& g,
 // The results after param' as moments of `per` tensors each.
 std::vector<std::vector<Tensor>> moments_of(const std::vector<Tensor>& out, size_t per) {
   std::vector<std::vector<Tensor>> m;
-  for (size_t k = 1; k < out.size(); k += per) m.emplace_back(out.begin() + k, out.begin() + k + per);
+  for (size_t k = 1; k < out.size(); k += per)
+    m.emplace_back(out.begin() + k, out.begin() + k + per);
   return m;
 }
 
@@ -199,9 +202,9 @@ TEST(CompactUpdates, AdamWStepIsAdamWOnTheHeldStateWithinOneCodeStep) {
       for (int64_t i = 0; i < n; ++i) {
         want_m[i] = b1 * md[i] + (1 - b1) * g.get(i);
         want_v[i] = b2 * vd[i] + (1 - b2) * g.get(i) * g.get(i);
-        const double want_p = p.get(i) * (1 - lr * wd) -
-                              lr / (1 - std::pow(b1, t)) * want_m[i] /
-                                  (std::sqrt(want_v[i] / (1 - std::pow(b2, t))) + eps);
+        const double want_p =
+            p.get(i) * (1 - lr * wd) - lr / (1 - std::pow(b1, t)) * want_m[i] /
+                                           (std::sqrt(want_v[i] / (1 - std::pow(b2, t))) + eps);
         EXPECT_NEAR(out[0].get(i), want_p, 1e-6 * (1 + std::fabs(want_p))) << "element " << i;
       }
       expect_within_a_step(decoded(next[0], Sign::kSigned), want_m, state);
@@ -218,9 +221,9 @@ TEST(CompactUpdates, SgdStepIsSgdOnTheHeldMomentumWithinOneCodeStep) {
       const Tensor p = random_tensor({n}, 5, DType::kF32), g = random_tensor({n}, 6, DType::kF32);
       std::vector<Tensor> buf = holding(state, spread(n, 7, Sign::kSigned), Sign::kSigned);
       const Tensor lr_t({}, {lr}, DType::kF32), step({}, {3}, DType::kI64);
-      const auto out = run("sgd_update_compact",
-                           {{"state", state}, {"weight_decay", wd}, {"nesterov", true}},
-                           operands(p, g, {&buf}, lr_t, step));
+      const auto out =
+          run("sgd_update_compact", {{"state", state}, {"weight_decay", wd}, {"nesterov", true}},
+              operands(p, g, {&buf}, lr_t, step));
       const std::vector<double> bd = decoded(buf, Sign::kSigned);
       std::vector<double> want_b(n);
       for (int64_t i = 0; i < n; ++i) {
@@ -271,8 +274,7 @@ TEST(CompactUpdates, AdamWStaysNearF64AdamWOverManySteps) {
         for (int64_t i = 0; i < n; ++i) g.set(i, g.get(i) * std::pow(10.0, e(rng)));
         const Tensor step({}, {static_cast<double>(t)}, DType::kI64);
         const auto out = run("adamw_update_compact", attrs, operands(p, g, {&m, &v}, lr_t, step));
-        const auto again =
-            run("adamw_update_compact", attrs, operands(p, g, {&m, &v}, lr_t, step));
+        const auto again = run("adamw_update_compact", attrs, operands(p, g, {&m, &v}, lr_t, step));
         for (size_t k = 0; k < out.size(); ++k) ASSERT_TRUE(same_bytes(out[k], again[k])) << k;
         for (int64_t i = 0; i < n; ++i) want[i].step(g.get(i), t, lr, wd);
         p = out[0];

@@ -10,6 +10,7 @@
 #
 #   tools/bench/bench_hf_finetune.sh [BUILD_DIR] [CODEALPACA_JSON] [WORK_DIR]
 #   STATES="f32 int8" BATCHES=2 STEPS=3 tools/bench/bench_hf_finetune.sh   # fewer runs
+#   STATES=int8 EXTRA=optimizer.clip_norm=0 tools/bench/bench_hf_finetune.sh  # keys for every run
 #
 # Needs about 20 GiB of RAM and 3 GiB of disk in WORK_DIR (default /tmp/disc-hf-bench).
 set -euo pipefail
@@ -67,10 +68,10 @@ EOF
 
 for state in ${STATES:-f32 bf16 int8}; do
 for b in ${BATCHES:-1 2}; do
-  echo "== optimizer.state_dtype=$state, B=$b"
+  echo "== optimizer.state_dtype=$state, B=$b ${EXTRA:-}"
   # A cap (any) makes the planner list what it may evict, and so the smallest cap it reaches.
   "$train" plan --config finetune.yaml --json data.batch_size=$b memory.cap=1TiB \
-    optimizer.state_dtype=$state > plan-b$b.json
+    optimizer.state_dtype=$state ${EXTRA:-} > plan-b$b.json
   /usr/bin/python3 -c "
 import json, sys
 j = json.load(open(sys.argv[1]))
@@ -83,7 +84,8 @@ print(f'   plan: {j[\"worst_shapes\"]} worst shape(s); parameters and optimizer 
   for run in "nocap memory.cap=0" "cap memory.cap=$cap"; do
     set -- $run
     /usr/bin/time -v "$train" run --config finetune.yaml data.batch_size=$b "$2" \
-      optimizer.state_dtype=$state logging.metrics="$work/m-b$b-$1.jsonl" > "run-b$b-$1.log" 2>&1
+      optimizer.state_dtype=$state ${EXTRA:-} logging.metrics="$work/m-b$b-$1.jsonl" \
+      > "run-b$b-$1.log" 2>&1
     /usr/bin/python3 -c "
 import json, re, sys
 steps = [json.loads(l) for l in open(sys.argv[1]) if '\"step\"' in l]
