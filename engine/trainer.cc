@@ -27,6 +27,7 @@
 #include "ir/binding.h"
 #include "ir/models/model.h"
 #include "ir/passes/passes.h"
+#include "ir/text_format.h"
 #include "jit/cpu/kernel_cache.h"
 #include "memory/caching_allocator.h"
 #include "memory/governor.h"
@@ -188,6 +189,15 @@ struct Trainer::Impl {
                             what);
   }
   StateShards shards_;  // the state this rank holds a part of
+  // evaluate(): the forward model as the Trainer got it (as text, parsed at the first call, when
+  // its pass compiles), and that pass.
+  struct Forward {
+    std::string graph, loss;
+    std::vector<std::string> params;
+  } forward_;
+  TrainerOptions compile_options_;
+  std::optional<CompiledStep> eval_compiled_;
+  std::unique_ptr<Executor> eval_;
   int64_t step_ = 0;
   int64_t updates_ = 0;      // steps whose updates were applied (AdamW's bias correction)
   double loss_scale_ = 0;    // f16 loss scaling (0: none)
@@ -226,6 +236,9 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
   }
   TrainerOptions compile = options;
   compile.memory.offload = options.memory.offload && impl_->device_->separate_memory();
+  impl_->compile_options_ = compile;
+  impl_->forward_ = {ir::print_graph(*model.graph), model.loss->name(), {}};
+  for (const ir::Value* p : model.params) impl_->forward_.params.push_back(p->name());
   Pipeline pipeline(compile);
   if (configure) configure(pipeline);
   impl_->compiled_ = pipeline.run(std::move(model));
@@ -307,6 +320,46 @@ Trainer::~Trainer() = default;
 Trainer::Trainer(Trainer&&) noexcept = default;
 Trainer& Trainer::operator=(Trainer&&) noexcept = default;
 
+// The forward pass evaluate() runs: the model as inference sees it, dropout passing its input
+// through; the pipeline's stages as the step's, less autodiff and the optimizer.
+static CompiledStep compile_forward(const std::string& text, const std::string& loss,
+                                    const std::vector<std::string>& params,
+                                    const TrainerOptions& options) {
+  ir::models::Model forward;
+  forward.graph = ir::parse_graph(text, "the forward graph");
+  forward.loss = forward.graph->find_value(loss);
+  for (const std::string& p : params) forward.params.push_back(forward.graph->find_value(p));
+  for (const ir::Node* n : forward.graph->nodes())
+    if (n->op().name == "dropout") forward.graph->replace_all_uses(n->result(0), n->operand(0));
+  Pipeline pipeline(options);
+  pipeline.disable("training_step");
+  return pipeline.run(std::move(forward));
+}
+
+float Trainer::evaluate(const Batch& batch) {
+  impl_->require_state("evaluate");
+  std::map<std::string, Tensor> given;
+  bind_batch(batch, *impl_->compiled_.model.graph, given);  // checked as step() checks it
+  if (!impl_->eval_) {
+    const Impl::Forward& f = impl_->forward_;
+    impl_->eval_compiled_ = compile_forward(f.graph, f.loss, f.params, impl_->compile_options_);
+    impl_->eval_ = std::make_unique<Executor>(
+        impl_->eval_compiled_->graph(), *impl_->alloc_, impl_->compile_options_.memory,
+        std::move(*impl_->eval_compiled_->schedule), impl_->kernels_.get(), false,
+        impl_->gpu_kernels_.get());
+    impl_->eval_compiled_->schedule.reset();
+  }
+  // The parameters, and the batch's inputs that the forward pass still reads (not dropout's seed).
+  std::map<std::string, Tensor> args;
+  for (const ir::Value* a : impl_->eval_compiled_->graph().arguments()) {
+    const auto& from = a->role() == ir::Role::kParameter ? impl_->state_ : given;
+    if (auto it = from.find(a->name()); it != from.end()) args[a->name()] = it->second;
+  }
+  const float loss = impl_->eval_->run(args).at("loss").to_vector<float>()[0];
+  impl_->alloc_->trim();
+  return loss;
+}
+
 int64_t Trainer::steps_done() const {
   return impl_->step_;
 }
@@ -364,14 +417,13 @@ int64_t Trainer::bytes_held_for(const ir::Bindings& b) const {
   return total;
 }
 
-StepResult Trainer::step(const Batch& batch, double lr) {
-  impl_->require_state("step");
-  std::map<std::string, Tensor> args =
-      impl_->state_;  // shares storage: updates land in impl_->state_
+// `args` with `batch`'s inputs added, each checked to be one of `g`'s that the caller gives.
+void Trainer::bind_batch(const Batch& batch, const ir::Graph& g,
+                         std::map<std::string, Tensor>& args) const {
   for (const auto& [name, t] : batch) {
     if (impl_->state_.contains(name))
       throw InvalidArgument("batch entry `" + name + "` names a parameter, not an input");
-    const ir::Value* v = impl_->compiled_.model.graph->find_value(name);
+    const ir::Value* v = g.find_value(name);
     if (v == nullptr || v->role() != ir::Role::kInput || supplied_by_the_trainer(name)) {
       std::string inputs;
       for (const std::string& i : input_names()) inputs += (inputs.empty() ? "" : ", ") + i;
@@ -380,6 +432,13 @@ StepResult Trainer::step(const Batch& batch, double lr) {
     }
     args[name] = t;
   }
+}
+
+StepResult Trainer::step(const Batch& batch, double lr) {
+  impl_->require_state("step");
+  std::map<std::string, Tensor> args =
+      impl_->state_;  // shares storage: updates land in impl_->state_
+  bind_batch(batch, *impl_->compiled_.model.graph, args);
   DType t = impl_->compiled_.model.loss->dtype();
   args["lr"] = t == DType::kF64 ? Tensor::from<double>({}, {lr}, *impl_->alloc_)
                                 : Tensor::from<float>({}, {static_cast<float>(lr)}, *impl_->alloc_);

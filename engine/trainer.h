@@ -79,6 +79,12 @@ class Trainer {
   // name that is no input) at learning rate `lr`.
   StepResult step(const Batch& batch, double lr);
 
+  // The model's loss on `batch` with the parameters as they are: the forward pass alone, with no
+  // gradient and no update, under the same memory cap (the parameters and optimizer state stay
+  // held). The same mean over the batch's counted targets that step() reports. The forward pass
+  // compiles (as the step did, less autodiff and the optimizer) at the first call.
+  float evaluate(const Batch& batch);
+
   int64_t steps_done() const;
   const ir::Graph& graph() const;
   // The graph the executor runs: graph() with its fused groups as `fused` nodes when options.jit.
@@ -131,6 +137,8 @@ class Trainer {
 
  private:
   void refuse_steps_the_device_cannot_run();
+  void bind_batch(const Batch& batch, const ir::Graph& g,
+                  std::map<std::string, Tensor>& args) const;
 
   struct Impl;  // the compiled step, the executor, the kernels (engine/trainer.cc)
   std::unique_ptr<Impl> impl_;

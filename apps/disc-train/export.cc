@@ -11,60 +11,10 @@
 #include "ir/binding.h"
 #include "ir/graph.h"
 #include "setup.h"
+#include "weights.h"
 
 namespace disc::apps {
 namespace {
-
-// The checkpoint to export: `named`, else the newest complete one in checkpoint.dir ("": none).
-std::string checkpoint_to_export(const Config& c, const std::string& named) {
-  if (!named.empty()) return named;
-  const std::string dir = c.get_string("checkpoint.dir");
-  if (dir.empty()) return "";
-  // A mistyped folder, or a run that died before its first checkpoint, must not quietly export
-  // the weights the run started from.
-  auto done = std::filesystem::exists(dir) ? complete_checkpoints(dir) : std::vector<std::string>{};
-  if (done.empty()) {
-    throw InvalidArgument("checkpoint.dir " + dir + " holds no complete checkpoint to export: " +
-                          "name one with --checkpoint, or set checkpoint.dir='' to export the " +
-                          "weights a run starts from");
-  }
-  return done.back();
-}
-
-// The parameters a run of this config starts from.
-std::map<std::string, engine::Tensor> initial_weights(const RunSetup& s, memory::Allocator& host) {
-  if (s.onnx) {
-    std::map<std::string, engine::Tensor> params;
-    for (const ir::Value* p : s.model.params) {
-      params[p->name()] = engine::Tensor::from<float>(ir::concrete_shape(*s.model.graph, *p, {}),
-                                                      s.onnx->weights.at(p->name()), host);
-    }
-    return params;
-  }
-  if (!s.hf) return engine::init_params(s.model, s.trainer.seed, host);
-  std::map<std::string, engine::Tensor> params;
-  for (const formats::HfName& n : formats::hf_llama_names(s.hf->config))
-    params[n.disc] = formats::read_hf_weight(*s.hf, n, host);
-  return params;
-}
-
-// Refuses a checkpoint of another model: a parameter missing or of another shape.
-void check_parameters(const ir::models::Model& m,
-                      const std::map<std::string, engine::Tensor>& params,
-                      const std::string& from) {
-  for (const ir::Value* p : m.params) {
-    auto it = params.find(p->name());
-    std::vector<int64_t> shape;
-    for (const ir::DimExpr& d : p->shape()) shape.push_back(d.constant().value_or(-1));
-    if (it == params.end() || it->second.shape() != shape) {
-      throw InvalidArgument("checkpoint " + from + (it == params.end() ? " lacks `" : " holds `") +
-                            p->name() + "`" +
-                            (it == params.end() ? "" : " as " + it->second.describe()) +
-                            ", which the config's model has as " + p->type().str() +
-                            ": it belongs to another run (name it with --checkpoint)");
-    }
-  }
-}
 
 // Refuses a target inside checkpoint.dir, and one that holds something already unless `force`:
 // the ONNX export overwrote a file silently where the Hugging Face export refused a folder.
@@ -91,7 +41,7 @@ int export_model(const Config& c, const std::string& to, const std::string& chec
         "model.family must be llama");
   auto cpu = engine::make_device("cpu", 0);
   memory::DeviceAllocator host(*cpu);
-  const std::string from = checkpoint_to_export(c, checkpoint);
+  const std::string from = checkpoint_to_use(c, checkpoint, "export");
   std::map<std::string, engine::Tensor> params;
   if (from.empty()) {
     params = initial_weights(s, host);

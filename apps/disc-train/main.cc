@@ -6,6 +6,7 @@
 //   disc-train validate --config run.yaml          (checks config, data and model; writes nothing)
 //   disc-train plan --config run.yaml [--shape B=8,S=64]  (schedule, evictions, memory plan)
 //   disc-train export --config run.yaml --to DIR   (the llama as a Hugging Face folder)
+//   disc-train eval --config run.yaml              (the held-out loss of the newest checkpoint)
 //
 // Bad input: one line on stderr naming what and where, exit code 2, nothing written.
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -21,6 +22,7 @@
 #include "devices/cpu/openmp_spin.h"
 #include "engine/pipeline.h"
 #include "engine/world.h"
+#include "evaluation.h"
 #include "export.h"
 #include "run.h"
 
@@ -104,6 +106,13 @@ int main(int argc, char** argv) {
   hf->add_option("--checkpoint", from, "a checkpoint folder to export instead of the newest");
   bool force = false;
   hf->add_flag("--force", force, "replace what --to names when it exists");
+  CLI::App* eval = app.add_subcommand(
+      "eval",
+      "Print the loss over eval.path's held-out examples of the newest checkpoint in "
+      "checkpoint.dir, or of the weights a run starts from (model.hf's: a merged export's)");
+  add_common(eval);
+  std::string eval_from;
+  eval->add_option("--checkpoint", eval_from, "a checkpoint folder to evaluate instead");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -120,6 +129,7 @@ int main(int argc, char** argv) {
     if (*check) return disc::apps::validate(c);
     if (*show) return disc::apps::plan(c, shape, dump, json);
     if (*hf) return disc::apps::export_model(c, to, from, force);
+    if (*eval) return disc::apps::evaluate_command(c, eval_from);
     return disc::apps::run_training(c, flags);
   } catch (const disc::Error& e) {
     return refuse(e.what());

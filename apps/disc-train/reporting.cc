@@ -127,6 +127,7 @@ void MetricsFile::write(const StepReport& r) {
                       {"skipped", r.result.skipped},
                       {"batch", r.batch},
                       {"seq", r.seq}};
+  if (r.eval_loss) j["eval_loss"] = *r.eval_loss;
   append(j.dump() + "\n");
 }
 
@@ -155,6 +156,11 @@ Progress::Progress(const std::string& mode, int64_t total, int64_t every)
   quiet_ = mode == "none";
 }
 
+// " eval_loss 1.2345" when the step measured the held-out loss, else "".
+static std::string eval_part(const StepReport& r) {
+  return r.eval_loss ? fmt::format(" eval_loss {:.4f}", *r.eval_loss) : "";
+}
+
 void Progress::update(const StepReport& r) {
   if (first_step_ < 0) first_step_ = r.result.step, start_ms_ = now_ms() - r.result.stats.ms;
   const auto& s = r.result.stats;
@@ -173,13 +179,19 @@ void Progress::update(const StepReport& r) {
         human_bytes(r.live_bytes).c_str(), human_bytes(s.live_peak_bytes).c_str(),
         static_cast<long long>(compiles_), eta);
     std::fflush(stderr);
-  } else if (r.result.step % every_ == 0 || r.result.step == total_) {
+  } else if (r.result.step % every_ == 0 || r.result.step == total_ || r.eval_loss) {
     // Packed steps: N examples in T positions; padded: B rows of S.
     const std::string shape = r.packed ? fmt::format("N={} T={}", r.batch, r.computed)
                                        : fmt::format("B={} S={}", r.batch, r.seq);
-    spdlog::info("step {}/{} loss {:.4f} lr {:.2e} tokens/s {:.0f} peak {} {} ETA {:.0f}s",
-                 r.result.step, total_, r.result.loss, r.lr, tps, human_bytes(s.live_peak_bytes),
-                 shape, eta);
+    spdlog::info("step {}/{} loss {:.4f}{} lr {:.2e} tokens/s {:.0f} peak {} {} ETA {:.0f}s",
+                 r.result.step, total_, r.result.loss, eval_part(r), r.lr, tps,
+                 human_bytes(s.live_peak_bytes), shape, eta);
+    return;
+  }
+  // The bar redraws itself; a held-out loss gets a line of its own under it.
+  if (r.eval_loss && bar_) {
+    std::fprintf(stderr, "\n");
+    spdlog::info("step {}/{}{}", r.result.step, total_, eval_part(r));
   }
 }
 

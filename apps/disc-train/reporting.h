@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,8 @@ struct StepReport {
   int64_t batch = 0, seq = 0;  // sequences, and the longest
   bool packed = false;         // computed = the sequences' tokens, one stream
   double lr = 0;
-  int64_t live_bytes = 0;  // held after the step: parameters, optimizer state
+  int64_t live_bytes = 0;           // held after the step: parameters, optimizer state
+  std::optional<double> eval_loss;  // the held-out loss after the step, when one was measured
 };
 
 // Appends one JSON object per step to a .jsonl file. A write that fails (a full disk) throws

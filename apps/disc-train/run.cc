@@ -19,6 +19,7 @@
 #include "engine/memory_report.h"
 #include "engine/pipeline.h"
 #include "engine/plan_summary.h"
+#include "evaluation.h"
 #include "ir/binding.h"
 #include "ir/text_format.h"
 #include "ranks.h"
@@ -30,23 +31,6 @@
 
 namespace disc::apps {
 namespace {
-
-engine::Batch to_tensors(const data::HostBatch& hb, engine::Trainer& t, const ir::Graph& g,
-                         int64_t seed, int64_t step) {
-  engine::Batch b;
-  // Packed: [T] streams and N + 1 offsets; padded: [B, S] rows.
-  const std::vector<int64_t> shape = hb.shape();
-  b["tokens"] = engine::Tensor::from<int32_t>(shape, hb.tokens, t.allocator());
-  b["targets"] = engine::Tensor::from<int32_t>(shape, hb.targets, t.allocator());
-  if (hb.packed()) {
-    b["positions"] = engine::Tensor::from<int32_t>(shape, hb.positions, t.allocator());
-    b["offsets"] = engine::Tensor::from<int32_t>({hb.batch + 1}, hb.offsets, t.allocator());
-  }
-  // Dropout draws from (seed, stream, element): a per-step seed keeps masks fresh and reproducible.
-  if (g.find_value("seed"))
-    b["seed"] = engine::Tensor::from<int64_t>({}, {seed * 1000003 + step}, t.allocator());
-  return b;
-}
 
 Schedule schedule_of(const Config& c) {
   return {c.get_float("schedule.lr"), c.get_float("schedule.min_lr"),
@@ -273,6 +257,7 @@ int run_training(const Config& c, const RunFlags& f) {
     out.metrics->write_start(run_record(c, trainer));
   }
   int64_t total = c.get_int("train.steps"), seed = c.get_int("train.seed");
+  const int64_t eval_every = c.get_int("eval.every");
   Schedule lr = schedule_of(c);
   spdlog::info("disc-train: {}; {} steps", s.describe, total);
   if (const std::vector<std::string> staged = trainer.staged_ops(); !staged.empty())
@@ -305,6 +290,8 @@ int run_training(const Config& c, const RunFlags& f) {
                          r.result.stats.kernel_compiles + r.result.stats.kernel_cache_loads);
       out.trace.write();  // a run that dies later keeps the steps traced so far
     }
+    if (!s.eval_examples.empty() && (step % eval_every == 0 || step == total))
+      r.eval_loss = evaluate_held_out(trainer, s, ranks).loss;
     if (out.metrics) out.metrics->write(r);
     out.progress.update(r);
     totals.add(r);

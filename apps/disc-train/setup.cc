@@ -57,17 +57,15 @@ void load_synthetic(const Config& c, RunSetup& s) {
   s.max_len = spec.max_len;
 }
 
-void load_examples(const Config& c, RunSetup& s) {
-  std::string source = c.get_string("data.source");
-  if (source == "synthetic") return load_synthetic(c, s);
-  std::string path = c.get_string("data.path");
-  if (path.empty())
-    throw InvalidArgument("data.source is " + source +
-                          " but data.path is empty: set data.path to the dataset file");
+// The examples of a json, jsonl or text file, as data.* says to read them (data.path's or
+// eval.path's, with its fields).
+data::Dataset load_text_file(const Config& c, const std::string& path,
+                             const std::vector<std::string>& fields,
+                             const data::Tokenizer& tokenizer, data::LoadNotes* notes) {
   data::TextFileSpec spec;
   spec.path = resolve_path(c, path);
-  spec.format = source;
-  spec.fields = c.get_strings("data.fields");
+  spec.format = c.get_string("data.source");
+  spec.fields = fields;
   spec.max_len = c.get_int("data.max_len");
   if (const std::string prompt = c.get_string("data.template.prompt"); !prompt.empty())
     spec.prompt_template = data::PromptTemplate{prompt, c.get_string("data.template.response")};
@@ -77,16 +75,28 @@ void load_examples(const Config& c, RunSetup& s) {
         "data.train_on is response, but data.template.prompt is empty: give the template that "
         "makes each record's prompt, so the loss knows where the response starts");
   }
-  const auto tokenizer = make_tokenizer(c, s.hf.get());
+  data::Dataset d = data::load_text_dataset(spec, tokenizer, notes);
+  if (d.examples.empty()) throw InvalidArgument(spec.path + " holds no examples");
+  return d;
+}
+
+void load_examples(const Config& c, RunSetup& s) {
+  std::string source = c.get_string("data.source");
+  if (source == "synthetic") return load_synthetic(c, s);
+  std::string path = c.get_string("data.path");
+  if (path.empty())
+    throw InvalidArgument("data.source is " + source +
+                          " but data.path is empty: set data.path to the dataset file");
   data::LoadNotes notes;
-  data::Dataset d = data::load_text_dataset(spec, *tokenizer, &notes);
+  const bool templated = !c.get_string("data.template.prompt").empty();
+  const auto tokenizer = make_tokenizer(c, s.hf.get());
+  data::Dataset d = load_text_file(c, path, c.get_strings("data.fields"), *tokenizer, &notes);
   s.examples = std::move(d.examples);
   s.loss_start = std::move(d.loss_start);
-  if (s.examples.empty()) throw InvalidArgument(spec.path + " holds no examples");
   if (notes.lacking_fields > 0) {
     s.data_notes = std::to_string(notes.lacking_fields) +
                    (notes.lacking_fields == 1 ? " record lacks" : " records lack") + " some of " +
-                   (spec.prompt_template ? "the template's fields" : "data.fields") +
+                   (templated ? "the template's fields" : "data.fields") +
                    ", the first: " + notes.first_lacking;
   }
   if (notes.empty_records > 0) {
@@ -99,8 +109,33 @@ void load_examples(const Config& c, RunSetup& s) {
                     " dropped whose response data.max_len cuts off, the first: " + notes.first_cut;
   }
   s.vocab = tokenizer->vocab_size();
-  s.max_len = spec.max_len;
+  s.max_len = c.get_int("data.max_len");
   s.tokenizer = tokenizer->describe();
+}
+
+// eval.path's examples, read as data.path's are (the first eval.max_examples of them).
+void load_eval(const Config& c, RunSetup& s) {
+  const std::string path = c.get_string("eval.path");
+  if (path.empty()) return;
+  if (c.get_string("data.source") == "synthetic")
+    throw InvalidArgument(
+        "eval.path is set, but data.source is synthetic: eval.path is read in data.source's "
+        "format; set data.source to json, jsonl or text, or eval.path to ''");
+  std::vector<std::string> fields = c.get_strings("eval.fields");
+  if (fields.empty()) fields = c.get_strings("data.fields");
+  data::Dataset d;
+  try {
+    d = load_text_file(c, path, fields, *make_tokenizer(c, s.hf.get()), nullptr);
+  } catch (const Error& e) {
+    throw InvalidArgument("eval.path: " + std::string(e.what()));
+  }
+  if (const int64_t most = c.get_int("eval.max_examples");
+      most > 0 && static_cast<int64_t>(d.examples.size()) > most) {
+    d.examples.resize(most);
+    if (!d.loss_start.empty()) d.loss_start.resize(most);
+  }
+  s.eval_examples = std::move(d.examples);
+  s.eval_loss_start = std::move(d.loss_start);
 }
 
 // The batch symbol's upper bound: the most rows a batch can have. It sizes the largest step, the
@@ -583,6 +618,7 @@ RunSetup make_setup(const Config& c) {
   if (const std::string hf = c.get_string("model.hf"); !hf.empty())
     s.hf = std::make_shared<const formats::HfLlama>(formats::open_hf_llama(resolve_path(c, hf)));
   load_examples(c, s);
+  load_eval(c, s);
   s.batching.batch_size = c.get_int("data.batch_size");
   s.batching.token_budget = c.get_int("data.token_budget");
   s.batching.max_rows = c.get_int("model.max_batch");  // the batch symbol's bound
@@ -618,6 +654,23 @@ RunSetup make_setup(const Config& c) {
                                       std::to_string(s.model.params.size()) + " parameters") +
       (s.data_notes.empty() ? "" : " (" + s.data_notes + ")");
   return s;
+}
+
+engine::Batch to_tensors(const data::HostBatch& hb, engine::Trainer& t, const ir::Graph& g,
+                         int64_t seed, int64_t step) {
+  engine::Batch b;
+  // Packed: [T] streams and N + 1 offsets; padded: [B, S] rows.
+  const std::vector<int64_t> shape = hb.shape();
+  b["tokens"] = engine::Tensor::from<int32_t>(shape, hb.tokens, t.allocator());
+  b["targets"] = engine::Tensor::from<int32_t>(shape, hb.targets, t.allocator());
+  if (hb.packed()) {
+    b["positions"] = engine::Tensor::from<int32_t>(shape, hb.positions, t.allocator());
+    b["offsets"] = engine::Tensor::from<int32_t>({hb.batch + 1}, hb.offsets, t.allocator());
+  }
+  // Dropout draws from (seed, stream, element): a per-step seed keeps masks fresh and reproducible.
+  if (g.find_value("seed"))
+    b["seed"] = engine::Tensor::from<int64_t>({}, {seed * 1000003 + step}, t.allocator());
+  return b;
 }
 
 }  // namespace disc::apps

@@ -19,6 +19,9 @@ namespace disc::apps {
 struct RunSetup {
   std::vector<std::vector<int32_t>> examples;
   std::vector<int32_t> loss_start;  // data.train_on response: each example's prompt length
+  // eval.path's examples and their loss starts (empty without eval.path).
+  std::vector<std::vector<int32_t>> eval_examples;
+  std::vector<int32_t> eval_loss_start;
   data::BatchSpec batching;
   int64_t vocab = 0;    // the data's token range
   int64_t max_len = 0;  // the longest sequence the data can give (bounds S)
@@ -33,6 +36,11 @@ struct RunSetup {
 };
 
 RunSetup make_setup(const Config& c);
+
+// A batch's tensors as the model takes them: tokens and targets ([B, S], or packed [T] with
+// positions and offsets), and, where the graph has dropout, its seed for this step.
+engine::Batch to_tensors(const data::HostBatch& hb, engine::Trainer& t, const ir::Graph& g,
+                         int64_t seed, int64_t step);
 
 // The weights of model.hf or model.onnx into the trainer (nothing otherwise), with a log line.
 void load_initial_weights(const RunSetup& s, engine::Trainer& trainer);
