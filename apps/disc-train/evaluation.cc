@@ -20,8 +20,8 @@ HeldOutLoss evaluate_held_out(engine::Trainer& trainer, const RunSetup& s, const
   spec.shuffle = false;
   data::Batcher batcher(s.eval_examples, spec, s.eval_loss_start);
   double sums[2] = {0, 0};  // each batch's mean loss times its counted targets; the targets
-  for (int64_t i = 0; batcher.cursor().epoch == 0 && batcher.cursor().position < batcher.sequences();
-       ++i) {
+  for (int64_t i = 0;
+       batcher.cursor().epoch == 0 && batcher.cursor().position < batcher.sequences(); ++i) {
     const data::HostBatch hb = batcher.next();
     if (i % ranks.size != ranks.rank || hb.real_tokens == 0) continue;
     const float loss = trainer.evaluate(to_tensors(hb, trainer, trainer.graph(), 0, 0));
@@ -58,8 +58,8 @@ int evaluate_command(const Config& c, const std::string& checkpoint) {
       trainer.set_parameter(name, params.at(name));
   }
   const HeldOutLoss h = evaluate_held_out(trainer, s, Ranks{});
-  std::cout << fmt::format("eval_loss {:.6f}", h.loss) << " over " << h.examples << " examples (" << h.tokens
-            << " tokens) of " << c.get_string("eval.path") << ", weights from "
+  std::cout << fmt::format("eval_loss {:.6f}", h.loss) << " over " << h.examples << " examples ("
+            << h.tokens << " tokens) of " << c.get_string("eval.path") << ", weights from "
             << (from.empty() ? std::string("the run's start") : from) << "\n";
   return 0;
 }

@@ -21,7 +21,6 @@ std::map<std::string, engine::Tensor> initial_weights(const RunSetup& s, memory:
 
 // Refuses a checkpoint of another model: a parameter missing or of another shape.
 void check_parameters(const ir::models::Model& m,
-                      const std::map<std::string, engine::Tensor>& params,
-                      const std::string& from);
+                      const std::map<std::string, engine::Tensor>& params, const std::string& from);
 
 }  // namespace disc::apps

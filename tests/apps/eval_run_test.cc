@@ -17,13 +17,14 @@ std::string records(int n, int from) {
   for (int i = from; i < from + n; ++i) {
     std::string out;
     for (int k = 0; k < 3 + i % 9; ++k) out += (k ? " " : "") + std::to_string(i + k);
-    rows.push_back({{"instruction", "count from " + std::to_string(i)}, {"input", ""},
-                    {"output", out}});
+    rows.push_back(
+        {{"instruction", "count from " + std::to_string(i)}, {"input", ""}, {"output", out}});
   }
   return rows.dump();
 }
 
-const char* kEvalRun = R"(model: {family: llama, hidden: 32, layers: 1, heads: 2, kv_heads: 1, ffn: 64}
+const char* kEvalRun =
+    R"(model: {family: llama, hidden: 32, layers: 1, heads: 2, kv_heads: 1, ffn: 64}
 data: {source: json, batch_size: 8, max_len: 48}
 eval: {every: 10}
 train: {steps: 25}

@@ -40,15 +40,22 @@ TEST(Evaluate, TheSmallestCapGivesTheSameBits) {
                  evaluate_options(probe.governor().smallest_feasible_cap(
                      largest, probe.bytes_held_for(largest))));
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(capped.evaluate(counting(capped, i, 16)), free_run.evaluate(counting(free_run, i, 16)));
+    EXPECT_EQ(capped.evaluate(counting(capped, i, 16)),
+              free_run.evaluate(counting(free_run, i, 16)));
     EXPECT_LE(capped.allocator().stats().live_bytes, capped.memory_cap());
   }
 }
 
 // gpt2 with dropout 0.5: the step draws masks by its seed; evaluate has none, whatever the seed.
 TEST(Evaluate, DropoutIsOff) {
-  Trainer t(ir::models::build_gpt2({.vocab = 32, .hidden = 32, .layers = 1, .heads = 2,
-                                    .ffn = 64, .max_batch = 4, .max_seq = 64, .dropout = 0.5}),
+  Trainer t(ir::models::build_gpt2({.vocab = 32,
+                                    .hidden = 32,
+                                    .layers = 1,
+                                    .heads = 2,
+                                    .ffn = 64,
+                                    .max_batch = 4,
+                                    .max_seq = 64,
+                                    .dropout = 0.5}),
             evaluate_options());
   std::vector<float> losses;
   for (int64_t seed : {1, 2}) {
