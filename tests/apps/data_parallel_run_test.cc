@@ -185,6 +185,36 @@ TEST(DataParallelRun, EveryRankTracesItsCollectivesWhenAsked) {
   }
 }
 
+// The held-out loss under mpirun: the ranks share the eval batches and join the sums, so the figure
+// is one process's within the ranks' rounding.
+TEST(DataParallelRun, RanksShareTheHeldOutLossAndGetOneProcesssFigure) {
+  Scratch s;
+  s.write("run.yaml", kRanksRun);
+  std::string records = "[";
+  for (int i = 0; i < 23; ++i)
+    records +=
+        std::string(i ? "," : "") + "{\"text\": \"" + std::string(3 + i % 11, 'a' + i % 7) + "\"}";
+  s.write("held.json", records + "]");
+  s.write("train.json", records + "]");
+  const std::string args = "data.source=json data.fields=[text] data.path=" + s.path("train.json") +
+                           " eval.path=" + s.path("held.json") + " eval.every=4 ";
+  std::map<int, std::map<int64_t, double>> evals;
+  for (int ranks : {1, 2}) {
+    const std::string metrics = s.path("m" + std::to_string(ranks) + ".jsonl");
+    auto r = train(s, ranks, args + "logging.metrics=" + metrics);
+    ASSERT_EQ(r.code, 0) << r.out;
+    std::ifstream in(metrics);
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line);
+      if (j.contains("eval_loss")) evals[ranks][j["step"].get<int64_t>()] = j["eval_loss"];
+    }
+  }
+  ASSERT_EQ(evals[1].size(), 3u);  // steps 4, 8, 12
+  ASSERT_EQ(evals[2].size(), 3u);
+  for (const auto& [step, loss] : evals[1])
+    EXPECT_NEAR(evals[2][step], loss, 1e-5 * loss) << "step " << step;
+}
+
 TEST(DataParallelRun, ABatchTheRanksCannotShareEquallyIsRefusedBeforeAnythingIsWritten) {
   Scratch s;
   s.write("run.yaml", kRanksRun);
