@@ -65,32 +65,6 @@ std::vector<Value*> compact_state(Graph& g, const Value* p, const Value* part,
       g.add_argument(name + ".scale", {DType::kF32, {state_codec::blocks_of(*n)}}, Role::kState)};
 }
 
-// AdamW or SGD on a compact state: the node updating part with `grad`; its results after the
-// first are the state tensors anew, in `state`'s order.
-Node* compact_update(Graph& g, const OptimizerConfig& opt, Value* part, Value* grad,
-                     const std::vector<Value*>& state, Value* lr, Value* step, const Value* p) {
-  std::vector<Value*> operands = {part, grad};
-  operands.insert(operands.end(), state.begin(), state.end());
-  operands.push_back(lr);
-  operands.push_back(step);
-  std::vector<std::string> names = {g.unique_name(p->name() + ".new")};
-  for (const Value* s : state) names.push_back(g.unique_name(s->name() + ".new"));
-  Attributes attrs = opt.kind == OptimizerConfig::Kind::kAdamW
-                         ? Attributes{{"beta1", opt.beta1},
-                                      {"beta2", opt.beta2},
-                                      {"eps", opt.eps},
-                                      {"weight_decay", opt.weight_decay}}
-                         : Attributes{{"momentum", opt.momentum},
-                                      {"weight_decay", opt.weight_decay},
-                                      {"nesterov", opt.nesterov}};
-  attrs.set("state", std::string(state_name(opt.state)));
-  // The dither differs per parameter (by name: the same whatever the order of parameters).
-  attrs.set("salt", static_cast<int64_t>(fnv1a(p->name()) >> 1));
-  const char* op =
-      opt.kind == OptimizerConfig::Kind::kAdamW ? "adamw_update_compact" : "sgd_update_compact";
-  return g.add_node(op, operands, std::move(attrs), names);
-}
-
 // What the optimizer updates: each parameter whole, or, with the state sharded (ZeRO stage 1),
 // this rank's part of it, whose update the ranks then join.
 struct Updated {
@@ -135,43 +109,46 @@ struct UpdateScalars {
 };
 
 // The optimizer's update of parameter p from `grad` (with sharding, the gradient of p's part),
-// with p's state arguments.
+// with p's state arguments: one node, adamw_update or sgd_update (f32 state, p's type) or their
+// _compact forms, reading (part, grad, the state tensors, lr[, step]) and giving each anew.
 void add_optimizer(Graph& g, const OptimizerConfig& opt, Value* p, Value* grad,
                    const UpdateScalars& s, const Updated& updated) {
+  const bool adamw = opt.kind == OptimizerConfig::Kind::kAdamW;
+  const bool compact = opt.state != OptimizerConfig::State::kF32;
   Value* part = updated.part(g, p);
-  if (opt.state != OptimizerConfig::State::kF32) {
-    std::vector<Value*> state;
-    for (const char* moment : opt.kind == OptimizerConfig::Kind::kAdamW
-                                  ? std::vector<const char*>{"m", "v"}
-                                  : std::vector<const char*>{"momentum"}) {
-      auto held = compact_state(g, p, part, moment, opt.state);
-      state.insert(state.end(), held.begin(), held.end());
+  std::vector<Value*> state;
+  for (const char* moment :
+       adamw ? std::vector<const char*>{"m", "v"} : std::vector<const char*>{"momentum"}) {
+    if (!compact) {
+      state.push_back(state_like(g, p, part, moment));
+      continue;
     }
-    Node* n = compact_update(g, opt, part, grad, state, s.lr, s.step, p);
-    add_update(g, p, updated.whole(g, n->result(0), p), s.guard);
-    for (size_t k = 0; k < state.size(); ++k) add_update(g, state[k], n->result(k + 1), s.guard);
-  } else if (opt.kind == OptimizerConfig::Kind::kAdamW) {
-    Value *m = state_like(g, p, part, "m"), *v = state_like(g, p, part, "v");
-    Node* n = g.add_node("adamw_update", {part, grad, m, v, s.lr, s.step},
-                         {{"beta1", opt.beta1},
-                          {"beta2", opt.beta2},
-                          {"eps", opt.eps},
-                          {"weight_decay", opt.weight_decay}},
-                         {g.unique_name(p->name() + ".new"), g.unique_name(m->name() + ".new"),
-                          g.unique_name(v->name() + ".new")});
-    add_update(g, p, updated.whole(g, n->result(0), p), s.guard);
-    add_update(g, m, n->result(1), s.guard);
-    add_update(g, v, n->result(2), s.guard);
-  } else {
-    Value* buf = state_like(g, p, part, "momentum");
-    Node* n = g.add_node("sgd_update", {part, grad, buf, s.lr},
-                         {{"momentum", opt.momentum},
-                          {"weight_decay", opt.weight_decay},
-                          {"nesterov", opt.nesterov}},
-                         {g.unique_name(p->name() + ".new"), g.unique_name(buf->name() + ".new")});
-    add_update(g, p, updated.whole(g, n->result(0), p), s.guard);
-    add_update(g, buf, n->result(1), s.guard);
+    auto held = compact_state(g, p, part, moment, opt.state);
+    state.insert(state.end(), held.begin(), held.end());
   }
+  std::vector<Value*> operands = {part, grad};
+  operands.insert(operands.end(), state.begin(), state.end());
+  operands.push_back(s.lr);
+  if (s.step) operands.push_back(s.step);  // AdamW's, or a compact state's
+  std::vector<std::string> names = {g.unique_name(p->name() + ".new")};
+  for (const Value* v : state) names.push_back(g.unique_name(v->name() + ".new"));
+  Attributes attrs = adamw ? Attributes{{"beta1", opt.beta1},
+                                        {"beta2", opt.beta2},
+                                        {"eps", opt.eps},
+                                        {"weight_decay", opt.weight_decay}}
+                           : Attributes{{"momentum", opt.momentum},
+                                        {"weight_decay", opt.weight_decay},
+                                        {"nesterov", opt.nesterov}};
+  if (compact) {
+    attrs.set("state", std::string(state_name(opt.state)));
+    // The dither differs per parameter (by name: the same whatever the order of parameters).
+    attrs.set("salt", static_cast<int64_t>(fnv1a(p->name()) >> 1));
+  }
+  const std::string op =
+      std::string(adamw ? "adamw_update" : "sgd_update") + (compact ? "_compact" : "");
+  Node* n = g.add_node(op, operands, std::move(attrs), names);
+  add_update(g, p, updated.whole(g, n->result(0), p), s.guard);
+  for (size_t k = 0; k < state.size(); ++k) add_update(g, state[k], n->result(k + 1), s.guard);
 }
 
 }  // namespace

@@ -9,7 +9,6 @@
 
 #include "apps/data/batcher.h"
 #include "base/error.h"
-#include "engine/safetensors.h"
 #include "weights.h"
 
 namespace disc::apps {
@@ -46,10 +45,7 @@ int evaluate_command(const Config& c, const std::string& checkpoint) {
   auto cpu = engine::make_device("cpu", 0);
   memory::DeviceAllocator host(*cpu);  // before the tensors it holds, so it outlives them
   std::map<std::string, engine::Tensor> params;
-  if (!from.empty()) {
-    params = engine::read_safetensors(from + "/state.safetensors", host).tensors;
-    check_parameters(s.model, params, from);
-  }
+  if (!from.empty()) params = checkpoint_parameters(s.model, from, host);
   engine::Trainer trainer(std::move(s.model), s.trainer);
   if (from.empty()) {
     load_initial_weights(s, trainer);

@@ -5,10 +5,7 @@
 
 #include "base/error.h"
 #include "checkpoints.h"
-#include "engine/init.h"
-#include "engine/safetensors.h"
 #include "formats/onnx/weights.h"
-#include "ir/binding.h"
 #include "ir/graph.h"
 #include "setup.h"
 #include "weights.h"
@@ -42,16 +39,8 @@ int export_model(const Config& c, const std::string& to, const std::string& chec
   auto cpu = engine::make_device("cpu", 0);
   memory::DeviceAllocator host(*cpu);
   const std::string from = checkpoint_to_use(c, checkpoint, "export");
-  std::map<std::string, engine::Tensor> params;
-  if (from.empty()) {
-    params = initial_weights(s, host);
-  } else {
-    // The checkpoint holds optimizer state too; write_hf_llama takes the parameters by name and
-    // refuses a checkpoint that lacks one. Shapes are checked here: another model's checkpoint
-    // may use the same names.
-    params = engine::read_safetensors(from + "/state.safetensors", host).tensors;
-    check_parameters(s.model, params, from);
-  }
+  std::map<std::string, engine::Tensor> params =
+      from.empty() ? initial_weights(s, host) : checkpoint_parameters(s.model, from, host);
   if (s.onnx) {  // the imported file again, its initializers replaced by these weights
     if (!to.ends_with(".onnx"))
       throw InvalidArgument("--to " + to + ": model.onnx exports an ONNX file; name it FILE.onnx");

@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "checkpoints.h"
 #include "engine/init.h"
+#include "engine/safetensors.h"
 #include "formats/onnx/weights.h"
 #include "ir/binding.h"
 #include "ir/graph.h"
@@ -42,6 +43,9 @@ std::map<std::string, engine::Tensor> initial_weights(const RunSetup& s, memory:
   return params;
 }
 
+namespace {
+
+// Refuses a checkpoint of another model: a parameter missing or of another shape.
 void check_parameters(const ir::models::Model& m,
                       const std::map<std::string, engine::Tensor>& params,
                       const std::string& from) {
@@ -57,6 +61,18 @@ void check_parameters(const ir::models::Model& m,
                             ": it belongs to another run (name it with --checkpoint)");
     }
   }
+}
+
+}  // namespace
+
+std::map<std::string, engine::Tensor> checkpoint_parameters(const ir::models::Model& m,
+                                                            const std::string& from,
+                                                            memory::Allocator& host) {
+  // The checkpoint holds optimizer state too; callers take the parameters by name. Shapes are
+  // checked here: another model's checkpoint may use the same names.
+  auto params = engine::read_safetensors(from + "/state.safetensors", host).tensors;
+  check_parameters(m, params, from);
+  return params;
 }
 
 }  // namespace disc::apps

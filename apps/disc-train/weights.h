@@ -19,8 +19,10 @@ std::string checkpoint_to_use(const Config& c, const std::string& named, const s
 // or the seeded initialisation.
 std::map<std::string, engine::Tensor> initial_weights(const RunSetup& s, memory::Allocator& host);
 
-// Refuses a checkpoint of another model: a parameter missing or of another shape.
-void check_parameters(const ir::models::Model& m,
-                      const std::map<std::string, engine::Tensor>& params, const std::string& from);
+// The tensors of checkpoint `from` (parameters and optimizer state, on `host`), after checking that
+// it holds every parameter of `m` in its shape (InvalidArgument: another run's checkpoint).
+std::map<std::string, engine::Tensor> checkpoint_parameters(const ir::models::Model& m,
+                                                            const std::string& from,
+                                                            memory::Allocator& host);
 
 }  // namespace disc::apps

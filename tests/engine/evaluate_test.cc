@@ -4,7 +4,6 @@
 
 #include "base/error.h"
 #include "engine/trainer.h"
-#include "memory/governor.h"
 #include "tests/engine/loss_curve.h"
 
 namespace disc::engine {
@@ -34,11 +33,9 @@ TEST(Evaluate, GivesTheStepsLossForTheBatchAndChangesNothing) {
 
 TEST(Evaluate, TheSmallestCapGivesTheSameBits) {
   Trainer free_run(testing::counting_llama(16, 40), evaluate_options());
-  Trainer probe(testing::counting_llama(16, 40), evaluate_options(int64_t{1} << 30));
-  const ir::Bindings largest = probe.largest_shape();
-  Trainer capped(testing::counting_llama(16, 40),
-                 evaluate_options(probe.governor().smallest_feasible_cap(
-                     largest, probe.bytes_held_for(largest))));
+  Trainer capped(
+      testing::counting_llama(16, 40),
+      evaluate_options(testing::smallest_cap(testing::counting_llama(16, 40), evaluate_options())));
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(capped.evaluate(counting(capped, i, 16)),
               free_run.evaluate(counting(free_run, i, 16)));

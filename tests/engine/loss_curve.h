@@ -16,6 +16,7 @@
 
 #include "engine/trainer.h"
 #include "ir/models/model.h"
+#include "memory/governor.h"
 
 namespace disc::engine::testing {
 
@@ -28,6 +29,15 @@ inline ir::models::Model counting_llama(int64_t max_batch = 64, int64_t max_seq 
                                   .ffn = 172,
                                   .max_batch = max_batch,
                                   .max_seq = max_seq});
+}
+
+// The smallest cap the planner reaches at `model`'s largest batch under options `o`, from a
+// Trainer that plans under a generous cap first.
+inline int64_t smallest_cap(ir::models::Model model, TrainerOptions o) {
+  o.memory.cap = int64_t{1} << 30;
+  Trainer probe(std::move(model), o);
+  const ir::Bindings largest = probe.largest_shape();
+  return probe.governor().smallest_feasible_cap(largest, probe.bytes_held_for(largest));
 }
 
 // Counting sequences (start, start + stride, ...) of lengths 8..40, as tests/engine/

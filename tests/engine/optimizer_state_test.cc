@@ -12,7 +12,6 @@
 #include "engine/safetensors.h"
 #include "engine/trainer.h"
 #include "ir/graph.h"
-#include "memory/governor.h"
 #include "tests/engine/loss_curve.h"
 
 namespace disc::engine {
@@ -86,12 +85,8 @@ TEST(OptimizerState, HeldInItsDtypeAtAHalfOrAQuarterOfTheBytes) {
 // element), never by order or time, so the numbers stay the same.
 TEST(OptimizerState, Int8UnderTheSmallestCapGivesTheSameNumbers) {
   Trainer free_run(bounded_llama(), state_options(State::kInt8));
-  const ir::Bindings largest = free_run.largest_shape();
   TrainerOptions capped_options = state_options(State::kInt8);
-  capped_options.memory.cap = int64_t{1} << 30;
-  Trainer probe(bounded_llama(), capped_options);
-  capped_options.memory.cap =
-      probe.governor().smallest_feasible_cap(largest, probe.bytes_held_for(largest));
+  capped_options.memory.cap = testing::smallest_cap(bounded_llama(), capped_options);
   Trainer capped(bounded_llama(), capped_options);
   int64_t evictions = 0;
   for (int i = 0; i < 6; ++i) {
