@@ -6,6 +6,7 @@
 #include <random>
 
 #include "base/error.h"
+#include "base/half.h"
 
 namespace disc::engine {
 namespace {
@@ -35,14 +36,22 @@ NormalSource::NormalSource(uint64_t seed) : impl_(std::make_shared<Impl>()) {
   impl_->rng.seed(seed);
 }
 
+// Uniforms in (0, 1] from the top 53 bits.
+double NormalSource::unit() {
+  return (static_cast<double>(impl_->rng() >> 11) + 1.0) * 0x1.0p-53;
+}
+
+double NormalSource::uniform() {
+  return 2.0 * unit() - 1.0;
+}
+
 double NormalSource::next() {
   if (impl_->has_spare) {
     impl_->has_spare = false;
     return impl_->spare;
   }
-  // Uniforms in (0, 1] from the top 53 bits, then Box-Muller.
-  auto uniform = [&] { return (static_cast<double>(impl_->rng() >> 11) + 1.0) * 0x1.0p-53; };
-  double u1 = uniform(), u2 = uniform();
+  // Box-Muller.
+  double u1 = unit(), u2 = unit();
   double r = std::sqrt(-2.0 * std::log(u1)), t = 2.0 * std::numbers::pi * u2;
   impl_->spare = r * std::sin(t);
   impl_->has_spare = true;
@@ -67,12 +76,15 @@ std::vector<int64_t> fixed_shape(const ir::Value& v, const std::string& what) {
 }
 
 template <typename T>
-void fill(Tensor& t, const ir::models::ParamInit& init, NormalSource& normal) {
+std::vector<T> draw(const Tensor& t, const ir::models::ParamInit& init, NormalSource& normal) {
   std::vector<T> data(static_cast<size_t>(t.numel()));  // on the host, then to the device
   for (int64_t i = 0; i < t.numel(); ++i) {
     switch (init.kind) {
       case ir::models::ParamInit::Kind::kNormal:
         data[i] = static_cast<T>(init.std * normal.next());
+        break;
+      case ir::models::ParamInit::Kind::kUniform:
+        data[i] = static_cast<T>(init.bound * normal.uniform());
         break;
       case ir::models::ParamInit::Kind::kZeros:
         data[i] = 0;
@@ -82,15 +94,16 @@ void fill(Tensor& t, const ir::models::ParamInit& init, NormalSource& normal) {
         break;
     }
   }
-  t.upload(data.data());
+  return data;
 }
 
-// Parameter p's shape, after the checks its initialisation needs: f32 or f64, an init in the
+// Parameter p's shape, after the checks its initialisation needs: a float dtype, an init in the
 // model, fixed dims.
 std::vector<int64_t> checked_param(const ir::models::Model& m, const ir::Value& p) {
-  if (p.dtype() != DType::kF32 && p.dtype() != DType::kF64) {
+  if (p.dtype() != DType::kF32 && p.dtype() != DType::kF64 && !is_half_float(p.dtype())) {
     throw InvalidArgument("parameter `" + p.name() + "` is " + p.type().str() +
-                          ": parameters are initialised as f32 or f64; declare it as one of those");
+                          ": parameters are f32 or f64 (or bf16, f16 when frozen); declare it " +
+                          "as one of those");
   }
   if (!m.init.contains(p.name()))
     throw InvalidArgument("parameter `" + p.name() + "` has no initialisation in the model");
@@ -114,9 +127,14 @@ std::map<std::string, Tensor> init_params(const ir::models::Model& m, uint64_t s
     // The same draws in either precision: an f32 parameter holds its f64 twin's values, rounded.
     NormalSource normal(splitmix64(seed ^ fnv1a(p->name())));
     if (p->dtype() == DType::kF64) {
-      fill<double>(t, it->second, normal);
+      t.upload(draw<double>(t, it->second, normal).data());
+    } else if (is_half_float(p->dtype())) {  // a frozen 16-bit weight: the f32 draws, rounded
+      const std::vector<float> wide = draw<float>(t, it->second, normal);
+      std::vector<uint16_t> bits(wide.size());
+      f32_to_half(p->dtype(), wide.data(), bits.data(), t.numel());
+      t.upload(bits.data());
     } else {
-      fill<float>(t, it->second, normal);
+      t.upload(draw<float>(t, it->second, normal).data());
     }
     out[p->name()] = std::move(t);
   }

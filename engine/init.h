@@ -25,13 +25,17 @@ void check_state(const ir::models::Model& m, const ir::Graph& step);
 // Zero tensors for every state argument of a training-step graph (optimizer moments).
 std::map<std::string, Tensor> zero_state(const ir::Graph& step, memory::Allocator& alloc);
 
-// Standard normals from a seed, reproducible everywhere (used by init and by tests).
+// Standard normals from a seed, reproducible everywhere (used by init and by tests), and
+// uniforms from the same generator.
 class NormalSource {
  public:
   explicit NormalSource(uint64_t seed);
   double next();
+  double uniform();  // in (-1, 1]
 
  private:
+  double unit();
+
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };

@@ -64,7 +64,12 @@ bool training_step(CompiledStep& s, const TrainerOptions& o) {
   std::vector<ir::Value*> trained;
   std::set<std::string> unknown = o.frozen;
   for (ir::Value* p : s.model.params) {
-    if (unknown.erase(p->name()) == 0) trained.push_back(p);
+    if (unknown.erase(p->name()) > 0 || s.model.frozen.contains(p->name())) continue;
+    if (is_half_float(p->dtype()))
+      throw InvalidArgument("parameter `" + p->name() + "` is " + p->type().str() +
+                            ": a trained parameter keeps an f32 master; only frozen ones are " +
+                            "held in 16 bits");
+    trained.push_back(p);
   }
   if (!unknown.empty()) {
     std::string some;

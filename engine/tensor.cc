@@ -1,6 +1,7 @@
 #include "engine/tensor.h"
 
 #include "base/finite.h"
+#include "base/half.h"
 
 namespace disc::engine {
 
@@ -71,6 +72,31 @@ int64_t Tensor::count_nonfinite() const {
   std::vector<std::byte> host(static_cast<size_t>(bytes()));
   download(host.data());
   return non_finite(dtype_, host).count;
+}
+
+Tensor as_dtype(const Tensor& t, DType to, memory::Allocator& alloc) {
+  if (t.dtype() == to) return t;
+  auto floating = [](DType d) { return d == DType::kF32 || is_half_float(d); };
+  if (!floating(t.dtype()) || !floating(to))
+    throw InvalidArgument("as_dtype: " + t.describe() + " as " + std::string(dtype_name(to)) +
+                          ": only f32, bf16 and f16 convert");
+  std::vector<float> wide(static_cast<size_t>(t.numel()));
+  if (t.dtype() == DType::kF32) {
+    t.download(wide.data());
+  } else {
+    std::vector<uint16_t> bits(wide.size());
+    t.download(bits.data());
+    half_to_f32(t.dtype(), bits.data(), wide.data(), t.numel());
+  }
+  Tensor out = Tensor::empty(to, t.shape(), alloc);
+  if (to == DType::kF32) {
+    out.upload(wide.data());
+  } else {
+    std::vector<uint16_t> bits(wide.size());
+    f32_to_half(to, wide.data(), bits.data(), t.numel());
+    out.upload(bits.data());
+  }
+  return out;
 }
 
 }  // namespace disc::engine

@@ -99,4 +99,8 @@ Tensor Tensor::from(std::vector<int64_t> shape, const std::vector<T>& values,
   return t;
 }
 
+// A float tensor (f32, bf16, f16) as `to`, in a new tensor on `alloc` (rounded to nearest even
+// when narrower; `t` itself when it is of that dtype already). InvalidArgument for other dtypes.
+Tensor as_dtype(const Tensor& t, DType to, memory::Allocator& alloc);
+
 }  // namespace disc::engine

@@ -379,8 +379,11 @@ Tensor read_hf_weight(const HfLlama& hf, const HfName& name, memory::Allocator& 
 }
 
 void load_hf_weights(const HfLlama& hf, Trainer& trainer) {
-  for (const HfName& n : hf_llama_names(hf.config))
-    trainer.set_parameter(n.disc, read_hf_weight(hf, n, trainer.allocator()));
+  for (const HfName& n : hf_llama_names(hf.config)) {
+    const DType held = trainer.parameter(n.disc).dtype();  // a LoRA base stays 16-bit
+    trainer.set_parameter(n.disc, engine::as_dtype(read_hf_weight(hf, n, trainer.allocator()), held,
+                                                   trainer.allocator()));
+  }
 }
 
 namespace {

@@ -62,7 +62,6 @@ std::vector<Value*> build_gradients(Graph& g, Value* loss, const std::vector<Val
   // Contributions from several uses add up; a 16-bit value's in f32 (`wide`), its gradient being
   // that sum rounded once. Roundings no rule reads are dropped at the end.
   std::map<const Value*, Value*> wide;
-  std::set<const Node*> roundings;
   auto accumulate = [&](const Value* v, Value* d) {
     auto [it, fresh] = grad.emplace(v, d);
     if (fresh) return;
@@ -74,7 +73,6 @@ std::vector<Value*> build_gradients(Graph& g, Value* loss, const std::vector<Val
     Value*& sum = wide[v];
     sum = g.add("add", {sum ? sum : f32(it->second), f32(d)});
     it->second = g.add("cast", {sum}, {{"dtype", v->dtype()}});
-    roundings.insert(it->second->producer());
   };
   accumulate(loss, g.add("constant", {}, {{"value", 1.0}, {"dtype", loss->dtype()}}, "d.loss"));
   auto nodes = g.nodes();  // the forward nodes only: gradient nodes are appended after them
@@ -111,10 +109,23 @@ std::vector<Value*> build_gradients(Graph& g, Value* loss, const std::vector<Val
             ? it->second
             : g.add("full", {}, {{"shape", w->shape()}, {"value", 0.0}, {"dtype", w->dtype()}}));
   }
-  const std::set<const Value*> returned(out.begin(), out.end());
-  g.erase_nodes([&](const Node& n) {
-    return roundings.contains(&n) && n.result()->users().empty() && !returned.contains(n.result());
-  });
+  // A rule builds every operand's gradient; those nothing reads (a frozen weight's: a [in, out]
+  // product per projection), and roundings no rule read, go.
+  const std::set<const Node*> forward(nodes.begin(), nodes.end());
+  std::set<const Value*> live(out.begin(), out.end());
+  std::set<const Node*> dead;
+  const std::vector<Node*> all = g.nodes();
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (forward.contains(*it)) continue;
+    bool used = false;
+    for (const Value* r : (*it)->results()) used |= live.contains(r);
+    if (!used) {
+      dead.insert(*it);
+      continue;
+    }
+    for (const Value* o : (*it)->operands()) live.insert(o);
+  }
+  g.erase_nodes([&](const Node& n) { return dead.contains(&n); });
   return out;
 }
 

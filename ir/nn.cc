@@ -70,7 +70,7 @@ Value* packed_attention(Graph& g, Value* x, Value* q, Value* k, Value* v, const 
       g.add("attention", {q, k, v, packed.offsets},
             {{"causal", true}, {"scale", 1.0 / std::sqrt(static_cast<double>(c.head_dim))}});
   std::vector<DimExpr> merged = {x->shape()[0], c.heads * c.head_dim};
-  return linear(g, g.add("reshape", {swap_heads(g, ctx)}, {{"shape", merged}}), w.wo, w.bo);
+  return linear(g, g.add("reshape", {swap_heads(g, ctx)}, {{"shape", merged}}), w.wo, w.bo, w.ao);
 }
 
 }  // namespace
@@ -79,9 +79,14 @@ Value* scalar(Graph& g, double value, DType t) {
   return g.add("constant", {}, {{"value", value}, {"dtype", t}});
 }
 
-Value* linear(Graph& g, Value* x, Value* w, Value* b) {
+Value* linear(Graph& g, Value* x, Value* w, Value* b, const Adapter* adapter) {
   Value* y = g.add("matmul", {x, w});
-  return b ? g.add("add", {y, along_last(g, b, y)}) : y;
+  if (b) y = g.add("add", {y, along_last(g, b, y)});
+  if (!adapter) return y;
+  // The scale meets the [..., rank] product: the narrowest tensor on the adapter's path.
+  Value* in = adapter->seed ? dropout(g, x, adapter->seed, adapter->dropout, adapter->stream) : x;
+  Value* low = scale(g, g.add("matmul", {in, adapter->a}, {{"transpose_b", true}}), adapter->scale);
+  return g.add("add", {y, g.add("matmul", {low, adapter->b}, {{"transpose_b", true}})});
 }
 
 Value* embedding(Graph& g, Value* table, Value* ids) {
@@ -101,9 +106,12 @@ Value* gelu_mlp(Graph& g, Value* x, Value* w1, Value* b1, Value* w2, Value* b2) 
   return linear(g, h, w2, b2);
 }
 
-Value* swiglu(Graph& g, Value* x, Value* w_gate, Value* w_up, Value* w_down) {
-  Value* gate = g.add("silu", {linear(g, x, w_gate)});
-  return linear(g, g.add("mul", {gate, linear(g, x, w_up)}), w_down);
+Value* swiglu(Graph& g, Value* x, Value* w_gate, Value* w_up, Value* w_down,
+              const Adapter* const* adapters) {
+  auto adapter = [&](int i) { return adapters ? adapters[i] : nullptr; };
+  Value* gate = g.add("silu", {linear(g, x, w_gate, nullptr, adapter(0))});
+  return linear(g, g.add("mul", {gate, linear(g, x, w_up, nullptr, adapter(1))}), w_down, nullptr,
+                adapter(2));
 }
 
 Value* dropout(Graph& g, Value* x, Value* seed, double rate, int64_t stream) {
@@ -125,9 +133,9 @@ Value* causal_self_attention(Graph& g, Value* x, const AttentionWeights& w,
     throw InvalidArgument("attention: heads (" + std::to_string(c.heads) +
                           ") must be a multiple of kv_heads (" + std::to_string(c.kv_heads) + ")");
   }
-  Value* q = split_heads(g, linear(g, x, w.wq, w.bq), c.heads, c.head_dim);
-  Value* k = split_heads(g, linear(g, x, w.wk, w.bk), c.kv_heads, c.head_dim);
-  Value* v = split_heads(g, linear(g, x, w.wv, w.bv), c.kv_heads, c.head_dim);
+  Value* q = split_heads(g, linear(g, x, w.wq, w.bq, w.aq), c.heads, c.head_dim);
+  Value* k = split_heads(g, linear(g, x, w.wk, w.bk, w.ak), c.kv_heads, c.head_dim);
+  Value* v = split_heads(g, linear(g, x, w.wv, w.bv, w.av), c.kv_heads, c.head_dim);
   if (c.rope_theta) {
     Attributes rope = {{"seq_axis", int64_t{packed ? 0 : 1}}, {"theta", *c.rope_theta}};
     auto rotate = [&](Value* t) {
@@ -147,7 +155,7 @@ Value* causal_self_attention(Graph& g, Value* x, const AttentionWeights& w,
   Value* probs = g.add("softmax", {g.add("causal_mask", {scores})});
   Value* ctx = swap_heads(g, g.add("matmul", {probs, v}));
   std::vector<DimExpr> merged = {x->shape()[0], x->shape()[1], c.heads * c.head_dim};
-  return linear(g, g.add("reshape", {ctx}, {{"shape", merged}}), w.wo, w.bo);
+  return linear(g, g.add("reshape", {ctx}, {{"shape", merged}}), w.wo, w.bo, w.ao);
 }
 
 }  // namespace disc::ir::nn

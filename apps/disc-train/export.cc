@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "checkpoints.h"
+#include "formats/lora_adapter.h"
 #include "formats/onnx/weights.h"
 #include "ir/graph.h"
 #include "setup.h"
@@ -53,12 +54,35 @@ int export_model(const Config& c, const std::string& to, const std::string& chec
     return 0;
   }
   // A billion-parameter model takes a while to convert and write: say what is coming.
-  std::cout << "writing " << formats::hf_llama_names(*s.llama).size() << " tensors to " << to
-            << " ..." << std::endl;
-  formats::write_hf_llama(params, *s.llama, to, s.hf.get(), export_dtype(c), force);
-  std::cout << "exported " << (from.empty() ? "the initial weights" : from) << " to " << to
-            << " (Hugging Face llama, " << s.llama->layers << " layers)\n";
+  std::cout << "writing " << to << " ..." << std::endl;
+  const std::string what = write_llama_export(c, s, params, to, force);
+  std::cout << "exported " << (from.empty() ? "the initial weights" : from) << " to " << to << " ("
+            << what << ")\n";
   return 0;
+}
+
+std::string write_llama_export(const Config& c, const RunSetup& s,
+                               const std::map<std::string, engine::Tensor>& params,
+                               const std::string& to, bool replace) {
+  const ir::models::LoraConfig& lora = s.llama->lora;
+  const std::string layers = std::to_string(s.llama->layers) + " layers";
+  if (!lora.on()) {
+    formats::write_hf_llama(params, *s.llama, to, s.hf.get(), export_dtype(c), replace);
+    return "Hugging Face llama, " + layers;
+  }
+  if (c.get_string("export.lora") == "adapter") {
+    formats::write_peft_adapter(params, *s.llama, to, s.hf ? s.hf->dir : "", replace);
+    return "PEFT LoRA adapter, r " + std::to_string(lora.rank) + ", " + layers;
+  }
+  auto cpu = engine::make_device("cpu", 0);
+  memory::DeviceAllocator host(*cpu);
+  // Without a source folder to take dtypes from, the merged weights are in the base's.
+  const std::optional<DType> dtype = export_dtype(c) ? export_dtype(c)
+                                     : s.hf          ? std::nullopt
+                                                     : std::optional<DType>(lora.base);
+  formats::write_hf_llama(formats::merge_lora(params, *s.llama, host), *s.llama, to, s.hf.get(),
+                          dtype, replace);
+  return "Hugging Face llama with the LoRA adapters merged, " + layers;
 }
 
 }  // namespace disc::apps

@@ -20,6 +20,7 @@
 #include "engine/pipeline.h"
 #include "engine/plan_summary.h"
 #include "evaluation.h"
+#include "export.h"
 #include "ir/binding.h"
 #include "ir/text_format.h"
 #include "ranks.h"
@@ -330,9 +331,8 @@ int run_training(const Config& c, const RunFlags& f) {
   write_reports(out, totals, trainer, g);
   out.progress.finish(totals.summary());
   if (const std::string dir = c.get_string("export.dir"); writes && code == 0 && !dir.empty()) {
-    formats::write_hf_llama(engine::parameters_of(trainer), *s.llama, dir, s.hf.get(),
-                            export_dtype(c));
-    spdlog::info("exported the trained llama to {} (Hugging Face layout)", dir);
+    const std::string what = write_llama_export(c, s, engine::parameters_of(trainer), dir, false);
+    spdlog::info("exported the trained llama to {} ({})", dir, what);
   }
   return code;
 }

@@ -17,9 +17,11 @@
 #include "apps/data/synthetic.h"
 #include "apps/data/text_dataset.h"
 #include "base/error.h"
+#include "formats/lora_adapter.h"
 #include "formats/onnx/weights.h"
 #include "ir/binding.h"
 #include "ir/text_format.h"
+#include "lora_setup.h"
 
 namespace disc::apps {
 namespace {
@@ -288,11 +290,13 @@ ir::models::Model build_hf_llama(const Config& c, RunSetup& s) {
         "(max_position_embeddings): lower data.max_len to stay within them",
         s.max_len, s.hf->dir, s.hf->max_positions);
   }
+  l.lora = lora_config(c, s.hf->tensors.at("model.embed_tokens.weight").entry->dtype);
   s.llama = l;
   ir::models::Model m = ir::models::build_llama(l);
   // The folder's weights replace the initialisation (load_initial_weights): zeros cost a memset,
-  // where drawing a billion normals costs a minute.
-  for (auto& [name, init] : m.init) init.kind = ir::models::ParamInit::Kind::kZeros;
+  // where drawing a billion normals costs a minute. New adapters keep theirs.
+  for (const formats::HfName& n : formats::hf_llama_names(l))
+    m.init.at(n.disc).kind = ir::models::ParamInit::Kind::kZeros;
   return m;
 }
 
@@ -333,6 +337,19 @@ ir::models::Model build_model(const Config& c, RunSetup& s) {
           "llama; a graph file's attention and positions are its own): set data.packing: false");
     }
   }
+  if (lora_requested(c)) {
+    const char* other =
+        !c.get_string("model.onnx").empty()    ? "model.onnx"
+        : !c.get_string("model.graph").empty() ? "model.graph"
+        : c.get_string("model.family") != "llama" && c.get_string("model.hf").empty()
+            ? "model.family gpt2"
+            : nullptr;
+    if (other)
+      throw InvalidArgument(std::string("model.lora adapts a llama's projections (disc's llama or "
+                                        "model.hf's), not ") +
+                            other + ": drop model.lora, or train a llama");
+    s.lora_from = resolve_path(c, c.get_string("model.lora.from"));
+  }
   if (!c.get_string("model.onnx").empty()) return build_onnx_model(c, s);
   if (s.hf) return build_hf_llama(c, s);  // the folder's vocab_size, not model.vocab
   int64_t vocab = c.get_int("model.vocab") ? c.get_int("model.vocab") : s.vocab;
@@ -367,6 +384,7 @@ ir::models::Model build_model(const Config& c, RunSetup& s) {
   l.init_std = c.get_float("model.init_std");
   l.max_batch = batch_bound(c), l.max_seq = s.max_len,
   l.max_tokens = c.get_int("data.token_budget"), l.packed = c.get_bool("data.packing");
+  l.lora = lora_config(c, DType::kF32);
   if (l.hidden % l.heads != 0 || (l.hidden / l.heads) % 2 != 0) {
     throw InvalidArgument("model.hidden (" + std::to_string(l.hidden) +
                           ") must be a multiple of 2 * model.heads (" + std::to_string(l.heads) +
@@ -577,9 +595,14 @@ void load_initial_weights(const RunSetup& s, engine::Trainer& trainer) {
     spdlog::info("weights from {}", s.onnx->source);
     return;
   }
-  if (!s.hf) return;
-  formats::load_hf_weights(*s.hf, trainer);
-  spdlog::info("weights from {}", s.hf->dir);
+  if (s.hf) {
+    formats::load_hf_weights(*s.hf, trainer);
+    spdlog::info("weights from {}", s.hf->dir);
+  }
+  if (!s.lora_from.empty()) {
+    formats::load_peft_adapter(s.lora_from, *s.llama, trainer);
+    spdlog::info("LoRA adapters from {}", s.lora_from);
+  }
 }
 
 std::optional<DType> export_dtype(const Config& c) {
@@ -607,6 +630,36 @@ std::string resolve_path(const Config& c, const std::string& path) {
   std::error_code ec;
   return std::filesystem::exists(path, ec) ? path : candidate.lexically_normal().string();
 }
+
+namespace {
+
+// 1234567 -> "1.2M": a parameter count at a glance.
+std::string human_count(int64_t n) {
+  const char* units[] = {"", "K", "M", "B"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  for (; v >= 1000 && u < 3; ++u) v /= 1000;
+  return u == 0 ? std::to_string(n) : fmt::format("{:.1f}{}", v, units[u]);
+}
+
+// ", LoRA r 16 on q_proj, v_proj (base in bf16): 1.1M of 126M parameters train", or "".
+std::string lora_summary(const RunSetup& s) {
+  if (!s.llama || !s.llama->lora.on()) return "";
+  std::string targets;
+  for (const ir::models::Projection& p : ir::models::lora_targets(s.llama->lora))
+    targets += (targets.empty() ? "" : ", ") + p.hf;
+  int64_t trained = 0, all = 0;
+  for (const ir::Value* p : s.model.params) {
+    const int64_t n = *ir::product(p->shape()).constant();
+    all += n;
+    if (!s.model.frozen.contains(p->name())) trained += n;
+  }
+  return ", LoRA r " + std::to_string(s.llama->lora.rank) + " on " + targets + " (base in " +
+         std::string(dtype_name(s.llama->lora.base)) + "): " + human_count(trained) + " of " +
+         human_count(all) + " parameters train";
+}
+
+}  // namespace
 
 RunSetup make_setup(const Config& c) {
   RunSetup s;
@@ -638,6 +691,11 @@ RunSetup make_setup(const Config& c) {
                           "): raise model.max_batch");
   }
   s.model = build_model(c, s);
+  if (!s.lora_from.empty()) {  // read now to refuse an adapter of another base before any output
+    auto cpu = engine::make_device("cpu", 1);
+    memory::DeviceAllocator host(*cpu);
+    formats::read_peft_adapter(s.lora_from, *s.llama, host);
+  }
   s.trainer = trainer_options(c);
   s.trainer.frozen = frozen_parameters(c, s);
   const int64_t layers = s.llama ? s.llama->layers : c.get_int("model.layers"),
@@ -648,7 +706,7 @@ RunSetup make_setup(const Config& c) {
                     std::to_string(hidden)) +
       (s.hf ? " from " + s.hf->dir : "") + ", " + std::to_string(s.examples.size()) + " " +
       c.get_string("data.source") + " examples, token ids < " + std::to_string(s.vocab) +
-      (s.tokenizer.empty() ? "" : " (" + s.tokenizer + ")") +
+      (s.tokenizer.empty() ? "" : " (" + s.tokenizer + ")") + lora_summary(s) +
       (s.trainer.frozen.empty() ? ""
                                 : ", frozen: " + std::to_string(s.trainer.frozen.size()) + " of " +
                                       std::to_string(s.model.params.size()) + " parameters") +

@@ -29,6 +29,7 @@ struct RunSetup {
   std::optional<ir::models::LlamaConfig> llama;  // the llama's sizes (family llama)
   std::shared_ptr<const formats::HfLlama> hf;    // model.hf, opened: its weights load after build
   std::shared_ptr<const onnx::Imported> onnx;    // model.onnx, imported: its initializers load too
+  std::string lora_from;  // model.lora.from, resolved: its adapters load after build too
   engine::TrainerOptions trainer;
   std::string tokenizer;   // json, jsonl, text: the tokenizer's describe()
   std::string data_notes;  // what loading let pass: "2 records lack some of data.fields, ..."
@@ -42,7 +43,8 @@ RunSetup make_setup(const Config& c);
 engine::Batch to_tensors(const data::HostBatch& hb, engine::Trainer& t, const ir::Graph& g,
                          int64_t seed, int64_t step);
 
-// The weights of model.hf or model.onnx into the trainer (nothing otherwise), with a log line.
+// The weights of model.hf or model.onnx, and model.lora.from's adapters, into the trainer (nothing
+// otherwise), with a log line each.
 void load_initial_weights(const RunSetup& s, engine::Trainer& trainer);
 
 // export.dtype as a dtype to force (nullopt: `source`).

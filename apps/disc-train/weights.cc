@@ -6,6 +6,7 @@
 #include "checkpoints.h"
 #include "engine/init.h"
 #include "engine/safetensors.h"
+#include "formats/lora_adapter.h"
 #include "formats/onnx/weights.h"
 #include "ir/binding.h"
 #include "ir/graph.h"
@@ -36,10 +37,22 @@ std::map<std::string, engine::Tensor> initial_weights(const RunSetup& s, memory:
     }
     return params;
   }
-  if (!s.hf) return engine::init_params(s.model, s.trainer.seed, host);
   std::map<std::string, engine::Tensor> params;
-  for (const formats::HfName& n : formats::hf_llama_names(s.hf->config))
-    params[n.disc] = formats::read_hf_weight(*s.hf, n, host);
+  if (s.hf) {
+    for (const formats::HfName& n : formats::hf_llama_names(s.hf->config))
+      params[n.disc] = formats::read_hf_weight(*s.hf, n, host);
+    // New adapters: their own initialisation (the folder holds none).
+    ir::models::Model adapters;
+    adapters.init = s.model.init;
+    for (ir::Value* p : s.model.params)
+      if (!params.contains(p->name())) adapters.params.push_back(p);
+    params.merge(engine::init_params(adapters, s.trainer.seed, host));
+  } else {
+    params = engine::init_params(s.model, s.trainer.seed, host);
+  }
+  if (!s.lora_from.empty())
+    for (auto& [name, t] : formats::read_peft_adapter(s.lora_from, *s.llama, host))
+      params[name] = t;
   return params;
 }
 

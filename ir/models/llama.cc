@@ -1,10 +1,73 @@
 // Llama: token embedding, per layer RMSNorm -> attention (RoPE, grouped-query heads) -> residual,
 // RMSNorm -> SwiGLU -> residual; final RMSNorm, LM head (or the embedding, tied), cross-entropy.
+// With LoRA (ir/models/lora.h) the weights are frozen in the base's dtype and widened to f32 where
+// read (the precision pass reads a bf16 matmul operand from the weight itself, not a copy), and
+// each targeted projection gains its adapter.
+#include <cmath>
+#include <deque>
+
 #include "base/error.h"
 #include "ir/models/model.h"
 #include "ir/nn.h"
 
 namespace disc::ir::models {
+namespace {
+
+// Adds the model's weights: trained f32 parameters, or under LoRA the frozen base and adapters.
+class LlamaWeights {
+ public:
+  LlamaWeights(Model& m, const LlamaConfig& c) : m_(m), c_(c) {
+    if (!c.lora.on()) return;
+    for (const Projection& p : lora_targets(c.lora)) targets_.push_back(p.disc);
+    if (c.lora.dropout > 0) seed_ = m.graph->add_argument("seed", {DType::kI64, {}}, Role::kInput);
+  }
+
+  // A weight as the graph reads it: f32 (a 16-bit frozen base weight widened).
+  Value* weight(const std::string& name, std::vector<DimExpr> shape, ParamInit init) {
+    return widened(held(name, std::move(shape), init));
+  }
+  // The weight as held (the embedding table is gathered before it is widened).
+  Value* held(const std::string& name, std::vector<DimExpr> shape, ParamInit init) {
+    if (!c_.lora.on()) return add_param(m_, name, std::move(shape), init);
+    m_.frozen.insert(name);
+    return add_param(m_, name, std::move(shape), init, c_.lora.base);
+  }
+  Value* widened(Value* v) {
+    if (v->dtype() == DType::kF32) return v;
+    return m_.graph->add("cast", {v}, {{"dtype", DType::kF32}});
+  }
+
+  // The adapter of projection `layer`.`disc` ([in, out]) when LoRA targets it, else null.
+  const nn::Adapter* adapter(const std::string& layer, const std::string& disc, int64_t in,
+                             int64_t out) {
+    if (std::find(targets_.begin(), targets_.end(), disc) == targets_.end()) return nullptr;
+    const std::string w = layer + disc;
+    const int64_t r = c_.lora.rank;
+    if (r > std::min(in, out)) {
+      throw InvalidArgument("LoRA rank " + std::to_string(r) + " is above " + w + "'s smaller " +
+                            "side (" + std::to_string(std::min(in, out)) + "): a rank above " +
+                            "min(in, out) adds parameters and no expressiveness; lower the rank");
+    }
+    const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+    Value* a = add_param(m_, lora_a_name(w), {r, in}, {ParamInit::Kind::kUniform, 0, bound});
+    Value* b = add_param(m_, lora_b_name(w), {out, r}, {ParamInit::Kind::kZeros});
+    return &adapters_.emplace_back(nn::Adapter{.a = a,
+                                               .b = b,
+                                               .scale = c_.lora.scale(),
+                                               .dropout = c_.lora.dropout,
+                                               .seed = seed_,
+                                               .stream = static_cast<int64_t>(adapters_.size())});
+  }
+
+ private:
+  Model& m_;
+  const LlamaConfig& c_;
+  std::vector<std::string> targets_;
+  Value* seed_ = nullptr;
+  std::deque<nn::Adapter> adapters_;  // the graph builders keep pointers to them
+};
+
+}  // namespace
 
 Model build_llama(const LlamaConfig& c) {
   if (c.hidden % c.heads != 0) {
@@ -16,32 +79,39 @@ Model build_llama(const LlamaConfig& c) {
       start_language_model(m, "llama", c.max_batch, c.max_seq, c.max_tokens, c.packed);
   Value *tokens = in.tokens, *targets = in.targets;
   Graph& g = *m.graph;
+  LlamaWeights w(m, c);
   ParamInit normal{ParamInit::Kind::kNormal, c.init_std}, ones{ParamInit::Kind::kOnes};
-  int64_t head_dim = c.hidden / c.heads, kv = c.kv_heads * head_dim;
+  const int64_t head_dim = c.hidden / c.heads, kv = c.kv_heads * head_dim, d = c.hidden;
 
-  Value* embed = add_param(m, "embed", {c.vocab, c.hidden}, normal);
-  Value* x = nn::embedding(g, embed, tokens);
+  Value* embed = w.held("embed", {c.vocab, d}, normal);
+  Value* x = w.widened(nn::embedding(g, embed, tokens));
   nn::AttentionConfig ac{c.heads, c.kv_heads, head_dim, c.rope_theta};
   for (int64_t l = 0; l < c.layers; ++l) {
     std::string p = "l" + std::to_string(l) + ".";
-    Value* attn_norm = add_param(m, p + "attn_norm", {c.hidden}, ones);
-    nn::AttentionWeights w{add_param(m, p + "wq", {c.hidden, c.hidden}, normal),
-                           add_param(m, p + "wk", {c.hidden, kv}, normal),
-                           add_param(m, p + "wv", {c.hidden, kv}, normal),
-                           add_param(m, p + "wo", {c.hidden, c.hidden}, normal)};
-    x = g.add("add", {x, nn::causal_self_attention(g, nn::rms_norm(g, x, attn_norm, c.norm_eps), w,
+    Value* attn_norm = w.weight(p + "attn_norm", {d}, ones);
+    nn::AttentionWeights aw{.wq = w.weight(p + "wq", {d, d}, normal),
+                            .wk = w.weight(p + "wk", {d, kv}, normal),
+                            .wv = w.weight(p + "wv", {d, kv}, normal),
+                            .wo = w.weight(p + "wo", {d, d}, normal),
+                            .aq = w.adapter(p, "wq", d, d),
+                            .ak = w.adapter(p, "wk", d, kv),
+                            .av = w.adapter(p, "wv", d, kv),
+                            .ao = w.adapter(p, "wo", d, d)};
+    x = g.add("add", {x, nn::causal_self_attention(g, nn::rms_norm(g, x, attn_norm, c.norm_eps), aw,
                                                    ac, in.packed())});
-    Value* mlp_norm = add_param(m, p + "mlp_norm", {c.hidden}, ones);
-    Value* w_gate = add_param(m, p + "w_gate", {c.hidden, c.ffn}, normal);
-    Value* w_up = add_param(m, p + "w_up", {c.hidden, c.ffn}, normal);
-    Value* w_down = add_param(m, p + "w_down", {c.ffn, c.hidden}, normal);
+    Value* mlp_norm = w.weight(p + "mlp_norm", {d}, ones);
+    Value* w_gate = w.weight(p + "w_gate", {d, c.ffn}, normal);
+    Value* w_up = w.weight(p + "w_up", {d, c.ffn}, normal);
+    Value* w_down = w.weight(p + "w_down", {c.ffn, d}, normal);
+    const nn::Adapter* mlp[] = {w.adapter(p, "w_gate", d, c.ffn), w.adapter(p, "w_up", d, c.ffn),
+                                w.adapter(p, "w_down", c.ffn, d)};
     Value* h = nn::rms_norm(g, x, mlp_norm, c.norm_eps);
-    x = g.add("add", {x, nn::swiglu(g, h, w_gate, w_up, w_down)});
+    x = g.add("add", {x, nn::swiglu(g, h, w_gate, w_up, w_down, mlp)});
   }
-  Value* h = nn::rms_norm(g, x, add_param(m, "final_norm", {c.hidden}, ones), c.norm_eps);
+  Value* h = nn::rms_norm(g, x, w.weight("final_norm", {d}, ones), c.norm_eps);
   Value* logits = c.tied_embeddings
-                      ? g.add("matmul", {h, embed}, {{"transpose_b", true}})
-                      : nn::linear(g, h, add_param(m, "lm_head", {c.hidden, c.vocab}, normal));
+                      ? g.add("matmul", {h, w.widened(embed)}, {{"transpose_b", true}})
+                      : nn::linear(g, h, w.weight("lm_head", {d, c.vocab}, normal));
   m.loss = nn::cross_entropy(g, logits, targets);
   g.add_output("logits", logits);
   return m;

@@ -4,8 +4,9 @@
 
 namespace disc::ir::models {
 
-Value* add_param(Model& m, const std::string& name, std::vector<DimExpr> shape, ParamInit init) {
-  Value* p = m.graph->add_argument(name, {DType::kF32, std::move(shape)}, Role::kParameter);
+Value* add_param(Model& m, const std::string& name, std::vector<DimExpr> shape, ParamInit init,
+                 DType dtype) {
+  Value* p = m.graph->add_argument(name, {dtype, std::move(shape)}, Role::kParameter);
   m.params.push_back(p);
   m.init[name] = init;
   return p;

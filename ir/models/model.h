@@ -14,18 +14,21 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/models/lora.h"
 #include "ir/nn.h"
 
 namespace disc::ir::models {
 
 struct ParamInit {
-  enum class Kind { kNormal, kZeros, kOnes };
+  enum class Kind { kNormal, kUniform, kZeros, kOnes };
   Kind kind = Kind::kNormal;
-  double std = 0.02;
+  double std = 0.02;  // kNormal: normal(0, std)
+  double bound = 0;   // kUniform: uniform(-bound, bound)
 };
 
 struct Model {
@@ -33,6 +36,8 @@ struct Model {
   Value* loss = nullptr;
   std::vector<Value*> params;             // in a stable order
   std::map<std::string, ParamInit> init;  // by parameter name
+  // Parameters the model itself holds fixed (a LoRA base): no gradient, no optimizer state.
+  std::set<std::string> frozen;
 };
 
 struct LlamaConfig {
@@ -43,6 +48,7 @@ struct LlamaConfig {
   int64_t max_tokens = 0;  // > 0: the limit B*S <= max_tokens (a token budget)
   // Packed steps: T <= max_tokens (or max_batch * max_seq), N <= max_batch sequences.
   bool packed = false;
+  LoraConfig lora;  // rank > 0: adapters train, every other weight is frozen in lora.base's dtype
 };
 
 struct Gpt2Config {
@@ -78,7 +84,8 @@ Model build_cnn(const CnnConfig& c);
 Model model_from_graph(std::unique_ptr<Graph> forward, double init_std);
 
 // Shared by the builders: a parameter argument with its initialisation.
-Value* add_param(Model& m, const std::string& name, std::vector<DimExpr> shape, ParamInit init);
+Value* add_param(Model& m, const std::string& name, std::vector<DimExpr> shape, ParamInit init,
+                 DType dtype = DType::kF32);
 
 // A language model's graph with symbols B and S (and, with max_tokens > 0, the limit
 // B*S <= max_tokens) and inputs `tokens`, `targets` i32[B, S]. Packed: symbols T in

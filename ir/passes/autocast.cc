@@ -17,7 +17,8 @@
 //                                        dtype of the tensor it meets, as a Python scalar does
 // A node whose operands change is made again, so its results take the dtypes its op infers.
 // Parameters stay f32 (the masters the optimizer updates); each cast of a value is made once,
-// before its first reader. f64 values are left alone.
+// before its first reader; a 16-bit value widened to f32 is read as itself where 16 bits are
+// wanted. f64 values are left alone.
 // Every bf16 value is rounded where its op makes it, by a reference kernel or inside a fused one
 // (jit/kernel_ir/lowering.h), so the numbers do not depend on the fusion plan or on a recompute;
 // autodiff adds the gradients of a bf16 value's several uses in f32 (ir/autodiff.h).
@@ -116,8 +117,15 @@ class Autocast final : public Pass {
     return best;
   }
 
-  // `v` as `to`, made once per value and dtype, before its first reader `at`.
+  // `v` as `to`, made once per value and dtype, before its first reader `at`. A value that is an
+  // exact widening of one already in `to` (a frozen bf16 weight the model reads as f32) is that
+  // value: no copy of the weight is made or held.
   Value* cast(Graph& g, Value* v, DType to, const Node* at) {
+    if (const Node* p = v->producer(); p && p->op().name == "cast") {
+      Value* narrow = p->operand(0);
+      if (narrow->dtype() == to && is_half_float(to) && width(v->dtype()) > width(to))
+        return narrow;
+    }
     auto [it, fresh] = casts_.try_emplace({v, to}, nullptr);
     if (fresh) {
       const std::string name = g.unique_name(v->name() + "." + std::string(dtype_name(to)));
