@@ -28,6 +28,7 @@
 #include "ir/models/model.h"
 #include "ir/passes/passes.h"
 #include "ir/text_format.h"
+#include "ir/training_step.h"
 #include "jit/cpu/kernel_cache.h"
 #include "memory/caching_allocator.h"
 #include "memory/governor.h"
@@ -98,7 +99,8 @@ std::string state_held_as(DType t) {
 
 // The training step's inputs that step() fills in itself.
 bool supplied_by_the_trainer(const std::string& input) {
-  return input == "lr" || input == "step" || input == "loss_scale" || input == "rank";
+  return input == "lr" || input == "step" || input == "loss_scale" || input == "rank" ||
+         input == "apply";
 }
 
 // The bytes of the parameters and the optimizer state, as the device will allocate them.
@@ -435,23 +437,73 @@ void Trainer::bind_batch(const Batch& batch, const ir::Graph& g,
 }
 
 StepResult Trainer::step(const Batch& batch, double lr) {
+  return step_micro_batches({batch}, lr);
+}
+
+namespace {
+
+// A step's figures from its micro-batches' (`later` the newest): counts and times add up, peaks
+// are the largest, the bindings are the last micro-batch's.
+void add_micro_batch(StepStats& total, const StepStats& later) {
+  StepStats sum = later;
+  for (auto field : {&StepStats::ms, &StepStats::recompute_flops, &StepStats::compile_ms,
+                     &StepStats::collective_ms, &StepStats::collective_wait_ms})
+    sum.*field += total.*field;
+  for (auto field :
+       {&StepStats::allocations, &StepStats::evictions, &StepStats::recomputes, &StepStats::reloads,
+        &StepStats::reload_bytes, &StepStats::fused_kernels, &StepStats::kernel_compiles,
+        &StepStats::kernel_cache_loads, &StepStats::interpreted_kernels,
+        &StepStats::host_staged_nodes, &StepStats::staged_bytes})
+    sum.*field += total.*field;
+  for (auto field : {&StepStats::live_peak_bytes, &StepStats::reserved_peak_bytes,
+                     &StepStats::planned_peak_bytes})
+    sum.*field = std::max(sum.*field, total.*field);
+  sum.kernel_compile_ms.insert(sum.kernel_compile_ms.begin(), total.kernel_compile_ms.begin(),
+                               total.kernel_compile_ms.end());
+  total = std::move(sum);
+}
+
+}  // namespace
+
+StepResult Trainer::step_micro_batches(const std::vector<Batch>& micro_batches, double lr) {
   impl_->require_state("step");
-  std::map<std::string, Tensor> args =
-      impl_->state_;  // shares storage: updates land in impl_->state_
-  bind_batch(batch, *impl_->compiled_.model.graph, args);
-  DType t = impl_->compiled_.model.loss->dtype();
-  args["lr"] = t == DType::kF64 ? Tensor::from<double>({}, {lr}, *impl_->alloc_)
-                                : Tensor::from<float>({}, {static_cast<float>(lr)}, *impl_->alloc_);
-  if (impl_->compiled_.model.graph->find_value("step"))
-    args["step"] = Tensor::from<int64_t>({}, {impl_->updates_ + 1}, *impl_->alloc_);
-  if (impl_->compiled_.model.graph->find_value("rank"))
-    args["rank"] = Tensor::from<int64_t>({}, {impl_->comm_->rank()}, *impl_->alloc_);
-  if (impl_->loss_scale_ > 0)
-    args["loss_scale"] =
-        Tensor::from<float>({}, {static_cast<float>(impl_->loss_scale_)}, *impl_->alloc_);
+  const ir::Graph& g = *impl_->compiled_.model.graph;
+  const bool accumulating = g.find_value("apply") != nullptr;
+  if (micro_batches.empty()) throw InvalidArgument("step: no batch given");
+  if (micro_batches.size() > 1 && !accumulating)
+    throw InvalidArgument("step: " + std::to_string(micro_batches.size()) +
+                          " micro-batches, but this trainer accumulates no gradients: build it "
+                          "with TrainerOptions::optimizer.accumulate");
+  const DType t = impl_->compiled_.model.loss->dtype();
+  auto scalar = [&](double v) {
+    return t == DType::kF64 ? Tensor::from<double>({}, {v}, *impl_->alloc_)
+                            : Tensor::from<float>({}, {static_cast<float>(v)}, *impl_->alloc_);
+  };
   StepResult r;
-  auto out = impl_->executor_->run(args, &r.stats);
-  impl_->alloc_->trim();  // blocks no step reused for a few steps go back to the system
+  std::map<std::string, Tensor> out;
+  try {
+    for (size_t i = 0; i < micro_batches.size(); ++i) {
+      std::map<std::string, Tensor> args =
+          impl_->state_;  // shares storage: updates land in impl_->state_
+      bind_batch(micro_batches[i], g, args);
+      args["lr"] = scalar(lr);
+      if (g.find_value("step"))
+        args["step"] = Tensor::from<int64_t>({}, {impl_->updates_ + 1}, *impl_->alloc_);
+      if (g.find_value("rank"))
+        args["rank"] = Tensor::from<int64_t>({}, {impl_->comm_->rank()}, *impl_->alloc_);
+      if (impl_->loss_scale_ > 0) args["loss_scale"] = scalar(impl_->loss_scale_);
+      if (accumulating) args["apply"] = scalar(i + 1 == micro_batches.size() ? 1.0 : 0.0);
+      StepStats stats;
+      out = impl_->executor_->run(args, &stats);
+      impl_->alloc_->trim();  // blocks no step reused for a few steps go back to the system
+      add_micro_batch(r.stats, stats);
+    }
+  } catch (...) {
+    // A micro-batch that failed leaves no partial sums behind for the next step to add to.
+    for (auto& [name, tensor] : impl_->state_)
+      if (ir::is_accumulation_state(name)) tensor.zero();
+    throw;
+  }
   r.step = ++impl_->step_;
   r.loss = out.at("loss").to_vector<float>()[0];
   r.grad_norm = out.at("grad_norm").to_vector<float>()[0];
@@ -505,6 +557,8 @@ void Trainer::save(const std::string& dir, const std::map<std::string, std::stri
     whole = impl_->shards_.gather(impl_->state_, *host_memory);
     if (impl_->comm_->rank() != 0) return;
   }
+  // Gradient accumulation's buffers are empty between steps: nothing a resume needs.
+  std::erase_if(whole, [](const auto& entry) { return ir::is_accumulation_state(entry.first); });
   fs::path final = fs::path(dir).lexically_normal();
   if (!final.has_filename()) final = final.parent_path();  // "ck/step-1/"
   if (final.empty() || final.filename() == "." || final.filename() == "..") {
@@ -546,6 +600,7 @@ std::map<std::string, std::string> Trainer::load(const std::string& dir) {
   // Every tensor is checked before any is copied: a checkpoint that does not fit leaves the
   // trainer as it was.
   for (const auto& [name, t] : impl_->state_) {
+    if (ir::is_accumulation_state(name)) continue;  // not saved: empty between steps
     auto it = file.tensors.find(name);
     if (it == file.tensors.end()) {
       throw InvalidArgument("checkpoint " + dir + " lacks `" + name +
@@ -570,7 +625,7 @@ std::map<std::string, std::string> Trainer::load(const std::string& dir) {
     }
   }
   for (const auto& [name, t] : impl_->state_)
-    impl_->shards_.take_part(name, file.tensors.at(name), t);
+    if (!ir::is_accumulation_state(name)) impl_->shards_.take_part(name, file.tensors.at(name), t);
   impl_->step_ = saved.step;
   impl_->updates_ = saved.updates;
   // A checkpoint of a run without loss scaling starts the scaler afresh.

@@ -78,6 +78,12 @@ class Trainer {
   // One training step on `batch` (the model's inputs by name, each once; InvalidArgument for a
   // name that is no input) at learning rate `lr`.
   StepResult step(const Batch& batch, double lr);
+  // One optimizer step over several micro-batches (gradient accumulation, which the trainer must
+  // be built for: TrainerOptions::optimizer.accumulate). Each runs forward and backward and adds
+  // its gradients; the last applies their mean over every micro-batch's counted targets (so K
+  // micro-batches of B rows step as one batch of K*B rows would, within rounding), in the memory
+  // of one micro-batch. The result's loss is that mean; its stats add the micro-batches' up.
+  StepResult step_micro_batches(const std::vector<Batch>& micro_batches, double lr);
 
   // The model's loss on `batch` with the parameters as they are: the forward pass alone, with no
   // gradient and no update, under the same memory cap (the parameters and optimizer state stay

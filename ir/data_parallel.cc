@@ -11,12 +11,9 @@
 #include "ir/nn.h"
 
 namespace disc::ir {
-namespace {
 
 using nn::scalar;
 
-// How many labels the cross-entropy that made `loss` counts (labels != ignore_index), as a scalar
-// of the loss's dtype; 1 for any other loss.
 Value* loss_count(Graph& g, Value* loss) {
   const DType t = loss->dtype();
   const Node* n = loss->producer();
@@ -33,8 +30,6 @@ Value* loss_count(Graph& g, Value* loss) {
   std::iota(all.begin(), all.end(), 0);
   return g.add("reduce_sum", {counted}, {{"axes", all}});
 }
-
-}  // namespace
 
 Value* global_loss(Graph& g, Value* loss) {
   Value* count = loss_count(g, loss);

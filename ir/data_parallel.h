@@ -24,6 +24,10 @@ struct DataParallel {
   int64_t ranks = 1;
 };
 
+// How many labels the cross-entropy that made `loss` counts (labels != ignore_index), as a scalar
+// of the loss's dtype; 1 for any other loss.
+Value* loss_count(Graph& g, Value* loss);
+
 // The loss of the global batch: the ranks' losses, each times the count it averages over, summed
 // and divided by the sum of the counts. For a cross-entropy loss (cross_entropy,
 // linear_cross_entropy) the count is its labels != ignore_index, so the result is the mean over

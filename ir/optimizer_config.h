@@ -22,6 +22,12 @@ struct OptimizerConfig {
   // not finite (an inf or NaN in some gradient), no parameter or state changes: the step is
   // skipped, and the caller sees it in `grad_norm`.
   bool loss_scaling = false;
+  // Gradient accumulation: the step takes a scalar input `apply` and holds `P.grad_sum` per
+  // parameter (the gradients so far of the loss summed over counted targets) with
+  // `accumulated.loss` and `accumulated.count`. A step with apply 0 only adds into them; one with
+  // apply 1 adds its own, divides by the count (the mean over every micro-batch's real tokens),
+  // updates, and empties them. Its `loss` output is the mean over the micro-batches so far.
+  bool accumulate = false;
 };
 
 }  // namespace disc::ir

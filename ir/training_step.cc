@@ -1,5 +1,7 @@
 #include "ir/training_step.h"
 
+#include <optional>
+
 #include "base/error.h"
 #include "base/hash.h"
 #include "ir/autodiff.h"
@@ -151,7 +153,71 @@ void add_optimizer(Graph& g, const OptimizerConfig& opt, Value* p, Value* grad,
   for (size_t k = 0; k < state.size(); ++k) add_update(g, state[k], n->result(k + 1), s.guard);
 }
 
+Value* full_like(Graph& g, const Value* like, double value) {
+  return g.add("full", {}, {{"shape", like->shape()}, {"value", value}, {"dtype", like->dtype()}});
+}
+
+// An accumulation buffer's update: `value`, or zeros where `apply` is 1 (the step that used it).
+void add_emptying_update(Graph& g, Value* buffer, Value* value, Value* apply) {
+  Value* now =
+      g.add("eq", {stretch(g, apply, value), stretch(g, scalar(g, 1.0, apply->dtype()), value)});
+  g.add_update(buffer, g.add("select", {now, full_like(g, buffer, 0.0), value}));
+}
+
+// Gradient accumulation (OptimizerConfig::accumulate): the loss each micro-batch's gradients are
+// of, its targets' sum (so that micro-batches of different counts weigh by their counts), and the
+// mean over every micro-batch so far, which the step reports.
+struct Accumulation {
+  Value* local_count = nullptr;  // this micro-batch's (this rank's) counted targets
+  Value* mean = nullptr;         // the loss over every counted target so far (every rank's)
+  Value* count = nullptr;        // those targets
+  Value* apply = nullptr;        // input: 1 on the micro-batch that updates
+};
+
+Accumulation accumulate_loss(Graph& g, Value* loss, bool ranks) {
+  const DType t = loss->dtype();
+  Accumulation a;
+  a.local_count = loss_count(g, loss);
+  Value *all_summed = g.add("mul", {loss, a.local_count}), *all_count = a.local_count;
+  if (ranks) {
+    Node* sums = g.add_node("all_reduce", {all_summed, all_count}, {},
+                            {g.unique_name("loss.sum"), g.unique_name("loss.count")});
+    all_summed = sums->result(0), all_count = sums->result(1);
+  }
+  a.apply = g.add_argument("apply", {t, {}}, Role::kInput);
+  Value* loss_before = g.add_argument("accumulated.loss", {t, {}}, Role::kState);
+  Value* count_before = g.add_argument("accumulated.count", {t, {}}, Role::kState);
+  Value* loss_sum = g.add("add", {loss_before, all_summed});
+  a.count = g.add("add", {count_before, all_count});
+  add_emptying_update(g, loss_before, loss_sum, a.apply);
+  add_emptying_update(g, count_before, a.count, a.apply);
+  // No target counted at all (every label ignored): 0, as cross-entropy's own loss is then.
+  a.count = g.add("max", {a.count, scalar(g, 1e-30, t)});
+  a.mean = g.add("div", {loss_sum, a.count});
+  return a;
+}
+
+// Each gradient of the micro-batch's mean loss, times its counted targets (the gradient of their
+// sum: weighed by what it counts), added to its parameter's `P.grad_sum`, which holds the sum until
+// the step that applies it. The backward itself runs on the mean, at the magnitudes f16's loss
+// scale is set for; the weighing is in f32, after it. Before any sum over ranks.
+std::vector<Value*> accumulate_gradients(Graph& g, const std::vector<Value*>& grads,
+                                         const std::vector<Value*>& params, const Accumulation& a) {
+  std::vector<Value*> sums;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    Value* before = g.add_argument(params[i]->name() + ".grad_sum", grads[i]->type(), Role::kState);
+    Value* weighed = g.add("mul", {grads[i], stretch(g, a.local_count, grads[i])});
+    sums.push_back(g.add("add", {before, weighed}));
+    add_emptying_update(g, before, sums.back(), a.apply);
+  }
+  return sums;
+}
+
 }  // namespace
+
+bool is_accumulation_state(std::string_view name) {
+  return name.ends_with(".grad_sum") || name == "accumulated.loss" || name == "accumulated.count";
+}
 
 void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& params,
                          const OptimizerConfig& opt, bool debug_outputs,
@@ -169,8 +235,13 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
                             " is not the loss being trained");
     has_loss = true;
   }
-  if (data_parallel) {
+  std::optional<Accumulation> acc;
+  if (data_parallel) g.keep_outputs([](const std::string& name) { return name != "loss"; });
+  if (opt.accumulate) {
     g.keep_outputs([](const std::string& name) { return name != "loss"; });
+    acc = accumulate_loss(g, loss, data_parallel != nullptr);
+    has_loss = false;
+  } else if (data_parallel) {
     loss = global_loss(g, loss);
     has_loss = false;
   }
@@ -184,6 +255,7 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
   Value* scale = opt.loss_scaling ? g.add_argument("loss_scale", {t, {}}, Role::kInput) : nullptr;
   auto grads =
       scale ? unscaled_gradients(g, loss, params, scale) : build_gradients(g, loss, params);
+  if (acc) grads = accumulate_gradients(g, grads, params, *acc);
   const bool sharded = data_parallel && data_parallel->shard_optimizer && data_parallel->ranks > 1;
   // Each rank's part would have scales of its own blocks, which a checkpoint cannot join into the
   // whole parameter's.
@@ -196,13 +268,19 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
   } else if (data_parallel) {
     grads = all_reduce_in_buckets(g, grads, data_parallel->bucket_bytes);
   }
+  if (acc)  // the mean over every counted target of every micro-batch
+    for (Value*& d : grads) d = g.add("div", {d, stretch(g, acc->count, d)});
   Value* norm = global_norm(g, grads, t, sharded);
   Value* guard = scale ? g.add("sub", {norm, norm}) : nullptr;  // updates only where 0
+  if (acc) {  // and, accumulating, on the micro-batch that applies them
+    Value* hold = g.add("sub", {scalar(g, 1.0, t), acc->apply});
+    guard = guard ? g.add("add", {guard, hold}) : hold;
+  }
   for (size_t i = 0; debug_outputs && i < params.size(); ++i)
     g.add_output("grad." + params[i]->name(), grads[i]);
   if (opt.clip_norm > 0) grads = clip(g, grads, norm, opt.clip_norm);
   if (!debug_outputs) g.keep_outputs([](const std::string& name) { return name == "loss"; });
-  if (!has_loss) g.add_output("loss", loss);
+  if (!has_loss) g.add_output("loss", acc ? acc->mean : loss);
   g.add_output("grad_norm", norm);
   Updated updated;
   if (sharded) updated = {data_parallel, g.add_argument("rank", {DType::kI64, {}}, Role::kInput)};

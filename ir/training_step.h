@@ -8,9 +8,11 @@
 // starting at zero: f32, or with a compact state (OptimizerConfig::state) bf16, or u8 codes with
 // an f32 `P.m.scale` per block (ir/ops/state_codec.h; SGD then takes `step` too). Outputs: `loss`
 // and `grad_norm` (before clipping). Every parameter and state argument gets an update. With
-// OptimizerConfig::loss_scaling, also input `loss_scale` (scalar).
+// OptimizerConfig::loss_scaling, also input `loss_scale` (scalar); with
+// OptimizerConfig::accumulate, input `apply` and the accumulation buffers it describes.
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 #include "ir/data_parallel.h"
@@ -26,6 +28,10 @@ namespace disc::ir {
 // With `data_parallel`, the step is one rank's of a data-parallel run (ir/data_parallel.h): it
 // trains on the loss of the global batch, whose value is the output `loss`, and its gradients are
 // summed over the ranks (in buckets) before the norm, clipping and updates read them.
+// Whether a state argument is one of gradient accumulation's buffers (`P.grad_sum`,
+// `accumulated.loss`, `accumulated.count`): empty between steps, so checkpoints leave them out.
+bool is_accumulation_state(std::string_view name);
+
 void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& params,
                          const OptimizerConfig& opt, bool debug_outputs = false,
                          const DataParallel* data_parallel = nullptr);

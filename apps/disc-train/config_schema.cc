@@ -144,6 +144,14 @@ const std::vector<ConfigKey>& config_schema() {
       {"schedule.warmup_steps", K::kInt, "50", "linear warmup from 0", {}, 0, 1e12},
       {"schedule.decay", K::kChoice, "cosine", "after warmup", {"cosine", "linear", "constant"}},
       {"train.steps", K::kInt, "300", "optimizer steps", {}, 1, 1e12},
+      {"train.accumulate",
+       K::kInt,
+       "1",
+       "micro-batches per optimizer step (gradient accumulation), each of data.batch_size, in the "
+       "memory of one",
+       {},
+       1,
+       1e6},
       {"train.freeze", K::kStrings, "[]",
        "parameters held fixed, by name pattern (* and ?): disc names (embed, l0.wq) or, for "
        "llama, Hugging Face names (model.embed_tokens.*)"},

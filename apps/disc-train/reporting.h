@@ -3,6 +3,7 @@
 // end-of-run summary.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/data/batcher.h"
 #include "engine/trainer.h"
 
 namespace disc::apps {
@@ -24,6 +26,12 @@ struct StepReport {
   double lr = 0;
   int64_t live_bytes = 0;           // held after the step: parameters, optimizer state
   std::optional<double> eval_loss;  // the held-out loss after the step, when one was measured
+
+  // Counts a global batch the step trained on (each of its micro-batches, accumulating).
+  void add_batch(const data::HostBatch& hb) {
+    tokens += hb.real_tokens, computed += hb.computed(), batch += hb.batch;
+    seq = std::max(seq, hb.seq), packed = hb.packed();
+  }
 };
 
 // Appends one JSON object per step to a .jsonl file. A write that fails (a full disk) throws

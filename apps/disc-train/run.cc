@@ -269,22 +269,25 @@ int run_training(const Config& c, const RunFlags& f) {
   StopSignals signals;
   RunTotals totals;
   int code = 0;
+  const int64_t accumulate = c.get_int("train.accumulate");
   for (int64_t step = trainer.steps_done() + 1; step <= total && code == 0; ++step) {
-    const data::HostBatch hb = batcher.next();  // the global batch, which the reports count
     if (out.trace.wants(step)) trainer.set_observer(out.trace.observer(step, trainer.memory_cap()));
-    data::HostBatch share;  // this rank's rows of it, with ranks
-    if (ranks.size > 1)
-      share =
-          data::rank_share(hb, ranks.rank, ranks.size, s.batching.pad_id, s.batching.ignore_index);
-    StepReport r{
-        trainer.step(to_tensors(ranks.size > 1 ? share : hb, trainer, g, seed, step), lr.at(step)),
-        hb.real_tokens,
-        hb.computed(),
-        hb.batch,
-        hb.seq,
-        hb.packed(),
-        lr.at(step),
-        trainer.allocator().stats().live_bytes};
+    // The step's global batches (one, or train.accumulate micro-batches), which the reports count.
+    StepReport r{.lr = lr.at(step)};
+    std::vector<engine::Batch> micro;
+    for (int64_t k = 0; k < accumulate; ++k) {
+      const data::HostBatch hb = batcher.next();
+      data::HostBatch share;  // this rank's rows of it, with ranks
+      if (ranks.size > 1)
+        share = data::rank_share(hb, ranks.rank, ranks.size, s.batching.pad_id,
+                                 s.batching.ignore_index);
+      // Dropout's seed differs per micro-batch (and is the step's own without accumulation).
+      micro.push_back(to_tensors(ranks.size > 1 ? share : hb, trainer, g, seed,
+                                 (step - 1) * accumulate + k + 1));
+      r.add_batch(hb);
+    }
+    r.result = trainer.step_micro_batches(micro, lr.at(step));
+    r.live_bytes = trainer.allocator().stats().live_bytes;
     if (out.trace.wants(step)) {
       trainer.set_observer({});
       out.trace.end_step(step, r.result.stats.ms * 1e3, r.result.stats.compile_ms,

@@ -448,6 +448,7 @@ engine::TrainerOptions trainer_options(const Config& c) {
   o.state = state == "int8"   ? ir::OptimizerConfig::State::kInt8
             : state == "bf16" ? ir::OptimizerConfig::State::kBF16
                               : ir::OptimizerConfig::State::kF32;
+  o.accumulate = c.get_int("train.accumulate") > 1;
   t.jit = c.get_bool("jit.fusion");
   t.fuse_attention = c.get_bool("jit.attention");
   t.fuse_cross_entropy = c.get_bool("jit.cross_entropy");

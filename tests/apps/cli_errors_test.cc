@@ -52,6 +52,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"wrong_type", "train:\n  steps: many\n", "",
                  "train.steps must be an integer, not `many`"},
         BadInput{"out_of_range", "train:\n  steps: 0\n", "", "train.steps must be in [1, "},
+        BadInput{"accumulate_zero", "", "train.accumulate=0", "train.accumulate must be in [1, "},
         BadInput{"bad_choice", "optimizer:\n  name: adam\n", "",
                  "must be one of adamw, sgd, not `adam` (did you mean `adamw`?)"},
         BadInput{"section_not_map", "model: llama\n", "",

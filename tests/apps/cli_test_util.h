@@ -100,4 +100,17 @@ inline std::string run_with_config(const Scratch& s, const std::string& args) {
   return std::string(DISC_TRAIN) + " run --config " + s.path("run.yaml") + " " + args;
 }
 
+// Instruction records as JSON: "count from N" and the numbers after it, for n values of N from
+// `from` (held-out ones from elsewhere).
+inline std::string count_records(int n, int from) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (int i = from; i < from + n; ++i) {
+    std::string out;
+    for (int k = 0; k < 3 + i % 9; ++k) out += (k ? " " : "") + std::to_string(i + k);
+    rows.push_back(
+        {{"instruction", "count from " + std::to_string(i)}, {"input", ""}, {"output", out}});
+  }
+  return rows.dump();
+}
+
 }  // namespace disc::apps::testing

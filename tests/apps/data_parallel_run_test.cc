@@ -136,6 +136,29 @@ TEST(DataParallelRun, TokenBudgetBatchesFollowOneProcess) {
   expect_close(losses(s.path("sharded.jsonl")), losses(s.path("one.jsonl")), 1);
 }
 
+// Gradient accumulation: two micro-batches of 6 step as one batch of their 12 rows, in one process,
+// on two ranks, on three with the optimizer state sharded, and packed on two.
+TEST(DataParallelRun, AccumulatedMicroBatchesFollowOneBatchOfTheirRows) {
+  Scratch s;
+  s.write("run.yaml", kRanksRun);
+  auto one = train(s, 1, "data.batch_size=12 logging.metrics=" + s.path("one.jsonl"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  const std::string micro = "data.batch_size=6 train.accumulate=2 ";
+  auto acc = train(s, 1, micro + "logging.metrics=" + s.path("acc.jsonl"));
+  ASSERT_EQ(acc.code, 0) << acc.out;
+  expect_close(losses(s.path("acc.jsonl")), losses(s.path("one.jsonl")), 1);
+  auto two = train(s, 2, micro + "logging.metrics=" + s.path("two.jsonl"));
+  ASSERT_EQ(two.code, 0) << two.out;
+  expect_close(losses(s.path("two.jsonl")), losses(s.path("one.jsonl")), 1);
+  auto sharded = train(
+      s, 3, micro + "distributed.shard_optimizer=true logging.metrics=" + s.path("sharded.jsonl"));
+  ASSERT_EQ(sharded.code, 0) << sharded.out;
+  expect_close(losses(s.path("sharded.jsonl")), losses(s.path("one.jsonl")), 1);
+  auto packed = train(s, 2, micro + "data.packing=true logging.metrics=" + s.path("packed.jsonl"));
+  ASSERT_EQ(packed.code, 0) << packed.out;
+  expect_close(losses(s.path("packed.jsonl")), losses(s.path("one.jsonl")), 1);
+}
+
 // Packed: each rank packs its share of the step's examples (a token budget leaves some ranks
 // without one), and the ranks follow one padded process over the same examples.
 TEST(DataParallelRun, PackedRanksFollowOnePaddedProcess) {

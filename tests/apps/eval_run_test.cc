@@ -11,18 +11,6 @@
 namespace disc::apps::testing {
 namespace {
 
-// Instruction records: "count from N" and the numbers after it.
-std::string records(int n, int from) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (int i = from; i < from + n; ++i) {
-    std::string out;
-    for (int k = 0; k < 3 + i % 9; ++k) out += (k ? " " : "") + std::to_string(i + k);
-    rows.push_back(
-        {{"instruction", "count from " + std::to_string(i)}, {"input", ""}, {"output", out}});
-  }
-  return rows.dump();
-}
-
 const char* kEvalRun =
     R"(model: {family: llama, hidden: 32, layers: 1, heads: 2, kv_heads: 1, ffn: 64}
 data: {source: json, batch_size: 8, max_len: 48}
@@ -52,8 +40,8 @@ std::map<int64_t, double> eval_losses(const std::string& metrics) {
 TEST(EvalRun, EvalLossEveryEvalEveryStepsAndAtTheEndAndTheEvalCommandAgrees) {
   Scratch s;
   s.write("run.yaml", kEvalRun);
-  s.write("train.json", records(120, 0));
-  s.write("eval.json", records(30, 500));
+  s.write("train.json", count_records(120, 0));
+  s.write("eval.json", count_records(30, 500));
   const Result r = run_command(train(s));
   ASSERT_EQ(r.code, 0) << r.out;
   const auto evals = eval_losses(s.path("m.jsonl"));
@@ -79,7 +67,7 @@ TEST(EvalRun, EvalLossEveryEvalEveryStepsAndAtTheEndAndTheEvalCommandAgrees) {
 TEST(EvalRun, AMissingOrEmptyEvalFileIsOneLineExitTwoAndNothingWritten) {
   Scratch s;
   s.write("run.yaml", kEvalRun);
-  s.write("train.json", records(40, 0));
+  s.write("train.json", count_records(40, 0));
   s.write("eval.json", "[]");
   Result r = run_command(train(s));
   EXPECT_EQ(r.code, 2) << r.out;

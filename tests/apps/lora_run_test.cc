@@ -13,17 +13,6 @@
 namespace disc::apps::testing {
 namespace {
 
-std::string count_records(int n, int from) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (int i = from; i < from + n; ++i) {
-    std::string out;
-    for (int k = 0; k < 3 + i % 7; ++k) out += (k ? " " : "") + std::to_string(i + k);
-    rows.push_back(
-        {{"instruction", "count from " + std::to_string(i)}, {"input", ""}, {"output", out}});
-  }
-  return rows.dump();
-}
-
 const char* kLoraRun =
     R"(model: {family: llama, hidden: 32, layers: 2, heads: 2, kv_heads: 1, ffn: 64,
         lora: {rank: 4, alpha: 8, targets: [q_proj, v_proj, down_proj]}}

@@ -95,7 +95,7 @@ TEST(Lora, OnlyTheAdaptersTrainAndTheBf16BaseStaysBitForBit) {
 
 TEST(Lora, AdaptersStartAsPeftDrawsThem) {
   Trainer t(ir::models::build_llama(counting_config(8)), lora_options());
-  for (const std::string& name : {"l0.wq", "l1.w_down"}) {
+  for (const std::string name : {"l0.wq", "l1.w_down"}) {
     const Tensor& a = t.parameter(name + std::string(".lora_A"));
     const double bound = 1.0 / std::sqrt(static_cast<double>(a.shape()[1]));  // 1/sqrt(in)
     double sum_sq = 0;
@@ -204,14 +204,7 @@ TEST(Lora, FromTrainedWeightsFollowsTheFullFineTune) {
 // 16.4). On the CPU, which has nowhere to put them, the adapters' inputs that no recompute can
 // make again stay held: about 3.5 GiB.
 TEST(Lora, BringsATinyLlamaFineTuneUnder3GiB) {
-  ir::models::LlamaConfig tiny{.vocab = 32000,
-                               .hidden = 2048,
-                               .layers = 22,
-                               .heads = 32,
-                               .kv_heads = 4,
-                               .ffn = 5632,
-                               .max_batch = 2,
-                               .max_seq = 512};
+  ir::models::LlamaConfig tiny = testing::tinyllama_shapes();
   tiny.lora = {.rank = 16, .alpha = 32};
   auto bound = [&](const std::string& device) {
     TrainerOptions o = lora_options();

@@ -31,6 +31,18 @@ inline ir::models::Model counting_llama(int64_t max_batch = 64, int64_t max_seq 
                                   .max_seq = max_seq});
 }
 
+// TinyLlama-1.1B's shapes at B = 2, S = 512: where the fine-tuning issue's memory goals are set.
+inline ir::models::LlamaConfig tinyllama_shapes() {
+  return {.vocab = 32000,
+          .hidden = 2048,
+          .layers = 22,
+          .heads = 32,
+          .kv_heads = 4,
+          .ffn = 5632,
+          .max_batch = 2,
+          .max_seq = 512};
+}
+
 // The smallest cap the planner reaches at `model`'s largest batch under options `o`, from a
 // Trainer that plans under a generous cap first.
 inline int64_t smallest_cap(ir::models::Model model, TrainerOptions o) {

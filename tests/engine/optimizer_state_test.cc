@@ -154,14 +154,7 @@ TEST(OptimizerState, ACheckpointOfAnotherStateDtypeIsRefusedNamingBoth) {
 // alive for the norm) and under 7 GiB without (each update right after its gradient); f32 state
 // needs 16.4 GiB and 12.9 GiB.
 TEST(OptimizerState, Int8BringsATinyLlamaFullFineTuneUnder11And7GiB) {
-  const ir::models::LlamaConfig tiny{.vocab = 32000,
-                                     .hidden = 2048,
-                                     .layers = 22,
-                                     .heads = 32,
-                                     .kv_heads = 4,
-                                     .ffn = 5632,
-                                     .max_batch = 2,
-                                     .max_seq = 512};
+  const ir::models::LlamaConfig tiny = testing::tinyllama_shapes();
   auto bound = [&](State state, double clip) {
     TrainerOptions o = state_options(state);
     o.make_state = false, o.optimizer.clip_norm = clip, o.memory.cap = int64_t{1} << 40;

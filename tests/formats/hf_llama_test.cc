@@ -20,28 +20,17 @@
 #include "engine/safetensors.h"
 #include "engine/trainer.h"
 #include "ir/training_step.h"
+#include "tests/formats/reference.h"
 
 namespace disc::formats {
 using namespace engine;  // the Trainer, tensors and safetensors files the folders go in and out of
 namespace {
 
+using testing::reference;
+using testing::relative_error;
+
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-std::string reference(const std::string& name) {
-  return std::string(DISC_TEST_DATA_DIR) + "/reference/" + name;
-}
-
-// max |a - b| / max |b|.
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double diff = 0, scale = 1e-30;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    diff = std::max(diff, std::abs(double(a[i]) - double(b[i])));
-    scale = std::max(scale, std::abs(double(b[i])));
-  }
-  return diff / scale;
-}
 
 // A disc [in, out] matrix as HF's [out, in].
 std::vector<float> transposed(const Tensor& t) {

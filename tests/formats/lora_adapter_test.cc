@@ -18,27 +18,17 @@
 #include "engine/safetensors.h"
 #include "formats/hf_llama.h"
 #include "ir/training_step.h"
+#include "tests/formats/reference.h"
 
 namespace disc::formats {
 namespace {
 
+using testing::reference;
+using testing::relative_error;
+
 namespace fs = std::filesystem;
 using engine::Tensor;
 using nlohmann::json;
-
-std::string reference_path(const std::string& name) {
-  return std::string(DISC_TEST_DATA_DIR) + "/reference/" + name;
-}
-
-double max_relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double diff = 0, scale = 1e-30;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    diff = std::max(diff, std::abs(double(a[i]) - double(b[i])));
-    scale = std::max(scale, std::abs(double(b[i])));
-  }
-  return diff / scale;
-}
 
 class PeftAdapter : public ::testing::Test {
  protected:
@@ -47,7 +37,7 @@ class PeftAdapter : public ::testing::Test {
     fs::remove_all(root);
     fs::create_directories(root);
     llama = hf.config;
-    llama.lora = read_peft_config(reference_path("peft_lora_gqa"));
+    llama.lora = read_peft_config(reference("peft_lora_gqa"));
   }
   void TearDown() override { fs::remove_all(root); }
 
@@ -82,7 +72,7 @@ class PeftAdapter : public ::testing::Test {
   // A copy of the recorded adapter in `root`/name, its config changed by `edit`.
   std::string edited_copy(const std::string& name, const std::function<void(json&)>& edit) {
     const fs::path dir = root / name;
-    fs::copy(reference_path("peft_lora_gqa"), dir);
+    fs::copy(reference("peft_lora_gqa"), dir);
     json j = json::parse(std::ifstream(dir / "adapter_config.json"));
     edit(j);
     std::ofstream(dir / "adapter_config.json") << j.dump(2);
@@ -102,9 +92,9 @@ class PeftAdapter : public ::testing::Test {
   fs::path root;
   std::unique_ptr<devices::Device> dev = devices::make_cpu_device(2);
   memory::DeviceAllocator alloc{*dev};
-  HfLlama hf = open_hf_llama(reference_path("hf_llama_gqa"));
+  HfLlama hf = open_hf_llama(reference("hf_llama_gqa"));
   engine::TensorFile batch =
-      engine::read_safetensors(reference_path("peft_lora_gqa.safetensors"), alloc);
+      engine::read_safetensors(reference("peft_lora_gqa.safetensors"), alloc);
   ir::models::LlamaConfig llama;
 };
 
@@ -112,26 +102,24 @@ TEST_F(PeftAdapter, GivesTheLogitsPeftRecorded) {
   EXPECT_EQ(llama.lora.rank, 4);
   EXPECT_EQ(llama.lora.alpha, 8);
   std::map<std::string, Tensor> w = base_weights();
-  w.merge(read_peft_adapter(reference_path("peft_lora_gqa"), llama, alloc));
-  EXPECT_LT(max_relative_error(logits(llama, w), batch.tensors.at("logits").to_vector<float>()),
-            1e-3);
+  w.merge(read_peft_adapter(reference("peft_lora_gqa"), llama, alloc));
+  EXPECT_LT(relative_error(logits(llama, w), batch.tensors.at("logits").to_vector<float>()), 1e-3);
 }
 
 TEST_F(PeftAdapter, MergedWeightsGiveTheAdaptedLogits) {
   std::map<std::string, Tensor> w = base_weights();
-  w.merge(read_peft_adapter(reference_path("peft_lora_gqa"), llama, alloc));
+  w.merge(read_peft_adapter(reference("peft_lora_gqa"), llama, alloc));
   const std::map<std::string, Tensor> merged = merge_lora(w, llama, alloc);
   EXPECT_FALSE(merged.contains("l0.wq.lora_A"));
-  EXPECT_LT(max_relative_error(logits(hf.config, merged), logits(llama, w)), 1e-5);
+  EXPECT_LT(relative_error(logits(hf.config, merged), logits(llama, w)), 1e-5);
 }
 
 TEST_F(PeftAdapter, WrittenBackItIsPeftsLayout) {
-  std::map<std::string, Tensor> w =
-      read_peft_adapter(reference_path("peft_lora_gqa"), llama, alloc);
+  std::map<std::string, Tensor> w = read_peft_adapter(reference("peft_lora_gqa"), llama, alloc);
   const std::string out = (root / "out").string();
   write_peft_adapter(w, llama, out, "hf_llama_gqa");
-  const auto theirs = engine::read_safetensors(
-                          reference_path("peft_lora_gqa/adapter_model.safetensors"), alloc)
+  const auto theirs = engine::read_safetensors(reference("peft_lora_gqa/adapter_model.safetensors"),
+                                               alloc)
                           .tensors,
              ours = engine::read_safetensors(out + "/adapter_model.safetensors", alloc).tensors;
   ASSERT_EQ(ours.size(), theirs.size());
@@ -175,24 +163,24 @@ TEST_F(PeftAdapter, WhatDoesNotFitTheBaseOrDiscIsRefused) {
       refused_config("prompt", [](json& j) { j["peft_type"] = "PROMPT_TUNING"; }).find("not LORA"),
       std::string::npos);
   // Another base: the tied model's hidden size is 24, the adapter's 32.
-  HfLlama tied = open_hf_llama(reference_path("hf_llama_tied"));
+  HfLlama tied = open_hf_llama(reference("hf_llama_tied"));
   ir::models::LlamaConfig other = tied.config;
   other.lora = llama.lora;
   const std::string shape =
-      refusal([&] { read_peft_adapter(reference_path("peft_lora_gqa"), other, alloc); });
+      refusal([&] { read_peft_adapter(reference("peft_lora_gqa"), other, alloc); });
   EXPECT_NE(shape.find("belongs to another base model"), std::string::npos) << shape;
   // A rank the tensors do not have, and targets the file lacks.
   ir::models::LlamaConfig more = llama;
   more.lora.targets.push_back("up_proj");
   const std::string lacks =
-      refusal([&] { read_peft_adapter(reference_path("peft_lora_gqa"), more, alloc); });
+      refusal([&] { read_peft_adapter(reference("peft_lora_gqa"), more, alloc); });
   EXPECT_NE(lacks.find("lacks `base_model.model.model.layers.0.mlp.up_proj.lora_A.weight`"),
             std::string::npos)
       << lacks;
   ir::models::LlamaConfig fewer = llama;
   fewer.lora.targets = {"q_proj", "v_proj", "gate_proj"};
   const std::string extra =
-      refusal([&] { read_peft_adapter(reference_path("peft_lora_gqa"), fewer, alloc); });
+      refusal([&] { read_peft_adapter(reference("peft_lora_gqa"), fewer, alloc); });
   EXPECT_NE(extra.find("down_proj"), std::string::npos) << extra;
   EXPECT_NE(extra.find("which is no adapter of this base"), std::string::npos) << extra;
 }
