@@ -1,5 +1,8 @@
 #include "ir/training_step.h"
 
+#include <algorithm>
+#include <map>
+#include <numeric>
 #include <optional>
 
 #include "base/error.h"
@@ -17,11 +20,32 @@ Value* stretch(Graph& g, Value* s, const Value* like) {
   return g.add("broadcast", {s}, {{"shape", like->shape()}, {"dims", std::vector<int64_t>{}}});
 }
 
+// The gradients' indices in the order the backward makes them (the last layer's first), whatever
+// the order of the parameters.
+std::vector<size_t> made_order(const Graph& g, const std::vector<Value*>& grads) {
+  std::map<const Node*, size_t> position;
+  for (const Node* n : g.nodes()) position.emplace(n, position.size());
+  auto made_at = [&](size_t i) {
+    return grads[i]->producer() ? position.at(grads[i]->producer()) : size_t{0};
+  };
+  std::vector<size_t> order(grads.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return made_at(a) < made_at(b); });
+  return order;
+}
+
 // sqrt(sum over every gradient of g^2), as a scalar; with `parts`, each rank holds a part of each
-// gradient, and the sum is over every rank's.
-Value* global_norm(Graph& g, const std::vector<Value*>& grads, DType t, bool parts) {
+// gradient, and the sum is over every rank's. The terms are summed in `order` (made_order's, taken
+// before any sum over ranks, so that every way of sharding sums alike): a depth-first order then
+// computes each layer's weight gradients beside that layer's backward, while the activations they
+// read are alive or can be recomputed, not all after the first layer's.
+Value* global_norm(Graph& g, const std::vector<Value*>& grads, const std::vector<size_t>& order,
+                   DType t, bool parts) {
+  std::vector<Value*> made;
+  for (size_t i : order) made.push_back(grads[i]);
   Value* total = scalar(g, 0.0, t);
-  for (Value* d : grads) {
+  for (Value* d : made) {
     std::vector<int64_t> all;
     for (int i = 0; i < d->rank(); ++i) all.push_back(i);
     Value* sq = g.add("mul", {d, d});
@@ -255,6 +279,7 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
   Value* scale = opt.loss_scaling ? g.add_argument("loss_scale", {t, {}}, Role::kInput) : nullptr;
   auto grads =
       scale ? unscaled_gradients(g, loss, params, scale) : build_gradients(g, loss, params);
+  const std::vector<size_t> order = made_order(g, grads);
   if (acc) grads = accumulate_gradients(g, grads, params, *acc);
   const bool sharded = data_parallel && data_parallel->shard_optimizer && data_parallel->ranks > 1;
   // Each rank's part would have scales of its own blocks, which a checkpoint cannot join into the
@@ -270,7 +295,7 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
   }
   if (acc)  // the mean over every counted target of every micro-batch
     for (Value*& d : grads) d = g.add("div", {d, stretch(g, acc->count, d)});
-  Value* norm = global_norm(g, grads, t, sharded);
+  Value* norm = global_norm(g, grads, order, t, sharded);
   Value* guard = scale ? g.add("sub", {norm, norm}) : nullptr;  // updates only where 0
   if (acc) {  // and, accumulating, on the micro-batch that applies them
     Value* hold = g.add("sub", {scalar(g, 1.0, t), acc->apply});

@@ -21,7 +21,7 @@
 
 namespace disc::memory {
 
-inline constexpr int kMaxChain = 4;
+inline constexpr int kMaxChain = 6;
 
 struct Candidate {
   const ir::Value* value = nullptr;

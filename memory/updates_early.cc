@@ -100,7 +100,10 @@ class LinkedOrder {
 };
 
 // n and the nodes whose results only they read (a gradient's square before its sum): what moves
-// with n. `kept`: outputs and update values, which stay after their readers.
+// with n. `kept`: outputs and update values, which stay after their readers. Nodes of scalars
+// move on their own, earlier in the scan, and are no part of a later node's cone: the next term of
+// a sum read only by the following one would otherwise drag every earlier term, and the gradients
+// they read, down to the latest term's place.
 std::set<const Node*> private_cone(const std::set<const Value*>& kept, const Node* n) {
   std::set<const Node*> cone = {n};
   std::vector<const Node*> todo = {n};
@@ -114,7 +117,9 @@ std::set<const Node*> private_cone(const std::set<const Value*>& kept, const Nod
     for (const Value* o : m->operands()) {
       const Node* p = o->producer();
       if (!p || cone.contains(p) ||
-          !std::all_of(p->results().begin(), p->results().end(), read_in_cone))
+          !std::all_of(p->results().begin(), p->results().end(), read_in_cone) ||
+          std::all_of(p->results().begin(), p->results().end(),
+                      [](const Value* r) { return r->type().rank() == 0; }))
         continue;
       cone.insert(p);
       todo.push_back(p);

@@ -199,10 +199,9 @@ TEST(Lora, FromTrainedWeightsFollowsTheFullFineTune) {
   }
 }
 
-// With a device that has host memory to offload to (a GPU; sim-gpu here), r = 16 adapters on
-// every projection of a TinyLlama-1.1B at B = 2, S = 512 in bf16 plan under 3 GiB (full f32:
-// 16.4). On the CPU, which has nowhere to put them, the adapters' inputs that no recompute can
-// make again stay held: about 3.5 GiB.
+// r = 16 adapters on every projection of a TinyLlama-1.1B at B = 2, S = 512 in bf16 plan under
+// 3 GiB (full f32: 16.4), on the CPU and on a device with host memory to offload to (a GPU;
+// sim-gpu here).
 TEST(Lora, BringsATinyLlamaFineTuneUnder3GiB) {
   ir::models::LlamaConfig tiny = testing::tinyllama_shapes();
   tiny.lora = {.rank = 16, .alpha = 32};
@@ -217,7 +216,7 @@ TEST(Lora, BringsATinyLlamaFineTuneUnder3GiB) {
     return gib;
   };
   EXPECT_LE(bound("sim-gpu"), 3.0);
-  EXPECT_LE(bound("cpu"), 3.6);
+  EXPECT_LE(bound("cpu"), 3.0);
 }
 
 }  // namespace
