@@ -479,19 +479,21 @@ StepResult Trainer::step_micro_batches(const std::vector<Batch>& micro_batches, 
     return t == DType::kF64 ? Tensor::from<double>({}, {v}, *impl_->alloc_)
                             : Tensor::from<float>({}, {static_cast<float>(v)}, *impl_->alloc_);
   };
+  // What every micro-batch reads beside its batch: the state (sharing storage, so that updates
+  // land in impl_->state_) and the step's scalars.
+  std::map<std::string, Tensor> common = impl_->state_;
+  common["lr"] = scalar(lr);
+  if (g.find_value("step"))
+    common["step"] = Tensor::from<int64_t>({}, {impl_->updates_ + 1}, *impl_->alloc_);
+  if (g.find_value("rank"))
+    common["rank"] = Tensor::from<int64_t>({}, {impl_->comm_->rank()}, *impl_->alloc_);
+  if (impl_->loss_scale_ > 0) common["loss_scale"] = scalar(impl_->loss_scale_);
   StepResult r;
   std::map<std::string, Tensor> out;
   try {
     for (size_t i = 0; i < micro_batches.size(); ++i) {
-      std::map<std::string, Tensor> args =
-          impl_->state_;  // shares storage: updates land in impl_->state_
+      std::map<std::string, Tensor> args = common;
       bind_batch(micro_batches[i], g, args);
-      args["lr"] = scalar(lr);
-      if (g.find_value("step"))
-        args["step"] = Tensor::from<int64_t>({}, {impl_->updates_ + 1}, *impl_->alloc_);
-      if (g.find_value("rank"))
-        args["rank"] = Tensor::from<int64_t>({}, {impl_->comm_->rank()}, *impl_->alloc_);
-      if (impl_->loss_scale_ > 0) args["loss_scale"] = scalar(impl_->loss_scale_);
       if (accumulating) args["apply"] = scalar(i + 1 == micro_batches.size() ? 1.0 : 0.0);
       StepStats stats;
       out = impl_->executor_->run(args, &stats);
@@ -540,6 +542,7 @@ void Trainer::set_parameter(const std::string& name, const Tensor& value) {
 void Trainer::save(const std::string& dir, const std::map<std::string, std::string>& extra) const {
   impl_->require_state("save");
   for (const auto& [name, t] : impl_->state_) {
+    if (ir::is_accumulation_state(name)) continue;  // empty between steps, and not saved
     if (int64_t bad = t.count_nonfinite(); bad > 0) {
       throw InvalidArgument("cannot save a checkpoint to " + dir + ": `" + name + "` holds " +
                             std::to_string(bad) +

@@ -50,12 +50,10 @@ std::vector<Adapted> adapted(const LlamaConfig& c) {
   return out;
 }
 
-json read_config_json(const std::string& dir) {
-  const std::string path = (fs::path(dir) / kConfig).string();
+json read_config_json(const std::string& path) {
   try {
     json j = json::parse(read_regular_file(path, "the adapter's config"));
     if (!j.is_object()) throw InvalidArgument(path + " is not a JSON object");
-    j["__path"] = path;
     return j;
   } catch (const json::exception& e) {
     throw InvalidArgument(path + " is not valid JSON (" + e.what() + ")");
@@ -145,8 +143,8 @@ void write_peft_adapter(const std::map<std::string, Tensor>& params, const Llama
 }
 
 LoraConfig read_peft_config(const std::string& dir) {
-  const json j = read_config_json(dir);
-  const std::string path = j["__path"];
+  const std::string path = (fs::path(dir) / kConfig).string();
+  const json j = read_config_json(path);
   refuse_unsupported(j, path);
   LoraConfig l;
   l.rank = j["r"].get<int64_t>();
@@ -167,33 +165,41 @@ LoraConfig read_peft_config(const std::string& dir) {
   return l;
 }
 
-std::map<std::string, Tensor> read_peft_adapter(const std::string& dir, const LlamaConfig& c,
-                                                memory::Allocator& alloc) {
+void check_peft_adapter(const std::string& dir, const LlamaConfig& c) {
   const std::string path = (fs::path(dir) / kWeights).string();
-  engine::TensorFile file = engine::read_safetensors(path, alloc);
-  std::map<std::string, Tensor> out;
-  auto take = [&](const std::string& disc, const std::string& peft, std::vector<int64_t> shape) {
-    auto it = file.tensors.find(peft);
-    if (it == file.tensors.end())
+  const engine::MappedTensorFile file(path);  // the header alone: no tensor is read
+  std::map<std::string, engine::MappedTensorFile::Entry> left = file.tensors();
+  const int64_t r = c.lora.rank;
+  auto expect = [&](const std::string& peft, const std::vector<int64_t>& shape) {
+    auto it = left.find(peft);
+    if (it == left.end())
       throw InvalidArgument(path + " lacks `" + peft + "`, an adapter that the base (" +
                             std::to_string(c.layers) + " layers) and " + kConfig +
                             "'s target_modules call for");
-    if (it->second.shape() != shape)
-      throw InvalidArgument(path + ": `" + peft + "` is " + it->second.describe() + ", where the " +
-                            "base and r = " + std::to_string(c.lora.rank) + " make it " +
-                            json(shape).dump() + ": the adapter belongs to another base model");
-    out[disc] = engine::as_dtype(it->second, DType::kF32, alloc);
-    file.tensors.erase(it);
+    if (it->second.shape != shape)
+      throw InvalidArgument(
+          path + ": `" + peft + "` is " + std::string(dtype_name(it->second.dtype)) +
+          json(it->second.shape).dump() + ", where the base and r = " + std::to_string(r) +
+          " make it " + json(shape).dump() + ": the adapter belongs to another base model");
+    left.erase(it);
   };
-  const int64_t r = c.lora.rank;
   for (const Adapted& a : adapted(c)) {
-    take(ir::models::lora_a_name(a.weight), a.module + ".lora_A.weight", {r, a.in});
-    take(ir::models::lora_b_name(a.weight), a.module + ".lora_B.weight", {a.out, r});
+    expect(a.module + ".lora_A.weight", {r, a.in});
+    expect(a.module + ".lora_B.weight", {a.out, r});
   }
-  if (!file.tensors.empty())
-    throw InvalidArgument(path + " holds `" + file.tensors.begin()->first + "`, which is no " +
+  if (!left.empty())
+    throw InvalidArgument(path + " holds `" + left.begin()->first + "`, which is no " +
                           "adapter of this base (its layers and " + kConfig +
                           "'s target_modules say which there are)");
+}
+
+std::map<std::string, Tensor> read_peft_adapter(const std::string& dir, const LlamaConfig& c,
+                                                memory::Allocator& alloc) {
+  check_peft_adapter(dir, c);
+  engine::TensorFile file = engine::read_safetensors((fs::path(dir) / kWeights).string(), alloc);
+  std::map<std::string, Tensor> out;
+  for (const PeftName& n : peft_names(c))
+    out[n.disc] = engine::as_dtype(file.tensors.at(n.peft), DType::kF32, alloc);
   return out;
 }
 

@@ -44,8 +44,11 @@ void write_peft_adapter(const std::map<std::string, engine::Tensor>& params,
 // adapter_config.json's rank, alpha, dropout and targets (base left as the caller sets it).
 ir::models::LoraConfig read_peft_config(const std::string& dir);
 
-// The folder's adapters, as f32 by disc name, checked against the llama `c` (whose lora must be
-// read_peft_config's): every adapter there, none else, each of its shape.
+// Checks the folder's adapter file against the llama `c` (whose lora must be read_peft_config's)
+// from its header alone: every adapter there, none else, each of its shape.
+void check_peft_adapter(const std::string& dir, const ir::models::LlamaConfig& c);
+
+// The folder's adapters, as f32 by disc name, after check_peft_adapter.
 std::map<std::string, engine::Tensor> read_peft_adapter(const std::string& dir,
                                                         const ir::models::LlamaConfig& c,
                                                         memory::Allocator& alloc);

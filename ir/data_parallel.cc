@@ -14,6 +14,19 @@ namespace disc::ir {
 
 using nn::scalar;
 
+std::vector<size_t> made_order(const Graph& g, const std::vector<Value*>& values) {
+  std::map<const Node*, size_t> position;
+  for (const Node* n : g.nodes()) position.emplace(n, position.size());
+  auto made_at = [&](size_t i) {
+    return values[i]->producer() ? position.at(values[i]->producer()) : size_t{0};
+  };
+  std::vector<size_t> order(values.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return made_at(a) < made_at(b); });
+  return order;
+}
+
 Value* loss_count(Graph& g, Value* loss) {
   const DType t = loss->dtype();
   const Node* n = loss->producer();
@@ -47,16 +60,7 @@ namespace {
 std::vector<Value*> in_buckets(Graph& g, const std::vector<Value*>& grads, int64_t bucket_bytes,
                                const std::string& op, const Attributes& attrs,
                                const std::string& suffix) {
-  std::map<const Node*, size_t> position;
-  for (const Node* n : g.nodes()) position.emplace(n, position.size());
-  auto made_at = [&](const Value* v) {
-    return v->producer() ? position.at(v->producer()) : size_t{0};
-  };
-  std::vector<size_t> order(grads.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return std::pair(made_at(grads[a]), a) < std::pair(made_at(grads[b]), b);
-  });
+  const std::vector<size_t> order = made_order(g, grads);
   std::vector<Value*> sums(grads.size());
   std::vector<size_t> bucket;
   int64_t bytes = 0;

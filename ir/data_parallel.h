@@ -24,6 +24,10 @@ struct DataParallel {
   int64_t ranks = 1;
 };
 
+// The indices of `values` in the order `g` makes them (their producers' order; arguments first):
+// for gradients, the order the backward makes them, the last layer's first.
+std::vector<size_t> made_order(const Graph& g, const std::vector<Value*>& values);
+
 // How many labels the cross-entropy that made `loss` counts (labels != ignore_index), as a scalar
 // of the loss's dtype; 1 for any other loss.
 Value* loss_count(Graph& g, Value* loss);

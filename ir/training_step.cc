@@ -1,8 +1,5 @@
 #include "ir/training_step.h"
 
-#include <algorithm>
-#include <map>
-#include <numeric>
 #include <optional>
 
 #include "base/error.h"
@@ -20,21 +17,6 @@ Value* stretch(Graph& g, Value* s, const Value* like) {
   return g.add("broadcast", {s}, {{"shape", like->shape()}, {"dims", std::vector<int64_t>{}}});
 }
 
-// The gradients' indices in the order the backward makes them (the last layer's first), whatever
-// the order of the parameters.
-std::vector<size_t> made_order(const Graph& g, const std::vector<Value*>& grads) {
-  std::map<const Node*, size_t> position;
-  for (const Node* n : g.nodes()) position.emplace(n, position.size());
-  auto made_at = [&](size_t i) {
-    return grads[i]->producer() ? position.at(grads[i]->producer()) : size_t{0};
-  };
-  std::vector<size_t> order(grads.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return made_at(a) < made_at(b); });
-  return order;
-}
-
 // sqrt(sum over every gradient of g^2), as a scalar; with `parts`, each rank holds a part of each
 // gradient, and the sum is over every rank's. The terms are summed in `order` (made_order's, taken
 // before any sum over ranks, so that every way of sharding sums alike): a depth-first order then
@@ -42,10 +24,9 @@ std::vector<size_t> made_order(const Graph& g, const std::vector<Value*>& grads)
 // read are alive or can be recomputed, not all after the first layer's.
 Value* global_norm(Graph& g, const std::vector<Value*>& grads, const std::vector<size_t>& order,
                    DType t, bool parts) {
-  std::vector<Value*> made;
-  for (size_t i : order) made.push_back(grads[i]);
   Value* total = scalar(g, 0.0, t);
-  for (Value* d : made) {
+  for (size_t k : order) {
+    Value* d = grads[k];
     std::vector<int64_t> all;
     for (int i = 0; i < d->rank(); ++i) all.push_back(i);
     Value* sq = g.add("mul", {d, d});

@@ -272,6 +272,11 @@ std::string Config::to_yaml() const {
   return out;
 }
 
+bool Config::at_default(const std::string& key) const {
+  static const Config defaults = load("", {});
+  return canonical(key) == defaults.canonical(key);
+}
+
 std::string Config::canonical(const std::string& key) const {
   const ConfigKey* found = find_key(key);
   if (found == nullptr) throw InvalidArgument("internal: no config key " + key);

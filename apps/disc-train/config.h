@@ -28,6 +28,8 @@ class Config {
   // The value read as its schema's kind, in one spelling (3e-3 and 0.003 are the same learning
   // rate, a byte size is its count): what checks that compare configs compare.
   std::string canonical(const std::string& key) const;
+  // Whether the key holds its schema's default (in canonical form: 16 and 16.0 are one value).
+  bool at_default(const std::string& key) const;
 
   // Every key with its resolved value, as YAML that load() accepts.
   std::string to_yaml() const;

@@ -11,14 +11,12 @@ namespace {
 
 // Set while model.lora.rank is 0, a LoRA key would do nothing: refused rather than ignored.
 void refuse_keys_without_rank(const Config& c) {
-  std::string set;
-  if (!c.get_strings("model.lora.targets").empty()) set = "targets";
-  if (c.get_float("model.lora.dropout") != 0) set = "dropout";
-  if (c.get_float("model.lora.alpha") != 16) set = "alpha";
-  if (!set.empty())
-    throw InvalidArgument("model.lora." + set + " is set but model.lora.rank is 0 (no LoRA): " +
-                          "give a rank of 1 or more (8 or 16 are usual), or drop model.lora." +
-                          set);
+  for (const char* key : {"alpha", "dropout", "targets"}) {
+    if (c.at_default(std::string("model.lora.") + key)) continue;
+    throw InvalidArgument("model.lora." + std::string(key) + " is set but model.lora.rank is 0 " +
+                          "(no LoRA): give a rank of 1 or more (8 or 16 are usual), or drop " +
+                          "model.lora." + key);
+  }
 }
 
 // model.lora.from's r, lora_alpha and target_modules, unless the config gives its own rank, which

@@ -692,11 +692,8 @@ RunSetup make_setup(const Config& c) {
                           "): raise model.max_batch");
   }
   s.model = build_model(c, s);
-  if (!s.lora_from.empty()) {  // read now to refuse an adapter of another base before any output
-    auto cpu = engine::make_device("cpu", 1);
-    memory::DeviceAllocator host(*cpu);
-    formats::read_peft_adapter(s.lora_from, *s.llama, host);
-  }
+  // An adapter of another base is refused before any output (its tensors load with the weights).
+  if (!s.lora_from.empty()) formats::check_peft_adapter(s.lora_from, *s.llama);
   s.trainer = trainer_options(c);
   s.trainer.frozen = frozen_parameters(c, s);
   const int64_t layers = s.llama ? s.llama->layers : c.get_int("model.layers"),
