@@ -100,7 +100,7 @@ std::string state_held_as(DType t) {
 // The training step's inputs that step() fills in itself.
 bool supplied_by_the_trainer(const std::string& input) {
   return input == "lr" || input == "step" || input == "loss_scale" || input == "rank" ||
-         input == "apply";
+         input == "apply" || input == "grad_norm.given";
 }
 
 // The bytes of the parameters and the optimizer state, as the device will allocate them.
@@ -111,6 +111,32 @@ int64_t state_bytes(const ir::Graph& g) {
       held += static_cast<int64_t>(
           devices::allocation_size(static_cast<size_t>(memory::concrete_bytes(*a, {}))));
   return held;
+}
+
+// The bytes of the step's inputs at `b`.
+int64_t input_bytes(const ir::Graph& g, const ir::Bindings& b) {
+  int64_t total = 0;
+  for (const ir::Value* a : g.arguments())
+    if (a->role() == ir::Role::kInput) total += memory::concrete_bytes(*a, b);
+  return total;
+}
+
+// A copy of `m` (its graph through text, which keeps every value exact): a model compiled twice.
+ir::models::Model copy_model(const ir::models::Model& m) {
+  ir::models::Model c;
+  c.graph = ir::parse_graph(ir::print_graph(*m.graph), "the model");
+  c.loss = c.graph->find_value(m.loss->name());
+  for (const ir::Value* p : m.params) c.params.push_back(c.graph->find_value(p->name()));
+  c.init = m.init;
+  c.frozen = m.frozen;
+  return c;
+}
+
+// Whether clipping may run in two passes should one not keep the cap (OptimizerConfig::
+// clip_passes 0): there is a cap, a clip, and no accumulation buffers holding the gradients anyway.
+bool may_clip_in_two_passes(const TrainerOptions& o) {
+  const ir::OptimizerConfig& opt = o.optimizer;
+  return opt.clip_passes == 0 && opt.clip_norm > 0 && !opt.accumulate && o.memory.cap > 0;
 }
 
 // A model too large for the machine is refused before its parameters are drawn (a minute of
@@ -197,7 +223,7 @@ struct Trainer::Impl {
     std::string graph, loss;
     std::vector<std::string> params;
   } forward_;
-  TrainerOptions compile_options_;
+  TrainerOptions compile_options_;  // clip_passes as the trainer chose
   std::optional<CompiledStep> eval_compiled_;
   std::unique_ptr<Executor> eval_;
   int64_t step_ = 0;
@@ -205,6 +231,19 @@ struct Trainer::Impl {
   double loss_scale_ = 0;    // f16 loss scaling (0: none)
   int64_t clean_steps_ = 0;  // finite steps in a row since the scale last changed
   int64_t growth_interval_ = 0;
+
+  // Runs the compile pipeline on `model` (`configure` sees it first) and makes the executor of
+  // its step.
+  void compile(ir::models::Model model, const TrainerOptions& o,
+               const std::function<void(Pipeline&)>& configure) {
+    Pipeline pipeline(o);
+    if (configure) configure(pipeline);
+    compiled_ = pipeline.run(std::move(model));
+    executor_ = std::make_unique<Executor>(compiled_.graph(), *alloc_, o.memory,
+                                           std::move(*compiled_.schedule), kernels_.get(),
+                                           o.background_compile, gpu_kernels_.get());
+    compiled_.schedule.reset();  // the governor holds it now: governor().liveness(), candidates()
+  }
 
   // GradScaler's rule: halve on a skipped step, double after growth_interval_ clean ones.
   void update_loss_scale(bool skipped) {
@@ -238,24 +277,30 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
   }
   TrainerOptions compile = options;
   compile.memory.offload = options.memory.offload && impl_->device_->separate_memory();
-  impl_->compile_options_ = compile;
   impl_->forward_ = {ir::print_graph(*model.graph), model.loss->name(), {}};
   for (const ir::Value* p : model.params) impl_->forward_.params.push_back(p->name());
-  Pipeline pipeline(compile);
-  if (configure) configure(pipeline);
-  impl_->compiled_ = pipeline.run(std::move(model));
-  const memory::GovernorOptions& memory = compile.memory;
   if (options.jit) {
     impl_->kernels_ = std::make_unique<jit::KernelCache>(options.kernel_cache_dir, options.buckets);
     if (auto* gpu = dynamic_cast<devices::GpuDevice*>(impl_->device_))
       impl_->gpu_kernels_ =
           std::make_unique<jit::GpuKernels>(*gpu, options.kernel_cache_dir, options.buckets);
   }
-  impl_->executor_ = std::make_unique<Executor>(
-      step_graph(), *impl_->alloc_, memory, std::move(*impl_->compiled_.schedule),
-      impl_->kernels_.get(), options.background_compile, impl_->gpu_kernels_.get());
-  impl_->compiled_.schedule
-      .reset();  // the governor holds it now: governor().liveness(), candidates()
+  // Clipping in one pass, unless it is left to the trainer and one pass cannot keep the cap.
+  std::optional<ir::models::Model> spare;
+  if (may_clip_in_two_passes(compile)) spare = copy_model(model);
+  int& passes = compile.optimizer.clip_passes;
+  passes = std::max(passes, 1);
+  impl_->compile(std::move(model), compile, configure);
+  auto held = [&](const ir::Bindings& b) {
+    const ir::Graph& g = *impl_->compiled_.model.graph;
+    return state_bytes(g) + input_bytes(g, b);
+  };
+  if (spare && !impl_->executor_->governor().keeps_cap(held)) {
+    passes = 2;
+    impl_->compile(std::move(*spare), compile, configure);
+  }
+  impl_->compile_options_ = compile;
+  const memory::GovernorOptions& memory = compile.memory;
   impl_->comm_ = options.communicator;
   impl_->executor_->set_communicator(impl_->comm_.get());
   impl_->shards_ = StateShards(*impl_->compiled_.model.graph, impl_->compiled_.model.params,
@@ -380,6 +425,10 @@ memory::Allocator& Trainer::allocator() {
 void Trainer::release_cached_memory() {
   impl_->alloc_->release_cache();
 }
+int Trainer::clip_passes() const {
+  return impl_->compile_options_.optimizer.clip_passes;
+}
+
 int64_t Trainer::memory_cap() const {
   return impl_->executor_->governor().options().cap;
 }
@@ -414,9 +463,7 @@ int64_t Trainer::bytes_held_for(const ir::Bindings& b) const {
   int64_t total = impl_->made_state_ ? 0 : state_bytes(*impl_->compiled_.model.graph);
   for (const auto& [name, t] : impl_->state_)
     total += static_cast<int64_t>(devices::allocation_size(t.bytes()));
-  for (const ir::Value* a : impl_->compiled_.model.graph->arguments())
-    if (a->role() == ir::Role::kInput) total += memory::concrete_bytes(*a, b);
-  return total;
+  return total + input_bytes(*impl_->compiled_.model.graph, b);
 }
 
 // `args` with `batch`'s inputs added, each checked to be one of `g`'s that the caller gives.
@@ -465,10 +512,20 @@ void add_micro_batch(StepStats& total, const StepStats& later) {
 
 }  // namespace
 
+std::map<std::string, Tensor> Trainer::run_pass(std::map<std::string, Tensor>& args,
+                                                StepStats& total) {
+  StepStats stats;
+  std::map<std::string, Tensor> out = impl_->executor_->run(args, &stats);
+  impl_->alloc_->trim();  // blocks no step reused for a few steps go back to the system
+  add_micro_batch(total, stats);
+  return out;
+}
+
 StepResult Trainer::step_micro_batches(const std::vector<Batch>& micro_batches, double lr) {
   impl_->require_state("step");
   const ir::Graph& g = *impl_->compiled_.model.graph;
-  const bool accumulating = g.find_value("apply") != nullptr;
+  const bool two_passes = g.find_value("grad_norm.given") != nullptr;  // clipping's
+  const bool accumulating = !two_passes && g.find_value("apply") != nullptr;
   if (micro_batches.empty()) throw InvalidArgument("step: no batch given");
   if (micro_batches.size() > 1 && !accumulating)
     throw InvalidArgument("step: " + std::to_string(micro_batches.size()) +
@@ -495,10 +552,12 @@ StepResult Trainer::step_micro_batches(const std::vector<Batch>& micro_batches, 
       std::map<std::string, Tensor> args = common;
       bind_batch(micro_batches[i], g, args);
       if (accumulating) args["apply"] = scalar(i + 1 == micro_batches.size() ? 1.0 : 0.0);
-      StepStats stats;
-      out = impl_->executor_->run(args, &stats);
-      impl_->alloc_->trim();  // blocks no step reused for a few steps go back to the system
-      add_micro_batch(r.stats, stats);
+      if (two_passes) {  // the first pass gives the norm, the second clips by it and updates
+        args["apply"] = scalar(0.0), args["grad_norm.given"] = scalar(0.0);
+        const Tensor norm = run_pass(args, r.stats).at("grad_norm");
+        args["apply"] = scalar(1.0), args["grad_norm.given"] = norm;
+      }
+      out = run_pass(args, r.stats);
     }
   } catch (...) {
     // A micro-batch that failed leaves no partial sums behind for the next step to add to.

@@ -68,7 +68,8 @@ class Trainer {
   // initialises its parameters from options.seed. `configure`, when given, sees the pipeline
   // before it runs (to print a stage's result, as `disc-train plan --dump-after` does). Refuses
   // (OutOfMemory) parameters and optimizer state that the device cannot hold, before it
-  // allocates them.
+  // allocates them. The model's graph is the trainer's to change or replace (a compile for
+  // clipping in two passes starts from a copy): read it back through graph().
   Trainer(ir::models::Model model, const TrainerOptions& options,
           const std::function<void(Pipeline&)>& configure = nullptr);
   ~Trainer();
@@ -114,6 +115,9 @@ class Trainer {
   // The memory cap the step keeps (0: none): the governor plans under it and the allocator
   // refuses past it, both from TrainerOptions::memory.cap, which nothing else reads again.
   int64_t memory_cap() const;
+  // The passes clipping takes (ir::OptimizerConfig::clip_passes as the trainer chose: 2 where the
+  // cap needs it), 1 without clipping.
+  int clip_passes() const;
   // On a GPU, the ops that have no GPU kernel yet and run on the host over copies.
   std::vector<std::string> staged_ops() const;
   // The largest batch: every symbol at its upper bound, or under a limit such as a token budget,
@@ -143,6 +147,8 @@ class Trainer {
 
  private:
   void refuse_steps_the_device_cannot_run();
+  // One run of the step graph over `args`, its stats added into `total`.
+  std::map<std::string, Tensor> run_pass(std::map<std::string, Tensor>& args, StepStats& total);
   void bind_batch(const Batch& batch, const ir::Graph& g,
                   std::map<std::string, Tensor>& args) const;
 

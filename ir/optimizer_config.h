@@ -12,6 +12,15 @@ struct OptimizerConfig {
   double momentum = 0.9;                          // SGD
   bool nesterov = false;                          // SGD
   double clip_norm = 0;                           // 0: no clipping
+  // Clipping holds every gradient until the global norm is known. In two passes it does not: the
+  // step takes scalar inputs `grad_norm.given` and `apply`, and the clip (and loss scaling's guard)
+  // read the given norm, so that each update runs as soon as its gradient is complete. The caller
+  // runs the step twice on one batch: with apply 0 (nothing lands; the `grad_norm` output is the
+  // norm), then with apply 1 and that norm given; being the same computation, the second pass's
+  // gradients are the first's, bit for bit. Twice the forward and backward, for the memory of no
+  // clipping. 0: the Trainer picks, 2 where a memory cap needs it, else 1 (build_training_step
+  // reads 0 as 1).
+  int clip_passes = 0;
   // How the optimizer state (AdamW's moments, SGD's momentum) is held: f32; bf16; or int8, 8-bit
   // codes with an f32 scale per block of 256 (ir/ops/state_codec.h). bf16 and int8 round
   // stochastically, by a hash of (parameter, step, element): still the same numbers run to run.

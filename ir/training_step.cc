@@ -137,6 +137,10 @@ void add_optimizer(Graph& g, const OptimizerConfig& opt, Value* p, Value* grad,
   operands.insert(operands.end(), state.begin(), state.end());
   operands.push_back(s.lr);
   if (s.step) operands.push_back(s.step);  // AdamW's, or a compact state's
+  // A compact update keeps its values itself where the guard says so: a select after it would be
+  // over u8 codes, which no kernel fuses, each a full-size tensor alive at once.
+  Value* guard = s.guard;
+  if (compact && guard) operands.push_back(guard), guard = nullptr;
   std::vector<std::string> names = {g.unique_name(p->name() + ".new")};
   for (const Value* v : state) names.push_back(g.unique_name(v->name() + ".new"));
   Attributes attrs = adamw ? Attributes{{"beta1", opt.beta1},
@@ -154,8 +158,8 @@ void add_optimizer(Graph& g, const OptimizerConfig& opt, Value* p, Value* grad,
   const std::string op =
       std::string(adamw ? "adamw_update" : "sgd_update") + (compact ? "_compact" : "");
   Node* n = g.add_node(op, operands, std::move(attrs), names);
-  add_update(g, p, updated.whole(g, n->result(0), p), s.guard);
-  for (size_t k = 0; k < state.size(); ++k) add_update(g, state[k], n->result(k + 1), s.guard);
+  add_update(g, p, updated.whole(g, n->result(0), p), guard);
+  for (size_t k = 0; k < state.size(); ++k) add_update(g, state[k], n->result(k + 1), guard);
 }
 
 Value* full_like(Graph& g, const Value* like, double value) {
@@ -240,6 +244,15 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
                             " is not the loss being trained");
     has_loss = true;
   }
+  const bool two_passes = opt.clip_passes == 2;
+  if (two_passes && opt.clip_norm <= 0)
+    throw InvalidArgument(
+        "clipping in two passes needs clipping: set a clip norm (optimizer.clip_norm), or one pass "
+        "(optimizer.clip_passes: 1)");
+  if (two_passes && opt.accumulate)
+    throw InvalidArgument(
+        "clipping in two passes saves nothing with gradient accumulation, whose buffers hold every "
+        "gradient already: clip in one pass (optimizer.clip_passes: 1), or do not accumulate");
   std::optional<Accumulation> acc;
   if (data_parallel) g.keep_outputs([](const std::string& name) { return name != "loss"; });
   if (opt.accumulate) {
@@ -277,14 +290,20 @@ void build_training_step(Graph& g, Value* loss, const std::vector<Value*>& param
   if (acc)  // the mean over every counted target of every micro-batch
     for (Value*& d : grads) d = g.add("div", {d, stretch(g, acc->count, d)});
   Value* norm = global_norm(g, grads, order, t, sharded);
-  Value* guard = scale ? g.add("sub", {norm, norm}) : nullptr;  // updates only where 0
-  if (acc) {  // and, accumulating, on the micro-batch that applies them
-    Value* hold = g.add("sub", {scalar(g, 1.0, t), acc->apply});
+  // What the clip and the guard read: in two passes, the first pass's norm, so that no update
+  // waits for this pass's.
+  Value* read_norm = two_passes ? g.add_argument("grad_norm.given", {t, {}}, Role::kInput) : norm;
+  Value* apply = acc          ? acc->apply
+                 : two_passes ? g.add_argument("apply", {t, {}}, Role::kInput)
+                              : nullptr;
+  Value* guard = scale ? g.add("sub", {read_norm, read_norm}) : nullptr;  // updates only where 0
+  if (apply) {  // and, accumulating or in two passes, on the run that applies them
+    Value* hold = g.add("sub", {scalar(g, 1.0, t), apply});
     guard = guard ? g.add("add", {guard, hold}) : hold;
   }
   for (size_t i = 0; debug_outputs && i < params.size(); ++i)
     g.add_output("grad." + params[i]->name(), grads[i]);
-  if (opt.clip_norm > 0) grads = clip(g, grads, norm, opt.clip_norm);
+  if (opt.clip_norm > 0) grads = clip(g, grads, read_norm, opt.clip_norm);
   if (!debug_outputs) g.keep_outputs([](const std::string& name) { return name == "loss"; });
   if (!has_loss) g.add_output("loss", acc ? acc->mean : loss);
   g.add_output("grad_norm", norm);

@@ -9,7 +9,8 @@
 // an f32 `P.m.scale` per block (ir/ops/state_codec.h; SGD then takes `step` too). Outputs: `loss`
 // and `grad_norm` (before clipping). Every parameter and state argument gets an update. With
 // OptimizerConfig::loss_scaling, also input `loss_scale` (scalar); with
-// OptimizerConfig::accumulate, input `apply` and the accumulation buffers it describes.
+// OptimizerConfig::accumulate, input `apply` and the accumulation buffers it describes; with
+// clipping in two passes (OptimizerConfig::clip_passes 2), inputs `grad_norm.given` and `apply`.
 #pragma once
 
 #include <string_view>

@@ -122,6 +122,12 @@ void Governor::check_cap(const HeldFor& held) const {
   }
 }
 
+bool Governor::keeps_cap(const HeldFor& held) const {
+  return options_.cap <= 0 || std::all_of(worst_.begin(), worst_.end(), [&](const ir::Bindings& b) {
+           return feasible(b, held(b), options_.cap);
+         });
+}
+
 int64_t Governor::smallest_cap(const HeldFor& held) const {
   // The ends of the staircase first: the largest need is often at one of them, and the shapes
   // that fit under it cost one plan each rather than a search.

@@ -65,6 +65,9 @@ class Governor {
   // the shape, its lower bound and the step that sets it, and the smallest cap that keeps every
   // worst shape. What it accepts, every admissible step keeps (see plan).
   void check_cap(const HeldFor& held) const;
+  // Whether every worst shape keeps the cap: what check_cap accepts, without the search for a
+  // message.
+  bool keeps_cap(const HeldFor& held) const;
   // The smallest cap that keeps every worst shape: what check_cap accepts.
   int64_t smallest_cap(const HeldFor& held) const;
   // No plan under any cap holds less than this at `b`: every value a capped run could evict is

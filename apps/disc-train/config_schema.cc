@@ -133,6 +133,12 @@ const std::vector<ConfigKey>& config_schema() {
        {},
        0,
        1e9},
+      {"optimizer.clip_passes",
+       K::kChoice,
+       "auto",
+       "clipping in 1 pass (every gradient held until the norm is known) or 2 (the forward and "
+       "backward twice, in the memory of no clipping); auto: 2 where memory.cap needs it",
+       {"auto", "1", "2"}},
       {"optimizer.state_dtype",
        K::kChoice,
        "f32",

@@ -33,6 +33,11 @@
 namespace disc::apps {
 namespace {
 
+// Said where a step clips in two passes (chosen, or taken for the memory cap).
+constexpr const char* kTwoPasses =
+    "gradient clipping in two passes (optimizer.clip_passes): each step runs its forward and "
+    "backward twice, the first for the norm, and holds no gradient waiting for it";
+
 Schedule schedule_of(const Config& c) {
   return {c.get_float("schedule.lr"), c.get_float("schedule.min_lr"),
           c.get_int("schedule.warmup_steps"), c.get_int("train.steps"),
@@ -236,10 +241,10 @@ int run_training(const Config& c, const RunFlags& f) {
     throw InvalidArgument("no complete checkpoint in " + out.ckdir +
                           " to resume from; run without --resume to start fresh");
   }
-  const ir::Graph& g = *s.model.graph;
   engine::Trainer trainer(std::move(s.model), s.trainer, [](engine::Pipeline& p) {
     p.progress([](const engine::CompileProgress& e) { spdlog::info("{}", progress_line(e)); });
   });  // may still refuse (device, cap)
+  const ir::Graph& g = trainer.graph();
   // The lock creates the folder, so it comes after what may refuse the run; and before the
   // folder's contents are looked at, so that no other run changes them meanwhile.
   std::unique_ptr<CheckpointLock> lock;
@@ -261,6 +266,7 @@ int run_training(const Config& c, const RunFlags& f) {
   const int64_t eval_every = c.get_int("eval.every");
   Schedule lr = schedule_of(c);
   spdlog::info("disc-train: {}; {} steps", s.describe, total);
+  if (trainer.clip_passes() == 2) spdlog::info("{}", kTwoPasses);
   if (const std::vector<std::string> staged = trainer.staged_ops(); !staged.empty())
     spdlog::warn(
         "{}: these ops have no kernel on the device yet and run on the host over copies (slow): {}",
@@ -365,6 +371,7 @@ nlohmann::json plan_summary(engine::Trainer& trainer, const ir::Bindings& b,
                             const std::string& describe) {
   const engine::PlanSummary p = engine::summarize_plan(trainer, b);
   nlohmann::json j = {{"model", describe},
+                      {"clip_passes", trainer.clip_passes()},
                       {"shape", ir::describe_bindings(trainer.step_graph(), b)},
                       {"nodes", trainer.step_graph().num_nodes()},
                       {"schedule", p.schedule},
@@ -415,6 +422,7 @@ std::string summary_text(const nlohmann::json& j) {
     s += "; smallest cap the planner reaches " + human_bytes(j["every_shape_smallest_cap_bytes"]);
   if (j.contains("every_shape_error"))
     s += "\n// run refuses the cap: " + j["every_shape_error"].get<std::string>();
+  if (j["clip_passes"] == 2) s += "\n// " + std::string(kTwoPasses);
   return s + "\n";
 }
 

@@ -444,6 +444,8 @@ engine::TrainerOptions trainer_options(const Config& c) {
   o.beta2 = c.get_float("optimizer.beta2"), o.eps = c.get_float("optimizer.eps");
   o.momentum = c.get_float("optimizer.momentum"), o.nesterov = c.get_bool("optimizer.nesterov");
   o.clip_norm = c.get_float("optimizer.clip_norm");
+  const std::string passes = c.get_string("optimizer.clip_passes");
+  o.clip_passes = passes == "auto" ? 0 : std::stoi(passes);
   const std::string state = c.get_string("optimizer.state_dtype");
   o.state = state == "int8"   ? ir::OptimizerConfig::State::kInt8
             : state == "bf16" ? ir::OptimizerConfig::State::kBF16

@@ -6,6 +6,7 @@
 // f32, run the same arithmetic on it, and round it back, a block at a time.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "base/half.h"
 #include "ir/ops/kernels.h"
@@ -104,6 +105,33 @@ std::vector<HeldMoment> held_moments(const KernelArgs& a,
   return held;
 }
 
+// A compact update's scalars after its held tensors: lr, step, and whether a guard operand says
+// to keep every value (any value but 0, NaN included).
+struct CompactScalars {
+  float lr;
+  int64_t step;
+  bool keep;
+};
+
+CompactScalars compact_scalars(const KernelArgs& a, const std::vector<HeldMoment>& held) {
+  const size_t at = 2 + held.size() * (held.front().int8() ? 2 : 1);
+  return {.lr = a.in[at].as<float>()[0],
+          .step = a.in[at + 1].as<int64_t>()[0],
+          .keep = a.in.size() > at + 2 && a.in[at + 2].as<float>()[0] != 0.0f};
+}
+
+// Each result as its operand was, where the executor gave it a buffer of its own.
+void keep_all(const KernelArgs& a, const std::vector<HeldMoment>& held) {
+  auto copy = [](const TensorRef& from, const TensorRef& to) {
+    if (to.data != from.data) std::memcpy(to.data, from.data, static_cast<size_t>(from.bytes()));
+  };
+  copy(a.in[0], a.out[0]);
+  for (const HeldMoment& h : held) {
+    copy(h.in, h.out);
+    if (h.int8()) copy(h.in_scale, h.out_scale);
+  }
+}
+
 // Calls f(block, first, n) for the blocks of state_codec::kBlock elements of [0, total), spread
 // over TBB's threads: a block's moments are widened, updated and rounded back by one call.
 template <typename F>
@@ -163,9 +191,9 @@ void adamw_update_kernel(const KernelArgs& a) {
 // The compact kernels: each block's moments widened to f32, updated as above, rounded back.
 void sgd_update_compact_kernel(const KernelArgs& a) {
   const auto held = held_moments(a, {state_codec::Sign::kSigned});
-  const int64_t n_in = static_cast<int64_t>(a.in.size());
-  const Sgd<float> sgd(a, a.in[n_in - 2].as<float>()[0]);
-  const int64_t step = a.in[n_in - 1].as<int64_t>()[0];
+  const auto [lr, step, keep] = compact_scalars(a, held);
+  if (keep) return keep_all(a, held);
+  const Sgd<float> sgd(a, lr);
   const float* param = a.in[0].as<float>();
   const float* grad = a.in[1].as<float>();
   float* param_out = a.out[0].as<float>();  // may alias param
@@ -183,9 +211,9 @@ void sgd_update_compact_kernel(const KernelArgs& a) {
 
 void adamw_update_compact_kernel(const KernelArgs& a) {
   const auto held = held_moments(a, {state_codec::Sign::kSigned, state_codec::Sign::kUnsigned});
-  const int64_t n_in = static_cast<int64_t>(a.in.size());
-  const int64_t step = a.in[n_in - 1].as<int64_t>()[0];
-  const AdamW<float> adamw(a, a.in[n_in - 2].as<float>()[0], step);
+  const auto [lr, step, keep] = compact_scalars(a, held);
+  if (keep) return keep_all(a, held);
+  const AdamW<float> adamw(a, lr, step);
   const float* param = a.in[0].as<float>();
   const float* grad = a.in[1].as<float>();
   float* param_out = a.out[0].as<float>();  // may alias param

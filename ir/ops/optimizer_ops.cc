@@ -87,8 +87,8 @@ std::vector<TensorType> held_types(const std::string& state, const TensorType& p
   return {{DType::kU8, param.shape}, {DType::kF32, {state_codec::blocks_of(n)}}};
 }
 
-// Operands: param and grad (f32), each moment's held tensors, lr (f32 scalar), step (i64 scalar).
-// Results: param', then each moment's held tensors anew.
+// Operands: param and grad (f32), each moment's held tensors, lr (f32 scalar), step (i64 scalar),
+// and optionally a guard (f32 scalar). Results: param', then each moment's held tensors anew.
 ShapeRule compact_rule(int moments) {
   return [moments](InferContext& ctx) {
     const TensorType& param = ctx.in(0);
@@ -101,10 +101,10 @@ ShapeRule compact_rule(int moments) {
                 "operand 0 (param) must have a static shape for an int8 state, not " + param.str());
     const std::vector<TensorType> held = held_types(state, param);
     const int n_held = moments * static_cast<int>(held.size());
-    ctx.require(ctx.num_operands() == 4 + n_held,
+    ctx.require(ctx.num_operands() == 4 + n_held || ctx.num_operands() == 5 + n_held,
                 "with state " + state + " it takes " + std::to_string(4 + n_held) +
                     " operands: param, grad, " + std::to_string(n_held) +
-                    " state tensors, lr, step");
+                    " state tensors, lr, step (and a guard: " + std::to_string(5 + n_held) + ")");
     std::vector<TensorType> results = {param};
     for (int i = 0; i < n_held; ++i) {
       const TensorType& want = held[i % held.size()];
@@ -118,6 +118,9 @@ ShapeRule compact_rule(int moments) {
     ctx.require(ctx.in(3 + n_held).rank() == 0 && ctx.in(3 + n_held).dtype == DType::kI64,
                 "operand " + std::to_string(3 + n_held) +
                     " (step) must be an i64 scalar (1 at the first step)");
+    ctx.require(ctx.num_operands() == 4 + n_held ||
+                    (ctx.in(4 + n_held).rank() == 0 && ctx.in(4 + n_held).dtype == DType::kF32),
+                "operand " + std::to_string(4 + n_held) + " (guard) must be an f32 scalar");
     return results;
   };
 }
@@ -129,7 +132,10 @@ std::vector<std::vector<int>> compact_overwrites(const Attributes&, int results)
   return over;
 }
 
-// `moments` held in bf16 (one tensor each) or int8 (two): param, grad, the held tensors, lr, step.
+// `moments` held in bf16 (one tensor each) or int8 (two): param, grad, the held tensors, lr, step,
+// and optionally a guard: the update lands where it is 0; any other value, NaN included, keeps
+// every value as it was (a step skipped for loss scaling's overflow, or one that must not apply).
+// A select after the update would do the same, but over tensors that no kernel fuses (u8 codes).
 OpDef compact_update(const std::string& name, const std::string& held, int moments, int flops,
                      std::vector<AttrSpec> attrs, ReferenceKernel kernel) {
   const std::string plain = name.substr(0, name.size() - std::string("_compact").size());
@@ -137,9 +143,9 @@ OpDef compact_update(const std::string& name, const std::string& held, int momen
             .category = OpCategory::kElementwise,
             .summary = plain + " with " + held +
                        " held in bf16 or 8-bit codes (`state`), rounded stochastically by "
-                       "(`salt`, step, element)"};
+                       "(`salt`, step, element); with a guard operand, only where it is 0"};
   def.min_operands = 4 + moments;
-  def.max_operands = 4 + 2 * moments;
+  def.max_operands = 5 + 2 * moments;
   def.num_results = -1;
   def.flops_per_element = flops;
   attrs.push_back({"state", AttrKind::kString, std::string("bf16"), {"bf16", "int8"}});

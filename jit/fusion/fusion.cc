@@ -199,18 +199,27 @@ class Planner {
   }
 
   // The groups of n's other producers, whole, into n's group (sigmoid(x) and 1 - sigmoid(x)
-  // each start a group; the node that reads both makes them one).
+  // each start a group; the node that reads both makes them one). Also, for a select, the groups
+  // that only stretch scalars for the compare it took in (an update kept where a scalar guard
+  // says so): alone, each would write a full-size tensor that only the compare reads.
   void absorb_producer_groups(const ir::Node* n) {
     if (keeps_apart(*n)) return;
     const int gi = group_of_.at(n);
-    for (const ir::Value* v : n->operands()) {
+    std::vector<const ir::Value*> operands(n->operands().begin(), n->operands().end());
+    for (const ir::Value* v : n->operands())
+      if (const ir::Node* c = v->producer(); c && compare(*c) && group_of_.at(c) == gi)
+        for (const ir::Value* w : c->operands())
+          if (w->producer() && group_of_.contains(w->producer()) &&
+              stretches_scalars(drafts_[group_of_.at(w->producer())]))
+            operands.push_back(w);
+    for (const ir::Value* v : operands) {
       if (!v->producer() || !group_of_.contains(v->producer())) continue;
       const int hi = group_of_.at(v->producer());
       if (hi == gi || too_far(drafts_[hi], n) ||
           too_big(drafts_[gi].nodes.size() + drafts_[hi].nodes.size()) ||
           !all_fit(drafts_[hi], drafts_[gi].space))
         continue;
-      if (merges_cleanly(gi, hi)) continue;
+      if (shares_scalars(hi, gi) || merges_cleanly(gi, hi)) continue;
       Draft d = drafts_[gi];
       d.nodes.insert(d.nodes.end(), drafts_[hi].nodes.begin(), drafts_[hi].nodes.end());
       std::sort(d.nodes.begin(), d.nodes.end(),
@@ -378,6 +387,29 @@ class Planner {
         c->result()->users().size() != 1 || g_.is_output(c->result()))
       return nullptr;
     return c;
+  }
+
+  // Whether group hi computes scalars that nodes beyond groups hi and gi read too (a clip's scale,
+  // which every update reads): merged into gi, each other reader would wait for gi's kernel, and
+  // the schedule could run no update before the last of those that gi waits for.
+  bool shares_scalars(int hi, int gi) const {
+    if (!drafts_[hi].space.empty()) return false;
+    for (const ir::Node* m : drafts_[hi].nodes)
+      for (const ir::Value* r : m->results())
+        for (const ir::Node* u : r->users()) {
+          const auto it = group_of_.find(u);
+          if (it == group_of_.end() || (it->second != hi && it->second != gi)) return true;
+        }
+    return false;
+  }
+
+  // Whether group d reads nothing but scalars: what it writes costs nothing to compute again.
+  static bool stretches_scalars(const Draft& d) {
+    const NodeSet members(d.nodes.begin(), d.nodes.end());
+    for (const ir::Node* m : d.nodes)
+      for (const ir::Value* v : m->operands())
+        if (!members.contains(v->producer()) && v->rank() > 0) return false;
+    return true;
   }
 
   static bool compare(const ir::Node& n) {

@@ -53,6 +53,10 @@ INSTANTIATE_TEST_SUITE_P(
                  "train.steps must be an integer, not `many`"},
         BadInput{"out_of_range", "train:\n  steps: 0\n", "", "train.steps must be in [1, "},
         BadInput{"accumulate_zero", "", "train.accumulate=0", "train.accumulate must be in [1, "},
+        BadInput{"two_passes_without_clipping", "", "optimizer.clip_passes=2 optimizer.clip_norm=0",
+                 "clipping in two passes needs clipping"},
+        BadInput{"two_passes_accumulating", "", "optimizer.clip_passes=2 train.accumulate=2",
+                 "clipping in two passes saves nothing with gradient accumulation"},
         BadInput{"bad_choice", "optimizer:\n  name: adam\n", "",
                  "must be one of adamw, sgd, not `adam` (did you mean `adamw`?)"},
         BadInput{"section_not_map", "model: llama\n", "",
@@ -354,6 +358,30 @@ TEST(Cli, PlanJsonIsTheSummaryAsJson) {
   EXPECT_LT(j["lower_bound_bytes"].get<int64_t>(), j["peak_bytes"].get<int64_t>());
   EXPECT_TRUE(j.contains("smallest_cap_bytes"));
   EXPECT_EQ(j["symbols"][0]["name"], "B");
+}
+
+// A cap that clipping in one pass cannot keep and two passes can: plan says it takes two, and run
+// takes them and says so.
+TEST(Cli, PlanAndRunClipInTwoPassesWhereTheCapNeedsThem) {
+  const std::string args = " model.hidden=32 train.steps=2 logging.progress=none";
+  auto cap_of = [&](const std::string& more) {
+    auto p = testing::run_command(std::string(DISC_TRAIN) + " plan --json" + args + more);
+    EXPECT_EQ(p.code, 0) << p.out;
+    return nlohmann::json::parse(p.out);
+  };
+  const int64_t one = cap_of(
+                    " memory.cap=1GiB optimizer.clip_passes=1")["every_shape_smallest_cap_bytes"],
+                two = cap_of(
+                    " memory.cap=1GiB optimizer.clip_passes=2")["every_shape_smallest_cap_bytes"];
+  ASSERT_LT(two, one);
+  const std::string cap = " memory.cap=" + std::to_string(two);
+  const nlohmann::json j = cap_of(cap);
+  EXPECT_EQ(j["clip_passes"], 2);
+  EXPECT_TRUE(j["fits"]);
+  EXPECT_EQ(cap_of(" memory.cap=" + std::to_string(one))["clip_passes"], 1);
+  auto run = testing::run_command(std::string(DISC_TRAIN) + " run" + args + cap);
+  EXPECT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("gradient clipping in two passes"), std::string::npos) << run.out;
 }
 
 // With data.token_budget the graph carries the limit B*S <= budget: plan prints it, and the cap

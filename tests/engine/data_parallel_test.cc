@@ -62,7 +62,11 @@ TEST_F(DataParallel, RunsRepeatBitForBitWhateverTheBucketsAndTheCap) {
   const Trained buckets = train(llama(world_, {}, 1), rank, ranks);
   const Trained capped = train(llama(world_, {.cap = 400 << 10}), rank, ranks);
   EXPECT_GT(capped.evictions, 0) << "the cap evicts nothing: lower it";
-  for (const Trained* r : {&again, &buckets, &capped}) {
+  // Clipping in two passes: the ranks sum the norm's terms in both, alike.
+  const Trained two_passes =
+      train(llama(world_, {}, int64_t{25} << 20, false, {.clip_norm = 1.0, .clip_passes = 2}), rank,
+            ranks);
+  for (const Trained* r : {&again, &buckets, &capped, &two_passes}) {
     EXPECT_EQ(r->losses, first.losses);
     EXPECT_EQ(r->params, first.params);
   }
@@ -96,7 +100,9 @@ TEST_F(DataParallel, ShardedOptimizerStateFollowsOneProcessFromAnNthOfTheState) 
   const int64_t cap = (ranks == 2 ? 320 : 280) << 10;
   const Trained capped = train(llama(world_, {.cap = cap}, buckets, true), rank, ranks);
   EXPECT_GT(capped.evictions, 0) << "the cap evicts nothing: lower it";
-  for (const Trained* r : {&again, &small_buckets, &capped}) {
+  const Trained two_passes =
+      train(llama(world_, {}, buckets, true, {.clip_norm = 1.0, .clip_passes = 2}), rank, ranks);
+  for (const Trained* r : {&again, &small_buckets, &capped, &two_passes}) {
     EXPECT_EQ(r->losses, sharded.losses);
     EXPECT_EQ(r->grad_norms, sharded.grad_norms);
     EXPECT_EQ(r->params, sharded.params);
