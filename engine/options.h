@@ -66,6 +66,10 @@ struct TrainerOptions {
   // sizes they are 12 GiB made only to be planned. Without them the Trainer compiles and plans
   // (bytes_held_for counts them from the graph), and step, save, load and parameters refuse.
   bool make_state = true;
+  // Make the optimizer state too. `disc-train eval` turns it off: the parameters alone, for
+  // evaluate() (its memory cap is checked against the forward pass's plan, not the step's); step,
+  // save and load then refuse.
+  bool optimizer_state = true;
   // Data parallelism: this process is one rank of `communicator` (devices::mpi_world() under
   // mpirun). Each rank steps on its share of the global batch, and the step trains on the global
   // batch's loss with the gradients summed over the ranks in buckets of about `bucket_bytes`

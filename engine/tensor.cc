@@ -44,9 +44,19 @@ void Tensor::copy_from(const Tensor& other) const {
   if (other.bytes() != bytes())
     throw InvalidArgument("cannot copy " + other.describe() + " into " + describe() +
                           ": the sizes differ");
-  if (bytes() > 0 && raw() != other.raw())
-    storage_->alloc->device().copy(raw(), other.raw(), static_cast<size_t>(bytes()),
-                                   devices::CopyKind::kDeviceToDevice);
+  if (bytes() == 0 || raw() == other.raw()) return;
+  devices::Device &to = storage_->alloc->device(), &from = other.storage_->alloc->device();
+  const auto n = static_cast<size_t>(bytes());
+  if (&to == &from) {
+    to.copy(raw(), other.raw(), n, devices::CopyKind::kDeviceToDevice);
+  } else if (from.is_host()) {  // e.g. a checkpoint's tensor read on the host into a GPU's
+    to.copy(raw(), other.raw(), n, devices::CopyKind::kHostToDevice);
+  } else if (to.is_host()) {
+    from.copy(raw(), other.raw(), n, devices::CopyKind::kDeviceToHost);
+  } else {
+    throw InvalidArgument("cannot copy " + other.describe() + " on " + from.name() + " into " +
+                          describe() + " on " + to.name() + ": copy it through the host");
+  }
 }
 
 void Tensor::zero() const {

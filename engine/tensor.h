@@ -47,9 +47,10 @@ class Tensor {
   // Bytes in and out of the tensor, through its device (memcpy on the CPU, copies to and from a
   // GPU): host code reads and writes a tensor only this way, never through raw(), which is the
   // device's address for its kernels.
-  void upload(const void* host) const;        // bytes() bytes from host memory
-  void download(void* host) const;            // bytes() bytes to host memory
-  void copy_from(const Tensor& other) const;  // the same number of bytes, device to device
+  void upload(const void* host) const;  // bytes() bytes from host memory
+  void download(void* host) const;      // bytes() bytes to host memory
+  // The same number of bytes, from this device, the host, or (into a host tensor) another device.
+  void copy_from(const Tensor& other) const;
   void zero() const;
   ir::TensorRef ref() const { return {dtype_, shape_, raw()}; }
   // The same storage read as `shape`, which must hold as many elements (InvalidArgument else).

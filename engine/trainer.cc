@@ -103,11 +103,12 @@ bool supplied_by_the_trainer(const std::string& input) {
          input == "apply" || input == "grad_norm.given";
 }
 
-// The bytes of the parameters and the optimizer state, as the device will allocate them.
-int64_t state_bytes(const ir::Graph& g) {
+// The bytes of the parameters and the optimizer state (or the parameters alone), as the device
+// will allocate them.
+int64_t state_bytes(const ir::Graph& g, bool optimizer_state = true) {
   int64_t held = 0;
   for (const ir::Value* a : g.arguments())
-    if (a->role() == ir::Role::kParameter || a->role() == ir::Role::kState)
+    if (a->role() == ir::Role::kParameter || (optimizer_state && a->role() == ir::Role::kState))
       held += static_cast<int64_t>(
           devices::allocation_size(static_cast<size_t>(memory::concrete_bytes(*a, {}))));
   return held;
@@ -121,12 +122,22 @@ int64_t input_bytes(const ir::Graph& g, const ir::Bindings& b) {
   return total;
 }
 
-// A copy of `m` (its graph through text, which keeps every value exact): a model compiled twice.
+// A model from its graph's text (which keeps every value exact) and the names of its loss and
+// parameters.
+ir::models::Model model_from_text(const std::string& text, const std::string& loss,
+                                  const std::vector<std::string>& params) {
+  ir::models::Model m;
+  m.graph = ir::parse_graph(text, "the model's graph");
+  m.loss = m.graph->find_value(loss);
+  for (const std::string& p : params) m.params.push_back(m.graph->find_value(p));
+  return m;
+}
+
+// A copy of `m`: a model compiled twice.
 ir::models::Model copy_model(const ir::models::Model& m) {
-  ir::models::Model c;
-  c.graph = ir::parse_graph(ir::print_graph(*m.graph), "the model");
-  c.loss = c.graph->find_value(m.loss->name());
-  for (const ir::Value* p : m.params) c.params.push_back(c.graph->find_value(p->name()));
+  std::vector<std::string> params;
+  for (const ir::Value* p : m.params) params.push_back(p->name());
+  ir::models::Model c = model_from_text(ir::print_graph(*m.graph), m.loss->name(), params);
   c.init = m.init;
   c.frozen = m.frozen;
   return c;
@@ -141,8 +152,9 @@ bool may_clip_in_two_passes(const TrainerOptions& o) {
 
 // A model too large for the machine is refused before its parameters are drawn (a minute of
 // work for a model that can never train), naming both numbers.
-void refuse_what_the_device_cannot_hold(const ir::Graph& g, const devices::Device& device) {
-  const int64_t held = state_bytes(g);
+void refuse_what_the_device_cannot_hold(const ir::Graph& g, const devices::Device& device,
+                                        bool optimizer_state) {
+  const int64_t held = state_bytes(g, optimizer_state);
   const devices::MemoryInfo m = device.memory_info();
   if (m.free_bytes > 0 && held > m.free_bytes) {
     throw OutOfMemory("the memory of device " + device.name() + " (" + human_bytes(m.free_bytes) +
@@ -190,6 +202,19 @@ std::unique_ptr<devices::Device> make_device(const std::string& name, int thread
   }
 }
 
+// The forward pass evaluate() runs: the model as inference sees it, dropout passing its input
+// through; the pipeline's stages as the step's, less autodiff and the optimizer.
+static CompiledStep compile_forward(const std::string& text, const std::string& loss,
+                                    const std::vector<std::string>& params,
+                                    const TrainerOptions& options) {
+  ir::models::Model forward = model_from_text(text, loss, params);
+  for (const ir::Node* n : forward.graph->nodes())
+    if (n->op().name == "dropout") forward.graph->replace_all_uses(n->result(0), n->operand(0));
+  Pipeline pipeline(options);
+  pipeline.disable("training_step");
+  return pipeline.run(std::move(forward));
+}
+
 // Everything the public header keeps out of sight.
 struct Trainer::Impl {
   // The device and its allocator, owned together with every tensor made through the allocator
@@ -209,6 +234,15 @@ struct Trainer::Impl {
   std::shared_ptr<devices::Communicator> comm_;  // the ranks of a data-parallel run (or null)
   std::map<std::string, Tensor> state_;          // parameters and optimizer state by name
   bool made_state_ = true;                       // false: TrainerOptions::make_state was off
+  bool steps_ = true;  // false: TrainerOptions::optimizer_state was off (evaluate() alone)
+  // Throws for `what` when the trainer holds no optimizer state.
+  void require_steps(const char* what) const {
+    if (!steps_)
+      throw InvalidArgument(std::string("this Trainer only evaluates (TrainerOptions::"
+                                        "optimizer_state is false): it holds no optimizer state "
+                                        "to ") +
+                            what);
+  }
   // Throws for `what` when the state was never made.
   void require_state(const char* what) const {
     if (!made_state_)
@@ -231,6 +265,19 @@ struct Trainer::Impl {
   double loss_scale_ = 0;    // f16 loss scaling (0: none)
   int64_t clean_steps_ = 0;  // finite steps in a row since the scale last changed
   int64_t growth_interval_ = 0;
+
+  // The forward pass evaluate() runs, compiled at the first call.
+  Executor& evaluator() {
+    if (!eval_) {
+      eval_compiled_ =
+          compile_forward(forward_.graph, forward_.loss, forward_.params, compile_options_);
+      eval_ = std::make_unique<Executor>(eval_compiled_->graph(), *alloc_, compile_options_.memory,
+                                         std::move(*eval_compiled_->schedule), kernels_.get(),
+                                         false, gpu_kernels_.get());
+      eval_compiled_->schedule.reset();
+    }
+    return *eval_;
+  }
 
   // Runs the compile pipeline on `model` (`configure` sees it first) and makes the executor of
   // its step.
@@ -305,17 +352,19 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
   impl_->executor_->set_communicator(impl_->comm_.get());
   impl_->shards_ = StateShards(*impl_->compiled_.model.graph, impl_->compiled_.model.params,
                                impl_->comm_.get(), options.shard_optimizer);
-  refuse_what_the_device_cannot_hold(*impl_->compiled_.model.graph, *impl_->device_);
+  refuse_what_the_device_cannot_hold(*impl_->compiled_.model.graph, *impl_->device_,
+                                     options.optimizer_state);
   impl_->made_state_ = options.make_state;
   if (!options.make_state) {
     check_state(impl_->compiled_.model, *impl_->compiled_.model.graph);
   } else {
     try {
       impl_->state_ = init_params(impl_->compiled_.model, options.seed, *impl_->alloc_);
-      impl_->state_.merge(zero_state(*impl_->compiled_.model.graph, *impl_->alloc_));
+      if (options.optimizer_state)
+        impl_->state_.merge(zero_state(*impl_->compiled_.model.graph, *impl_->alloc_));
     } catch (const OutOfMemory&) {
       // The allocator's own message would name one tensor; say what the cap has to hold first.
-      const int64_t held = state_bytes(*impl_->compiled_.model.graph);
+      const int64_t held = state_bytes(*impl_->compiled_.model.graph, options.optimizer_state);
       const std::string state = " cannot hold the parameters and optimizer state (" +
                                 human_bytes(held) + ") before any step: ";
       if (memory.cap == 0)  // no cap: the device itself is what ran out
@@ -326,7 +375,15 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
                         "raise the cap (memory.cap) well above that, or train a smaller model");
     }
   }
-  if (memory.cap > 0 && options.check_cap) {
+  impl_->steps_ = options.optimizer_state;
+  if (memory.cap > 0 && options.check_cap && !options.optimizer_state) {
+    // What runs is the forward pass alone, with the parameters held.
+    const memory::Governor& eval = impl_->evaluator().governor();
+    const ir::Graph& forward = impl_->eval_compiled_->graph();
+    eval.check_cap([&](const ir::Bindings& b) {
+      return bytes_held_for(b) - input_bytes(graph(), b) + input_bytes(forward, b);
+    });
+  } else if (memory.cap > 0 && options.check_cap) {
     impl_->executor_->governor().check_cap(
         [&](const ir::Bindings& b) { return bytes_held_for(b); });
   } else if (options.check_cap) {
@@ -367,42 +424,18 @@ Trainer::~Trainer() = default;
 Trainer::Trainer(Trainer&&) noexcept = default;
 Trainer& Trainer::operator=(Trainer&&) noexcept = default;
 
-// The forward pass evaluate() runs: the model as inference sees it, dropout passing its input
-// through; the pipeline's stages as the step's, less autodiff and the optimizer.
-static CompiledStep compile_forward(const std::string& text, const std::string& loss,
-                                    const std::vector<std::string>& params,
-                                    const TrainerOptions& options) {
-  ir::models::Model forward;
-  forward.graph = ir::parse_graph(text, "the forward graph");
-  forward.loss = forward.graph->find_value(loss);
-  for (const std::string& p : params) forward.params.push_back(forward.graph->find_value(p));
-  for (const ir::Node* n : forward.graph->nodes())
-    if (n->op().name == "dropout") forward.graph->replace_all_uses(n->result(0), n->operand(0));
-  Pipeline pipeline(options);
-  pipeline.disable("training_step");
-  return pipeline.run(std::move(forward));
-}
-
 float Trainer::evaluate(const Batch& batch) {
   impl_->require_state("evaluate");
   std::map<std::string, Tensor> given;
   bind_batch(batch, *impl_->compiled_.model.graph, given);  // checked as step() checks it
-  if (!impl_->eval_) {
-    const Impl::Forward& f = impl_->forward_;
-    impl_->eval_compiled_ = compile_forward(f.graph, f.loss, f.params, impl_->compile_options_);
-    impl_->eval_ = std::make_unique<Executor>(
-        impl_->eval_compiled_->graph(), *impl_->alloc_, impl_->compile_options_.memory,
-        std::move(*impl_->eval_compiled_->schedule), impl_->kernels_.get(), false,
-        impl_->gpu_kernels_.get());
-    impl_->eval_compiled_->schedule.reset();
-  }
+  Executor& eval = impl_->evaluator();
   // The parameters, and the batch's inputs that the forward pass still reads (not dropout's seed).
   std::map<std::string, Tensor> args;
   for (const ir::Value* a : impl_->eval_compiled_->graph().arguments()) {
     const auto& from = a->role() == ir::Role::kParameter ? impl_->state_ : given;
     if (auto it = from.find(a->name()); it != from.end()) args[a->name()] = it->second;
   }
-  const float loss = impl_->eval_->run(args).at("loss").to_vector<float>()[0];
+  const float loss = eval.run(args).at("loss").to_vector<float>()[0];
   impl_->alloc_->trim();
   return loss;
 }
@@ -523,6 +556,7 @@ std::map<std::string, Tensor> Trainer::run_pass(std::map<std::string, Tensor>& a
 
 StepResult Trainer::step_micro_batches(const std::vector<Batch>& micro_batches, double lr) {
   impl_->require_state("step");
+  impl_->require_steps("step");
   const ir::Graph& g = *impl_->compiled_.model.graph;
   const bool two_passes = g.find_value("grad_norm.given") != nullptr;  // clipping's
   const bool accumulating = !two_passes && g.find_value("apply") != nullptr;
@@ -600,6 +634,7 @@ void Trainer::set_parameter(const std::string& name, const Tensor& value) {
 
 void Trainer::save(const std::string& dir, const std::map<std::string, std::string>& extra) const {
   impl_->require_state("save");
+  impl_->require_steps("save");
   for (const auto& [name, t] : impl_->state_) {
     if (ir::is_accumulation_state(name)) continue;  // empty between steps, and not saved
     if (int64_t bad = t.count_nonfinite(); bad > 0) {
@@ -657,6 +692,7 @@ std::map<std::string, std::string> Trainer::saved_extra(const std::string& dir) 
 
 std::map<std::string, std::string> Trainer::load(const std::string& dir) {
   impl_->require_state("load into");
+  impl_->require_steps("load into");
   TrainerJson saved = read_trainer_json(dir + "/trainer.json");
   TensorFile file = read_safetensors(dir + "/state.safetensors", *impl_->alloc_);
   // Every tensor is checked before any is copied: a checkpoint that does not fit leaves the

@@ -46,6 +46,7 @@ int evaluate_command(const Config& c, const std::string& checkpoint) {
   memory::DeviceAllocator host(*cpu);  // before the tensors it holds, so it outlives them
   std::map<std::string, engine::Tensor> params;
   if (!from.empty()) params = checkpoint_parameters(s.model, from, host);
+  s.trainer.optimizer_state = false;  // the parameters alone: a 1.1B f32 model holds 4 GiB, not 12
   engine::Trainer trainer(std::move(s.model), s.trainer);
   if (from.empty()) {
     load_initial_weights(s, trainer);

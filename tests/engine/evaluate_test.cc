@@ -70,5 +70,32 @@ TEST(Evaluate, APlanOnlyTrainerRefuses) {
   EXPECT_THROW(t.evaluate(counting(t, 0)), InvalidArgument);
 }
 
+// Without optimizer state (what `disc-train eval` makes): the parameters alone, the same losses,
+// a cap checked against the forward pass (one the step cannot keep is fine), and no step.
+TEST(Evaluate, ATrainerWithoutOptimizerStateEvaluatesAlone) {
+  auto model = [] { return testing::counting_llama(16, 40); };
+  TrainerOptions o = evaluate_options();
+  o.optimizer_state = false;
+  Trainer full(model(), evaluate_options()), alone(model(), o);
+  EXPECT_NO_THROW(full.parameter("l0.wq.m"));
+  EXPECT_THROW(alone.parameter("l0.wq.m"), InvalidArgument);
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(alone.evaluate(counting(alone, i, 16)), full.evaluate(counting(full, i, 16)));
+  EXPECT_THROW(alone.step(counting(alone, 0, 16), 1e-3), InvalidArgument);
+  EXPECT_THROW(alone.save(::testing::TempDir() + "/no_state"), InvalidArgument);
+  // A cap below what the step needs, which the forward pass keeps.
+  TrainerOptions tight = o;
+  tight.memory.cap = testing::smallest_cap(model(), evaluate_options()) * 6 / 10;
+  EXPECT_THROW(Trainer(model(),
+                       [&] {
+                         TrainerOptions with_state = tight;
+                         with_state.optimizer_state = true;
+                         return with_state;
+                       }()),
+               OutOfMemory);
+  Trainer capped(model(), tight);
+  EXPECT_EQ(capped.evaluate(counting(capped, 0, 16)), full.evaluate(counting(full, 0, 16)));
+}
+
 }  // namespace
 }  // namespace disc::engine

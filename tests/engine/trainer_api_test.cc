@@ -7,6 +7,7 @@
 #include "ir/graph.h"
 #include "ir/models/model.h"
 #include "ir/text_format.h"
+#include "memory/allocator.h"
 #include "memory/governor.h"
 
 namespace disc::engine {
@@ -41,6 +42,25 @@ TEST(TrainerApi, TensorsMayOutliveTheirTrainer) {
     }
     EXPECT_EQ(weight.to_vector<float>(), expected) << device;
     EXPECT_EQ(input.to_vector<float>()[5], 6.0f) << device;
+  }
+}
+
+// set_parameter takes a tensor from the host (a checkpoint read there) into a GPU's memory, and
+// parameter() of a GPU's trainer copies back into a host tensor: each copy crosses devices.
+TEST(TrainerApi, SetParameterTakesAHostTensorOnEveryDevice) {
+  auto cpu = make_device("cpu", 1);
+  memory::DeviceAllocator host(*cpu);
+  for (const char* device : {"cpu", "sim-gpu"}) {
+    Trainer t = mlp_trainer(device);
+    const std::string name = t.parameter_names()[0];
+    const std::vector<int64_t> shape = t.parameter(name).shape();
+    std::vector<float> values(static_cast<size_t>(t.parameter(name).numel()));
+    for (size_t i = 0; i < values.size(); ++i) values[i] = 0.5f + static_cast<float>(i);
+    t.set_parameter(name, Tensor::from<float>(shape, values, host));
+    EXPECT_EQ(t.parameter(name).to_vector<float>(), values) << device;
+    Tensor back = Tensor::from<float>(shape, std::vector<float>(values.size()), host);
+    back.copy_from(t.parameter(name));
+    EXPECT_EQ(back.to_vector<float>(), values) << device;
   }
 }
 
