@@ -133,16 +133,6 @@ ir::models::Model model_from_text(const std::string& text, const std::string& lo
   return m;
 }
 
-// A copy of `m`: a model compiled twice.
-ir::models::Model copy_model(const ir::models::Model& m) {
-  std::vector<std::string> params;
-  for (const ir::Value* p : m.params) params.push_back(p->name());
-  ir::models::Model c = model_from_text(ir::print_graph(*m.graph), m.loss->name(), params);
-  c.init = m.init;
-  c.frozen = m.frozen;
-  return c;
-}
-
 // Whether clipping may run in two passes should one not keep the cap (OptimizerConfig::
 // clip_passes 0): there is a cap, a clip, and no accumulation buffers holding the gradients anyway.
 bool may_clip_in_two_passes(const TrainerOptions& o) {
@@ -333,8 +323,12 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
           std::make_unique<jit::GpuKernels>(*gpu, options.kernel_cache_dir, options.buckets);
   }
   // Clipping in one pass, unless it is left to the trainer and one pass cannot keep the cap.
-  std::optional<ir::models::Model> spare;
-  if (may_clip_in_two_passes(compile)) spare = copy_model(model);
+  std::optional<ir::models::Model> spare;  // a copy, to compile again
+  if (may_clip_in_two_passes(compile)) {
+    const Impl::Forward& f = impl_->forward_;
+    spare = model_from_text(f.graph, f.loss, f.params);
+    spare->init = model.init, spare->frozen = model.frozen;
+  }
   int& passes = compile.optimizer.clip_passes;
   passes = std::max(passes, 1);
   impl_->compile(std::move(model), compile, configure);
