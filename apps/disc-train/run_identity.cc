@@ -16,10 +16,12 @@ enum class Change { kFree, kWarn, kRefuse };
 // model.hf gives only the first step's weights and sizes: a resumed run takes the weights from
 // its checkpoint, which refuses other sizes. Where the folder lives may change, as data.path may.
 // How the ranks of a data-parallel run share their work (buckets, optimizer sharding) changes no
-// number, nor do its timeout and traces, nor what the held-out loss is measured on (eval.*).
+// number, nor do its timeout and traces, nor what the held-out loss is measured on (eval.*), nor
+// clipping in one pass or two (the same steps bit for bit; memory.cap may choose it).
 Change change_of(const std::string& key) {
-  for (const char* free : {"logging.", "checkpoint.", "memory.", "jit.cache_dir", "data.path",
-                           "export.", "model.hf", "distributed.", "eval."}) {
+  for (const char* free :
+       {"logging.", "checkpoint.", "memory.", "jit.cache_dir", "data.path", "export.", "model.hf",
+        "distributed.", "eval.", "optimizer.clip_passes"}) {
     if (key.rfind(free, 0) == 0) return Change::kFree;
   }
   for (const char* warn : {"train.steps", "device.", "jit.buckets", "model.max_batch"}) {
