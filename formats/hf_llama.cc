@@ -46,23 +46,16 @@ namespace {
 
 // The HF shape of each tensor a llama of config `c` has, by HF name.
 std::map<std::string, std::vector<int64_t>> hf_shapes(const ir::models::LlamaConfig& c) {
-  const int64_t hd = c.hidden / c.heads, kv = c.kv_heads * hd;
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const HfName& n : hf_llama_names(c)) {
     const std::string& h = n.hf;
-    std::vector<int64_t> s;
-    if (h.ends_with("norm.weight") || h.ends_with("layernorm.weight"))
-      s = {c.hidden};
-    else if (h.ends_with("q_proj.weight") || h.ends_with("o_proj.weight"))
-      s = {c.hidden, c.hidden};
-    else if (h.ends_with("k_proj.weight") || h.ends_with("v_proj.weight"))
-      s = {kv, c.hidden};
-    else if (h.ends_with("gate_proj.weight") || h.ends_with("up_proj.weight"))
-      s = {c.ffn, c.hidden};
-    else if (h.ends_with("down_proj.weight"))
-      s = {c.hidden, c.ffn};
-    else
-      s = {c.vocab, c.hidden};  // embed_tokens, lm_head
+    std::vector<int64_t> s = {c.vocab, c.hidden};    // embed_tokens, lm_head
+    if (h.ends_with("norm.weight")) s = {c.hidden};  // the layernorms and the final norm
+    for (const ir::models::Projection& p : ir::models::llama_projections())
+      if (h.ends_with("." + p.hf + ".weight")) {
+        const std::vector<int64_t> in_out = ir::models::projection_shape(c, p);
+        s = {in_out[1], in_out[0]};
+      }
     shapes[h] = s;
   }
   return shapes;
@@ -304,15 +297,12 @@ std::vector<float> transpose(const std::vector<float>& m, size_t rows, size_t co
 std::vector<float> to_f32(const MappedTensorFile::Entry& e, bool transposed) {
   const size_t n = e.bytes.size() / static_cast<size_t>(dtype_size(e.dtype));
   std::vector<float> flat(n);
-  const std::byte* p = e.bytes.data();
-  for (size_t i = 0; i < n; ++i) {
-    uint16_t h = 0;
-    if (e.dtype == DType::kF32) {
-      std::memcpy(&flat[i], p + 4 * i, 4);
-      continue;
-    }
-    std::memcpy(&h, p + 2 * i, 2);
-    flat[i] = e.dtype == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
+  if (e.dtype == DType::kF32) {
+    std::memcpy(flat.data(), e.bytes.data(), e.bytes.size());
+  } else {  // the mapped bytes need not be aligned for uint16_t
+    std::vector<uint16_t> bits(n);
+    std::memcpy(bits.data(), e.bytes.data(), e.bytes.size());
+    half_to_f32(e.dtype, bits.data(), flat.data(), static_cast<int64_t>(n));
   }
   if (!transposed) return flat;
   return transpose(flat, static_cast<size_t>(e.shape[0]), static_cast<size_t>(e.shape[1]));
@@ -327,8 +317,7 @@ Tensor to_stored(std::vector<float> values, std::vector<int64_t> shape, bool tra
   }
   if (dtype == DType::kF32) return Tensor::from<float>(shape, values, host);
   std::vector<uint16_t> half(values.size());
-  for (size_t i = 0; i < values.size(); ++i)
-    half[i] = dtype == DType::kBF16 ? f32_to_bf16(values[i]) : f32_to_f16(values[i]);
+  f32_to_half(dtype, values.data(), half.data(), static_cast<int64_t>(values.size()));
   Tensor t = Tensor::empty(dtype, shape, host);
   t.upload(half.data());
   return t;

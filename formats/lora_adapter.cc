@@ -30,21 +30,14 @@ struct Adapted {
 };
 
 std::vector<Adapted> adapted(const LlamaConfig& c) {
-  const int64_t kv = c.kv_heads * (c.hidden / c.heads);
-  auto sizes = [&](const std::string& hf) -> std::pair<int64_t, int64_t> {
-    if (hf == "k_proj" || hf == "v_proj") return {c.hidden, kv};
-    if (hf == "gate_proj" || hf == "up_proj") return {c.hidden, c.ffn};
-    if (hf == "down_proj") return {c.ffn, c.hidden};
-    return {c.hidden, c.hidden};
-  };
   std::vector<Adapted> out;
   for (int64_t l = 0; l < c.layers; ++l) {
     for (const ir::models::Projection& p : ir::models::lora_targets(c.lora)) {
-      auto [in, o] = sizes(p.hf);
+      const std::vector<int64_t> shape = ir::models::projection_shape(c, p);
       out.push_back(
           {"l" + std::to_string(l) + "." + p.disc,
-           "base_model.model.model.layers." + std::to_string(l) + "." + p.module + "." + p.hf, in,
-           o});
+           "base_model.model.model.layers." + std::to_string(l) + "." + p.module + "." + p.hf,
+           shape[0], shape[1]});
     }
   }
   return out;

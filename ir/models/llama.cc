@@ -13,6 +13,11 @@
 namespace disc::ir::models {
 namespace {
 
+const Projection& projection_named(const std::string& disc) {
+  const std::vector<Projection>& all = llama_projections();
+  return *std::find_if(all.begin(), all.end(), [&](const Projection& p) { return p.disc == disc; });
+}
+
 // Adds the model's weights: trained f32 parameters, or under LoRA the frozen base and adapters.
 class LlamaWeights {
  public:
@@ -37,12 +42,18 @@ class LlamaWeights {
     return m_.graph->add("cast", {v}, {{"dtype", DType::kF32}});
   }
 
-  // The adapter of projection `layer`.`disc` ([in, out]) when LoRA targets it, else null.
-  const nn::Adapter* adapter(const std::string& layer, const std::string& disc, int64_t in,
-                             int64_t out) {
+  // Projection `layer`.`disc` ("l0.", "wq") as the graph reads it.
+  Value* projection(const std::string& layer, const std::string& disc, ParamInit init) {
+    const std::vector<int64_t> shape = projection_shape(c_, projection_named(disc));
+    return weight(layer + disc, {shape[0], shape[1]}, init);
+  }
+
+  // The adapter of projection `layer`.`disc` when LoRA targets it, else null.
+  const nn::Adapter* adapter(const std::string& layer, const std::string& disc) {
     if (std::find(targets_.begin(), targets_.end(), disc) == targets_.end()) return nullptr;
     const std::string w = layer + disc;
-    const int64_t r = c_.lora.rank;
+    const std::vector<int64_t> shape = projection_shape(c_, projection_named(disc));
+    const int64_t r = c_.lora.rank, in = shape[0], out = shape[1];
     if (r > std::min(in, out)) {
       throw InvalidArgument("LoRA rank " + std::to_string(r) + " is above " + w + "'s smaller " +
                             "side (" + std::to_string(std::min(in, out)) + "): a rank above " +
@@ -69,6 +80,14 @@ class LlamaWeights {
 
 }  // namespace
 
+std::vector<int64_t> projection_shape(const LlamaConfig& c, const Projection& p) {
+  const int64_t kv = c.kv_heads * (c.hidden / c.heads);
+  if (p.disc == "wk" || p.disc == "wv") return {c.hidden, kv};
+  if (p.disc == "w_gate" || p.disc == "w_up") return {c.hidden, c.ffn};
+  if (p.disc == "w_down") return {c.ffn, c.hidden};
+  return {c.hidden, c.hidden};  // wq, wo
+}
+
 Model build_llama(const LlamaConfig& c) {
   if (c.hidden % c.heads != 0) {
     throw InvalidArgument("llama: hidden (" + std::to_string(c.hidden) +
@@ -81,7 +100,7 @@ Model build_llama(const LlamaConfig& c) {
   Graph& g = *m.graph;
   LlamaWeights w(m, c);
   ParamInit normal{ParamInit::Kind::kNormal, c.init_std}, ones{ParamInit::Kind::kOnes};
-  const int64_t head_dim = c.hidden / c.heads, kv = c.kv_heads * head_dim, d = c.hidden;
+  const int64_t head_dim = c.hidden / c.heads, d = c.hidden;
 
   Value* embed = w.held("embed", {c.vocab, d}, normal);
   Value* x = w.widened(nn::embedding(g, embed, tokens));
@@ -89,22 +108,22 @@ Model build_llama(const LlamaConfig& c) {
   for (int64_t l = 0; l < c.layers; ++l) {
     std::string p = "l" + std::to_string(l) + ".";
     Value* attn_norm = w.weight(p + "attn_norm", {d}, ones);
-    nn::AttentionWeights aw{.wq = w.weight(p + "wq", {d, d}, normal),
-                            .wk = w.weight(p + "wk", {d, kv}, normal),
-                            .wv = w.weight(p + "wv", {d, kv}, normal),
-                            .wo = w.weight(p + "wo", {d, d}, normal),
-                            .aq = w.adapter(p, "wq", d, d),
-                            .ak = w.adapter(p, "wk", d, kv),
-                            .av = w.adapter(p, "wv", d, kv),
-                            .ao = w.adapter(p, "wo", d, d)};
+    nn::AttentionWeights aw{.wq = w.projection(p, "wq", normal),
+                            .wk = w.projection(p, "wk", normal),
+                            .wv = w.projection(p, "wv", normal),
+                            .wo = w.projection(p, "wo", normal),
+                            .aq = w.adapter(p, "wq"),
+                            .ak = w.adapter(p, "wk"),
+                            .av = w.adapter(p, "wv"),
+                            .ao = w.adapter(p, "wo")};
     x = g.add("add", {x, nn::causal_self_attention(g, nn::rms_norm(g, x, attn_norm, c.norm_eps), aw,
                                                    ac, in.packed())});
     Value* mlp_norm = w.weight(p + "mlp_norm", {d}, ones);
-    Value* w_gate = w.weight(p + "w_gate", {d, c.ffn}, normal);
-    Value* w_up = w.weight(p + "w_up", {d, c.ffn}, normal);
-    Value* w_down = w.weight(p + "w_down", {c.ffn, d}, normal);
-    const nn::Adapter* mlp[] = {w.adapter(p, "w_gate", d, c.ffn), w.adapter(p, "w_up", d, c.ffn),
-                                w.adapter(p, "w_down", c.ffn, d)};
+    Value* w_gate = w.projection(p, "w_gate", normal);
+    Value* w_up = w.projection(p, "w_up", normal);
+    Value* w_down = w.projection(p, "w_down", normal);
+    const nn::Adapter* mlp[] = {w.adapter(p, "w_gate"), w.adapter(p, "w_up"),
+                                w.adapter(p, "w_down")};
     Value* h = nn::rms_norm(g, x, mlp_norm, c.norm_eps);
     x = g.add("add", {x, nn::swiglu(g, h, w_gate, w_up, w_down, mlp)});
   }

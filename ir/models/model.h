@@ -74,6 +74,8 @@ struct CnnConfig {
 };
 
 Model build_llama(const LlamaConfig& c);
+// A block's projection `p` as disc holds it, [in, out] (a Hugging Face weight is [out, in]).
+std::vector<int64_t> projection_shape(const LlamaConfig& c, const Projection& p);
 Model build_gpt2(const Gpt2Config& c);
 Model build_mlp(const MlpConfig& c);
 Model build_cnn(const CnnConfig& c);
