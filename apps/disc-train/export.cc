@@ -8,6 +8,7 @@
 #include "formats/lora_adapter.h"
 #include "formats/onnx/weights.h"
 #include "ir/graph.h"
+#include "output_checks.h"
 #include "setup.h"
 #include "weights.h"
 

@@ -23,6 +23,7 @@
 #include "export.h"
 #include "ir/binding.h"
 #include "ir/text_format.h"
+#include "output_checks.h"
 #include "ranks.h"
 #include "reporting.h"
 #include "run_identity.h"

@@ -50,14 +50,6 @@ void load_initial_weights(const RunSetup& s, engine::Trainer& trainer);
 // export.dtype as a dtype to force (nullopt: `source`).
 std::optional<DType> export_dtype(const Config& c);
 
-// Refuses outputs (logging.metrics, logging.trace, checkpoint.dir, jit.cache_dir) that cannot be
-// written (a path under a regular file, a read-only folder: tried, not guessed from permission
-// bits) and any output that is an input (config, data, graph) or another output, before a run
-// writes anything. Leaves nothing behind.
-void check_outputs(const Config& c);
-// Refuses `path` (the value of `key`) inside checkpoint.dir, which the run's saves own.
-void check_outside_checkpoints(const Config& c, const std::string& key, const std::string& path);
-
 // jit.cache_dir with `auto` resolved: $XDG_CACHE_HOME/disc/kernels, else ~/.cache/disc/kernels.
 std::string kernel_cache_dir(const Config& c);
 
