@@ -225,6 +225,15 @@ struct Trainer::Impl {
   std::map<std::string, Tensor> state_;          // parameters and optimizer state by name
   bool made_state_ = true;                       // false: TrainerOptions::make_state was off
   bool steps_ = true;  // false: TrainerOptions::optimizer_state was off (evaluate() alone)
+  // The bytes of the state as the device holds them: the tensors made or, before they are (or
+  // without TrainerOptions::make_state), what they will be, from the graph.
+  int64_t state_held() const {
+    if (state_.empty()) return state_bytes(*compiled_.model.graph, steps_);
+    int64_t total = 0;
+    for (const auto& [name, t] : state_)
+      total += static_cast<int64_t>(devices::allocation_size(t.bytes()));
+    return total;
+  }
   // Throws for `what` when the trainer holds no optimizer state.
   void require_steps(const char* what) const {
     if (!steps_)
@@ -312,6 +321,7 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
     impl_->loss_scale_ = options.loss_scale;
     impl_->growth_interval_ = options.loss_scale_growth_interval;
   }
+  impl_->steps_ = options.optimizer_state;
   TrainerOptions compile = options;
   compile.memory.offload = options.memory.offload && impl_->device_->separate_memory();
   impl_->forward_ = {ir::print_graph(*model.graph), model.loss->name(), {}};
@@ -332,10 +342,7 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
   int& passes = compile.optimizer.clip_passes;
   passes = std::max(passes, 1);
   impl_->compile(std::move(model), compile, configure);
-  auto held = [&](const ir::Bindings& b) {
-    const ir::Graph& g = *impl_->compiled_.model.graph;
-    return state_bytes(g) + input_bytes(g, b);
-  };
+  auto held = [&](const ir::Bindings& b) { return bytes_held_for(b); };
   if (spare && !impl_->executor_->governor().keeps_cap(held)) {
     passes = 2;
     impl_->compile(std::move(*spare), compile, configure);
@@ -369,17 +376,14 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
                         "raise the cap (memory.cap) well above that, or train a smaller model");
     }
   }
-  impl_->steps_ = options.optimizer_state;
   if (memory.cap > 0 && options.check_cap && !options.optimizer_state) {
     // What runs is the forward pass alone, with the parameters held.
     const memory::Governor& eval = impl_->evaluator().governor();
     const ir::Graph& forward = impl_->eval_compiled_->graph();
-    eval.check_cap([&](const ir::Bindings& b) {
-      return bytes_held_for(b) - input_bytes(graph(), b) + input_bytes(forward, b);
-    });
+    eval.check_cap(
+        [&](const ir::Bindings& b) { return impl_->state_held() + input_bytes(forward, b); });
   } else if (memory.cap > 0 && options.check_cap) {
-    impl_->executor_->governor().check_cap(
-        [&](const ir::Bindings& b) { return bytes_held_for(b); });
+    impl_->executor_->governor().check_cap(held);
   } else if (options.check_cap) {
     refuse_steps_the_device_cannot_run();
   }
@@ -486,11 +490,7 @@ ir::Bindings Trainer::largest_shape() const {
 }
 
 int64_t Trainer::bytes_held_for(const ir::Bindings& b) const {
-  // Without the state made, what init_params and zero_state would have made.
-  int64_t total = impl_->made_state_ ? 0 : state_bytes(*impl_->compiled_.model.graph);
-  for (const auto& [name, t] : impl_->state_)
-    total += static_cast<int64_t>(devices::allocation_size(t.bytes()));
-  return total + input_bytes(*impl_->compiled_.model.graph, b);
+  return impl_->state_held() + input_bytes(*impl_->compiled_.model.graph, b);
 }
 
 // `args` with `batch`'s inputs added, each checked to be one of `g`'s that the caller gives.
