@@ -87,9 +87,10 @@ void refuse_unsupported(const json& j, const std::string& path) {
 
 std::vector<PeftName> peft_names(const LlamaConfig& c) {
   std::vector<PeftName> names;
+  const int64_t r = c.lora.rank;
   for (const Adapted& a : adapted(c)) {
-    names.push_back({ir::models::lora_a_name(a.weight), a.module + ".lora_A.weight"});
-    names.push_back({ir::models::lora_b_name(a.weight), a.module + ".lora_B.weight"});
+    names.push_back({ir::models::lora_a_name(a.weight), a.module + ".lora_A.weight", {r, a.in}});
+    names.push_back({ir::models::lora_b_name(a.weight), a.module + ".lora_B.weight", {a.out, r}});
   }
   return names;
 }
@@ -162,23 +163,19 @@ void check_peft_adapter(const std::string& dir, const LlamaConfig& c) {
   const std::string path = (fs::path(dir) / kWeights).string();
   const engine::MappedTensorFile file(path);  // the header alone: no tensor is read
   std::map<std::string, engine::MappedTensorFile::Entry> left = file.tensors();
-  const int64_t r = c.lora.rank;
-  auto expect = [&](const std::string& peft, const std::vector<int64_t>& shape) {
-    auto it = left.find(peft);
+  for (const PeftName& n : peft_names(c)) {
+    auto it = left.find(n.peft);
     if (it == left.end())
-      throw InvalidArgument(path + " lacks `" + peft + "`, an adapter that the base (" +
+      throw InvalidArgument(path + " lacks `" + n.peft + "`, an adapter that the base (" +
                             std::to_string(c.layers) + " layers) and " + kConfig +
                             "'s target_modules call for");
-    if (it->second.shape != shape)
+    if (it->second.shape != n.shape)
       throw InvalidArgument(
-          path + ": `" + peft + "` is " + std::string(dtype_name(it->second.dtype)) +
-          json(it->second.shape).dump() + ", where the base and r = " + std::to_string(r) +
-          " make it " + json(shape).dump() + ": the adapter belongs to another base model");
+          path + ": `" + n.peft + "` is " + std::string(dtype_name(it->second.dtype)) +
+          json(it->second.shape).dump() +
+          ", where the base and r = " + std::to_string(c.lora.rank) + " make it " +
+          json(n.shape).dump() + ": the adapter belongs to another base model");
     left.erase(it);
-  };
-  for (const Adapted& a : adapted(c)) {
-    expect(a.module + ".lora_A.weight", {r, a.in});
-    expect(a.module + ".lora_B.weight", {a.out, r});
   }
   if (!left.empty())
     throw InvalidArgument(path + " holds `" + left.begin()->first + "`, which is no " +

@@ -31,6 +31,7 @@ namespace disc::formats {
 // A disc adapter parameter and its PEFT tensor name.
 struct PeftName {
   std::string disc, peft;
+  std::vector<int64_t> shape;  // A [rank, in], B [out, rank]
 };
 // Every adapter `c` (its lora) adds, A before B, layer by layer.
 std::vector<PeftName> peft_names(const ir::models::LlamaConfig& c);
