@@ -20,8 +20,10 @@ inline uint16_t f32_to_bf16(float value) {
   const uint32_t u = std::bit_cast<uint32_t>(value);
   const uint32_t rounded = (u + 0x7fff + ((u >> 16) & 1)) >> 16;  // ties to even
   // Rounding could carry a NaN's payload into the exponent and make it infinite: keep it a NaN.
+  // (Tested on the bits, not by value != value: an integer select vectorizes, a float compare
+  // there did not.)
   const uint32_t nan = (u >> 16) | 0x40;
-  return static_cast<uint16_t>(value != value ? nan : rounded);
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 
 float f16_to_f32(uint16_t bits);

@@ -126,6 +126,10 @@ class Device {
   virtual void deallocate_host(void* p, size_t bytes);
 
   virtual void gemm(const GemmArgs& g) = 0;
+  // True when gemm on 16-bit operands of `type` runs on the device's own 16-bit dot products with
+  // f32 sums, rather than on f32 copies of them: kernels then hand it their 16-bit panels as they
+  // are instead of widening everything themselves (devices/cpu/block_attention.h).
+  virtual bool has_16bit_dot(DType /*type*/) const { return false; }
   // Host threads the device's kernels may use (CPU: TBB and oneDNN's OpenMP pool).
   virtual int threads() const = 0;
 };
@@ -156,7 +160,9 @@ class HostBuffer {
   size_t bytes_ = 0;
 };
 
-// The CPU device. threads <= 0 means every hardware thread.
-std::unique_ptr<Device> make_cpu_device(int threads);
+// The CPU device. threads <= 0 means every hardware thread. bf16_dot false: bf16 attention and
+// heads widen to f32 even where the CPU has bf16 dot products, so that they compute what they
+// compute on CPUs without them.
+std::unique_ptr<Device> make_cpu_device(int threads, bool bf16_dot = true);
 
 }  // namespace disc::devices

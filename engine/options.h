@@ -34,6 +34,11 @@ struct TrainerOptions {
   // f32): several times faster than f32, but no longer the CPU's numbers within f32 rounding.
   // Other devices refuse it (InvalidArgument).
   bool tf32 = false;
+  // bf16 attention and heads on the CPU's bf16 dot products (avx512_bf16, AMX) where it has them:
+  // P, dS and the head's logit gradients rounded to bf16 for their GEMMs. false: widened to f32
+  // on every CPU, the numbers of CPUs without them. Only the CPU devices (cpu, sim, sim-gpu) read
+  // it.
+  bool bf16_dot = true;
   // Whether the step scales its loss: f16's range needs it (the Pipeline's optimizer and the
   // Trainer's scale both ask here).
   bool scales_loss() const { return precision == DType::kF16; }

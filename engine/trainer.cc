@@ -177,13 +177,13 @@ int check_device_name(const std::string& name) {
                         "GPU N), N = 0 for the first");
 }
 
-std::unique_ptr<devices::Device> make_device(const std::string& name, int threads) {
+std::unique_ptr<devices::Device> make_device(const std::string& name, int threads, bool bf16_dot) {
   const int gpu = check_device_name(name);
-  if (name == "cpu") return devices::make_cpu_device(threads);
+  if (name == "cpu") return devices::make_cpu_device(threads, bf16_dot);
   if (name == "sim" || name == "sim-gpu")
     return devices::make_simulated_device(threads,
                                           devices::make_cpu_device(1)->memory_info().total_bytes,
-                                          /*addressable=*/name == "sim");
+                                          /*addressable=*/name == "sim", bf16_dot);
   try {
     if (name.rfind("cuda:", 0) == 0) return devices::cuda::make_cuda_device(gpu, threads);
     return devices::hip::make_hip_device(gpu, threads);
@@ -305,7 +305,7 @@ Trainer::Trainer(ir::models::Model model, const TrainerOptions& options,
                  const std::function<void(Pipeline&)>& configure)
     : impl_(std::make_unique<Impl>()) {
   impl_->owned_ = std::make_shared<Impl::Owned>();
-  impl_->owned_->device = make_device(options.device, options.threads);
+  impl_->owned_->device = make_device(options.device, options.threads, options.bf16_dot);
   impl_->owned_->alloc =
       std::make_unique<memory::CachingAllocator>(*impl_->owned_->device, options.memory.cap);
   impl_->device_ = impl_->owned_->device.get();

@@ -160,7 +160,9 @@ class Trainer {
 // separate device pool, so that offload can be tried without a GPU), "sim-gpu" (the same, with
 // memory the host cannot address: the engine's GPU path, without a GPU), "cuda:N" (NVIDIA GPU N)
 // and "hip:N" (AMD GPU N), through drivers loaded at run time: DeviceError says why there is none.
-std::unique_ptr<devices::Device> make_device(const std::string& name, int threads);
+// bf16_dot: TrainerOptions::bf16_dot (CPU devices only).
+std::unique_ptr<devices::Device> make_device(const std::string& name, int threads,
+                                             bool bf16_dot = true);
 // The trainer's parameters by name (sharing its storage): what exports write.
 std::map<std::string, Tensor> parameters_of(const Trainer& trainer);
 // Throws InvalidArgument for a name make_device does not know; returns N for "cuda:N" and

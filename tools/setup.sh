@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency of disc from Debian 12 packages; with --bench, also
-# the peers tools/bench/bench_all.py compares against (PyTorch 1.13 with OpenMP OpenBLAS), and
-# python3-onnx, which tools/onnx_export.py uses.
+# the peers tools/bench/bench_all.py compares against (Debian's PyTorch 1.13 with OpenMP OpenBLAS,
+# and PyTorch 2 from PyPI in a virtual environment: see install_torch2), and python3-onnx, which
+# tools/onnx_export.py uses.
 # Idempotent: packages already present are not fetched again, and a machine that has them all
 # runs no apt command at all. Usable by CI and by a user (as root, or with sudo).
 set -euo pipefail
@@ -27,25 +28,54 @@ packages=(
   # build links nothing of it (loaded at run time). NVRTC comes with the CUDA toolkit, not Debian.
   libamdhip64-5 libhiprtc-builtins5
 )
+bench=false
 if [ "${1:-}" = "--bench" ]; then
-  packages+=(python3-torch libopenblas0-openmp python3-onnx)
+  bench=true
+  packages+=(python3-torch libopenblas0-openmp python3-onnx python3-venv)
 elif [ $# -gt 0 ]; then
   echo "usage: tools/setup.sh [--bench]" >&2
   exit 2
 fi
 
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#packages[@]} packages present"
-  exit 0
-fi
+# PyTorch 2, bench_step's second CPU peer (eager and torch.compile), pinned so that its rows
+# compare across runs. PyPI has only the CUDA build of torch for Linux (its NVIDIA libraries come
+# with it: 5.3 GiB installed); it runs on a CPU alone, and Inductor compiles with g++. The install
+# took 1m04s of wall time on a 2-core machine here (`/usr/bin/time tools/setup.sh --bench`, pip
+# without a cache, the Debian packages present); a rerun with it in place takes 2 s. bench_step
+# and bench_all.py look for this folder (DISC_TORCH2_VENV moves it for all three).
+torch2_version=2.15.0
+torch2_venv="${DISC_TORCH2_VENV:-$HOME/.cache/disc-bench/torch2}"
 
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-echo "setup: installing ${missing[*]}"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-echo "setup: done"
+install_torch2() {
+  local have
+  have=$("$torch2_venv/bin/python" -c "import torch; print(torch.__version__.split('+')[0])" \
+    2>/dev/null || true)
+  if [ "$have" = "$torch2_version" ]; then
+    echo "setup: PyTorch $torch2_version present in $torch2_venv"
+    return
+  fi
+  echo "setup: installing PyTorch $torch2_version from PyPI into $torch2_venv"
+  # Debian's Python, without its dist-packages: their torch 1.13 must not shadow the venv's.
+  /usr/bin/python3 -m venv "$torch2_venv"
+  "$torch2_venv/bin/pip" install -q --no-cache-dir "torch==$torch2_version"
+}
+
+install_packages() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "setup: all ${#packages[@]} packages present"
+    return
+  fi
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  echo "setup: done"
+}
+
+install_packages
+if $bench; then install_torch2; fi

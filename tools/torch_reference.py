@@ -16,7 +16,7 @@ The model, parameter and safetensors functions are importable without running an
 The models mirror ir/models/*.cc exactly: weights are [in, out] (y = x @ W), parameter names
 match, attention uses rotate-half RoPE and repeats each kv head for consecutive query heads.
 
-llama also has a bf16 reference, tests/reference/llama_bf16.safetensors: llama.safetensors' weights
+llama also has bf16 references, tests/reference/llama_bf16.safetensors: llama.safetensors' weights
 and batch (the same seed), the forward run under torch.autocast("cpu", dtype=torch.bfloat16), with
 the loss, every parameter's gradient (f32, as autocast gives them) and the global gradient norm.
 It runs disc's precision policy (ir/passes/autocast.cc) on the step disc's Trainer compiles:
@@ -36,6 +36,9 @@ probs @ v) and the final norm.
 The head: disc's linear_cross_entropy reads the bf16 norm output and the bf16 lm_head, sums the
 logits in f32 and keeps them f32 (they never exist whole), computes the cross-entropy in f32 and
 rounds dh and dw to bf16 once (_Bf16Head); autocast would round the logits to bf16 first.
+tests/reference/llama_bf16_dot.safetensors is the same on a CPU with bf16 dot products
+(TrainerOptions::bf16_dot), where attention rounds P and dS to bf16 for their products
+(_Bf16DotAttention) and the head rounds the logits' gradient to bf16 for its own.
 Where PyTorch 1.13 on the CPU does otherwise, the bf16 path says so itself:
   * autocast would run the attention products in bf16 (f32_region)
   * its bf16 GEMM on a CPU without AVX512 sums in bf16, rounding after every product and addition
@@ -148,10 +151,11 @@ class _Bf16Matmul(torch.autograd.Function):
 
 class _Bf16Head(torch.autograd.Function):
     """disc's linear_cross_entropy on bf16 h [B, S, D] and w [D, V]: f32 logits (f32 sums, not
-    rounded), the cross-entropy in f32; dh and dw summed in f32 and rounded to bf16 once."""
+    rounded), the cross-entropy in f32; dh and dw summed in f32 and rounded to bf16 once. With
+    `dot` (on bf16 dot products) the logits' gradient G is rounded to bf16 before its products."""
 
     @staticmethod
-    def forward(ctx, h, w, targets):
+    def forward(ctx, h, w, targets, dot):
         with torch.autocast("cpu", enabled=False):
             h32 = h.float().flatten(0, -2)
             logits = h32 @ w.float()
@@ -160,6 +164,7 @@ class _Bf16Head(torch.autograd.Function):
             g = logits.softmax(-1)
             g[torch.arange(len(targets)), targets.clamp(min=0)] -= 1
             g = g * (targets != -100).unsqueeze(1) / counted
+            g = _bf16(g) if dot else g
         ctx.save_for_backward(h32, w, g)
         ctx.shape = h.shape
         return loss
@@ -171,7 +176,7 @@ class _Bf16Head(torch.autograd.Function):
             dh = (g @ w.float().t()).bfloat16().view(ctx.shape)
             dw = (h32.t() @ g).bfloat16()
             dloss = dloss.float()
-            return (dh.float() * dloss).bfloat16(), (dw.float() * dloss).bfloat16(), None
+            return (dh.float() * dloss).bfloat16(), (dw.float() * dloss).bfloat16(), None, None
 
 
 def _bf16(x):
@@ -209,13 +214,47 @@ def bf16_matmul(a, w):
     return _Bf16Matmul.apply(a.bfloat16(), w.bfloat16())
 
 
+def _causal_probs(q, k, scale):
+    """softmax(scale q k^T) under the causal mask, in f32 from bf16 q, k [B, H, S, D]."""
+    s = q.shape[-2]
+    scores = (q.float() @ k.float().transpose(-1, -2)) * scale
+    mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+    return scores.masked_fill(mask, float("-inf")).softmax(-1)
+
+
+class _Bf16DotAttention(torch.autograd.Function):
+    """disc's causal attention on bf16 dot products (devices/cpu/block_attention.h) for bf16 q, k,
+    v [B, H, S, D]: scores and softmax in f32, P rounded to bf16 for P v (f32 sums, the output
+    rounded once); backward: dP = dO v^T and dS = scale P (dP - rowsum(P dP)) in f32, dS rounded
+    to bf16 for dq = dS k and dk = dS^T q, dv = P^T dO with P in bf16, each rounded once."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, scale):
+        ctx.save_for_backward(q, k, v)
+        ctx.scale = scale
+        with torch.autocast("cpu", enabled=False):
+            return (_bf16(_causal_probs(q, k, scale)) @ v.float()).bfloat16()
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v = ctx.saved_tensors
+        with torch.autocast("cpu", enabled=False):
+            p, do = _causal_probs(q, k, ctx.scale), dout.float()
+            dp = do @ v.float().transpose(-1, -2)
+            ds = _bf16(ctx.scale * p * (dp - (p * dp).sum(-1, keepdim=True)))
+            dq, dk = (ds @ k.float()).bfloat16(), (ds.transpose(-1, -2) @ q.float()).bfloat16()
+            dv = (_bf16(p).transpose(-1, -2) @ do).bfloat16()
+        return dq, dk, dv, None
+
+
 def f32_region():
     """Code that runs in f32 under disc's policy, where autocast would pick bf16."""
     return torch.autocast("cpu", enabled=False)
 
 
-def attention_bf16(h, p, pre, heads, kv_heads, theta):
-    """attention() under disc's policy: bf16 projections, f32 attention."""
+def attention_bf16(h, p, pre, heads, kv_heads, theta, dot):
+    """attention() under disc's policy: bf16 projections, f32 attention (with `dot`, on bf16 dot
+    products: _Bf16DotAttention)."""
     b, s, d = h.shape
     hd = d // heads
     q = bf16_matmul(h, p[pre + "wq"]).view(b, s, heads, hd)
@@ -225,6 +264,10 @@ def attention_bf16(h, p, pre, heads, kv_heads, theta):
         q, k = rope(q.float(), theta).bfloat16(), rope(k.float(), theta).bfloat16()
     rep = heads // kv_heads
     k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
+    if dot:
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        ctx = _Bf16DotAttention.apply(q, k, v, 1.0 / math.sqrt(hd)).transpose(1, 2).reshape(b, s, heads * hd)
+        return bf16_matmul(ctx, p[pre + "wo"])
     with f32_region():  # disc's attention op: f32 q, k, v
         q, k, v = (t.transpose(1, 2).float() for t in (q, k, v))
         scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(hd))
@@ -234,9 +277,10 @@ def attention_bf16(h, p, pre, heads, kv_heads, theta):
     return bf16_matmul(ctx, p[pre + "wo"])
 
 
-def llama_bf16(p, batch, c):
+def llama_bf16(p, batch, c, dot=False):
     """llama() under torch.autocast("cpu", dtype=torch.bfloat16) with disc's precision policy (see the
-    docstring at the top): returns the loss (f32)."""
+    docstring at the top): returns the loss (f32). `dot`: attention and head as on a CPU with bf16
+    dot products."""
     eps = c["norm_eps"]
     with torch.autocast("cpu", dtype=torch.bfloat16):
         x = p["embed"][batch["tokens"].long()]
@@ -244,14 +288,14 @@ def llama_bf16(p, batch, c):
             pre = f"l{l}."
             with f32_region():  # f32 h: the matmuls' gradients reaching it add in f32
                 h = rms_norm(x, p[pre + "attn_norm"], eps)
-            x = x + attention_bf16(h, p, pre, c["heads"], c["kv_heads"], c["rope_theta"])
+            x = x + attention_bf16(h, p, pre, c["heads"], c["kv_heads"], c["rope_theta"], dot)
             with f32_region():
                 h = rms_norm(x, p[pre + "mlp_norm"], eps)
             gate, up = bf16_matmul(h, p[pre + "w_gate"]), bf16_matmul(h, p[pre + "w_up"])
             x = x + bf16_matmul(_Bf16SwiGLU.apply(gate, up), p[pre + "w_down"])
         with f32_region():
             h = rms_norm(x, p["final_norm"], eps)
-        return _Bf16Head.apply(h.bfloat16(), p["lm_head"].bfloat16(), batch["targets"].long().flatten())
+        return _Bf16Head.apply(h.bfloat16(), p["lm_head"].bfloat16(), batch["targets"].long().flatten(), dot)
 
 
 def gpt2(p, batch, c):
@@ -421,28 +465,32 @@ def record(family):
     print(f"{family}: loss {loss.item():.6f}, grad norm {out['grad_norm'].item():.6f} -> {os.path.relpath(path)}")
 
 
-def record_llama_bf16():
-    """llama_bf16.safetensors: llama.safetensors' weights and batch, the loss, gradients and gradient norm
-    of llama_bf16 (no optimizer steps)."""
+def record_llama_bf16(dot=False):
+    """llama_bf16.safetensors (llama_bf16_dot with `dot`): llama.safetensors' weights and batch, the loss,
+    gradients and gradient norm of llama_bf16 (no optimizer steps)."""
     _, make_params, make_batch, config = FAMILIES["llama"]
     g = torch.Generator().manual_seed(1234)  # record()'s seed: the same weights and batch
     params = make_params(config, g)
     batch = make_batch(config, g)
     out = {"param." + n: p.detach().clone() for n, p in params.items()}
     out.update({"input." + n: t for n, t in batch.items()})
-    loss = llama_bf16(params, batch, config)
+    loss = llama_bf16(params, batch, config, dot)
     loss.backward()
     out["loss"] = loss.reshape(())
     out.update({"grad." + n: p.grad.clone() for n, p in params.items()})
     out["grad_norm"] = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in params.values())).float()
     meta = {"family": "llama", "config": json.dumps(config), "precision": "bf16", "torch": torch.__version__}
-    path = os.path.join(OUT_DIR, "llama_bf16.safetensors")
+    name = "llama_bf16_dot" if dot else "llama_bf16"
+    path = os.path.join(OUT_DIR, name + ".safetensors")
     write_safetensors(path, out, meta)
-    print(f"llama_bf16: loss {loss.item():.6f}, grad norm {out['grad_norm'].item():.6f} -> {os.path.relpath(path)}")
+    print(f"{name}: loss {loss.item():.6f}, grad norm {out['grad_norm'].item():.6f} -> {os.path.relpath(path)}")
 
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
     os.makedirs(OUT_DIR, exist_ok=True)
-    for name in sys.argv[1:] or [*FAMILIES, "llama_bf16"]:
-        record_llama_bf16() if name == "llama_bf16" else record(name)
+    for name in sys.argv[1:] or [*FAMILIES, "llama_bf16", "llama_bf16_dot"]:
+        if name.startswith("llama_bf16"):
+            record_llama_bf16(dot=name == "llama_bf16_dot")
+        else:
+            record(name)

@@ -213,6 +213,9 @@ const std::vector<ConfigKey>& config_schema() {
       {"device.tf32", K::kBool, "false",
        "f32 matmuls in TF32 on an NVIDIA GPU's tensor cores (10-bit mantissas in the products: "
        "faster, less exact; cuda:N only)"},
+      {"device.bf16_dot", K::kBool, "true",
+       "bf16 attention and heads on the CPU's bf16 dot products where it has them (avx512_bf16, "
+       "AMX); false: widened to f32, the numbers of CPUs without them"},
       {"logging.metrics", K::kString, "", "metrics JSONL file, one object per step ('': none)"},
       {"logging.trace", K::kString, "",
        "Chrome trace JSON of the steps in logging.trace_steps ('': none)"},

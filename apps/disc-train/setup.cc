@@ -426,6 +426,7 @@ engine::TrainerOptions trainer_options(const Config& c) {
   t.device = c.get_string("device.name");
   t.threads = static_cast<int>(c.get_int("device.threads"));
   t.tf32 = c.get_bool("device.tf32");
+  t.bf16_dot = c.get_bool("device.bf16_dot");
   t.seed = static_cast<uint64_t>(c.get_int("train.seed"));
   t.precision = *parse_dtype(c.get_string("train.precision"));  // the schema's choices parse
   t.memory = {.cap = c.get_bytes("memory.cap"),

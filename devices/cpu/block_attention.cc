@@ -9,6 +9,8 @@
 #include <string>
 #include <type_traits>
 
+#include "devices/cpu/half_arrays.h"
+#include "devices/cpu/panel_types.h"
 #include "devices/cpu/row_math.h"
 #include "devices/cpu/widened_attention.h"
 
@@ -16,6 +18,7 @@ namespace disc::devices {
 namespace {
 
 using namespace row_math;
+using cpu::kHalf, cpu::kOperands, cpu::kWideC, cpu::read_panel, cpu::row_done, cpu::sums_t;
 
 // row[0, visible) = softmax(scale * row[0, visible)); row[visible, width) = 0.
 template <typename T>
@@ -54,7 +57,6 @@ DISC_VECTOR_CLONES void softmax_grad_row(const float* p, float* g, int64_t width
 DISC_VECTOR_CLONES void softmax_grad_row(const double* p, double* g, int64_t width, double scale) {
   softmax_grad_row_of(p, g, width, scale);
 }
-
 // One block of query rows [r0, r0 + rows) for the heads [h0, h0 + hc), whose panels span the keys
 // [k0, k0 + keys): where its operands start and how wide its panels are. Row i of the block sees
 // the panel's keys [lo(i), hi(i)): packed, the `begins` and `ends` of its row's own sequence
@@ -75,16 +77,16 @@ Window window_of(const AttentionArgs& a, const Block& bl, int64_t i) {
   return {bl.begins[i] - bl.k0, (a.causal ? row + 1 : bl.ends[i]) - bl.k0};
 }
 
-// A batch of hc products C = op(A) op(B), each operand given by its first element, its leading
-// dim and its batch stride (all in elements).
+// A batch of hc products C = op(A) op(B) of E operands (panel_types.h), each operand given by its
+// first element, its leading dim and its batch stride (all in elements).
 struct Operand {
   const void* data;
   int64_t lead, stride;
 };
-template <typename T>
+template <typename E, typename C>
 void gemm(Device& dev, int64_t hc, int64_t m, int64_t n, int64_t k, Operand a, bool ta, Operand b,
-          bool tb, T* c, int64_t ldc, int64_t stride_c, bool accumulate = false) {
-  GemmArgs g{.dtype = std::is_same_v<T, double> ? DType::kF64 : DType::kF32,
+          bool tb, C* c, int64_t ldc, int64_t stride_c, bool accumulate = false) {
+  GemmArgs g{.dtype = kOperands<E>,
              .batch = hc,
              .m = m,
              .n = n,
@@ -100,7 +102,8 @@ void gemm(Device& dev, int64_t hc, int64_t m, int64_t n, int64_t k, Operand a, b
              .batch_stride_c = stride_c,
              .lda = a.lead,
              .ldb = b.lead,
-             .ldc = ldc};
+             .ldc = ldc,
+             .c_f32 = kWideC<E, C>};
   dev.gemm(g);
 }
 
@@ -115,29 +118,32 @@ Operand block_rows(const void* base, const Block& bl, int64_t rows, int64_t widt
   return {static_cast<const T*>(base) + (bl.h0 * rows + bl.r0) * width, width, rows * width};
 }
 
-// The block's probabilities into `p` ([hc, rows, keys]): scores by one GEMM, then softmax over
-// each row's visible keys.
-template <typename T>
-void probabilities(Device& dev, const AttentionArgs& a, const Block& bl, T* p) {
+// The block's probabilities into `p` ([hc, rows, keys]), and into `pe` as the GEMMs read them:
+// scores by one GEMM, then softmax over each row's visible keys.
+template <typename E>
+void probabilities(Device& dev, const AttentionArgs& a, const Block& bl, sums_t<E>* p, E* pe) {
+  using T = sums_t<E>;
   const int64_t panel = bl.rows * bl.keys;
-  gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.d, block_rows<T>(a.q, bl, a.sq, a.d), false,
-          key_rows<T>(a.k, bl, a.sk, a.d), true, p, bl.keys, panel);
+  gemm<E>(dev, bl.hc, bl.rows, bl.keys, a.d, block_rows<E>(a.q, bl, a.sq, a.d), false,
+          key_rows<E>(a.k, bl, a.sk, a.d), true, p, bl.keys, panel);
   tbb::parallel_for(int64_t{0}, bl.hc * bl.rows, [&](int64_t i) {
     const Window w = window_of(a, bl, i % bl.rows);
     T* row = p + i * bl.keys;
     softmax_row(row + w.lo, w.hi - w.lo, bl.keys - w.lo, static_cast<T>(a.scale));
     std::fill(row, row + w.lo, T(0));
+    row_done(p, pe, i, bl.keys);
   });
 }
 
-// Calls f(block) for every block of query rows of every chunk of heads, in order. Packed, the
+// Calls f(block) for every block of query rows of every chunk of heads, in order, and
+// chunk_done(h0, heads) after each chunk's blocks. Packed, the
 // blocks are the padded layout's, 64 rows from row 0, each across whatever sequences its rows
 // fall in. Its panel's keys end with its rows (causal) or its last row's sequence, and start a
 // multiple of 64 keys before that, at or before its first row's sequence: the GEMMs then take a
 // few shapes, whose primitives the device keeps, rather than one per sequence and step, and a
 // row's keys outside its own sequence get probability 0.
-template <typename F>
-void for_each_block(const AttentionArgs& a, F&& f) {
+template <typename F, typename G>
+void for_each_block(const AttentionArgs& a, F&& f, G&& chunk_done) {
   const int64_t chunk = attention_chunk(a);
   std::array<int64_t, kAttentionRows> begins{}, ends{};
   for (int64_t h0 = 0; h0 < a.heads; h0 += chunk) {
@@ -159,46 +165,94 @@ void for_each_block(const AttentionArgs& a, F&& f) {
       }
       f(bl);
     }
+    chunk_done(h0, std::min(chunk, a.heads - h0));
   }
 }
 
-template <typename T>
-void forward(Device& dev, const AttentionArgs& a, T* out) {
-  T* p = thread_panel<T>(attention_chunk(a) * kAttentionRows * widest_keys(a));  // one panel: P
-  for_each_block(a, [&](const Block& bl) {
-    probabilities(dev, a, bl, p);
-    gemm<T>(dev, bl.hc, bl.rows, a.dv, bl.keys, {p, bl.keys, bl.rows * bl.keys}, false,
-            key_rows<T>(a.v, bl, a.sk, a.dv), false, out + (bl.h0 * a.sq + bl.r0) * a.dv, a.dv,
-            a.sq * a.dv);
-  });
+template <typename E>
+void forward(Device& dev, const AttentionArgs& a, E* out) {
+  const int64_t panel = attention_chunk(a) * kAttentionRows * widest_keys(a);  // one panel: P
+  sums_t<E>* p = thread_panel<sums_t<E>>(panel);
+  E* pe = read_panel<E>(p, panel);
+  for_each_block(
+      a,
+      [&](const Block& bl) {
+        probabilities(dev, a, bl, p, pe);
+        gemm<E>(dev, bl.hc, bl.rows, a.dv, bl.keys, {pe, bl.keys, bl.rows * bl.keys}, false,
+                key_rows<E>(a.v, bl, a.sk, a.dv), false, out + (bl.h0 * a.sq + bl.r0) * a.dv, a.dv,
+                a.sq * a.dv);
+      },
+      [](int64_t, int64_t) {});
 }
+
+// Where the blocks sum dK (or dV, `width` wide): in the gradient itself, or for 16-bit operands in
+// f32 rows for one chunk of heads (`wide`, attention_chunk(a) * sk * width floats), rounded into
+// the gradient when the chunk is done.
+template <typename E>
+class KeySums {
+ public:
+  KeySums(const AttentionArgs& a, E* grad, int64_t width, float* wide)
+      : grad_(grad), width_(width), sk_(a.sk), wide_(wide) {
+    if constexpr (kHalf<E>)
+      std::fill(wide_, wide_ + attention_chunk(a) * sk_ * width_, 0.0f);
+    else
+      std::fill(grad, grad + a.heads * sk_ * width_, E(0));
+  }
+  // The block's first key row, a head's rows sk * width apart.
+  sums_t<E>* at(const Block& bl) {
+    if constexpr (kHalf<E>)
+      return wide_ + bl.k0 * width_;
+    else
+      return grad_ + (bl.h0 * sk_ + bl.k0) * width_;
+  }
+  void chunk_done(int64_t h0, int64_t heads) {
+    if constexpr (kHalf<E>) {
+      const int64_t n = heads * sk_ * width_;
+      cpu::narrow_half(DType::kBF16, wide_, grad_ + h0 * sk_ * width_, n);
+      std::fill(wide_, wide_ + n, 0.0f);
+    }
+  }
+
+ private:
+  E* grad_;
+  int64_t width_, sk_;
+  float* wide_;
+};
 
 // Per block: P again, dP = dO V^T, dS (scaled) in dP's panel, dQ = dS K, then dK += dS^T Q and
 // dV += P^T dO over the block's keys.
-template <typename T>
-void backward(Device& dev, const AttentionArgs& a, const T* dout, T* dq, T* dk, T* dv) {
-  const int64_t chunk = attention_chunk(a);
-  const int64_t panels = chunk * kAttentionRows * widest_keys(a);
-  T* p = thread_panel<T>(2 * panels);  // two panels: P, then dP and dS
+template <typename E>
+void backward(Device& dev, const AttentionArgs& a, const E* dout, E* dq, E* dk, E* dv) {
+  using T = sums_t<E>;
+  const int64_t panels = attention_chunk(a) * kAttentionRows * widest_keys(a);
+  // Two panels (P, then dP and dS) and, for 16-bit operands, dK's and dV's f32 sums.
+  const int64_t rows = kHalf<E> ? attention_chunk(a) * a.sk : 0;  // of the sums
+  T* p = thread_panel<T>(2 * panels + rows * (a.d + a.dv));
   T* g = p + panels;
-  std::fill(dk, dk + a.heads * a.sk * a.d, T(0));
-  std::fill(dv, dv + a.heads * a.sk * a.dv, T(0));
-  for_each_block(a, [&](const Block& bl) {
+  E* pe = read_panel<E>(p, 2 * panels);
+  E* ge = pe + panels;
+  float* wide = reinterpret_cast<float*>(p + 2 * panels);  // read only where T is float
+  KeySums<E> sum_k(a, dk, a.d, wide), sum_v(a, dv, a.dv, wide + rows * a.d);
+  auto block = [&](const Block& bl) {
     const int64_t panel = bl.rows * bl.keys, q_at = bl.h0 * a.sq + bl.r0;
-    const Operand dout_rows = block_rows<T>(dout, bl, a.sq, a.dv);
-    probabilities(dev, a, bl, p);
-    gemm<T>(dev, bl.hc, bl.rows, bl.keys, a.dv, dout_rows, false, key_rows<T>(a.v, bl, a.sk, a.dv),
+    const Operand dout_rows = block_rows<E>(dout, bl, a.sq, a.dv);
+    probabilities(dev, a, bl, p, pe);
+    gemm<E>(dev, bl.hc, bl.rows, bl.keys, a.dv, dout_rows, false, key_rows<E>(a.v, bl, a.sk, a.dv),
             true, g, bl.keys, panel);
     tbb::parallel_for(int64_t{0}, bl.hc * bl.rows, [&](int64_t i) {
       softmax_grad_row(p + i * bl.keys, g + i * bl.keys, bl.keys, static_cast<T>(a.scale));
+      row_done(g, ge, i, bl.keys);
     });
-    const Operand ds{g, bl.keys, panel}, probs{p, bl.keys, panel};
-    gemm<T>(dev, bl.hc, bl.rows, a.d, bl.keys, ds, false, key_rows<T>(a.k, bl, a.sk, a.d), false,
+    const Operand ds{ge, bl.keys, panel}, probs{pe, bl.keys, panel};
+    gemm<E>(dev, bl.hc, bl.rows, a.d, bl.keys, ds, false, key_rows<E>(a.k, bl, a.sk, a.d), false,
             dq + q_at * a.d, a.d, a.sq * a.d);
-    gemm<T>(dev, bl.hc, bl.keys, a.d, bl.rows, ds, true, block_rows<T>(a.q, bl, a.sq, a.d), false,
-            dk + (bl.h0 * a.sk + bl.k0) * a.d, a.d, a.sk * a.d, true);
-    gemm<T>(dev, bl.hc, bl.keys, a.dv, bl.rows, probs, true, dout_rows, false,
-            dv + (bl.h0 * a.sk + bl.k0) * a.dv, a.dv, a.sk * a.dv, true);
+    gemm<E>(dev, bl.hc, bl.keys, a.d, bl.rows, ds, true, block_rows<E>(a.q, bl, a.sq, a.d), false,
+            sum_k.at(bl), a.d, a.sk * a.d, true);
+    gemm<E>(dev, bl.hc, bl.keys, a.dv, bl.rows, probs, true, dout_rows, false, sum_v.at(bl), a.dv,
+            a.sk * a.dv, true);
+  };
+  for_each_block(a, block, [&](int64_t h0, int64_t heads) {
+    sum_k.chunk_done(h0, heads), sum_v.chunk_done(h0, heads);
   });
 }
 
@@ -227,6 +281,11 @@ void check(const Device& dev, const AttentionArgs& a) {
   }
 }
 
+// bf16 on the device's bf16 dot products; otherwise 16-bit types widen (widened_attention.h).
+bool bf16_dot(const Device& dev, const AttentionArgs& a) {
+  return a.dtype == DType::kBF16 && dev.has_16bit_dot(DType::kBF16);
+}
+
 }  // namespace
 
 int64_t widest_keys(const AttentionArgs& a) {
@@ -242,8 +301,9 @@ int64_t widest_keys(const AttentionArgs& a) {
 }
 
 int64_t attention_chunk(const AttentionArgs& a) {
-  const int64_t per_head =
-      std::max<int64_t>(1, 2 * kAttentionRows * widest_keys(a) * dtype_size(a.dtype));
+  // 16-bit panels are f32 sums with a 16-bit copy (widened ones f32 alone).
+  const int64_t element = is_half_float(a.dtype) ? 6 : dtype_size(a.dtype);
+  const int64_t per_head = std::max<int64_t>(1, 2 * kAttentionRows * widest_keys(a) * element);
   return std::clamp<int64_t>(kAttentionWorkspace / per_head, 1, std::max<int64_t>(1, a.heads));
 }
 
@@ -254,6 +314,7 @@ void attention_forward(Device& dev, const AttentionArgs& a, void* out) {
     return;
   }
   if (a.dtype == DType::kF64) return forward(dev, a, static_cast<double*>(out));
+  if (bf16_dot(dev, a)) return forward(dev, a, static_cast<uint16_t*>(out));
   if (is_half_float(a.dtype)) return cpu::widened_attention_forward(dev, a, out);
   forward(dev, a, static_cast<float*>(out));
 }
@@ -268,6 +329,10 @@ void attention_backward(Device& dev, const AttentionArgs& a, const void* dout, v
   if (a.dtype == DType::kF64) {
     return backward(dev, a, static_cast<const double*>(dout), static_cast<double*>(dq),
                     static_cast<double*>(dk), static_cast<double*>(dv));
+  }
+  if (bf16_dot(dev, a)) {
+    return backward(dev, a, static_cast<const uint16_t*>(dout), static_cast<uint16_t*>(dq),
+                    static_cast<uint16_t*>(dk), static_cast<uint16_t*>(dv));
   }
   if (is_half_float(a.dtype)) return cpu::widened_attention_backward(dev, a, dout, dq, dk, dv);
   backward(dev, a, static_cast<const float*>(dout), static_cast<float*>(dq),

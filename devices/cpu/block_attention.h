@@ -16,7 +16,9 @@
 //
 // Memory: besides the operands, two panels of [heads in a chunk, kAttentionRows, sk] elements,
 // with the chunk of heads sized so that they take at most kAttentionWorkspace bytes (one head per
-// chunk when a single head needs more). The panels are reused between calls on one thread.
+// chunk when a single head needs more). The panels are reused between calls on one thread. bf16 on
+// bf16 dot products adds 16-bit copies of the panels and, backward, f32 sums of dK and dV for one
+// chunk of heads.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +36,11 @@ inline constexpr int64_t kAttentionWorkspace = int64_t{4} << 20;
 // Row-major tensors with the heads (batch and heads flattened) leading:
 // q [heads, sq, d], k [heads, sk, d], v [heads, sk, dv]; outputs and gradients alike.
 struct AttentionArgs {
-  DType dtype = DType::kF32;  // f32, f64, bf16 or f16 (16-bit: in f32, cpu/widened_attention.h)
+  // f32, f64, bf16 or f16. bf16 runs on the device's bf16 dot products where it has them
+  // (Device::has_16bit_dot): f32 sums, softmax in f32, P and dS rounded to bf16 for the GEMMs
+  // that read them, dK and dV summed in f32 and rounded once. Otherwise 16-bit types run as f32
+  // (cpu/widened_attention.h).
+  DType dtype = DType::kF32;
   int64_t heads = 0;
   int64_t sq = 0, sk = 0, d = 0, dv = 0;
   bool causal = true;  // query row i sees keys 0..i (needs sq == sk)

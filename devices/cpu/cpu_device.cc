@@ -19,8 +19,8 @@
 
 namespace disc::devices {
 
-std::unique_ptr<Device> make_cpu_device(int threads) {
-  return std::make_unique<cpu::CpuDevice>(threads);
+std::unique_ptr<Device> make_cpu_device(int threads, bool bf16_dot) {
+  return std::make_unique<cpu::CpuDevice>(threads, bf16_dot);
 }
 
 namespace cpu {
@@ -72,8 +72,9 @@ MemoryInfo read_meminfo(const std::string& path) {
   return {total_kib * 1024, available_kib * 1024};
 }
 
-CpuDevice::CpuDevice(int threads)
+CpuDevice::CpuDevice(int threads, bool bf16_dot)
     : threads_(resolve_threads(threads)),
+      bf16_dot_(bf16_dot && OnednnMatmul::has_bf16_dot()),
       tbb_limit_(tbb::global_control::max_allowed_parallelism, threads_) {
   use_omp_threads();
 }
@@ -155,9 +156,13 @@ void CpuDevice::gemm(const GemmArgs& g) {
     return;
   }
   use_omp_threads();
-  if (g.c_f32 || g.dtype == DType::kF16 || (g.dtype == DType::kBF16 && !matmul_.has_bf16()))
+  if (g.dtype == DType::kF16 || (g.dtype == DType::kBF16 && !matmul_.has_bf16()))
     return widened_gemm(g, [&](const GemmArgs& f) { matmul_.run(f); });
   matmul_.run(g);
+}
+
+bool CpuDevice::has_16bit_dot(DType type) const {
+  return type == DType::kBF16 && bf16_dot_;
 }
 
 // OpenMP's thread count is per calling thread (an ICV of its data environment), so setting it

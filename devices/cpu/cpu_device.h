@@ -15,7 +15,9 @@ namespace disc::devices::cpu {
 
 class CpuDevice final : public Device {
  public:
-  explicit CpuDevice(int threads);  // threads <= 0: every hardware thread
+  // threads <= 0: every hardware thread. bf16_dot false: bf16 attention and heads widen to f32
+  // even where the CPU has bf16 dot products (as they do on CPUs without them).
+  explicit CpuDevice(int threads, bool bf16_dot = true);
 
   std::string name() const override { return "cpu"; }
   bool is_host() const override { return true; }
@@ -30,6 +32,7 @@ class CpuDevice final : public Device {
 
   void gemm(const GemmArgs& g) override;
   int threads() const override { return threads_; }
+  bool has_16bit_dot(DType type) const override;
 
   // For tests and benchmarks: the oneDNN side, to inspect its cache and implementation choice.
   OnednnMatmul& onednn() { return matmul_; }
@@ -38,6 +41,7 @@ class CpuDevice final : public Device {
   void use_omp_threads() const;
 
   int threads_;
+  bool bf16_dot_;
   // TBB's limit is process-wide; with several live limits the smallest wins.
   tbb::global_control tbb_limit_;
   OnednnMatmul matmul_;

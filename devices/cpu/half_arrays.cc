@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include "base/half.h"
+#include "devices/cpu/panel_types.h"
+#include "devices/cpu/row_math.h"
 
 namespace disc::devices::cpu {
 namespace {
@@ -19,6 +21,10 @@ void for_blocks(int64_t n, F&& f) {
 }
 
 }  // namespace
+
+DISC_VECTOR_CLONES void round_bf16_row(const float* from, uint16_t* to, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) to[i] = f32_to_bf16(from[i]);
+}
 
 void widen_half(DType type, const void* from, float* to, int64_t n) {
   const auto* bits = static_cast<const uint16_t*>(from);

@@ -12,12 +12,14 @@
 #include <vector>
 
 #include "devices/cpu/half_arrays.h"
+#include "devices/cpu/panel_types.h"
 #include "devices/cpu/row_math.h"
 
 namespace disc::devices {
 namespace {
 
 using namespace row_math;
+using cpu::kHalf, cpu::kOperands, cpu::kWideC, cpu::read_panel, cpu::row_done, cpu::sums_t;
 
 // One panel row: returns its loss term -log_softmax(x)[label] and leaves in x the term's gradient
 // scaled by `scale`: (softmax(x) - onehot(label)) * scale. An ignored row gives 0 and zeros.
@@ -47,10 +49,11 @@ DISC_VECTOR_CLONES double loss_row(double* x, int64_t classes, int64_t label, bo
   return loss_row_of(x, classes, label, counted, scale);
 }
 
-template <typename T>
+// C = op(A) op(B) of E operands (panel_types.h).
+template <typename E, typename C>
 void gemm(Device& dev, int64_t m, int64_t n, int64_t k, const void* a, bool ta, const void* b,
-          bool tb, T* c, bool accumulate = false) {
-  dev.gemm({.dtype = std::is_same_v<T, double> ? DType::kF64 : DType::kF32,
+          bool tb, C* c, bool accumulate = false) {
+  dev.gemm({.dtype = kOperands<E>,
             .m = m,
             .n = n,
             .k = k,
@@ -59,33 +62,48 @@ void gemm(Device& dev, int64_t m, int64_t n, int64_t k, const void* a, bool ta, 
             .accumulate = accumulate,
             .a = a,
             .b = b,
-            .c = c});
+            .c = c,
+            .c_f32 = kWideC<E, C>});
 }
 
 // Per chunk of rows [r0, r0 + n): logits = h w in the panel, the rows' loss terms and gradients
-// G in place, dh = G w^T, dw += h^T G (w [d, classes]) or G^T h (w [classes, d]).
-template <typename T>
-void run(Device& dev, const LinearCrossEntropyArgs& a, T* loss, T* dh, T* dw) {
+// G in place, dh = G w^T, dw += h^T G (w [d, classes]) or G^T h (w [classes, d]). With 16-bit
+// operands G is rounded to bf16 for its GEMMs (as autocast's logits' gradient is) and dw summed
+// in f32, rounded once at the end.
+template <typename E>
+void run(Device& dev, const LinearCrossEntropyArgs& a, sums_t<E>* loss, E* dh, E* dw) {
+  using T = sums_t<E>;
   const int64_t chunk = cross_entropy_chunk(a), v = a.classes;
   T* g = thread_panel<T>(chunk * v);
-  const T* h = static_cast<const T*>(a.h);
+  E* ge = read_panel<E>(g, chunk * v);
+  const E* h = static_cast<const E*>(a.h);
   const T scale = a.count == 0 ? T(0) : static_cast<T>(1.0 / static_cast<double>(a.count));
-  std::fill(dw, dw + a.d * v, T(0));
+  std::vector<float> wide_dw;  // 16-bit: dw's sums
+  T* dw_sums = nullptr;
+  if constexpr (kHalf<E>) {
+    wide_dw.assign(static_cast<size_t>(a.d * v), 0.0f);
+    dw_sums = wide_dw.data();
+  } else {
+    dw_sums = dw;
+    std::fill(dw, dw + a.d * v, T(0));
+  }
   std::vector<double> terms(static_cast<size_t>(a.rows), 0.0);
   for (int64_t r0 = 0; r0 < a.rows; r0 += chunk) {
     const int64_t n = std::min(chunk, a.rows - r0);
-    const T* hc = h + r0 * a.d;
-    gemm<T>(dev, n, v, a.d, hc, false, a.w, a.transpose_w, g);
+    const E* hc = h + r0 * a.d;
+    gemm<E>(dev, n, v, a.d, hc, false, a.w, a.transpose_w, g);
     tbb::parallel_for(int64_t{0}, n, [&](int64_t i) {
       const int64_t label = a.labels[r0 + i];
       terms[r0 + i] = loss_row(g + i * v, v, label, label != a.ignore_index && a.count > 0, scale);
+      row_done(g, ge, i, v);
     });
-    gemm<T>(dev, n, a.d, v, g, false, a.w, !a.transpose_w, dh + r0 * a.d);
+    gemm<E>(dev, n, a.d, v, ge, false, a.w, !a.transpose_w, dh + r0 * a.d);
     if (a.transpose_w)
-      gemm<T>(dev, v, a.d, n, g, true, hc, false, dw, true);
+      gemm<E>(dev, v, a.d, n, ge, true, hc, false, dw_sums, true);
     else
-      gemm<T>(dev, a.d, v, n, hc, true, g, false, dw, true);
+      gemm<E>(dev, a.d, v, n, hc, true, ge, false, dw_sums, true);
   }
+  if constexpr (kHalf<E>) cpu::narrow_half(DType::kBF16, dw_sums, dw, a.d * v);
   double total = 0;  // in row order: the same bits for any threads
   for (double t : terms) total += t;
   *loss = static_cast<T>(a.count == 0 ? 0.0 : total / static_cast<double>(a.count));
@@ -127,14 +145,18 @@ void run_widened(Device& dev, const LinearCrossEntropyArgs& a, float* loss, void
 }  // namespace
 
 int64_t cross_entropy_chunk(const LinearCrossEntropyArgs& a) {
-  const int64_t row_bytes = std::max<int64_t>(1, a.classes * dtype_size(a.dtype));
+  // 16-bit panels are f32 sums with a 16-bit copy (widened ones f32 alone).
+  const int64_t element = is_half_float(a.dtype) ? 6 : dtype_size(a.dtype);
+  const int64_t row_bytes = std::max<int64_t>(1, a.classes * element);
   return std::clamp<int64_t>(kCrossEntropyPanel / row_bytes, 1, std::max<int64_t>(1, a.rows));
 }
 
 void linear_cross_entropy(Device& dev, const LinearCrossEntropyArgs& a, void* loss, void* dh,
                           void* dw) {
   check(dev, a);
-  if (is_half_float(a.dtype)) {
+  if (a.dtype == DType::kBF16 && dev.has_16bit_dot(DType::kBF16)) {
+    run(dev, a, static_cast<float*>(loss), static_cast<uint16_t*>(dh), static_cast<uint16_t*>(dw));
+  } else if (is_half_float(a.dtype)) {
     run_widened(dev, a, static_cast<float*>(loss), dh, dw);
   } else if (a.dtype == DType::kF64) {
     run(dev, a, static_cast<double*>(loss), static_cast<double*>(dh), static_cast<double*>(dw));

@@ -12,10 +12,14 @@
 // Memory: besides the operands and results, one panel of at most kCrossEntropyPanel bytes
 // (at least one row), reused between calls on one thread.
 //
-// bf16 and f16 h and w (the head of a bf16 step) run through the f32 kernel: h and w widened to
-// f32 exactly, dh and dw summed in f32 and rounded once, the loss f32. That costs f32 copies of
-// h, w, dh and dw as scratch for the call (at 5600 rows x 512 x 32000 classes, 154 MB), outside
-// the memory cap like the panel. oneDNN's bf16 GEMMs, where the CPU has them, are not used here.
+// bf16 h and w (the head of a bf16 step), where the device has bf16 dot products
+// (Device::has_16bit_dot): the logits in f32 from bf16 GEMMs, the loss and G in f32, G rounded to
+// bf16 for the dh and dw GEMMs (as autocast's bf16 logits' gradient is), dh rounded once, dw summed
+// in f32 over the chunks and rounded once. Scratch: the panel's bf16 copy and dw's f32 sums (at
+// 512 x 32000 classes, 66 MB), outside the memory cap like the panel.
+// Otherwise bf16 and f16 run through the f32 kernel: h and w widened to f32 exactly, dh and dw
+// summed in f32 and rounded once, the loss f32, with f32 copies of h, w, dh and dw as scratch (at
+// 5600 rows x 512 x 32000 classes, 154 MB).
 #pragma once
 
 #include <cstdint>

@@ -68,7 +68,7 @@ void gemm_typed(const GemmArgs& g) {
 }  // namespace
 
 void zero_c(const GemmArgs& g) {
-  const int64_t size = dtype_size(g.dtype), ldc = lead_c(g);
+  const int64_t size = g.c_f32 ? 4 : dtype_size(g.dtype), ldc = lead_c(g);
   for (int64_t e = 0; e < g.batch; ++e)
     for (int64_t i = 0; i < g.m; ++i)
       std::fill_n(static_cast<std::byte*>(g.c) + (e * g.batch_stride_c + i * ldc) * size,

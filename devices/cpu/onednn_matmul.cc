@@ -48,6 +48,7 @@ OnednnMatmul::Key OnednnMatmul::make_key(const GemmArgs& g) {
           .transpose_a = g.transpose_a,
           .transpose_b = g.transpose_b,
           .accumulate = g.accumulate,
+          .c_f32 = g.c_f32,
           .stride_a = g.batch_stride_a,
           .stride_b = g.batch_stride_b,
           .stride_c = g.batch_stride_c,
@@ -73,7 +74,8 @@ OnednnMatmul::Entry OnednnMatmul::create(const Key& key) const {
   // A shared B is a batch dim of 1, which oneDNN broadcasts over A's batch.
   e.b = matrix_desc(t, batched, shared_b ? 1 : key.batch, shared_b ? key.k * key.n : key.stride_b,
                     key.k, key.n, key.transpose_b, key.lead_b);
-  e.c = matrix_desc(t, batched, key.batch, key.stride_c, key.m, key.n, false, key.lead_c);
+  e.c = matrix_desc(key.c_f32 ? DType::kF32 : t, batched, key.batch, key.stride_c, key.m, key.n,
+                    false, key.lead_c);
   dnnl::primitive_attr attr;
   if (key.accumulate) {  // C += A B: oneDNN's sum post-op adds the product to what C holds
     dnnl::post_ops sum;
@@ -145,6 +147,12 @@ bool OnednnMatmul::has_bf16() {
     }
   });
   return has_bf16_;
+}
+
+bool OnednnMatmul::has_bf16_dot() {
+  // The ISA values are masks: AMX's holds every bit of avx512_core_bf16's.
+  const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
 }
 
 size_t OnednnMatmul::cached_primitives() const {

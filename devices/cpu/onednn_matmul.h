@@ -1,9 +1,9 @@
-// f32 and bf16 GEMM through oneDNN's matmul primitive (bf16 operands and result, f32 sums:
-// AVX512-BF16 or AMX where the CPU has them). Transposes are expressed as strides and a shared B as
-// a broadcast batch dim, so no operand is ever copied or repacked by us. Creating a primitive costs
-// far more than a small GEMM, so primitives are cached by everything that shapes them (dtype,
-// sizes, transposes, strides); dynamic shapes make many distinct keys, so the cache is bounded and
-// drops the least recently used primitive when full.
+// f32 and bf16 GEMM through oneDNN's matmul primitive (bf16 operands, f32 sums, a bf16 or with
+// GemmArgs::c_f32 an f32 result: AVX512-BF16 or AMX where the CPU has them). Transposes are
+// expressed as strides and a shared B as a broadcast batch dim, so no operand is ever copied or
+// repacked by us. Creating a primitive costs far more than a small GEMM, so primitives are cached
+// by everything that shapes them (dtype, sizes, transposes, strides); dynamic shapes make many
+// distinct keys, so the cache is bounded and drops the least recently used primitive when full.
 #pragma once
 
 #include <cstdint>
@@ -34,13 +34,16 @@ class OnednnMatmul {
 
   // Whether oneDNN has a bf16 matmul for this CPU (it needs AVX512); asked once.
   bool has_bf16();
+  // Whether that matmul runs on the CPU's bf16 dot products (avx512_bf16 or AMX), not on bf16
+  // emulated by AVX512 integer code, which is slower than f32.
+  static bool has_bf16_dot();
 
  private:
   // Everything that shapes a primitive, after folding (see make_key in the .cc).
   struct Key {
     DType dtype;
     int64_t batch, m, n, k;
-    bool transpose_a, transpose_b, accumulate;
+    bool transpose_a, transpose_b, accumulate, c_f32;
     int64_t stride_a, stride_b, stride_c;
     int64_t lead_a, lead_b, lead_c;
     auto operator<=>(const Key&) const = default;

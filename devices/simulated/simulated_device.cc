@@ -19,8 +19,8 @@ P untag(P p) {
 
 class Simulated final : public SimulatedDevice {
  public:
-  Simulated(int threads, int64_t capacity, bool addressable)
-      : cpu_(make_cpu_device(threads)), capacity_(capacity), addressable_(addressable) {}
+  Simulated(int threads, int64_t capacity, bool addressable, bool bf16_dot)
+      : cpu_(make_cpu_device(threads, bf16_dot)), capacity_(capacity), addressable_(addressable) {}
 
   std::string name() const override { return addressable_ ? "sim" : "sim-gpu"; }
   bool is_host() const override { return addressable_; }  // kernels may read its memory directly
@@ -56,6 +56,8 @@ class Simulated final : public SimulatedDevice {
     cpu_->gemm(h);
   }
   int threads() const override { return cpu_->threads(); }
+  // Its kernels are the CPU's, on the CPU's instructions: the same numbers as the CPU device.
+  bool has_16bit_dot(DType type) const override { return cpu_->has_16bit_dot(type); }
   const CopyStats& copy_stats() const override { return stats_; }
 
  private:
@@ -69,11 +71,11 @@ class Simulated final : public SimulatedDevice {
 }  // namespace
 
 std::unique_ptr<SimulatedDevice> make_simulated_device(int threads, int64_t capacity_bytes,
-                                                       bool addressable) {
+                                                       bool addressable, bool bf16_dot) {
   if (capacity_bytes <= 0) {
     throw InvalidArgument("sim: capacity must be positive, got " + std::to_string(capacity_bytes));
   }
-  return std::make_unique<Simulated>(threads, capacity_bytes, addressable);
+  return std::make_unique<Simulated>(threads, capacity_bytes, addressable, bf16_dot);
 }
 
 }  // namespace disc::devices

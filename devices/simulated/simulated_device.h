@@ -28,8 +28,10 @@ class SimulatedDevice : public Device {
 // capacity_bytes: the simulated device memory; allocations beyond it throw OutOfMemory.
 // With `addressable` false the device poses as a GPU: its pointers are tagged so that the host
 // cannot read them (any access faults), is_host() is false, and the engine must reach its memory
-// through copies, as it must a GPU's. Tests run the GPU paths of the engine on it.
+// through copies, as it must a GPU's. Tests run the GPU paths of the engine on it. bf16_dot: as
+// make_cpu_device's.
 std::unique_ptr<SimulatedDevice> make_simulated_device(int threads, int64_t capacity_bytes,
-                                                       bool addressable = true);
+                                                       bool addressable = true,
+                                                       bool bf16_dot = true);
 
 }  // namespace disc::devices

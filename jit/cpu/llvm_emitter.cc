@@ -83,7 +83,10 @@ Value* to_real(llvm::IRBuilderBase& b, Value* v, DType t, llvm::Type* real) {
 // Converts f32 values (scalar or vector) to what a buffer of type `t` stores: f32 as they are,
 // bf16 and f16 rounded to nearest, ties to even, as base/half.h rounds. bf16 is rounded with
 // integer arithmetic, which every x86 vectorises (a NaN keeps its sign and stays a quiet NaN);
-// f16 with fptrunc, which F16C does in one instruction.
+// f16 with fptrunc, which F16C does in one instruction. Not avx512_bf16's vcvtneps2bf16 (fptrunc
+// to bfloat): it flushes denormals to zero, so a kernel would round differently on CPUs with it
+// than on CPUs without, and than PyTorch's and the reference kernels' rounding; the integer form
+// costs six vector instructions per 16 values, and fused kernels are bound by memory, not by them.
 Value* from_f32(llvm::IRBuilderBase& b, Value* v, DType t) {
   llvm::Type* ty = v->getType();
   if (t == DType::kF16)

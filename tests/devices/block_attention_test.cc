@@ -3,7 +3,8 @@
 // block of query rows (1, primes, 63, 64, 65, several blocks), a head size of 1, keys longer and
 // shorter than the queries, no keys, and enough keys that the heads split into several chunks.
 // Outputs and gradients start as NaN, so a value left unwritten shows; a second run must give
-// the same bits.
+// the same bits. bf16, on the CPU's bf16 dot products and widened to f32, within bf16 rounding of
+// the reference on the same (rounded) inputs.
 #include "devices/cpu/block_attention.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "base/half.h"
+#include "devices/cpu/cpu_device.h"
 #include "ir/attribute.h"
 #include "ir/ops/kernels.h"
 #include "tests/devices/host_tensors.h"
@@ -52,12 +55,16 @@ struct Problem {
   std::vector<T> out, dq, dk, dv;  // the reference's
   ir::Attributes attrs;
 
-  explicit Problem(const AttentionCase& c_) : c(c_) {
+  // bf16: the operands are values bf16 holds exactly.
+  explicit Problem(const AttentionCase& c_, bool bf16 = false) : c(c_) {
     const uint32_t seed = static_cast<uint32_t>(c.heads * 7919 + c.sq * 131 + c.sk * 17 + c.d);
     q = random_values<T>(c.heads * c.sq * c.d, seed);
     k = random_values<T>(c.heads * c.sk * c.d, seed + 1);
     v = random_values<T>(c.heads * c.sk * c.dv, seed + 2);
     dy = random_values<T>(c.heads * c.sq * c.dv, seed + 3);
+    for (auto* x : {&q, &k, &v, &dy}) {
+      for (T& e : *x) e = bf16 ? static_cast<T>(bf16_to_f32(f32_to_bf16(float(e)))) : e;
+    }
     attrs.set("causal", c.causal);
     attrs.set("scale", 0.4);
     out.resize(c.heads * c.sq * c.dv), dq.resize(q.size()), dk.resize(k.size()),
@@ -112,6 +119,33 @@ void check_case(const AttentionCase& c, double tol) {
   EXPECT_EQ(dv2, dv);
 }
 
+// bf16 attention on `dev` against the f32 reference on the same values, and the same bits run to
+// run. Widened, each result is rounded once: within a unit of bf16. On bf16 dot products P and
+// dS are rounded to bf16 for the GEMMs that read them (as FlashAttention does), and dQ and dK sum
+// rounded terms far larger than their sum here (scores up to 30 and terms up to 4 for results near
+// 0.1): within four units.
+void check_bf16(Device& dev, const AttentionCase& c, double grad_tol) {
+  const Problem<float> p(c, /*bf16=*/true);
+  const auto q = testing::to_bf16(p.q), k = testing::to_bf16(p.k), v = testing::to_bf16(p.v),
+             dy = testing::to_bf16(p.dy);
+  AttentionArgs a = p.args();
+  a.dtype = DType::kBF16, a.q = q.data(), a.k = k.data(), a.v = v.data();
+  auto run = [&] {
+    std::vector<uint16_t> out(p.out.size(), 0x7fc0), dq(p.dq.size(), 0x7fc0),
+        dk(p.dk.size(), 0x7fc0), dv(p.dv.size(), 0x7fc0);  // NaN
+    attention_forward(dev, a, out.data());
+    attention_backward(dev, a, dy.data(), dq.data(), dk.data(), dv.data());
+    return std::vector<std::vector<uint16_t>>{out, dq, dk, dv};
+  };
+  const auto got = run();
+  const double tol = 0x1p-7;
+  expect_close(testing::from_bf16(got[0]), p.out, tol, "out");
+  expect_close(testing::from_bf16(got[1]), p.dq, grad_tol, "dq");
+  expect_close(testing::from_bf16(got[2]), p.dk, grad_tol, "dk");
+  expect_close(testing::from_bf16(got[3]), p.dv, tol, "dv");
+  EXPECT_EQ(run(), got);
+}
+
 class BlockAttention : public ::testing::TestWithParam<AttentionCase> {};
 
 TEST_P(BlockAttention, F32MatchesReference) {
@@ -119,6 +153,15 @@ TEST_P(BlockAttention, F32MatchesReference) {
 }
 TEST_P(BlockAttention, F64MatchesReference) {
   check_case<double>(GetParam(), 1e-12);
+}
+TEST_P(BlockAttention, Bf16OnBf16DotProductsMatchesReference) {
+  cpu::CpuDevice dev(2);
+  if (!dev.has_16bit_dot(DType::kBF16)) GTEST_SKIP() << "this CPU has no bf16 dot products";
+  check_bf16(dev, GetParam(), 0x1p-5);
+}
+TEST_P(BlockAttention, Bf16WidenedMatchesReference) {
+  cpu::CpuDevice dev(2, /*bf16_dot=*/false);
+  check_bf16(dev, GetParam(), 0x1p-7);
 }
 
 INSTANTIATE_TEST_SUITE_P(

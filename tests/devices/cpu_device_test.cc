@@ -150,5 +150,38 @@ TEST(OnednnMatmul, FoldsSharedBIntoOneGemm) {
   for (float v : c) EXPECT_EQ(v, 5.0f);
 }
 
+// bf16 dot products are found where /proc/cpuinfo lists them (avx512_bf16, or AMX's amx_bf16),
+// and bf16 GEMMs into an f32 C run through oneDNN's bf16 kernel there, not a widened copy.
+TEST(OnednnMatmul, FindsTheCpusBf16DotProducts) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  if (!cpuinfo) GTEST_SKIP() << "no /proc/cpuinfo";
+  std::string line;
+  bool listed = false;
+  while (std::getline(cpuinfo, line) && !listed) {
+    if (line.rfind("flags", 0) == 0)
+      listed = line.find(" avx512_bf16") != std::string::npos ||
+               line.find(" amx_bf16") != std::string::npos;
+  }
+  EXPECT_EQ(cpu::OnednnMatmul::has_bf16_dot(), listed);
+  cpu::CpuDevice dev(1), widened(1, /*bf16_dot=*/false);
+  EXPECT_EQ(dev.has_16bit_dot(DType::kBF16), listed);
+  EXPECT_FALSE(dev.has_16bit_dot(DType::kF16));
+  EXPECT_FALSE(widened.has_16bit_dot(DType::kBF16));
+  if (!listed) return;
+  const std::vector<uint16_t> ab(16 * 16, 0x3f80);  // bf16 1.0
+  std::vector<float> c(16 * 16);
+  const GemmArgs g{.dtype = DType::kBF16,
+                   .m = 16,
+                   .n = 16,
+                   .k = 16,
+                   .a = ab.data(),
+                   .b = ab.data(),
+                   .c = c.data(),
+                   .c_f32 = true};
+  dev.gemm(g);
+  EXPECT_EQ(c[0], 16.0f);
+  EXPECT_NE(dev.onednn().impl_name(g).find("bf16"), std::string::npos) << dev.onednn().impl_name(g);
+}
+
 }  // namespace
 }  // namespace disc::devices

@@ -398,6 +398,14 @@ TEST(Gemm, EmptyKZeroesC) {
   for (float v : c) EXPECT_EQ(v, 0.0f);
 }
 
+// An f32 C of 16-bit operands is zeroed whole, not as if it held 16-bit values.
+TEST(Gemm, EmptyKZeroesAnF32COfBf16Operands) {
+  auto dev = make_cpu_device(0);
+  std::vector<float> c(6, 7.0f);
+  dev->gemm({.dtype = DType::kBF16, .m = 2, .n = 3, .k = 0, .c = c.data(), .c_f32 = true});
+  for (float v : c) EXPECT_EQ(v, 0.0f);
+}
+
 TEST(Gemm, EmptyKAccumulatesNothing) {
   auto dev = make_cpu_device(0);
   for (DType dtype : {DType::kF32, DType::kF64}) {

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/half.h"
 #include "ir/tensor_ref.h"
 
 namespace disc::devices::testing {
@@ -32,6 +33,18 @@ void expect_close(const std::vector<T>& got, const std::vector<T>& want, double 
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(double(want[i])))) << what << "[" << i << "]";
   }
+}
+
+// f32 values rounded to bf16, and bf16 values widened to f32.
+inline std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
+  std::vector<uint16_t> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) r[i] = f32_to_bf16(x[i]);
+  return r;
+}
+inline std::vector<float> from_bf16(const std::vector<uint16_t>& x) {
+  std::vector<float> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) r[i] = bf16_to_f32(x[i]);
+  return r;
 }
 
 }  // namespace disc::devices::testing

@@ -108,18 +108,21 @@ double worst_gradient(const std::map<std::string, Tensor>& out, const TensorFile
 // Outside them: disc in f32 (grad norm 6.8e-3, gradients up to 4.9e-2; its loss, 5.9e-5 off, is
 // inside: bf16 moves this model's loss less than one flip can, so the gradients tell the
 // precisions apart).
-TEST(TorchReferenceBf16, LlamaLossAndGradientsMatchAutocast) {
-  std::unique_ptr<devices::Device> dev = devices::make_cpu_device(2);
+// On a CPU with bf16 dot products (TrainerOptions::bf16_dot) attention and the head round P, dS
+// and the logits' gradient to bf16 for their products; llama_bf16_dot.safetensors mirrors that
+// (_Bf16DotAttention), and the same tolerances hold against it.
+void check_bf16_reference(const std::string& file, bool bf16_dot) {
+  std::unique_ptr<devices::Device> dev = devices::make_cpu_device(2, bf16_dot);
   memory::DeviceAllocator alloc{*dev};
-  TensorFile ref = read_safetensors(
-      std::string(DISC_TEST_DATA_DIR) + "/reference/llama_bf16.safetensors", alloc);
+  TensorFile ref = read_safetensors(std::string(DISC_TEST_DATA_DIR) + "/reference/" + file, alloc);
   ASSERT_EQ(ref.metadata.at("precision"), "bf16");
   constexpr double kLoss = 1e-4, kGradNorm = 2e-3, kGradient = 2e-2;
   auto rel = [&](float mine, const std::string& name) { return scalar_error(mine, ref, name); };
 
   // The Trainer's step.
-  Trainer trainer(build("llama", json::parse(ref.metadata.at("config"))),
-                  {.threads = 2, .precision = DType::kBF16});
+  TrainerOptions options{.threads = 2, .precision = DType::kBF16};
+  options.bf16_dot = bf16_dot;
+  Trainer trainer(build("llama", json::parse(ref.metadata.at("config"))), options);
   for (const std::string& p : trainer.parameter_names())
     trainer.set_parameter(p, ref.tensors.at("param." + p));
   const StepResult r =
@@ -153,6 +156,15 @@ TEST(TorchReferenceBf16, LlamaLossAndGradientsMatchAutocast) {
   auto f32 = pipeline_step(ref, DType::kF32, alloc);
   EXPECT_GT(rel(f32.at("grad_norm").data<float>()[0], "grad_norm"), kGradNorm);
   EXPECT_GT(worst_gradient(f32, ref), kGradient);
+}
+
+TEST(TorchReferenceBf16, LlamaLossAndGradientsMatchAutocast) {
+  check_bf16_reference("llama_bf16.safetensors", /*bf16_dot=*/false);
+}
+TEST(TorchReferenceBf16, LlamaOnBf16DotProductsMatchesAutocast) {
+  if (!devices::make_cpu_device(1)->has_16bit_dot(DType::kBF16))
+    GTEST_SKIP() << "this CPU has no bf16 dot products";
+  check_bf16_reference("llama_bf16_dot.safetensors", /*bf16_dot=*/true);
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """bench_all: every comparison docs/performance.md reports, in one run on this machine.
 
-Builds the benchmarks (Release, in --build-dir: build-bench), installs PyTorch's Debian packages
-when they are missing (tools/setup.sh --bench), then runs in turn:
-  bench_step    a llama training step: disc fused and unfused against PyTorch 1.13 eager
-                (unpadded, padded, with activation checkpointing per layer), same batches and
-                weights, passes alternating; compiles and the kernel cache over CodeAlpaca
+Builds the benchmarks (Release, in --build-dir: build-bench), installs the PyTorch peers when they
+are missing (tools/setup.sh --bench: Debian's PyTorch 1.13, and the pinned PyTorch 2 from PyPI in
+~/.cache/disc-bench/torch2), then runs in turn:
+  bench_step    a llama training step: disc fused, unfused and bf16 against PyTorch 1.13 eager
+                (unpadded, padded, with activation checkpointing per layer, bf16 autocast) and
+                PyTorch 2 (eager and torch.compile, f32 and bf16 autocast; --torch2 PYTHON names
+                another, --no-torch2 skips it), same batches and weights, passes alternating;
+                compiles and the kernel cache over CodeAlpaca
   bench_memory  BladeDISC++'s table: llama 4x512 on CodeAlpaca lengths at growing batch sizes,
                 dynamic without memory optimisation, static (padded to buckets) and disc with
                 schedule + remat, at the same cap; tokens/s against the cap for both
@@ -14,8 +17,11 @@ when they are missing (tools/setup.sh --bench), then runs in turn:
 Each writes JSON; this script merges them into OUT/results.json, prints one table (also in
 OUT/table.txt) and draws OUT/cap_curve.svg (tokens/s against the memory cap for each system).
 
-  tools/bench/bench_all.py --quick    # under 3 minutes: small workloads, one pass each
+  tools/bench/bench_all.py --quick    # small workloads, one pass each: under 3 minutes
   tools/bench/bench_all.py            # the full run behind docs/performance.md's figures (about 17 min here)
+The PyTorch 2 rows add about 2 minutes per round of bench_step (2 with --quick, 3 without) on 2
+cores: torch.compile compiles cold in each round (measured: bench_step --quick 1m49s without them,
+5m35s with them). --no-torch2 leaves them out.
   tools/bench/bench_all.py --render-only OUT   # table, JSON and plot again from OUT's JSON files
 """
 import argparse
@@ -50,19 +56,28 @@ def build(build_dir):
     run(["cmake", "--build", build_dir, "--target"] + TARGETS)
 
 
-def torch_ready():
+# Where tools/setup.sh --bench puts PyTorch 2, and bench_step looks for it.
+TORCH2_VENV = os.environ.get("DISC_TORCH2_VENV") or os.path.expanduser("~/.cache/disc-bench/torch2")
+
+
+def torch_ready(args):
     probe = subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True)
-    return probe.returncode == 0 and os.path.isdir("/usr/lib/x86_64-linux-gnu/openblas-openmp")
+    ready = probe.returncode == 0 and os.path.isdir("/usr/lib/x86_64-linux-gnu/openblas-openmp")
+    if not (args.no_torch2 or args.torch2):
+        ready = ready and os.access(os.path.join(TORCH2_VENV, "bin", "python"), os.X_OK)
+    return ready
 
 
-def ensure_torch():
-    if torch_ready():
+def ensure_torch(args):
+    if torch_ready(args):
         return
-    log("PyTorch 1.13 (python3-torch) or OpenBLAS with OpenMP is missing: installing them")
+    log("PyTorch 1.13 (python3-torch), OpenBLAS with OpenMP or PyTorch 2 in " + TORCH2_VENV +
+        " is missing: installing them")
     run([os.path.join(SOURCE, "tools", "setup.sh"), "--bench"])
-    if not torch_ready():
-        raise SystemExit("bench_all: PyTorch is still missing after tools/setup.sh --bench; "
-                         "install python3-torch and libopenblas0-openmp, or pass --no-torch")
+    if not torch_ready(args):
+        raise SystemExit("bench_all: PyTorch is still missing after tools/setup.sh --bench; install "
+                         "python3-torch and libopenblas0-openmp (and PyTorch 2, or pass --no-torch2), "
+                         "or pass --no-torch")
 
 
 def commands(args, bench):
@@ -79,6 +94,10 @@ def commands(args, bench):
         memory += ["--batches", "8,16,24", "--steps", "2", "--repeats", "2"]  # goal (a) sits near the noise
     if args.no_torch:
         step += ["--no-torch"]
+    if args.no_torch2:
+        step += ["--no-torch2"]
+    elif args.torch2:
+        step += ["--torch2", args.torch2]
     return [("step", step), ("memory", memory), ("kernels", kernels),
             ("matmul", [bench("bench_matmul"), str(args.threads)])]
 
@@ -110,13 +129,17 @@ def machine():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--quick", action="store_true", help="small workloads: under 3 minutes")
+    ap.add_argument("--quick", action="store_true",
+                    help="small workloads: under 3 minutes, plus about 4 with the PyTorch 2 rows")
     ap.add_argument("--build-dir", default=os.path.join(SOURCE, "build-bench"),
                     help="where to build the benchmarks (Release; default: build-bench in the source tree)")
     ap.add_argument("--out", default="bench-results", help="folder for the JSON, table and plot")
     ap.add_argument("--threads", type=int, default=2, help="CPU threads for disc and PyTorch alike")
     ap.add_argument("--no-build", action="store_true", help="use the benchmarks already in --build-dir")
-    ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch rows")
+    ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch rows (1.13 and 2)")
+    ap.add_argument("--torch2", metavar="PYTHON",
+                    help="bench_step's PyTorch 2 peer (default: tools/setup.sh --bench's venv, " + TORCH2_VENV + ")")
+    ap.add_argument("--no-torch2", action="store_true", help="skip the PyTorch 2 rows (eager and torch.compile)")
     ap.add_argument("--render-only", metavar="DIR", help="only merge, print and plot DIR's JSON files")
     args = ap.parse_args()
     if args.render_only:
@@ -126,7 +149,7 @@ def main():
     if not args.no_build:
         build(args.build_dir)
     if not args.no_torch:
-        ensure_torch()
+        ensure_torch(args)
     os.makedirs(args.out, exist_ok=True)
     bench = lambda name: os.path.join(args.build_dir, "tools", "bench", name)  # noqa: E731
     for name, cmd in commands(args, bench):

@@ -228,15 +228,14 @@ std::vector<Result> run_pytorch(const Options& o, const std::vector<data::HostBa
                                         : std::nullopt,
                    .device = o.torch_device},
                   dir);
-    const TorchVariant eager{
-        .first_loss = t.first_loss, .first_step_s = t.first_step_s, .unpadded = t.unpadded};
+    const TorchVariant eager = t.eager();
     for (size_t i = 0; i < rows.size(); ++i) {
       Result& r = out[i];
       if (!r.refused.empty()) continue;
       const std::string_view variant = rows[i].variant;
       const TorchVariant* v = variant.empty() ? &eager : t.find(variant);
-      if (!v) {
-        r.refused = "the script returned no " + std::string(variant);
+      if (!v || !v->error.empty()) {  // a torch.compile that failed says why
+        r.refused = v ? v->error : "the script returned no " + std::string(variant);
         continue;
       }
       r.tokens_per_s = v->unpadded.tokens_per_s;

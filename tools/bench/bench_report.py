@@ -49,22 +49,28 @@ def step_rows(step):
                         step_ms_p10=s["step_ms_p10"], step_ms_p90=s["step_ms_p90"],
                         tracked_peak_bytes=s.get("tracked_peak_bytes", 0), peak_rss_bytes=s.get("peak_rss_bytes", 0),
                         compiles=f"{s['warmup_compiles']} warm-up / {s['timed_compiles']} timed"))
+    variants = []
     t = step.get("torch")
     if t:
-        variants = [("unpadded", f"PyTorch {t['version']} eager", t),
-                    ("padded", f"PyTorch eager, padded to buckets <= {t['padded_to']}", t)]
+        variants += [("unpadded", f"PyTorch {t['version']} eager", t),
+                     ("padded", f"PyTorch eager, padded to buckets <= {t['padded_to']}", t)]
         if "checkpointed" in t:
             variants += [("unpadded", "PyTorch eager, checkpointed per layer", t["checkpointed"]),
                          ("padded", f"PyTorch eager, checkpointed, padded to buckets <= {t['padded_to']}",
                           t["checkpointed"])]
         if "autocast" in t:
             variants += [("unpadded", "PyTorch eager, bf16 autocast", t["autocast"])]
-        for key, name, src in variants:
-            if key in src:
-                v = src[key]
-                spread = {k: v[k] for k in ("step_ms_p10", "step_ms_p90") if k in v}
-                rows.append(row(workload, name, tokens_per_s=v["tokens_per_s"], step_ms_median=v["step_ms_median"],
-                                peak_rss_bytes=v.get("peak_rss_bytes", 0), compiles="-", **spread))
+    t2 = step.get("torch2")
+    if t2:  # a torch.compile that failed holds {"error": why} and no row; bench_step's text says why
+        variants += [("unpadded", f"PyTorch {t2['version']} {name}", t2.get(key, {}) if key else t2)
+                     for key, name in (("", "eager f32"), ("autocast", "eager bf16 autocast"),
+                                       ("compile_f32", "torch.compile f32"), ("compile_bf16", "torch.compile bf16"))]
+    for key, name, src in variants:
+        if key in src:
+            v = src[key]
+            spread = {k: v[k] for k in ("step_ms_p10", "step_ms_p90") if k in v}
+            rows.append(row(workload, name, tokens_per_s=v["tokens_per_s"], step_ms_median=v["step_ms_median"],
+                            peak_rss_bytes=v.get("peak_rss_bytes", 0), compiles="-", **spread))
     base = next((r["tokens_per_s"] for r in rows if r["system"].endswith(" eager")), None)
     for r in rows:
         r["vs_pytorch_eager"] = r["tokens_per_s"] / base if base else None

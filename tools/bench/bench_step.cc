@@ -1,5 +1,6 @@
 // bench_step: a training step of Llama, disc with fused JIT kernels against disc with reference
-// kernels against PyTorch 1.13 eager, side by side in one run (issue 6, "Benchmarks").
+// kernels against PyTorch 1.13 eager and PyTorch 2 (eager and torch.compile), side by side in one
+// run (issue 6, "Benchmarks"; issue 49, PyTorch 2 as the CPU peer).
 //
 // The workload: Llama (2 layers, hidden 256, 4 heads, 4 kv heads, SwiGLU 688, vocab 1000) trained
 // with AdamW in f32 on the CPU; batches of 8 sequences with lengths uniform in [32, 512] and random
@@ -17,25 +18,30 @@
 //                 same initial weights and batches, AdamW with disc's settings; unpadded, then
 //                 every batch padded to its power-of-two bucket (at most 512); both again with
 //                 activation checkpointing per layer; and unpadded under
-//                 torch.autocast(dtype=torch.bfloat16), the row disc bf16 compares with
+//                 torch.autocast(dtype=torch.bfloat16)
+//   PyTorch 2     the same script with PyTorch 2 (tools/setup.sh --bench pins it in a virtual
+//                 environment; --torch2 names another), unpadded: eager f32, eager bf16 autocast
+//                 with SDPA, torch.compile(dynamic=True) f32 and bf16 (autocast, SDPA). The goals'
+//                 peer: a PyTorch user on a CPU today runs 2.x, not Debian's 1.13
 //
 // Each disc system takes a warm-up pass over the batches (compiling and planning per new shape),
 // then rounds of timed passes (unfused, fused, PyTorch; unfused, fused, PyTorch; ...), so that
 // noise on the shared machine hits every system; the fastest timed pass counts. Each PyTorch round
-// is one run of the script (its own warm-up, then its timed passes per variant). PyTorch's
-// first-step loss must equal disc's within 1e-4 relative (same weights, same batch), else the run
-// fails.
+// is one run of the script per PyTorch (its own warm-up, torch.compile's included, then its timed
+// passes per variant). Each PyTorch's f32 first-step losses (eager, checkpointed, torch.compile)
+// must equal disc's within 1e-4 relative (same weights, same batch), else the run fails. A
+// torch.compile that fails leaves its row saying why; the rest of the run goes on.
 // Compile figures (fused): median compile time per kernel over the warm-up, compiles in the timed
 // passes, and a fresh trainer rerunning with the same kernel cache, which must compile nothing;
 // with --epoch, the same over one epoch of the CodeAlpaca sample (batch 8, truncated at 512).
 //
 // usage: bench_step [--quick] [--steps N] [--repeats N] [--threads N] [--seed N]
 //                   [--buckets 64,128,...] [--epoch] [--data FILE] [--json FILE]
-//                   [--no-torch] [--no-bf16] [--torch-repeats N] [--python PATH] [--workdir DIR]
+//                   [--no-torch] [--no-bf16] [--torch-repeats N] [--python PATH]
+//                   [--torch2 PATH | --no-torch2] [--workdir DIR]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <bit>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -59,6 +65,7 @@
 #include "llama_report.h"
 #include "op_profile.h"
 #include "process_memory.h"
+#include "step_comparison.h"
 #include "timing.h"
 #include "torch_eager.h"
 
@@ -69,15 +76,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr double kLr = 3e-4;
-constexpr double kGoalFused = 1.45;      // fused over unfused: FusionStitching's average speedup
-constexpr double kGoalTorch = 2.0;       // fused disc over PyTorch eager, unpadded against unpadded
-constexpr double kGoalCompileMs = 5.0;   // median compile time per kernel
-constexpr double kLossTolerance = 1e-4;  // relative, as tests/engine/torch_reference_test.cc allows
-// The bf16 issue's goals: disc bf16 over disc f32 (fused) and over PyTorch's bf16 autocast, in
-// tokens/s; disc bf16's tracked peak over disc f32's.
-constexpr double kGoalBf16OverF32 = 1.5, kGoalBf16OverTorch = 2.0, kGoalBf16Peak = 0.6;
-// PyTorch eager as issue 6 measured it on this machine (real tokens/s): a sanity check of ours.
-constexpr double kIssueTorchUnpadded = 10600, kIssueTorchPadded = 5400;
+constexpr double kGoalCompileMs = 5.0;  // median compile time per kernel
+// The speed goals, against disc unfused and the PyTorch peers, are step_comparison.cc's.
 
 struct Options {
   int steps = 20;
@@ -89,8 +89,12 @@ struct Options {
   bool epoch = false;
   std::string data = "../shared/data/codealpaca/codealpaca.json";
   bool torch = true;
-  bool bf16 = true;  // the disc bf16 and PyTorch bf16 autocast rows
+  bool bf16 = true;  // the bf16 rows: disc's, PyTorch's autocast and torch.compile bf16
   TorchRun torch_run;
+  bool torch2 = true;  // the PyTorch 2 rows (with torch)
+  // Unpadded only: the goals compare disc's unpadded steps; "" python: torch2_python()'s.
+  TorchRun torch2_run{
+      .python = "", .checkpoint = false, .padded = false, .compile = {"f32", "bf16"}};
   std::string workdir;  // "": a fresh temporary folder, removed at the end
   std::string json;
   bool profile = false;  // time per op in each disc system's last timed pass
@@ -236,15 +240,6 @@ void run_systems(const Options& o, const std::vector<data::HostBatch>& batches,
   measure_resident(batches, systems);
 }
 
-// What the table shows of a disc system.
-struct Summary {
-  double tokens_per_s = 0, slowest_tokens_per_s = 0;  // fastest and slowest timed pass
-  StepSpread step_ms;                                 // over every timed step
-  int64_t warm_compiles = 0, timed_compiles = 0, timed_cache_loads = 0;
-  double first_loss = 0;
-  int64_t tracked_peak_bytes = 0, peak_rss_bytes = 0;  // System's, over its memory pass
-};
-
 Summary summarize(const System& s, int64_t tokens) {
   Summary r{.warm_compiles = s.warm.compiles,
             .first_loss = s.warm.losses.front(),
@@ -263,32 +258,6 @@ Summary summarize(const System& s, int64_t tokens) {
   r.slowest_tokens_per_s = static_cast<double>(tokens) / slowest;
   r.step_ms = step_spread(steps);
   return r;
-}
-
-// ----- the PyTorch baseline's first-step loss against disc's -----
-
-double relative(double a, double b) {
-  return std::abs(a - b) / std::max(std::abs(b), 1e-30);
-}
-
-// Throws when PyTorch's first-step loss is not disc's: the two would not be training one model.
-void check_first_loss(const TorchResult& t, const Summary& unfused, const Summary& fused) {
-  const double du = relative(t.first_loss, unfused.first_loss);
-  const double df = relative(t.first_loss, fused.first_loss);
-  // Checkpointing recomputes the same forward pass: its loss is PyTorch's own.
-  const double dc = t.checkpointed ? relative(t.checkpointed_first_loss, t.first_loss) : 0;
-  const bool ok = du <= kLossTolerance && df <= kLossTolerance && dc <= kLossTolerance;
-  std::printf(
-      "first-step loss (batch 1, initial weights): PyTorch %.7f, disc unfused %.7f (rel. diff "
-      "%.1e), disc fused %.7f (%.1e), PyTorch checkpointed (%.1e); tolerance %.0e: %s\n",
-      t.first_loss, unfused.first_loss, du, fused.first_loss, df, dc, kLossTolerance,
-      ok ? "match" : "MISMATCH");
-  if (!ok)
-    throw Error(
-        "PyTorch's first-step loss differs from disc's beyond 1e-4 relative on the same weights "
-        "and batch: the two sides are not training the same model (compare "
-        "tools/torch_reference.py's llama with ir/models/llama.cc, and run "
-        "tests/engine/torch_reference_test)");
 }
 
 // Fused kernels may round differently from the reference ones, but must train the same model;
@@ -397,111 +366,6 @@ void print_setup(const Options& o) {
       o.repeats, machine_load().c_str());
 }
 
-std::string mib(int64_t bytes) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.0f", static_cast<double>(bytes) / (1 << 20));
-  return s;
-}
-
-// One table row: tokens/s of the fastest pass, slowest..fastest, step ms median (spread), peak
-// memory (tracked / resident MiB).
-void print_row(const std::string& name, double tps, double slowest, double median,
-               const std::string& spread, const std::string& memory, const std::string& compiles) {
-  char passes[48], step[64];
-  std::snprintf(passes, sizeof passes, "%.0f..%.0f", slowest, tps);
-  std::snprintf(step, sizeof step, "%.1f %s", median, spread.c_str());
-  std::printf("  %-54s %9.0f  %-14s %-22s %-12s %s\n", name.c_str(), tps, passes, step,
-              memory.c_str(), compiles.c_str());
-}
-
-void print_disc_row(const char* name, const Summary& s) {
-  char spread[48];
-  std::snprintf(spread, sizeof spread, "(%.0f..%.0f)", s.step_ms.p10, s.step_ms.p90);
-  print_row(name, s.tokens_per_s, s.slowest_tokens_per_s, s.step_ms.median, spread,
-            mib(s.tracked_peak_bytes) + " / " + mib(s.peak_rss_bytes),
-            std::to_string(s.warm_compiles) + " / " + std::to_string(s.timed_compiles));
-}
-
-void print_torch_row(const std::string& name, const TorchTiming& t) {
-  const auto& p = t.passes_tokens_per_s;
-  char spread[48];
-  std::snprintf(spread, sizeof spread, "(%.0f..%.0f)", percentile(t.step_ms, 0.1),
-                percentile(t.step_ms, 0.9));
-  print_row(name, t.tokens_per_s, *std::min_element(p.begin(), p.end()), t.step_ms_median, spread,
-            "- / " + mib(t.peak_rss_bytes), "-");
-}
-
-void print_table(const Summary& unfused, const Summary& fused, const Summary* bf16,
-                 const TorchResult* torch) {
-  std::printf("  %-54s %9s  %-14s %-22s %-12s %s\n", "system", "tokens/s", "passes",
-              "step ms (p10..p90)", "peak MiB", "compiles warm-up / timed");
-  print_disc_row("disc unfused (jit, attention, cross_entropy off)", unfused);
-  print_disc_row("disc fused (jit, attention, cross_entropy on)", fused);
-  if (bf16) print_disc_row("disc fused bf16 (precision bf16)", *bf16);
-  if (torch) {
-    const std::string padded = ", padded to buckets <= " + std::to_string(torch->padded_to);
-    print_torch_row("PyTorch " + torch->version + " eager", torch->unpadded);
-    if (torch->padded_to > 0) print_torch_row("PyTorch eager" + padded, torch->padded);
-    if (torch->checkpointed) {
-      print_torch_row("PyTorch eager, checkpointed", torch->checkpointed_unpadded);
-      if (torch->padded_to > 0)
-        print_torch_row("PyTorch eager, checkpointed" + padded, torch->checkpointed_padded);
-    }
-    if (const TorchVariant* a = torch->find("autocast"))
-      print_torch_row("PyTorch eager, bf16 autocast", a->unpadded);
-  }
-  std::printf(
-      "  tokens/s: real (non-padding) target tokens over the fastest timed pass's seconds; passes: "
-      "tokens/s of the slowest..fastest pass;\n  step ms: median over every timed step "
-      "(10th..90th percentile; steps differ in S); checkpointed: activation checkpointing per "
-      "layer;\n  peak MiB: the most bytes disc's allocator reserved in a step (tracked) / the "
-      "process's peak resident memory (RSS), over an\n  untimed pass after the other disc system "
-      "gave its cache back; PyTorch's RSS over its timed passes (its own process)\n");
-}
-
-void print_ratios(const Summary& unfused, const Summary& fused, const TorchResult* torch) {
-  const double f = fused.tokens_per_s / unfused.tokens_per_s;
-  std::printf("ratios (tokens/s, same batches, same run; the machine is shared, see the load)\n");
-  std::printf("  disc fused / disc unfused:          %5.2fx (goal >= %.2fx): %s\n", f, kGoalFused,
-              verdict(f >= kGoalFused));
-  if (!torch) return;
-  const double t = fused.tokens_per_s / torch->unpadded.tokens_per_s;
-  std::printf("  disc fused / PyTorch eager:         %5.2fx (goal >= %.1fx, unpadded both): %s\n",
-              t, kGoalTorch, verdict(t >= kGoalTorch));
-  std::printf("  disc unfused / PyTorch eager:       %5.2fx\n",
-              unfused.tokens_per_s / torch->unpadded.tokens_per_s);
-  if (torch->padded_to > 0)
-    std::printf("  disc fused / PyTorch padded to buckets <= %lld: %5.2fx\n",
-                static_cast<long long>(torch->padded_to),
-                fused.tokens_per_s / torch->padded.tokens_per_s);
-  std::printf(
-      "  PyTorch here against issue 6's measurement: %.0f vs %.0f tokens/s unpadded, %.0f vs %.0f "
-      "padded\n",
-      torch->unpadded.tokens_per_s, kIssueTorchUnpadded, torch->padded.tokens_per_s,
-      kIssueTorchPadded);
-}
-
-// disc bf16 against disc f32 and PyTorch's bf16 autocast, and their first-step losses (each
-// rounds its own way: a comparison, not a check).
-void print_bf16_ratios(const Summary& fused, const Summary& bf16, const TorchResult* torch) {
-  const double speed = bf16.tokens_per_s / fused.tokens_per_s;
-  const double peak =
-      static_cast<double>(bf16.tracked_peak_bytes) / static_cast<double>(fused.tracked_peak_bytes);
-  std::printf("  disc bf16 / disc fused f32:         %5.2fx (goal >= %.1fx): %s\n", speed,
-              kGoalBf16OverF32, verdict(speed >= kGoalBf16OverF32));
-  std::printf("  disc bf16 tracked peak / f32's:     %5.2fx (goal <= %.1fx): %s\n", peak,
-              kGoalBf16Peak, verdict(peak <= kGoalBf16Peak));
-  const TorchVariant* autocast = torch ? torch->find("autocast") : nullptr;
-  if (!autocast) return;
-  const double t = bf16.tokens_per_s / autocast->unpadded.tokens_per_s;
-  std::printf("  disc bf16 / PyTorch bf16 autocast:  %5.2fx (goal >= %.1fx): %s\n", t,
-              kGoalBf16OverTorch, verdict(t >= kGoalBf16OverTorch));
-  std::printf(
-      "  first-step loss in bf16: disc %.7f, PyTorch autocast %.7f (rel. diff %.1e; f32: %.7f)\n",
-      bf16.first_loss, autocast->first_loss, relative(bf16.first_loss, autocast->first_loss),
-      fused.first_loss);
-}
-
 // "ok" when a cache rerun compiled nothing.
 bool print_cache_rerun(const std::string& over, const CacheRun& r) {
   const bool ok = r.pass.compiles == 0;
@@ -557,28 +421,6 @@ bool print_compiles(const System& fused, const Summary& s, const Compiles& c) {
 
 // ----- JSON -----
 
-json to_json(const Summary& s) {
-  json j = {{"tokens_per_s", s.tokens_per_s},
-            {"slowest_pass_tokens_per_s", s.slowest_tokens_per_s},
-            {"warmup_compiles", s.warm_compiles},
-            {"timed_compiles", s.timed_compiles},
-            {"timed_cache_loads", s.timed_cache_loads},
-            {"first_loss", s.first_loss},
-            {"tracked_peak_bytes", s.tracked_peak_bytes},
-            {"peak_rss_bytes", s.peak_rss_bytes}};
-  j.update(spread_json(s.step_ms));
-  return j;
-}
-
-json to_json(const TorchTiming& t) {
-  return {{"tokens_per_s", t.tokens_per_s},
-          {"passes_tokens_per_s", t.passes_tokens_per_s},
-          {"step_ms_median", t.step_ms_median},
-          {"step_ms_p10", percentile(t.step_ms, 0.1)},
-          {"step_ms_p90", percentile(t.step_ms, 0.9)},
-          {"peak_rss_bytes", t.peak_rss_bytes}};
-}
-
 json to_json(const CacheRun& r) {
   return {{"steps", r.steps},
           {"distinct_shapes", r.shapes},
@@ -590,7 +432,8 @@ json to_json(const CacheRun& r) {
 }
 
 json report(const Options& o, const std::vector<data::HostBatch>& batches, const Summary& unfused,
-            const Summary& fused, const System& fs, const TorchResult* torch, const Compiles& c) {
+            const Summary& fused, const Summary* bf16, const System& fs, const Peers& peers,
+            const Compiles& c) {
   std::vector<int64_t> seqs;
   for (const auto& b : batches) seqs.push_back(b.seq);
   json workload = llama_json(o.model);
@@ -620,19 +463,11 @@ json report(const Options& o, const std::vector<data::HostBatch>& batches, const
     j["compiles"]["epoch"] = to_json(c.epoch);
   else
     j["compiles"]["epoch_skipped"] = c.epoch_skipped;
-  if (torch) {
-    j["torch"] = {{"version", torch->version},       {"threads", torch->threads},
-                  {"first_loss", torch->first_loss}, {"unpadded", to_json(torch->unpadded)},
-                  {"padded_to", torch->padded_to},   {"padded", to_json(torch->padded)}};
-    if (torch->checkpointed) {
-      j["torch"]["checkpointed"] = {{"first_loss", torch->checkpointed_first_loss},
-                                    {"unpadded", to_json(torch->checkpointed_unpadded)},
-                                    {"padded", to_json(torch->checkpointed_padded)}};
-    }
-    j["ratios"]["fused_over_torch"] = fused.tokens_per_s / torch->unpadded.tokens_per_s;
-    j["ratios"]["unfused_over_torch"] = unfused.tokens_per_s / torch->unpadded.tokens_per_s;
-    j["ratios"]["fused_over_torch_padded"] = fused.tokens_per_s / torch->padded.tokens_per_s;
+  if (bf16) {
+    j["disc_bf16"] = to_json(*bf16);
+    j["ratios"]["bf16_over_fused"] = bf16->tokens_per_s / fused.tokens_per_s;
   }
+  add_peers(j, unfused, fused, bf16, peers);
   return j;
 }
 
@@ -667,12 +502,52 @@ class Workdir {
   std::string path_;
 };
 
+// PyTorch 2's run: --torch2's Python, else torch2_python()'s, with what its PyTorch has. nullopt,
+// with `skipped` saying why, when there is none or it is switched off; throws when the Python has
+// no PyTorch 2.
+std::optional<TorchRun> torch2_run(const Options& o, std::string& skipped) {
+  if (!o.torch || !o.torch2) {
+    skipped = o.torch ? "--no-torch2" : "--no-torch";
+    return std::nullopt;
+  }
+  TorchRun run = o.torch2_run;
+  if (run.python.empty()) run.python = torch2_python(skipped);
+  if (run.python.empty()) {
+    std::printf("PyTorch 2 peer: none (%s)\n\n", skipped.c_str());
+    return std::nullopt;
+  }
+  const std::string how = "; name a Python with PyTorch 2 (--torch2), or pass --no-torch2";
+  TorchFeatures f;
+  try {
+    f = torch_features(run.python);
+  } catch (const Error& e) {
+    throw Error("the PyTorch 2 peer " + run.python + ": " + e.what() + how);
+  }
+  if (std::atoi(f.version.c_str()) < 2)
+    throw InvalidArgument("the PyTorch 2 peer " + run.python + " has PyTorch " + f.version + how);
+  run.sdpa = f.sdpa;
+  run.autocast = o.bf16;
+  if (!o.bf16) run.compile = {"f32"};
+  std::printf("PyTorch 2 peer: %s, PyTorch %s\n\n", run.python.c_str(), f.version.c_str());
+  return run;
+}
+
+// Adds one round of a PyTorch peer to the rounds before it.
+void add_round(std::unique_ptr<TorchResult>& into, const TorchResult& round) {
+  if (into)
+    merge(*into, round);
+  else
+    into = std::make_unique<TorchResult>(round);
+}
+
 // Everything, in order; returns the exit code (1 when a cache rerun compiled).
 int run(const Options& o) {
   print_setup(o);
   const auto batches =
       uniform_batches(o.model.vocab, o.steps, o.batch, o.min_len, o.max_len, o.seed);
   describe_workload(o, batches);
+  Peers peers;
+  const std::optional<TorchRun> torch2 = torch2_run(o, peers.torch2_skipped);
   const Workdir dir(o.workdir);
   System unfused{.name = "disc unfused", .trainer = make_trainer(o, false, "")};
   System fused{.name = "disc fused", .trainer = make_trainer(o, true, dir.path() + "/kernels")};
@@ -682,54 +557,34 @@ int run(const Options& o) {
     write_torch_workload(dir.path() + "/torch", *unfused.trainer,
                          {.batches = &batches, .model = o.model, .lr = kLr, .pad_to = o.max_len});
   const int64_t resident_before = resident_bytes();
-  std::unique_ptr<TorchResult> torch;
   std::vector<System*> systems = {&unfused, &fused};
   if (o.bf16) systems.push_back(&bf16);
   run_systems(o, batches, systems, [&] {
-    if (!o.torch) return;
-    const TorchResult round = run_torch(o.torch_run, dir.path() + "/torch");
-    if (torch) {
-      merge(*torch, round);
-    } else {
-      torch = std::make_unique<TorchResult>(round);
-    }
+    if (o.torch) add_round(peers.torch, run_torch(o.torch_run, dir.path() + "/torch"));
+    if (torch2) add_round(peers.torch2, run_torch(*torch2, dir.path() + "/torch"));
   });
   const int64_t tokens = real_tokens(batches);
   const Summary su = summarize(unfused, tokens), sf = summarize(fused, tokens);
   const std::optional<Summary> sb = o.bf16 ? std::optional(summarize(bf16, tokens)) : std::nullopt;
+  const Summary* b = sb ? &*sb : nullptr;
   print_fused_losses(unfused, fused);
-  if (torch) {
-    if (torch->real_tokens != tokens)
-      throw Error("the PyTorch baseline counted " + std::to_string(torch->real_tokens) +
-                  " real tokens per pass, disc " + std::to_string(tokens) +
-                  ": the two did not read the same batches");
-    check_first_loss(*torch, su, sf);
-  }
+  for (const TorchResult* t : {peers.torch.get(), peers.torch2.get()})
+    if (t) check_peer(*t, tokens, su, sf);
   const Compiles c = measure_compiles(o, batches, dir.path());
   std::printf("\n");
-  print_table(su, sf, sb ? &*sb : nullptr, torch.get());
+  print_table(su, sf, b, peers);
   std::printf(
       "  disc's process held %.0f MiB resident before the first step (libraries, both trainers' "
       "parameters and optimizer state)\n\n",
       static_cast<double>(resident_before) / (1 << 20));
-  print_ratios(su, sf, torch.get());
-  if (sb) print_bf16_ratios(sf, *sb, torch.get());
+  print_ratios(su, sf, b, peers);
   std::printf("\n");
   const bool cache_ok = print_compiles(fused, sf, c);
   if (o.profile)
     for (const System* s : systems)
       s->profile.print(s->name + ", last timed pass (observed, so slower)", 60);
   if (!o.json.empty()) {
-    json j = report(o, batches, su, sf, fused, torch.get(), c);
-    if (sb) {
-      j["disc_bf16"] = to_json(*sb);
-      j["ratios"]["bf16_over_fused"] = sb->tokens_per_s / sf.tokens_per_s;
-      if (const TorchVariant* a = torch ? torch->find("autocast") : nullptr) {
-        j["torch"]["autocast"] = {{"first_loss", a->first_loss},
-                                  {"unpadded", to_json(a->unpadded)}};
-        j["ratios"]["bf16_over_torch_autocast"] = sb->tokens_per_s / a->unpadded.tokens_per_s;
-      }
-    }
+    json j = report(o, batches, su, sf, b, fused, peers, c);
     j["resident_before_first_step_bytes"] = resident_before;
     write_json(o.json, j);
   }
@@ -744,7 +599,9 @@ int main(int argc, char** argv) {
   disc::devices::cpu::run_again_with_short_openmp_spin(argv);
   using namespace disc;
   bench::Options o;
-  CLI::App app{"bench_step: a llama training step, disc fused vs unfused vs PyTorch eager"};
+  CLI::App app{
+      "bench_step: a llama training step, disc fused vs unfused vs PyTorch 1.13 and 2 (eager, "
+      "torch.compile)"};
   bool quick = false, no_torch = false;
   app.add_option("--steps", o.steps, "Batches per pass")
       ->capture_default_str()
@@ -767,21 +624,30 @@ int main(int argc, char** argv) {
          "CodeAlpaca JSON for --epoch, relative to the working directory or the source tree")
       ->capture_default_str();
   app.add_option("--json", o.json, "Also write the figures as JSON to this file");
-  app.add_flag("--no-torch", no_torch, "Skip the PyTorch eager baseline");
+  app.add_flag("--no-torch", no_torch, "Skip the PyTorch baselines (1.13 and 2)");
   bool no_bf16 = false;
-  app.add_flag("--no-bf16", no_bf16, "Skip the disc bf16 and PyTorch bf16 autocast rows");
+  app.add_flag("--no-bf16", no_bf16,
+               "Skip the bf16 rows (disc bf16, PyTorch bf16 autocast, torch.compile bf16)");
   app.add_option("--torch-repeats", o.torch_run.repeats,
                  "PyTorch's timed passes per round (one round after each of disc's), per variant")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   app.add_option("--python", o.torch_run.python, "The Python with PyTorch 1.13")
       ->capture_default_str();
+  app.add_option("--torch2", o.torch2_run.python,
+                 "The Python with PyTorch 2, the peer of the goals (default: tools/setup.sh "
+                 "--bench's venv, $DISC_TORCH2_VENV or ~/.cache/disc-bench/torch2, else python3 on "
+                 "PATH when its torch is 2.x; without either the PyTorch 2 rows are skipped)");
+  bool no_torch2 = false;
+  app.add_flag("--no-torch2", no_torch2, "Skip the PyTorch 2 rows (eager and torch.compile)");
   app.add_option(
       "--workdir", o.workdir,
       "Keep the kernel caches and PyTorch's inputs here (default: a temporary folder, removed); "
       "tools/bench/torch_llama_step.py --dir DIR/torch reruns the baseline by hand");
   app.add_flag("--profile", o.profile, "Also print where each disc system's time goes, per op");
-  app.add_flag("--quick", quick, "6 batches, 2 timed rounds: about a minute");
+  app.add_flag("--quick", quick,
+               "6 batches, 2 timed rounds: about 2 minutes, and 4 more for the PyTorch 2 rows "
+               "(torch.compile compiles cold in each round)");
   CLI11_PARSE(app, argc, argv);
   if (quick) {
     if (app.count("--steps") == 0) o.steps = 6;
@@ -789,8 +655,10 @@ int main(int argc, char** argv) {
   }
   o.torch = !no_torch;
   o.bf16 = !no_bf16;
+  o.torch2 = !no_torch2;
   o.torch_run.autocast = o.bf16;
-  o.torch_run.threads = o.threads;
+  o.torch_run.threads = o.torch2_run.threads = o.threads;
+  o.torch2_run.repeats = o.torch_run.repeats;
   std::sort(o.buckets.begin(), o.buckets.end());
   try {
     return bench::run(o);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -85,6 +86,10 @@ TorchResult parse(const std::string& out) {
   for (const char* key : kVariantKeys) {
     if (!j.contains(key)) continue;
     const nlohmann::json& v = j.at(key);
+    if (v.contains("error")) {
+      r.variants.push_back({.key = key, .error = v.at("error").get<std::string>()});
+      continue;
+    }
     r.variants.push_back({.key = key,
                           .first_loss = v.at("first_loss").get<double>(),
                           .first_step_s = v.value("first_step_s", 0.0),
@@ -126,6 +131,7 @@ void write_torch_workload(const std::string& dir, engine::Trainer& initial,
 std::string torch_command(const TorchRun& run, const std::string& dir) {
   std::string flags;
   if (run.checkpoint) flags += " --checkpoint";
+  if (!run.padded) flags += " --pad-to -1";
   if (run.autocast) flags += " --autocast";
   if (run.sdpa) flags += " --sdpa";
   for (size_t i = 0; i < run.compile.size(); ++i)
@@ -158,6 +164,25 @@ TorchFeatures torch_features(const std::string& python) {
   }
 }
 
+std::string torch2_python(std::string& why) {
+  const char* venv = std::getenv("DISC_TORCH2_VENV");
+  const char* home = std::getenv("HOME");
+  const std::string python =
+      (venv && *venv ? std::string(venv)
+                     : std::string(home ? home : "") + "/.cache/disc-bench/torch2") +
+      "/bin/python";
+  if (std::filesystem::exists(python)) return python;
+  why = "no " + python + " (tools/setup.sh --bench makes it), and python3 on PATH has ";
+  try {
+    const TorchFeatures f = torch_features("python3");
+    if (std::atoi(f.version.c_str()) >= 2) return "python3";
+    why += "PyTorch " + f.version;
+  } catch (const Error&) {
+    why += "no torch";
+  }
+  return "";
+}
+
 TorchResult run_torch(const TorchRun& run, const std::string& dir) {
   const std::string cmd = torch_command(run, dir);
   int status = 0;
@@ -179,6 +204,16 @@ const TorchVariant* TorchResult::find(std::string_view key) const {
   for (const TorchVariant& v : variants)
     if (v.key == key) return &v;
   return nullptr;
+}
+
+const TorchVariant* TorchResult::ran(std::string_view key) const {
+  const TorchVariant* v = find(key);
+  return v && v->error.empty() ? v : nullptr;
+}
+
+TorchVariant TorchResult::eager() const {
+  return {
+      .key = "eager", .first_loss = first_loss, .first_step_s = first_step_s, .unpadded = unpadded};
 }
 
 namespace {
@@ -214,10 +249,53 @@ void merge(TorchResult& into, const TorchResult& more) {
       into.variants.push_back(m);
       continue;
     }
+    // A variant that failed in any round stays failed, with the first error: the rounds where it
+    // ran would be only part of the timings.
+    if (!it->error.empty()) continue;
+    if (!m.error.empty()) {
+      *it = m;
+      continue;
+    }
     merge(it->unpadded, m.unpadded);
     it->first_step_s = faster(it->first_step_s, m.first_step_s);
     it->recompiles = std::max(it->recompiles, m.recompiles);
   }
+}
+
+nlohmann::json to_json(const TorchTiming& t) {
+  return {{"tokens_per_s", t.tokens_per_s},
+          {"passes_tokens_per_s", t.passes_tokens_per_s},
+          {"step_ms_median", t.step_ms_median},
+          {"step_ms_p10", percentile(t.step_ms, 0.1)},
+          {"step_ms_p90", percentile(t.step_ms, 0.9)},
+          {"peak_rss_bytes", t.peak_rss_bytes}};
+}
+
+nlohmann::json to_json(const TorchVariant& v) {
+  if (!v.error.empty()) return {{"error", v.error}};
+  nlohmann::json j = {{"first_loss", v.first_loss},
+                      {"first_step_s", v.first_step_s},
+                      {"sdpa", v.sdpa},
+                      {"unpadded", to_json(v.unpadded)}};
+  if (v.key.starts_with("compile"))
+    j.update({{"graphs_first_step", v.graphs_first_step}, {"recompiles", v.recompiles}});
+  return j;
+}
+
+nlohmann::json to_json(const TorchResult& r) {
+  nlohmann::json j = {{"version", r.version},
+                      {"threads", r.threads},
+                      {"first_loss", r.first_loss},
+                      {"first_step_s", r.first_step_s},
+                      {"unpadded", to_json(r.unpadded)}};
+  if (r.padded_to > 0) j.update({{"padded_to", r.padded_to}, {"padded", to_json(r.padded)}});
+  if (r.checkpointed) {
+    j["checkpointed"] = {{"first_loss", r.checkpointed_first_loss},
+                         {"unpadded", to_json(r.checkpointed_unpadded)}};
+    if (r.padded_to > 0) j["checkpointed"]["padded"] = to_json(r.checkpointed_padded);
+  }
+  for (const TorchVariant& v : r.variants) j[v.key] = to_json(v);
+  return j;
 }
 
 }  // namespace disc::bench

@@ -1,7 +1,8 @@
 // The PyTorch baseline of bench_step and bench_gpu: hands the benchmark's batches and initial
 // weights to tools/bench/torch_llama_step.py (tools/torch_reference.py's llama in PyTorch eager,
 // and with PyTorch >= 2.0 also SDPA and torch.compile) and reads back its timings, first-step
-// losses and first-step seconds.
+// losses and first-step seconds. Two Pythons can run it: Debian's, with PyTorch 1.13, and the
+// PyTorch 2 that tools/setup.sh --bench installs from PyPI (torch2_python finds it).
 //
 //   write_torch_workload(dir, trainer, {.batches = &batches, .model = cfg, .lr = 3e-4, ...});
 //   TorchResult r = run_torch({.threads = 2, .repeats = 2, .compile = {"f32", "bf16"}}, dir);
@@ -10,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,6 +43,7 @@ struct TorchRun {
   int threads = 2;
   int repeats = 1;         // timed passes per variant in one run of the script
   bool checkpoint = true;  // also with activation checkpointing per layer
+  bool padded = true;      // also every batch padded to its bucket (eager f32 and checkpointed)
   bool autocast = false;   // also under torch.autocast(dtype=torch.bfloat16), unpadded
   bool sdpa = false;       // autocast's attention as F.scaled_dot_product_attention
   // Also torch.compile(dynamic=True) in these of "f32" and "bf16" (autocast + SDPA).
@@ -59,6 +62,11 @@ struct TorchFeatures {
 // Throws Error when the script cannot say (no such Python, no torch).
 TorchFeatures torch_features(const std::string& python);
 
+// The Python of the PyTorch 2 peer when none is named: tools/setup.sh --bench's virtual
+// environment ($DISC_TORCH2_VENV, else ~/.cache/disc-bench/torch2) when it exists, else python3 on
+// PATH when its torch is 2.x. "" when neither, with `why` saying what was looked at.
+std::string torch2_python(std::string& why);
+
 struct TorchTiming {
   double tokens_per_s = 0;  // real tokens over the fastest pass's seconds
   std::vector<double> passes_tokens_per_s;
@@ -71,8 +79,10 @@ struct TorchTiming {
 
 // A way of stepping beside eager f32, unpadded, from the same initial weights.
 struct TorchVariant {
-  // The script's JSON key: "autocast", "compile_f32", "compile_bf16", "compile_bf16_budget".
+  // The script's JSON key: "autocast", "compile_f32", "compile_bf16", "compile_bf16_budget"
+  // ("eager" for TorchResult::eager()).
   std::string key;
+  std::string error;  // why it did not run (torch.compile failed); "" when it ran
   double first_loss = 0;
   double first_step_s = 0;  // the first step's wall time, compiling included
   bool sdpa = false;        // its attention was F.scaled_dot_product_attention
@@ -99,7 +109,12 @@ struct TorchResult {
   // "compile_f32" and "compile_bf16" (TorchRun::compile), "compile_bf16_budget"
   // (TorchRun::memory_budget).
   std::vector<TorchVariant> variants;
-  const TorchVariant* find(std::string_view key) const;  // nullptr when it did not run
+  // nullptr when it was not asked for; one with an error when it failed.
+  const TorchVariant* find(std::string_view key) const;
+  // find(), and nullptr also when it failed: a variant with timings.
+  const TorchVariant* ran(std::string_view key) const;
+  // Eager f32, unpadded, as a variant (key "eager"), to sit in a list of rows beside the others.
+  TorchVariant eager() const;
 };
 
 // Runs the script on DIR (its progress goes to stderr); throws Error when it fails, saying how to
@@ -113,5 +128,12 @@ void merge(TorchResult& into, const TorchResult& more);
 
 // The shell command run_torch runs, for messages and for running it by hand.
 std::string torch_command(const TorchRun& run, const std::string& dir);
+
+// As a benchmark's --json holds them: timings with their spread; a variant's first step (and
+// graphs and recompiles when compiled), or its error; a result with its padded and checkpointed
+// passes where they ran and each variant under its key.
+nlohmann::json to_json(const TorchTiming& t);
+nlohmann::json to_json(const TorchVariant& v);
+nlohmann::json to_json(const TorchResult& r);
 
 }  // namespace disc::bench

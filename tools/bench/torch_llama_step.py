@@ -20,13 +20,14 @@ allocator handed out and reserved over them. The variants:
   * --memory-budget X: the compiled bf16 one again with
     torch._functorch.config.activation_memory_budget = X (the partitioner recomputes in the
     backward to keep X of the default's saved activations)
-Compiled variants also report the graphs compiled in their first step and the recompiles after it
-(dynamo's unique_graphs counter: dynamic=True should not recompile for a new sequence length). Each
-compiles cold: dynamo is reset and the on-disk caches are fresh folders (kernels an earlier variant
-compiled in this process may still be reused from memory). --sdpa, --compile and --memory-budget
-fail with a message when this PyTorch lacks what they need (torch.compile and SDPA came in 2.0, the
-memory budget in 2.4); --features prints what it has. It prints one JSON object on stdout; progress
-goes to stderr.
+A compiled variant that fails reports {"error": "<exception>: <its message's first line>"} instead
+(its traceback goes to stderr) and the others still run. Compiled variants also report the graphs
+compiled in their first step and the recompiles after it (dynamo's unique_graphs counter:
+dynamic=True should not recompile for a new sequence length). Each compiles cold: dynamo is reset
+and the on-disk caches are fresh folders (kernels an earlier variant compiled in this process may
+still be reused from memory). --sdpa, --compile and --memory-budget fail with a message when this
+PyTorch lacks what they need (torch.compile and SDPA came in 2.0, the memory budget in 2.4);
+--features prints what it has. It prints one JSON object on stdout; progress goes to stderr.
 
 Two ways to run it:
   * on bench_step's workload: --dir DIR, where DIR holds batches.safetensors (tokens.<i>,
@@ -45,6 +46,7 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 
 import torch
 import torch.nn.functional as F
@@ -404,8 +406,20 @@ def main():
                  memory_budget=args.memory_budget))]
     for key, asked, way in more:
         if asked:
-            out[key] = run(way)
+            out[key] = run_compiled(run, way) if way.compile else run(way)
     print(json.dumps(out))
+
+
+def run_compiled(run, way):
+    """run(way), or {"error": why} when torch.compile fails (a PyTorch on a CPU may lack what
+    Inductor needs): the other variants still report, and the caller's row says why."""
+    try:
+        return run(way)
+    except Exception as e:  # noqa: BLE001: Dynamo and Inductor raise many kinds
+        log(traceback.format_exc())
+        lines = [line for line in str(e).splitlines() if line.strip()]
+        # The message's first line names the failure; Dynamo appends advice lines after it.
+        return {"error": f"{type(e).__name__}: {lines[0] if lines else 'no message'}"}
 
 
 if __name__ == "__main__":

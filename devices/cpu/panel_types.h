@@ -1,0 +1,47 @@
+// The element types of the CPU kernels that run through panels of GEMM results (block attention,
+// linear cross-entropy): E, the operands' (float, double, or uint16_t for bf16 on the device's bf16
+// dot products), and sums_t<E>, the panels' (float for bf16). With 16-bit operands a panel's rows
+// are summed and normalised in f32, then rounded to bf16 for the GEMMs that read them, as
+// PyTorch's CPU flash attention rounds its probabilities; sums over several GEMMs stay in f32.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "base/dtype.h"
+#include "devices/cpu/row_math.h"
+
+namespace disc::devices::cpu {
+
+template <typename E>
+constexpr bool kHalf = std::is_same_v<E, uint16_t>;
+template <typename E>
+using sums_t = std::conditional_t<kHalf<E>, float, E>;
+template <typename E>
+constexpr DType kOperands = kHalf<E>                    ? DType::kBF16
+                            : std::is_same_v<E, double> ? DType::kF64
+                                                        : DType::kF32;
+// Whether a GEMM of E operands into C writes f32 sums of 16-bit operands (GemmArgs::c_f32).
+template <typename E, typename C>
+constexpr bool kWideC = !std::is_same_v<E, C>;
+
+// n f32 values rounded to bf16 (one panel row; vectorised where the CPU allows).
+void round_bf16_row(const float* from, uint16_t* to, int64_t n);
+
+// The panel of `n` elements that GEMMs read after `sums` (its first n) is done: `sums` itself,
+// or a 16-bit copy kept by the calling thread.
+template <typename E>
+E* read_panel(sums_t<E>* sums, int64_t n) {
+  if constexpr (kHalf<E>)
+    return row_math::thread_panel<uint16_t>(n);
+  else
+    return sums;
+}
+
+// Row `row` of the panels, `width` wide, is done: rounded into its 16-bit panel where there is one.
+template <typename E>
+void row_done(const sums_t<E>* sums, E* read, int64_t row, int64_t width) {
+  if constexpr (kHalf<E>) round_bf16_row(sums + row * width, read + row * width, width);
+}
+
+}  // namespace disc::devices::cpu
