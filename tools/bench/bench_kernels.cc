@@ -9,6 +9,8 @@
 // of --repeats runs; fused outputs are checked against the reference ones.
 //
 // usage: bench_kernels [--threads N] [--repeats N] [--scale F]
+// With DISC_BENCH_CACHE=DIR the compiled kernels are kept in DIR (the kernel cache's files: a
+// header, then an ELF object objdump -d reads) to look at their machine code.
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
 
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/half.h"
 #include "engine/executor.h"
 #include "engine/trainer.h"
 #include "ir/text_format.h"
@@ -102,6 +105,17 @@ const Pattern kPatterns[] = {
   output a = %a
 })",
      32768},
+    // The same in bf16 as a bf16 step runs it: each element loaded as bf16, silu rounded to bf16,
+    // the product rounded again (the conversions are integer vector instructions).
+    {"SwiGLU in bf16 [R, 688]", R"(graph @swiglu_bf16 {
+  sym R in [1, 65536]
+  input %g : bf16[R, 688]
+  input %u : bf16[R, 688]
+  %s = silu(%g) : bf16[R, 688]
+  %a = mul(%s, %u) : bf16[R, 688]
+  output a = %a
+})",
+     32768},
     {"AdamW update [R, 1024]", R"(graph @adamw {
   sym R in [1, 65536]
   param %p : f32[R, 1024]
@@ -165,6 +179,8 @@ engine::Tensor random_tensor(const ir::Value& v, const ir::Bindings& b, std::mt1
   std::uniform_real_distribution<float> u(-2, 2);
   if (v.dtype() == DType::kF32) {
     for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
+  } else if (v.dtype() == DType::kBF16) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<uint16_t>()[i] = f32_to_bf16(u(rng));
   } else if (v.dtype() == DType::kI32) {  // labels: columns of the logits
     const int64_t classes = v.shape().empty() ? 1 : 32000;
     for (int64_t i = 0; i < t.numel(); ++i)
@@ -200,12 +216,20 @@ Timing time_runs(
   return t;
 }
 
+// An f32 or bf16 tensor's values as f32.
+std::vector<float> floats(const engine::Tensor& t) {
+  if (t.dtype() != DType::kBF16) return t.to_vector<float>();
+  std::vector<float> v;
+  for (uint16_t bits : t.to_vector<uint16_t>()) v.push_back(bf16_to_f32(bits));
+  return v;
+}
+
 double max_rel_diff(const std::map<std::string, engine::Tensor>& a,
                     const std::map<std::string, engine::Tensor>& b) {
   double worst = 0;
   for (const auto& [name, t] : a) {
-    const float *x = t.data<float>(), *y = b.at(name).data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i)
+    const std::vector<float> x = floats(t), y = floats(b.at(name));
+    for (size_t i = 0; i < x.size(); ++i)
       worst =
           std::max(worst, std::abs(double(x[i]) - y[i]) / std::max(1e-3, std::abs(double(x[i]))));
   }
@@ -261,7 +285,7 @@ int run(const Options& o) {
       static_cast<long long>(triad_floats * 4 >> 20));
   std::unique_ptr<devices::Device> dev = engine::make_device("cpu", o.threads);
   memory::CachingAllocator alloc(*dev, 0);  // as the trainer: outputs reuse freed blocks
-  jit::KernelCache cache("");
+  jit::KernelCache cache(std::getenv("DISC_BENCH_CACHE") ? std::getenv("DISC_BENCH_CACHE") : "");
   std::printf("  %-30s %6s %12s %12s %12s %9s %8s %9s\n", "kernel", "MiB", "triad", "reference",
               "fused JIT", "of triad", "kernels", "max rel.");
   bool all_met = true;

@@ -1,6 +1,7 @@
-// bench_packing: padded against packed steps on CodeAlpaca, side by side in one run, f32 on the
-// CPU. The same examples (byte tokens with BOS and EOS, truncated at --max-len, in the padded
-// batcher's order) go through three trainers from the same initial weights:
+// bench_packing: padded against packed steps on CodeAlpaca, side by side in one run, on the CPU,
+// in f32 or (--precision bf16) bf16. The same examples (byte tokens with BOS and EOS, truncated at
+// --max-len, in the padded batcher's order) go through three trainers from the same initial
+// weights:
 //   padded    B examples a step, each row padded to the batch's longest
 //   packed    the same B examples a step, one stream of their tokens (data.packing: true)
 //   budget    packed, whole examples while their tokens fit the padded run's mean positions a step
@@ -12,7 +13,7 @@
 //
 // usage: bench_packing [--model small|memory] [--batch 16] [--steps 8] [--repeats 2]
 //                      [--max-len 512] [--data FILE] [--threads N] [--seed N] [--json FILE]
-//                      [--profile]
+//                      [--profile] [--precision f32|bf16]
 //   small:  disc-train's configs/codealpaca.yaml llama (2 layers, hidden 128, byte vocab 258)
 //   memory: bench_memory's llama (4 layers, hidden 512, vocab 32000; ids drawn at random)
 #include <CLI/CLI.hpp>
@@ -51,6 +52,7 @@ struct Options {
   uint64_t seed = 1;
   std::string json;
   bool profile = false;  // where each uncapped run's last timed pass spends its time, per op
+  std::string precision = "f32";
 };
 
 ir::models::LlamaConfig model_of(const Options& o) {
@@ -66,7 +68,9 @@ struct Result {
 };
 
 engine::TrainerOptions options(const Options& o, int64_t cap) {
-  engine::TrainerOptions t{.threads = o.threads, .seed = o.seed};
+  engine::TrainerOptions t{.threads = o.threads,
+                           .seed = o.seed,
+                           .precision = o.precision == "bf16" ? DType::kBF16 : DType::kF32};
   t.memory.cap = cap;
   return t;
 }
@@ -161,10 +165,10 @@ int main_bench(const Options& o) {
       examples, {.token_budget = budget, .packing = true, .max_rows = 1 << 20, .seed = o.seed});
   const std::vector<data::HostBatch> by_budget = take(budget_batcher, o.steps);
 
-  std::printf("bench_packing: llama %s (%lld layers, hidden %lld, vocab %lld), f32, %d threads\n",
+  std::printf("bench_packing: llama %s (%lld layers, hidden %lld, vocab %lld), %s, %d threads\n",
               o.model.c_str(), static_cast<long long>(model_of(o).layers),
               static_cast<long long>(model_of(o).hidden), static_cast<long long>(model_of(o).vocab),
-              o.threads);
+              o.precision.c_str(), o.threads);
   std::printf("%s\n", machine_load().c_str());
   std::printf("data: %s, max_len %lld, %d steps of B=%lld; budget run: %lld tokens a step\n",
               source.c_str(), static_cast<long long>(o.max_len), o.steps,
@@ -211,11 +215,9 @@ int main_bench(const Options& o) {
       "(relative)\n",
       loss_diff, norm_diff);
 
-  nlohmann::json out = {{"model", o.model},
-                        {"batch", o.batch},
-                        {"steps", o.steps},
-                        {"loss_rel_diff", loss_diff},
-                        {"norm_rel_diff", norm_diff}};
+  nlohmann::json out = {{"model", o.model},           {"precision", o.precision},
+                        {"batch", o.batch},           {"steps", o.steps},
+                        {"loss_rel_diff", loss_diff}, {"norm_rel_diff", norm_diff}};
   for (int i : {1, 2}) {
     const Result &free = sys[i].r, &capped = sys[i + 2].r;
     const bool same = capped.losses == free.losses && capped.norms == free.norms;
@@ -257,6 +259,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "batch order and initial weights");
   app.add_option("--json", o.json, "also write the figures to this JSON file");
   app.add_flag("--profile", o.profile, "also print where each uncapped run's time goes, per op");
+  app.add_option("--precision", o.precision, "f32 or bf16 (TrainerOptions::precision)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   CLI11_PARSE(app, argc, argv);
   try {
     return disc::bench::main_bench(o);
