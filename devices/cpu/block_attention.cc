@@ -57,6 +57,7 @@ DISC_VECTOR_CLONES void softmax_grad_row(const float* p, float* g, int64_t width
 DISC_VECTOR_CLONES void softmax_grad_row(const double* p, double* g, int64_t width, double scale) {
   softmax_grad_row_of(p, g, width, scale);
 }
+
 // One block of query rows [r0, r0 + rows) for the heads [h0, h0 + hc), whose panels span the keys
 // [k0, k0 + keys): where its operands start and how wide its panels are. Row i of the block sees
 // the panel's keys [lo(i), hi(i)): packed, the `begins` and `ends` of its row's own sequence
@@ -136,12 +137,12 @@ void probabilities(Device& dev, const AttentionArgs& a, const Block& bl, sums_t<
 }
 
 // Calls f(block) for every block of query rows of every chunk of heads, in order, and
-// chunk_done(h0, heads) after each chunk's blocks. Packed, the
-// blocks are the padded layout's, 64 rows from row 0, each across whatever sequences its rows
-// fall in. Its panel's keys end with its rows (causal) or its last row's sequence, and start a
-// multiple of 64 keys before that, at or before its first row's sequence: the GEMMs then take a
-// few shapes, whose primitives the device keeps, rather than one per sequence and step, and a
-// row's keys outside its own sequence get probability 0.
+// chunk_done(h0, heads) after each chunk's blocks. Packed, the blocks are the padded layout's, 64
+// rows from row 0, each across whatever sequences its rows fall in. Its panel's keys end with its
+// rows (causal) or its last row's sequence, and start a multiple of 64 keys before that, at or
+// before its first row's sequence: the GEMMs then take a few shapes, whose primitives the device
+// keeps, rather than one per sequence and step, and a row's keys outside its own sequence get
+// probability 0.
 template <typename F, typename G>
 void for_each_block(const AttentionArgs& a, F&& f, G&& chunk_done) {
   const int64_t chunk = attention_chunk(a);
