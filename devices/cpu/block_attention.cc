@@ -18,7 +18,8 @@ namespace disc::devices {
 namespace {
 
 using namespace row_math;
-using cpu::kHalf, cpu::kOperands, cpu::kWideC, cpu::read_panel, cpu::row_done, cpu::sums_t;
+using cpu::bf16_on_dot, cpu::kHalf, cpu::kOperands, cpu::kWideC, cpu::read_panel, cpu::row_done,
+    cpu::sums_t;
 
 // row[0, visible) = softmax(scale * row[0, visible)); row[visible, width) = 0.
 template <typename T>
@@ -282,11 +283,6 @@ void check(const Device& dev, const AttentionArgs& a) {
   }
 }
 
-// bf16 on the device's bf16 dot products; otherwise 16-bit types widen (widened_attention.h).
-bool bf16_dot(const Device& dev, const AttentionArgs& a) {
-  return a.dtype == DType::kBF16 && dev.has_16bit_dot(DType::kBF16);
-}
-
 }  // namespace
 
 int64_t widest_keys(const AttentionArgs& a) {
@@ -302,9 +298,8 @@ int64_t widest_keys(const AttentionArgs& a) {
 }
 
 int64_t attention_chunk(const AttentionArgs& a) {
-  // 16-bit panels are f32 sums with a 16-bit copy (widened ones f32 alone).
-  const int64_t element = is_half_float(a.dtype) ? 6 : dtype_size(a.dtype);
-  const int64_t per_head = std::max<int64_t>(1, 2 * kAttentionRows * widest_keys(a) * element);
+  const int64_t per_head =
+      std::max<int64_t>(1, 2 * kAttentionRows * widest_keys(a) * cpu::panel_element_bytes(a.dtype));
   return std::clamp<int64_t>(kAttentionWorkspace / per_head, 1, std::max<int64_t>(1, a.heads));
 }
 
@@ -315,7 +310,7 @@ void attention_forward(Device& dev, const AttentionArgs& a, void* out) {
     return;
   }
   if (a.dtype == DType::kF64) return forward(dev, a, static_cast<double*>(out));
-  if (bf16_dot(dev, a)) return forward(dev, a, static_cast<uint16_t*>(out));
+  if (bf16_on_dot(dev, a.dtype)) return forward(dev, a, static_cast<uint16_t*>(out));
   if (is_half_float(a.dtype)) return cpu::widened_attention_forward(dev, a, out);
   forward(dev, a, static_cast<float*>(out));
 }
@@ -331,7 +326,7 @@ void attention_backward(Device& dev, const AttentionArgs& a, const void* dout, v
     return backward(dev, a, static_cast<const double*>(dout), static_cast<double*>(dq),
                     static_cast<double*>(dk), static_cast<double*>(dv));
   }
-  if (bf16_dot(dev, a)) {
+  if (bf16_on_dot(dev, a.dtype)) {
     return backward(dev, a, static_cast<const uint16_t*>(dout), static_cast<uint16_t*>(dq),
                     static_cast<uint16_t*>(dk), static_cast<uint16_t*>(dv));
   }

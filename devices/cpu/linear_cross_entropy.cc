@@ -19,7 +19,8 @@ namespace disc::devices {
 namespace {
 
 using namespace row_math;
-using cpu::kHalf, cpu::kOperands, cpu::kWideC, cpu::read_panel, cpu::row_done, cpu::sums_t;
+using cpu::bf16_on_dot, cpu::kHalf, cpu::kOperands, cpu::kWideC, cpu::read_panel, cpu::row_done,
+    cpu::sums_t;
 
 // One panel row: returns its loss term -log_softmax(x)[label] and leaves in x the term's gradient
 // scaled by `scale`: (softmax(x) - onehot(label)) * scale. An ignored row gives 0 and zeros.
@@ -145,16 +146,14 @@ void run_widened(Device& dev, const LinearCrossEntropyArgs& a, float* loss, void
 }  // namespace
 
 int64_t cross_entropy_chunk(const LinearCrossEntropyArgs& a) {
-  // 16-bit panels are f32 sums with a 16-bit copy (widened ones f32 alone).
-  const int64_t element = is_half_float(a.dtype) ? 6 : dtype_size(a.dtype);
-  const int64_t row_bytes = std::max<int64_t>(1, a.classes * element);
+  const int64_t row_bytes = std::max<int64_t>(1, a.classes * cpu::panel_element_bytes(a.dtype));
   return std::clamp<int64_t>(kCrossEntropyPanel / row_bytes, 1, std::max<int64_t>(1, a.rows));
 }
 
 void linear_cross_entropy(Device& dev, const LinearCrossEntropyArgs& a, void* loss, void* dh,
                           void* dw) {
   check(dev, a);
-  if (a.dtype == DType::kBF16 && dev.has_16bit_dot(DType::kBF16)) {
+  if (bf16_on_dot(dev, a.dtype)) {
     run(dev, a, static_cast<float*>(loss), static_cast<uint16_t*>(dh), static_cast<uint16_t*>(dw));
   } else if (is_half_float(a.dtype)) {
     run_widened(dev, a, static_cast<float*>(loss), dh, dw);

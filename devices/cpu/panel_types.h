@@ -10,6 +10,7 @@
 
 #include "base/dtype.h"
 #include "devices/cpu/row_math.h"
+#include "devices/device.h"
 
 namespace disc::devices::cpu {
 
@@ -25,7 +26,20 @@ constexpr DType kOperands = kHalf<E>                    ? DType::kBF16
 template <typename E, typename C>
 constexpr bool kWideC = !std::is_same_v<E, C>;
 
-// n f32 values rounded to bf16 (one panel row; vectorised where the CPU allows).
+// Whether operands of `type` run on `dev` as they are, E = uint16_t: bf16 where the device has
+// bf16 dot products. f16, and bf16 elsewhere, run widened to f32.
+inline bool bf16_on_dot(const Device& dev, DType type) {
+  return type == DType::kBF16 && dev.has_16bit_dot(type);
+}
+
+// The bytes of one panel element for operands of `type`: f32 sums with a 16-bit copy for 16-bit
+// operands (widened kernels ask with f32, whose panels are f32 alone).
+inline int64_t panel_element_bytes(DType type) {
+  return is_half_float(type) ? 6 : dtype_size(type);
+}
+
+// n f32 values rounded to bf16 (one panel row). base/half.h's f32_to_half does the same, but base
+// builds for every x86-64; this one is cloned for AVX-512 and AVX2 as the row loops are.
 void round_bf16_row(const float* from, uint16_t* to, int64_t n);
 
 // The panel of `n` elements that GEMMs read after `sums` (its first n) is done: `sums` itself,
