@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cctype>
+#include <cmath>
 
 #include "devices/device.h"
 #include "engine/pipeline.h"
