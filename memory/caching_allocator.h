@@ -49,8 +49,12 @@ class CachingAllocator final : public Allocator {
 
   // Gives back cached blocks that no allocation reused over the last kIdleTrims trims (steps).
   // Giving back after one idle step made the next shapes map and fault in fresh pages: the
-  // attention tiles and cross-entropy of a llama step ran at a third of their speed.
-  static constexpr int kIdleTrims = 4;
+  // attention tiles and cross-entropy of a llama step ran at a third of their speed. After four,
+  // the longest batch, which comes back every dozen steps or so, found its blocks given back each
+  // time (smaller batches reuse the smaller blocks) and zeroed its pages afresh: that step took
+  // twice as long in f32 (bench_step's S=512). Blocks sized for the longest batches are what the
+  // process needs at its peak anyway; sixteen idle steps still give back a shape gone for good.
+  static constexpr int kIdleTrims = 16;
   void trim();
   // Gives back every cached block.
   void release_cache();
