@@ -2,15 +2,21 @@
 // marshals a node's attributes and tensors into its arguments. An op without one here runs its
 // reference kernel.
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "devices/communicator.h"
 #include "devices/cpu/block_attention.h"
 #include "devices/cpu/linear_cross_entropy.h"
+#include "devices/cpu/rope.h"
 #include "engine/kernels/kernel_registry.h"
 #include "engine/kernels/shared.h"
 #include "ir/ops/attention_dims.h"
 #include "ir/ops/kernels.h"
+#include "ir/ops/rope_dims.h"
 
 namespace disc::engine {
 namespace {
@@ -77,6 +83,40 @@ jit::KernelRun linear_cross_entropy(const ir::Node& n, const ir::KernelArgs& arg
       .ignore_index = ignore,
       .count = ir::count_labels(n.op().name, labels, classes, ignore)};
   devices::linear_cross_entropy(*ctx.dev, a, args.out[0].data, args.out[1].data, args.out[2].data);
+  return {};
+}
+
+// The reference's table of rope angles for (head size, theta), at positions [0, positions) at
+// least, kept for the process: every rope node of every step reads the same one, and computing it
+// each time took half of the kernel's time. A table only grows, and a position's angles do not
+// depend on how many it holds.
+std::shared_ptr<const ir::RopeTable> rope_angles(int64_t d, double theta, int64_t positions) {
+  static std::mutex mu;
+  static std::map<std::pair<int64_t, double>, std::shared_ptr<const ir::RopeTable>> tables;
+  std::lock_guard<std::mutex> lock(mu);
+  std::shared_ptr<const ir::RopeTable>& t = tables[{d, theta}];
+  if (!t || t->positions < positions)
+    t = std::make_shared<const ir::RopeTable>(ir::rope_table(d, theta, positions));
+  return t;
+}
+
+// rope on the operand's own type (devices/cpu/rope.h), with the reference's positions and angles.
+jit::KernelRun rope(const ir::Node&, const ir::KernelArgs& a, KernelContext& ctx) {
+  const ir::RopeDims r = ir::rope_dims(a);
+  const std::shared_ptr<const ir::RopeTable> angles = rope_angles(r.d, r.theta, r.positions);
+  const ir::RopeTable& table = *angles;
+  devices::rope(*ctx.dev,
+                {.dtype = a.in[0].dtype,
+                 .rows = r.rows,
+                 .d = r.d,
+                 .seq = r.seq,
+                 .inner = r.inner,
+                 .position = r.position.data(),
+                 .cos = table.cos.data(),
+                 .sin = table.sin.data(),
+                 .inverse = r.inverse,
+                 .x = a.in[0].data},
+                a.out[0].data);
   return {};
 }
 
@@ -155,6 +195,7 @@ void register_cpu_kernels(KernelRegistry& r) {
            .run = attention_grad});
   }
   for (DType t : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
+    r.add({.op = "rope", .device = kHost, .dtype = t, .name = "cpu/rope", .run = rope});
     r.add({.op = "linear_cross_entropy",
            .device = kHost,
            .dtype = t,

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ir/ops/kernels.h"
+#include "ir/ops/rope_dims.h"
 
 namespace disc::ir {
 namespace {
@@ -140,43 +141,18 @@ void cross_entropy_kernel(const KernelArgs& a) {
 void rope_kernel(const KernelArgs& a) {
   dispatch_float(a.in[0].dtype, a.op, [&](auto t) {
     using T = decltype(t);
-    const TensorRef& in = a.in[0];
-    int64_t seq_axis = a.a().get_int("seq_axis");
-    AxisSplit split =
-        split_at(in.shape, static_cast<int>(seq_axis < 0 ? seq_axis + in.rank() : seq_axis));
-    int64_t d = in.shape.back(), half = d / 2, seq = split.extent;
-    double sign = a.a().get_bool("inverse") ? -1.0 : 1.0;
-    std::vector<double> inv_freq = rope_inv_freq(d, a.a().get_float("theta"));
-    // The position of each index along the axis, and the table's rows: one per position up to
-    // the largest (packed: the longest sequence's, not the stream's length).
-    const bool given = a.in.size() == 2;
-    std::vector<int64_t> position(seq);
-    int64_t rows = 0;
-    for (int64_t p = 0; p < seq; ++p) {
-      position[p] = given ? index_at(a.in[1], p) : p;
-      if (position[p] < 0 || position[p] >= seq) {
-        throw InvalidArgument(
-            "rope: positions[" + std::to_string(p) + "] is " + std::to_string(position[p]) +
-            "; a token's position in its sequence is in [0, " + std::to_string(seq) + ")");
-      }
-      rows = std::max(rows, position[p] + 1);
-    }
-    std::vector<double> cos_t(rows * half), sin_t(rows * half);  // (positions, D/2)
-    parallel_rows(rows, [&](int64_t p) {
+    const RopeDims r = rope_dims(a);
+    const RopeTable table = rope_table(r.d, r.theta, r.positions);
+    const int64_t d = r.d, half = d / 2;
+    const double sign = r.inverse ? -1.0 : 1.0;
+    const T* x = a.in[0].as<T>();  // (R, D)
+    T* y = a.out[0].as<T>();       // (R, D)
+    parallel_rows(r.rows, [&](int64_t row) {
+      const int64_t p = r.position[(row * d / r.inner) % r.seq];
+      const T* xr = x + row * d;
+      T* yr = y + row * d;
       for (int64_t i = 0; i < half; ++i) {
-        double angle = static_cast<double>(p) * inv_freq[i];
-        cos_t[p * half + i] = std::cos(angle);
-        sin_t[p * half + i] = sign * std::sin(angle);
-      }
-    });
-    const T* x = in.as<T>();  // (R, D), row r at index (r * D / inner) % S
-    T* y = a.out[0].as<T>();  // (R, D)
-    parallel_rows(last_dim_rows(in), [&](int64_t r) {
-      const int64_t p = position[(r * d / split.inner) % seq];
-      const T* xr = x + r * d;
-      T* yr = y + r * d;
-      for (int64_t i = 0; i < half; ++i) {
-        double c = cos_t[p * half + i], s = sin_t[p * half + i];
+        double c = table.cos[p * half + i], s = sign * table.sin[p * half + i];
         double x0 = xr[i], x1 = xr[i + half];
         yr[i] = static_cast<T>(x0 * c - x1 * s);
         yr[i + half] = static_cast<T>(x1 * c + x0 * s);
@@ -214,6 +190,45 @@ void dropout_kernel(const KernelArgs& a) {
       y[e] = dropout_uniform(seed, stream, e) >= rate ? x[e] * scale : T(0);
     });
   });
+}
+
+RopeDims rope_dims(const KernelArgs& a) {
+  const TensorRef& in = a.in[0];
+  const int64_t axis = a.a().get_int("seq_axis");
+  const AxisSplit split = split_at(in.shape, static_cast<int>(axis < 0 ? axis + in.rank() : axis));
+  RopeDims r{.rows = last_dim_rows(in),
+             .d = in.shape.back(),
+             .seq = split.extent,
+             .inner = split.inner,
+             .theta = a.a().get_float("theta"),
+             .inverse = a.a().get_bool("inverse")};
+  const bool given = a.in.size() == 2;
+  r.position.resize(r.seq);
+  for (int64_t p = 0; p < r.seq; ++p) {
+    r.position[p] = given ? index_at(a.in[1], p) : p;
+    if (r.position[p] < 0 || r.position[p] >= r.seq) {
+      throw InvalidArgument(
+          "rope: positions[" + std::to_string(p) + "] is " + std::to_string(r.position[p]) +
+          "; a token's position in its sequence is in [0, " + std::to_string(r.seq) + ")");
+    }
+    r.positions = std::max(r.positions, r.position[p] + 1);
+  }
+  return r;
+}
+
+RopeTable rope_table(int64_t d, double theta, int64_t positions) {
+  const int64_t half = d / 2;
+  const std::vector<double> inv_freq = rope_inv_freq(d, theta);
+  RopeTable t{positions, std::vector<double>(positions * half),
+              std::vector<double>(positions * half)};
+  parallel_rows(positions, [&](int64_t p) {
+    for (int64_t i = 0; i < half; ++i) {
+      double angle = static_cast<double>(p) * inv_freq[i];
+      t.cos[p * half + i] = std::cos(angle);
+      t.sin[p * half + i] = std::sin(angle);
+    }
+  });
+  return t;
 }
 
 }  // namespace disc::ir
