@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -71,13 +72,31 @@ template <typename T, typename F>
   for (int l = 0; j < n; ++j, ++l) lane[l] = f(lane[l], x[j]);
 }
 
+// max(x[0, n)): kLanes lanes in one vector (GCC left fold_lanes' per-lane compare scalar: a
+// quarter of the softmax row's time), then across them. A max is exact, so the order of the
+// comparisons changes no bit of it; a NaN in x is skipped, as std::max(lane, NaN) skips it.
+template <typename T>
+[[gnu::always_inline]] inline T row_max(const T* x, int64_t n) {
+  typedef T Lanes __attribute__((vector_size(kLanes * sizeof(T))));
+  constexpr T kLowest = -std::numeric_limits<T>::infinity();
+  Lanes m;
+  for (int l = 0; l < kLanes; ++l) m[l] = kLowest;
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    Lanes v;
+    std::memcpy(&v, x + j, sizeof v);
+    m = v > m ? v : m;
+  }
+  T top = kLowest;
+  for (int l = 0; l < kLanes; ++l) top = std::max(top, m[l]);
+  for (; j < n; ++j) top = std::max(top, x[j]);
+  return top;
+}
+
 // x[j] = exp(x[j] - max(x)) over x[0, n); returns that max.
 template <typename T>
 [[gnu::always_inline]] inline T exp_minus_max(T* x, int64_t n) {
-  T lane[kLanes];
-  std::fill(lane, lane + kLanes, -std::numeric_limits<T>::infinity());
-  fold_lanes(lane, x, n, [](T m, T v) { return std::max(m, v); });
-  const T top = *std::max_element(lane, lane + kLanes);
+  const T top = row_max(x, n);
   for (int64_t j = 0; j < n; ++j) x[j] = exp_any(x[j] - top);
   return top;
 }
