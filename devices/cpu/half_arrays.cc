@@ -31,9 +31,16 @@ void widen_half(DType type, const void* from, float* to, int64_t n) {
   for_blocks(n, [&](int64_t i0, int64_t i1) { half_to_f32(type, bits + i0, to + i0, i1 - i0); });
 }
 
+// bf16 through round_bf16_row, the same rounding in AVX-512 or AVX2: base's loop builds for every
+// x86-64, and rounding bf16 attention's dK and dV sums through it took 3% of attention's time.
 void narrow_half(DType type, const float* from, void* to, int64_t n) {
   auto* bits = static_cast<uint16_t*>(to);
-  for_blocks(n, [&](int64_t i0, int64_t i1) { f32_to_half(type, from + i0, bits + i0, i1 - i0); });
+  for_blocks(n, [&](int64_t i0, int64_t i1) {
+    if (type == DType::kBF16)
+      round_bf16_row(from + i0, bits + i0, i1 - i0);
+    else
+      f32_to_half(type, from + i0, bits + i0, i1 - i0);
+  });
 }
 
 }  // namespace disc::devices::cpu
