@@ -11,8 +11,6 @@
 namespace disc::devices {
 namespace {
 
-using row_math::kLanes;
-
 // One row's pairs, as the reference computes them: x0 c - x1 s and x1 c + x0 s in double (s
 // negated for the inverse), each rounded once to the element type. Loads and stores go through
 // f32 for the 16-bit types (exact widening; f32 -> bf16 rounds as base/half.h does), which is

@@ -25,6 +25,7 @@ namespace disc::devices {
 namespace {
 
 using testing::expect_close;
+using testing::random_values;
 using testing::ref;
 
 struct AttentionCase {
@@ -36,15 +37,6 @@ std::string attention_case_name(const ::testing::TestParamInfo<AttentionCase>& i
   const AttentionCase& c = info.param;
   return std::to_string(c.heads) + "h_" + std::to_string(c.sq) + "x" + std::to_string(c.sk) + "_d" +
          std::to_string(c.d) + "_dv" + std::to_string(c.dv) + (c.causal ? "_causal" : "_full");
-}
-
-template <typename T>
-std::vector<T> random_values(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(-2, 2);
-  std::vector<T> v(n);
-  for (T& x : v) x = static_cast<T>(dist(rng));
-  return v;
 }
 
 // The operands and results of one case, and the reference kernels' answers.

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -33,6 +35,16 @@ void expect_close(const std::vector<T>& got, const std::vector<T>& want, double 
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(double(want[i])))) << what << "[" << i << "]";
   }
+}
+
+// n values drawn uniformly from (-range, range), the same for the same seed.
+template <typename T>
+std::vector<T> random_values(int64_t n, uint32_t seed, double range = 2) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(-range, range);
+  std::vector<T> v(n);
+  for (T& x : v) x = static_cast<T>(dist(rng));
+  return v;
 }
 
 // f32 values rounded to bf16, and bf16 values widened to f32.

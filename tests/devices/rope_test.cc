@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -21,6 +20,7 @@
 namespace disc::devices {
 namespace {
 
+using testing::random_values;
 using testing::ref;
 
 // x [batch, seq, heads, d], rotated along axis 1.
@@ -38,14 +38,14 @@ std::string rope_case_name(const ::testing::TestParamInfo<RopeCase>& info) {
 
 // The reference's result for f32 or f64 x, and the node's arguments for the CPU's.
 template <typename T>
-struct Problem {
+struct RopeProblem {
   RopeCase c;
   std::vector<T> x, want;
   std::vector<int32_t> positions;
   ir::Attributes attrs;
   ir::KernelArgs args{.op = "rope", .attrs = &attrs};
 
-  Problem(const RopeCase& c_, const std::vector<T>& x_) : c(c_), x(x_), want(x_.size()) {
+  RopeProblem(const RopeCase& c_, const std::vector<T>& x_) : c(c_), x(x_), want(x_.size()) {
     attrs.set("seq_axis", int64_t{1});
     attrs.set("theta", 500000.0);
     attrs.set("inverse", c.inverse);
@@ -84,22 +84,13 @@ std::vector<uint8_t> cpu_rope(const ir::KernelArgs& args, DType dtype, const voi
   return in_place ? in : out;
 }
 
-template <typename T>
-std::vector<T> random_values(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(-3, 3);
-  std::vector<T> v(n);
-  for (T& e : v) e = static_cast<T>(dist(rng));
-  return v;
-}
-
 class CpuRope : public ::testing::TestWithParam<RopeCase> {};
 
 TEST_P(CpuRope, F32AndF64EqualTheReferenceBitForBit) {
   const RopeCase& c = GetParam();
   const int64_t n = c.batch * c.seq * c.heads * c.d;
-  const Problem<float> f(c, random_values<float>(n, 7));
-  const Problem<double> d(c, random_values<double>(n, 8));
+  const RopeProblem<float> f(c, random_values<float>(n, 7, 3));
+  const RopeProblem<double> d(c, random_values<double>(n, 8, 3));
   for (bool in_place : {false, true}) {
     const std::string how = in_place ? "in place" : "out of place";
     EXPECT_EQ(cpu_rope(f.args, DType::kF32, f.x.data(), n * 4, in_place),
@@ -117,11 +108,11 @@ TEST_P(CpuRope, Bf16AndF16EqualTheWidenedReferenceRoundedOnce) {
   const RopeCase& c = GetParam();
   const int64_t n = c.batch * c.seq * c.heads * c.d;
   for (DType t : {DType::kBF16, DType::kF16}) {
-    std::vector<float> values = random_values<float>(n, 9);
+    std::vector<float> values = random_values<float>(n, 9, 3);
     std::vector<uint16_t> bits(n);
     f32_to_half(t, values.data(), bits.data(), n);
     half_to_f32(t, bits.data(), values.data(), n);  // values the type holds exactly
-    const Problem<float> p(c, values);
+    const RopeProblem<float> p(c, values);
     std::vector<uint16_t> want(n);
     f32_to_half(t, p.want.data(), want.data(), n);
     for (bool in_place : {false, true}) {
