@@ -3,6 +3,8 @@
 #include <bit>
 #include <cmath>
 
+#include "base/vector_clones.h"
+
 namespace disc {
 
 float f16_to_f32(uint16_t bits) {
@@ -35,14 +37,15 @@ uint16_t f32_to_f16(float value) {
   return sign | static_cast<uint16_t>(((au >> 23) - 112) << 10 | ((au >> 13) & 0x3ff));
 }
 
-void half_to_f32(DType type, const uint16_t* from, float* to, int64_t n) {
+// Cloned (vector_clones.h): the conversions of whole arrays and panel rows run in AVX-512 or AVX2.
+DISC_VECTOR_CLONES void half_to_f32(DType type, const uint16_t* from, float* to, int64_t n) {
   if (type == DType::kBF16)
     for (int64_t i = 0; i < n; ++i) to[i] = bf16_to_f32(from[i]);
   else
     for (int64_t i = 0; i < n; ++i) to[i] = f16_to_f32(from[i]);
 }
 
-void f32_to_half(DType type, const float* from, uint16_t* to, int64_t n) {
+DISC_VECTOR_CLONES void f32_to_half(DType type, const float* from, uint16_t* to, int64_t n) {
   if (type == DType::kBF16)
     for (int64_t i = 0; i < n; ++i) to[i] = f32_to_bf16(from[i]);
   else

@@ -31,7 +31,8 @@ float f16_to_f32(uint16_t bits);
 uint16_t f32_to_f16(float value);
 
 // n values of `type` (bf16 or f16) to f32, and n f32 values rounded to `type`: the loops of every
-// whole-array conversion (callers split large arrays into blocks across threads).
+// whole-array conversion (callers split large arrays into blocks across threads), built in AVX-512
+// and AVX2 as well (base/vector_clones.h).
 void half_to_f32(DType type, const uint16_t* from, float* to, int64_t n);
 void f32_to_half(DType type, const float* from, uint16_t* to, int64_t n);
 

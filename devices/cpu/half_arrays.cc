@@ -5,8 +5,6 @@
 #include <algorithm>
 
 #include "base/half.h"
-#include "devices/cpu/panel_types.h"
-#include "devices/cpu/row_math.h"
 
 namespace disc::devices::cpu {
 namespace {
@@ -22,25 +20,14 @@ void for_blocks(int64_t n, F&& f) {
 
 }  // namespace
 
-DISC_VECTOR_CLONES void round_bf16_row(const float* from, uint16_t* to, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) to[i] = f32_to_bf16(from[i]);
-}
-
 void widen_half(DType type, const void* from, float* to, int64_t n) {
   const auto* bits = static_cast<const uint16_t*>(from);
   for_blocks(n, [&](int64_t i0, int64_t i1) { half_to_f32(type, bits + i0, to + i0, i1 - i0); });
 }
 
-// bf16 through round_bf16_row, the same rounding in AVX-512 or AVX2: base's loop builds for every
-// x86-64, and rounding bf16 attention's dK and dV sums through it took 3% of attention's time.
 void narrow_half(DType type, const float* from, void* to, int64_t n) {
   auto* bits = static_cast<uint16_t*>(to);
-  for_blocks(n, [&](int64_t i0, int64_t i1) {
-    if (type == DType::kBF16)
-      round_bf16_row(from + i0, bits + i0, i1 - i0);
-    else
-      f32_to_half(type, from + i0, bits + i0, i1 - i0);
-  });
+  for_blocks(n, [&](int64_t i0, int64_t i1) { f32_to_half(type, from + i0, bits + i0, i1 - i0); });
 }
 
 }  // namespace disc::devices::cpu

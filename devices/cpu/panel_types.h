@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "base/dtype.h"
+#include "base/half.h"
 #include "devices/cpu/row_math.h"
 #include "devices/device.h"
 
@@ -38,10 +39,6 @@ inline int64_t panel_element_bytes(DType type) {
   return is_half_float(type) ? 6 : dtype_size(type);
 }
 
-// n f32 values rounded to bf16 (one panel row). base/half.h's f32_to_half does the same, but base
-// builds for every x86-64; this one is cloned for AVX-512 and AVX2 as the row loops are.
-void round_bf16_row(const float* from, uint16_t* to, int64_t n);
-
 // The panel of `n` elements that GEMMs read after `sums` (its first n) is done: `sums` itself,
 // or a 16-bit copy kept by the calling thread.
 template <typename E>
@@ -55,7 +52,7 @@ E* read_panel(sums_t<E>* sums, int64_t n) {
 // Row `row` of the panels, `width` wide, is done: rounded into its 16-bit panel where there is one.
 template <typename E>
 void row_done(const sums_t<E>* sums, E* read, int64_t row, int64_t width) {
-  if constexpr (kHalf<E>) round_bf16_row(sums + row * width, read + row * width, width);
+  if constexpr (kHalf<E>) f32_to_half(DType::kBF16, sums + row * width, read + row * width, width);
 }
 
 }  // namespace disc::devices::cpu

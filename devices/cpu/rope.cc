@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 #include "base/half.h"
-#include "devices/cpu/row_math.h"
+#include "base/vector_clones.h"
 
 namespace disc::devices {
 namespace {

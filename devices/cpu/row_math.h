@@ -13,23 +13,9 @@
 #include <limits>
 #include <vector>
 
-namespace disc::devices::row_math {
+#include "base/vector_clones.h"
 
-// The row loops run in AVX-512 or AVX2 where the host has them (GCC and Clang pick the clone
-// when the program loads); the build itself targets every x86-64. Clang clones no templates: put
-// it on plain functions per dtype. Not under ThreadSanitizer: the loader calls the clones' resolver
-// before TSan's runtime is up, and the instrumented resolver crashes there.
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define DISC_NO_VECTOR_CLONES
-#endif
-#endif
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(DISC_NO_VECTOR_CLONES)
-#define DISC_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define DISC_VECTOR_CLONES
-#endif
+namespace disc::devices::row_math {
 
 // Lanes of the partial maxima and sums: independent accumulators, so that the loops vectorize
 // without reassociating one running sum (and give the same bits on every host).
