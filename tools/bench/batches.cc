@@ -30,6 +30,16 @@ std::vector<std::vector<int32_t>> codealpaca_examples(const std::string& path, i
                                .seed = seed});
 }
 
+std::vector<std::vector<int32_t>> codealpaca_examples(const std::string& path, int64_t max_len,
+                                                      const data::Tokenizer& tokenizer,
+                                                      std::string& source) {
+  std::string found = find_data_file(path);
+  if (found.empty()) found = path;  // load_text_dataset says what is wrong with it
+  source = found + " (" + tokenizer.describe() + ")";
+  return load_text_dataset({.path = found, .format = "json", .max_len = max_len}, tokenizer)
+      .examples;
+}
+
 std::vector<data::HostBatch> uniform_batches(int64_t vocab, int steps, int64_t batch,
                                              int64_t min_len, int64_t max_len, uint64_t seed) {
   const auto examples = data::make_synthetic({.vocab = vocab,

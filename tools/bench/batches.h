@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "apps/data/batcher.h"
+#include "apps/data/tokenizer.h"
 #include "engine/trainer.h"
 #include "ir/models/model.h"
 
@@ -34,6 +35,10 @@ data::HostBatch pad_to(const data::HostBatch& b, int64_t seq);
 // CodeAlpaca's when the file is missing. `source` says which.
 std::vector<std::vector<int32_t>> codealpaca_examples(const std::string& path, int64_t max_len,
                                                       uint64_t seed, std::string& source);
+// The same examples in `tokenizer`'s tokens; the file must exist (throws IoError otherwise).
+std::vector<std::vector<int32_t>> codealpaca_examples(const std::string& path, int64_t max_len,
+                                                      const data::Tokenizer& tokenizer,
+                                                      std::string& source);
 
 // The longest sequence length among the batches.
 int64_t longest(const std::vector<data::HostBatch>& bs);

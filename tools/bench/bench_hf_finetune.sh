@@ -23,17 +23,7 @@ train="$build/apps/disc-train/disc-train"
 steps="${STEPS:-3}"
 mkdir -p "$work" && cd "$work"
 
-if [ ! -f sp.model ]; then
-  echo "== tokenizer: spm_train, 32000 pieces (bpe, byte fallback) on CodeAlpaca's text"
-  /usr/bin/python3 -c "
-import json, sys
-rows = json.load(open(sys.argv[1]))
-open('text.txt', 'w').write('\n'.join('\n'.join(r.get(k, '') for k in ('instruction', 'input', 'output')) for r in rows))
-" "$data"
-  spm_train --input=text.txt --model_prefix=sp --vocab_size=32000 --model_type=bpe \
-    --byte_fallback=true --character_coverage=1.0 --hard_vocab_limit=false \
-    --bos_id=1 --eos_id=2 --unk_id=0 --minloglevel=2
-fi
+"$root/tools/bench/codealpaca_tokenizer.sh" . "$data" >/dev/null
 shapes="model.vocab=32000 model.hidden=2048 model.layers=22 model.heads=32 model.kv_heads=4 \
 model.ffn=5632 model.norm_eps=1e-5 data.synthetic.vocab=32000 data.synthetic.max_len=2048"
 if [ ! -f tinyllama/config.json ]; then

@@ -8,14 +8,20 @@
 // For each: real tokens/s (the fastest of the timed passes after a warm-up pass; the systems'
 // passes take turns), the live peak, and the smallest cap the planner finds for the largest step
 // it ran; packed against padded: the largest relative difference of the per-step losses and
-// gradient norms; and each packed run again under half its own uncapped peak (the numbers bit for
-// bit, and its tokens/s against uncapped, timed in the same rotation).
+// gradient norms; and each packed run again under half its own uncapped peak, or its smallest cap
+// where half cannot hold the parameters and optimizer state (the numbers bit for bit, and its
+// tokens/s against uncapped, timed in the same rotation).
 //
 // usage: bench_packing [--model small|memory] [--batch 16] [--steps 8] [--repeats 2]
-//                      [--max-len 512] [--data FILE] [--threads N] [--seed N] [--json FILE]
-//                      [--profile] [--precision f32|bf16]
-//   small:  disc-train's configs/codealpaca.yaml llama (2 layers, hidden 128, byte vocab 258)
-//   memory: bench_memory's llama (4 layers, hidden 512, vocab 32000; ids drawn at random)
+//                      [--max-len 512] [--data FILE] [--tokenizer FILE] [--threads N] [--seed N]
+//                      [--json FILE] [--profile] [--precision f32|bf16]
+//   small:  disc-train's configs/codealpaca.yaml llama (2 layers, hidden 128, byte vocab 258;
+//           with --tokenizer, its vocabulary)
+//   memory: bench_memory's llama (4 layers, hidden 512, vocab 32000; ids drawn at random, or
+//           the tokenizer's)
+//   --tokenizer: a sentencepiece model (tools/bench/codealpaca_tokenizer.sh trains one on the
+//           data): a Llama tokenizer's examples are a third as long as bytes, and none is cut at
+//           512, so a batch holds more padding
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -27,6 +33,7 @@
 #include <vector>
 
 #include "apps/data/batcher.h"
+#include "apps/data/sentencepiece_tokenizer.h"
 #include "base/bytes.h"
 #include "batches.h"
 #include "engine/trainer.h"
@@ -48,6 +55,8 @@ struct Options {
   int repeats = 2;
   int64_t max_len = 512;
   std::string data = "../shared/data/codealpaca/codealpaca.json";
+  std::string tokenizer;  // a sentencepiece model; "" for byte tokens
+  int64_t tokenizer_vocab = 0;
   int threads = 2;
   uint64_t seed = 1;
   std::string json;
@@ -57,13 +66,24 @@ struct Options {
 
 ir::models::LlamaConfig model_of(const Options& o) {
   if (o.model == "memory")
-    return {.vocab = 32000, .hidden = 512, .layers = 4, .heads = 8, .kv_heads = 8, .ffn = 1376};
-  return {.vocab = 258, .hidden = 128, .layers = 2, .heads = 4, .kv_heads = 2, .ffn = 344};
+    return {.vocab = std::max<int64_t>(32000, o.tokenizer_vocab),
+            .hidden = 512,
+            .layers = 4,
+            .heads = 8,
+            .kv_heads = 8,
+            .ffn = 1376};
+  return {.vocab = o.tokenizer.empty() ? 258 : o.tokenizer_vocab,
+          .hidden = 128,
+          .layers = 2,
+          .heads = 4,
+          .kv_heads = 2,
+          .ffn = 344};
 }
 
 struct Result {
   double tokens_per_s = 0;
   int64_t live_peak = 0, smallest_cap = 0, positions = 0, real = 0, evictions = 0;
+  int64_t largest = 0;               // positions in the largest step, which the live peak follows
   std::vector<float> losses, norms;  // the warm-up pass's (the first steps from the same weights)
 };
 
@@ -95,6 +115,7 @@ void warm_up(const Options& o, System& s) {
     s.r.losses.push_back(st.loss), s.r.norms.push_back(st.grad_norm);
     s.r.live_peak = std::max(s.r.live_peak, st.stats.live_peak_bytes);
     s.r.positions += hb.computed(), s.r.real += hb.real_tokens;
+    s.r.largest = std::max(s.r.largest, hb.computed());
   }
 }
 
@@ -133,9 +154,13 @@ double max_relative(const std::vector<float>& a, const std::vector<float>& b) {
   return worst;
 }
 
-// The examples as token ids below the model's vocabulary: bytes as they are, or (the memory
-// llama's 32000) drawn at random, as bench_memory does, since only the lengths shape the work.
+// The examples as token ids below the model's vocabulary: the tokenizer's or bytes as they are,
+// or (bytes for the memory llama's 32000) drawn at random, as bench_memory does, since only the
+// lengths shape the work.
 std::vector<std::vector<int32_t>> examples_for(const Options& o, std::string& source) {
+  if (!o.tokenizer.empty())
+    return codealpaca_examples(o.data, o.max_len, data::SentencePieceTokenizer(o.tokenizer),
+                               source);
   auto ex = codealpaca_examples(o.data, o.max_len, o.seed, source);
   const int64_t vocab = model_of(o).vocab;
   if (vocab <= 258) return ex;
@@ -187,7 +212,7 @@ int main_bench(const Options& o) {
   for (int i : {1, 2}) {
     sys[i + 2] = {.label = sys[i].label + " capped",
                   .batches = sys[i].batches,
-                  .cap = sys[i].r.live_peak / 2};
+                  .cap = std::max(sys[i].r.live_peak / 2, sys[i].r.smallest_cap)};
     warm_up(o, sys[i + 2]);
   }
   for (int pass = 0; pass < o.repeats; ++pass)
@@ -197,16 +222,17 @@ int main_bench(const Options& o) {
       sys[i].profile.print(sys[i].label + ", last timed pass (observed)", 12);
 
   const Result& pad = sys[0].r;
-  std::printf("\n%-8s %10s %10s %7s %12s %8s %12s %8s\n", "run", "positions", "real", "real%",
-              "tokens/s", "vs pad", "live peak", "vs pad");
+  std::printf("\n%-8s %10s %10s %7s %12s %8s %8s %12s %8s\n", "run", "positions", "real", "real%",
+              "tokens/s", "vs pad", "largest", "live peak", "vs pad");
   for (int i = 0; i < 3; ++i) {
     const Result& r = sys[i].r;
-    std::printf("%-8s %10lld %10lld %6.1f%% %12.0f %7.2fx %12s %7.2fx   smallest cap %s (%.2fx)\n",
-                sys[i].label.c_str(), static_cast<long long>(r.positions),
-                static_cast<long long>(r.real), 100.0 * r.real / r.positions, r.tokens_per_s,
-                r.tokens_per_s / pad.tokens_per_s, human_bytes(r.live_peak).c_str(),
-                double(r.live_peak) / pad.live_peak, human_bytes(r.smallest_cap).c_str(),
-                double(r.smallest_cap) / pad.smallest_cap);
+    std::printf(
+        "%-8s %10lld %10lld %6.1f%% %12.0f %7.2fx %8lld %12s %7.2fx   smallest cap %s (%.2fx)\n",
+        sys[i].label.c_str(), static_cast<long long>(r.positions), static_cast<long long>(r.real),
+        100.0 * r.real / r.positions, r.tokens_per_s, r.tokens_per_s / pad.tokens_per_s,
+        static_cast<long long>(r.largest), human_bytes(r.live_peak).c_str(),
+        double(r.live_peak) / pad.live_peak, human_bytes(r.smallest_cap).c_str(),
+        double(r.smallest_cap) / pad.smallest_cap);
   }
   const double loss_diff = max_relative(sys[1].r.losses, pad.losses),
                norm_diff = max_relative(sys[1].r.norms, pad.norms);
@@ -222,18 +248,22 @@ int main_bench(const Options& o) {
     const Result &free = sys[i].r, &capped = sys[i + 2].r;
     const bool same = capped.losses == free.losses && capped.norms == free.norms;
     std::printf(
-        "%s under half its peak (%s): %.0f tokens/s, %.2fx uncapped, %lld evictions, "
+        "%s under %s (%s): %.0f tokens/s, %.2fx uncapped, %lld evictions, "
         "losses and norms %s\n",
-        sys[i].label.c_str(), human_bytes(sys[i + 2].cap).c_str(), capped.tokens_per_s,
+        sys[i].label.c_str(),
+        sys[i + 2].cap == sys[i].r.live_peak / 2 ? "half its peak" : "its smallest cap",
+        human_bytes(sys[i + 2].cap).c_str(), capped.tokens_per_s,
         capped.tokens_per_s / free.tokens_per_s, static_cast<long long>(capped.evictions),
         same ? "bit for bit" : "DIFFER");
     out[sys[i].label] = {{"tokens_per_s", free.tokens_per_s},
+                         {"largest_step", free.largest},
                          {"live_peak", free.live_peak},
                          {"smallest_cap", free.smallest_cap},
                          {"capped_tokens_per_s", capped.tokens_per_s},
                          {"capped_same_numbers", same}};
   }
   out["padded"] = {{"tokens_per_s", pad.tokens_per_s},
+                   {"largest_step", pad.largest},
                    {"live_peak", pad.live_peak},
                    {"smallest_cap", pad.smallest_cap}};
   if (!o.json.empty()) write_json(o.json, out);
@@ -255,6 +285,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--max-len", o.max_len, "tokens per example at most")->check(CLI::PositiveNumber);
   app.add_option("--data", o.data, "CodeAlpaca's JSON file");
+  app.add_option("--tokenizer", o.tokenizer,
+                 "a sentencepiece model for the data (tools/bench/codealpaca_tokenizer.sh); "
+                 "default: byte tokens");
   app.add_option("--threads", o.threads, "CPU threads");
   app.add_option("--seed", o.seed, "batch order and initial weights");
   app.add_option("--json", o.json, "also write the figures to this JSON file");
@@ -263,6 +296,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "bf16"}));
   CLI11_PARSE(app, argc, argv);
   try {
+    if (!o.tokenizer.empty())
+      o.tokenizer_vocab = disc::data::SentencePieceTokenizer(o.tokenizer).vocab_size();
     return disc::bench::main_bench(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_packing: %s\n", e.what());
