@@ -15,6 +15,7 @@
 #include "formats/lora_adapter.h"
 #include "formats/onnx/weights.h"
 #include "ir/binding.h"
+#include "ir/models/packed_rows.h"
 #include "ir/text_format.h"
 #include "lora_setup.h"
 
@@ -168,6 +169,11 @@ DataShapes data_shapes(const Config& c, const RunSetup& s) {
     d.min_rows = n % size ? n % size : size;  // an epoch's last batch takes what is left
     d.rows_from = "data.batch_size";
   }
+  if (c.get_bool("data.packing")) {  // one row of the step's tokens, as an ONNX model takes it
+    const int64_t budget = c.get_int("data.token_budget");
+    d.max_seq = budget > 0 ? budget : d.max_rows * d.max_seq;
+    d.max_rows = d.min_rows = 1;
+  }
   return d;
 }
 
@@ -304,18 +310,29 @@ ir::models::Model build_onnx_model(const Config& c, RunSetup& s) {
                           std::string(c.get_string("model.hf").empty() ? "graph" : "hf") +
                           ": name one model");
   onnx::ImportOptions o;
-  o.inputs = {{"tokens", {batch_bound(c), s.max_len}}};
+  const bool packed = c.get_bool("data.packing");
+  if (packed && !c.get_bool("jit.attention"))
+    throw InvalidArgument(
+        "data.packing: an ONNX model packs through its attention as disc's attention op; set "
+        "jit.attention: true, or data.packing: false");
+  const int64_t budget = c.get_int("data.token_budget");
+  // Packed: one row of the step's tokens (ir/models/packed_rows.h), up to the budget or the
+  // padded batch's positions.
+  const int64_t packed_row = budget > 0 ? budget : batch_bound(c) * s.max_len;
+  o.inputs = {{"tokens", packed ? std::vector<int64_t>{1, packed_row}
+                                : std::vector<int64_t>{batch_bound(c), s.max_len}}};
   auto imported = std::make_shared<onnx::Imported>(onnx::import_file(resolve_path(c, file), o));
   if (imported->inputs.size() != 1)
     throw InvalidArgument(file + ": disc-train feeds one input, the token ids [batch, seq]; the " +
                           "model has " + std::to_string(imported->inputs.size()) +
                           " (export the forward with the token ids alone)");
-  if (int64_t budget = c.get_int("data.token_budget"); budget > 0) {
+  if (budget > 0) {
     const ir::Value* tokens = imported->graph->find_value("tokens");
     imported->graph->shapes().add_limit(ir::product(tokens->shape()), budget);
   }
   ir::models::Model m = onnx::language_model(*imported);
   check_graph_fits_data(file, *m.graph, c, s);
+  if (packed) ir::models::pack_one_row(*m.graph, batch_bound(c));
   // The initializers replace the initialisation (load_initial_weights).
   for (auto& [name, init] : m.init) init.kind = ir::models::ParamInit::Kind::kZeros;
   s.onnx = std::move(imported);
@@ -324,12 +341,12 @@ ir::models::Model build_onnx_model(const Config& c, RunSetup& s) {
 
 ir::models::Model build_model(const Config& c, RunSetup& s) {
   if (c.get_bool("data.packing")) {
-    for (const char* key : {"model.onnx", "model.graph"}) {
-      if (c.get_string(key).empty()) continue;
+    if (!c.get_string("model.graph").empty()) {
       throw InvalidArgument(
-          std::string("data.packing: the model from ") + key +
-          " cannot take packed steps (disc-train packs its own llama and gpt2, and model.hf's "
-          "llama; a graph file's attention and positions are its own): set data.packing: false");
+          "data.packing: the model from model.graph cannot take packed steps (disc-train packs "
+          "its own llama and gpt2, model.hf's llama and ONNX models whose attention and RoPE it "
+          "recognises; a graph file's attention and positions are its own): set data.packing: "
+          "false");
     }
   }
   if (lora_requested(c)) {
@@ -584,10 +601,14 @@ RunSetup make_setup(const Config& c) {
 engine::Batch to_tensors(const data::HostBatch& hb, engine::Trainer& t, const ir::Graph& g,
                          int64_t seed, int64_t step) {
   engine::Batch b;
-  // Packed: [T] streams and N + 1 offsets; padded: [B, S] rows.
+  // Packed: [T] streams and N + 1 offsets; padded: [B, S] rows. A graph over rows (an ONNX
+  // model) takes a packed stream as its one row [1, T].
   const std::vector<int64_t> shape = hb.shape();
-  b["tokens"] = engine::Tensor::from<int32_t>(shape, hb.tokens, t.allocator());
-  b["targets"] = engine::Tensor::from<int32_t>(shape, hb.targets, t.allocator());
+  const ir::Value* tokens = g.find_value("tokens");
+  const std::vector<int64_t> rows =
+      hb.packed() && tokens && tokens->rank() == 2 ? std::vector<int64_t>{1, shape[0]} : shape;
+  b["tokens"] = engine::Tensor::from<int32_t>(rows, hb.tokens, t.allocator());
+  b["targets"] = engine::Tensor::from<int32_t>(rows, hb.targets, t.allocator());
   if (hb.packed()) {
     b["positions"] = engine::Tensor::from<int32_t>(shape, hb.positions, t.allocator());
     b["offsets"] = engine::Tensor::from<int32_t>({hb.batch + 1}, hb.offsets, t.allocator());

@@ -101,10 +101,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"packing_a_graph_file", "",
                  "data.packing=true model.graph=" DISC_TEST_DATA_DIR "/graphs/llama.disc",
                  "data.packing: the model from model.graph cannot take packed steps"},
-        BadInput{"packing_an_onnx_model", "",
-                 "data.packing=true data.synthetic.vocab=32 model.onnx=" DISC_TEST_DATA_DIR
-                 "/reference/llama.onnx",
-                 "data.packing: the model from model.onnx cannot take packed steps"},
+        BadInput{"packing_an_onnx_model_without_its_attention", "",
+                 "data.packing=true jit.attention=false data.synthetic.vocab=32 "
+                 "model.onnx=" DISC_TEST_DATA_DIR "/reference/llama.onnx",
+                 "data.packing: an ONNX model packs through its attention as disc's attention "
+                 "op; set jit.attention: true"},
         BadInput{"packed_budget_below_max_len", "",
                  "data.packing=true data.token_budget=100 data.synthetic.max_len=128",
                  "(packed steps never split an example)"}),

@@ -57,16 +57,20 @@ class Scratch {
   std::filesystem::path dir_;
 };
 
-// A metrics file's losses by step, exactly as written (the last line of a step wins).
-inline std::map<int64_t, std::string> losses(const std::string& metrics) {
+// A metrics file's `key` (loss, grad_norm, ...) by step, exactly as written (the last line of a
+// step wins).
+inline std::map<int64_t, std::string> by_step(const std::string& metrics, const std::string& key) {
   std::map<int64_t, std::string> out;
   std::ifstream in(metrics);
   for (std::string line; std::getline(in, line);) {
     auto j = nlohmann::json::parse(line);
     if (!j.contains("step")) continue;  // a run's start record
-    out[j["step"].get<int64_t>()] = j["loss"].dump();
+    out[j["step"].get<int64_t>()] = j[key].dump();
   }
   return out;
+}
+inline std::map<int64_t, std::string> losses(const std::string& metrics) {
+  return by_step(metrics, "loss");
 }
 
 // A one-layer llama on synthetic data that trains a step in milliseconds, checkpointing every 2

@@ -72,6 +72,37 @@ TEST(OnnxRun, TrainsAnExportedModelAndExportsItsWeightsBack) {
   EXPECT_NE(opt.out.find("input %tokens : i32[batch, seq]"), std::string::npos) << opt.out;
 }
 
+// Packed (data.packing): the same examples in one row a step, attention inside each example and
+// RoPE (llama) or the learned position embeddings (gpt2) at each token's position in its own
+// example. The packed run follows the padded one step for step; a token budget runs too.
+TEST(OnnxRun, ExportedLlamaAndGpt2TrainPackedAsPadded) {
+  Scratch s;
+  s.write("run.yaml", kOnnxRun);
+  for (const char* model : {"llama", "gpt2"}) {
+    const std::string common = std::string(DISC_TRAIN) + " run --config " + s.path("run.yaml") +
+                               " model.onnx=" + DISC_TEST_DATA_DIR + "/reference/" + model +
+                               ".onnx checkpoint.dir= logging.metrics=" + s.path(model);
+    Result padded = run_command(common + "-pad.jsonl");
+    ASSERT_EQ(padded.code, 0) << padded.out;
+    Result packed = run_command(common + "-pack.jsonl data.packing=true");
+    ASSERT_EQ(packed.code, 0) << packed.out;
+    EXPECT_NE(packed.out.find("(89% of the 216 positions computed)"), std::string::npos)
+        << packed.out;  // 192 targets: each example's last token has none
+    for (const char* key : {"loss", "grad_norm"}) {
+      const auto want = testing::by_step(s.path(model) + "-pad.jsonl", key),
+                 got = testing::by_step(s.path(model) + "-pack.jsonl", key);
+      ASSERT_EQ(got.size(), 6u) << model;
+      for (const auto& [step, v] : want) {
+        const double a = std::stod(got.at(step)), b = std::stod(v);
+        EXPECT_NEAR(a, b, 1e-5 * std::abs(b)) << model << " " << key << " step " << step;
+      }
+    }
+    Result budget = run_command(common + "-budget.jsonl data.packing=true data.token_budget=40");
+    ASSERT_EQ(budget.code, 0) << budget.out;
+    EXPECT_EQ(losses(s.path(model) + "-budget.jsonl").size(), 6u) << model;
+  }
+}
+
 TEST(OnnxRun, ABadModelIsOneLineExitTwoAndNothingWritten) {
   Scratch s;
   s.write("run.yaml", kOnnxRun);
