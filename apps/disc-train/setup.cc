@@ -147,6 +147,7 @@ int64_t batch_bound(const Config& c) {
 // The batch shapes the batcher can hand a graph: [rows, seq] at the extremes.
 struct DataShapes {
   int64_t max_rows = 0, min_rows = 0, max_seq = 0, min_seq = 0;
+  int64_t longest = 0;    // the longest example's tokens: positions run to longest - 1
   std::string rows_from;  // the key that sets max_rows
 };
 
@@ -158,6 +159,7 @@ DataShapes data_shapes(const Config& c, const RunSetup& s) {
     d.max_seq = std::max(d.max_seq, static_cast<int64_t>(e.size()));
     d.min_seq = std::min(d.min_seq, static_cast<int64_t>(e.size()));
   }
+  d.longest = d.max_seq;
   if (int64_t budget = c.get_int("data.token_budget"); budget > 0) {
     d.max_rows =
         std::min({c.get_int("model.max_batch"), n, std::max<int64_t>(1, budget / d.min_seq)});
@@ -177,10 +179,21 @@ DataShapes data_shapes(const Config& c, const RunSetup& s) {
   return d;
 }
 
-// v is the input `name`, or that input cast (an imported model widens int32 token ids).
+// v without a cast before it (an imported model widens int32 token ids).
+const ir::Value* uncast(const ir::Value* v) {
+  return v && v->producer() && v->producer()->op().name == "cast" ? v->producer()->operand(0) : v;
+}
+
+// v is the input `name`, or that input cast.
 bool is_input(const ir::Value* v, const char* name) {
-  if (v && v->producer() && v->producer()->op().name == "cast") v = v->producer()->operand(0);
+  v = uncast(v);
   return v && v->role() == ir::Role::kInput && v->name() == name;
+}
+
+// v indexes the sequence (an iota, or one cast): a gather at it reads learned positions.
+bool is_position_index(const ir::Value* v) {
+  v = uncast(v);
+  return v && v->producer() && v->producer()->op().name == "iota";
 }
 
 // A graph file must take what the data gives: inputs disc-train feeds, symbol bounds that admit
@@ -249,6 +262,15 @@ void check_graph_fits_data(const std::string& file, const ir::Graph& g, const Co
                                   " (" + c.get_string("data.source") + " data, vocab " +
                                   std::to_string(s.vocab) + ")";
   for (const ir::Node* n : g.nodes()) {
+    if (n->op().name == "gather" && is_position_index(n->operand(1))) {
+      auto rows = n->operand(0)->shape().front().constant();
+      if (rows && *rows < d.longest)
+        throw InvalidArgument(file + ": position embedding %" + n->operand(0)->name() + " has " +
+                              std::to_string(*rows) + " rows, but the data's examples run to " +
+                              std::to_string(d.longest) + " tokens: lower " + max_len + " to " +
+                              std::to_string(*rows));
+      continue;
+    }
     bool embeds = n->op().name == "gather" && is_input(n->operand(1), "tokens");
     bool scores = n->op().name == "cross_entropy" && is_input(n->operand(1), "targets");
     if (!embeds && !scores) continue;

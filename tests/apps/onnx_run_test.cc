@@ -125,6 +125,19 @@ TEST(OnnxRun, ABadModelIsOneLineExitTwoAndNothingWritten) {
                          " model.onnx=" + kLlama + " data.synthetic.vocab=64");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("embedding %embed has 32 rows"), std::string::npos) << r.out;
+  // Examples longer than a learned position table, padded or packed: refused before the run (it
+  // failed at step 1, blaming the token ids).
+  for (const char* packing : {"false", "true"}) {
+    Result p =
+        run_command(std::string(DISC_TRAIN) + " validate --config " + s.path("run.yaml") +
+                    " model.onnx=" + DISC_TEST_DATA_DIR +
+                    "/reference/gpt2.onnx data.synthetic.max_len=17 data.packing=" + packing);
+    EXPECT_EQ(p.code, 2) << p.out;
+    EXPECT_NE(p.out.find("position embedding %wpe has 16 rows, but the data's examples run to 17 "
+                         "tokens: lower data.synthetic.max_len to 16"),
+              std::string::npos)
+        << p.out;
+  }
 }
 
 // The ONNX export refuses an existing file as the Hugging Face export refuses a folder (it
