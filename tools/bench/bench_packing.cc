@@ -36,6 +36,7 @@
 #include "apps/data/sentencepiece_tokenizer.h"
 #include "base/bytes.h"
 #include "batches.h"
+#include "devices/cpu/openmp_spin.h"
 #include "engine/trainer.h"
 #include "ir/models/model.h"
 #include "json_file.h"
@@ -193,10 +194,12 @@ int main_bench(const Options& o) {
       examples, {.token_budget = budget, .packing = true, .max_rows = 1 << 20, .seed = o.seed});
   const std::vector<data::HostBatch> by_budget = take(budget_batcher, o.steps);
 
-  std::printf("bench_packing: llama %s (%lld layers, hidden %lld, vocab %lld), %s, %d threads\n",
-              o.model.c_str(), static_cast<long long>(model_of(o).layers),
-              static_cast<long long>(model_of(o).hidden), static_cast<long long>(model_of(o).vocab),
-              o.precision.c_str(), o.threads);
+  std::printf(
+      "bench_packing: llama %s (%lld layers, hidden %lld, vocab %lld), %s, %d threads, "
+      "GOMP_SPINCOUNT=%s\n",
+      o.model.c_str(), static_cast<long long>(model_of(o).layers),
+      static_cast<long long>(model_of(o).hidden), static_cast<long long>(model_of(o).vocab),
+      o.precision.c_str(), o.threads, openmp_spin().c_str());
   std::printf("%s\n", machine_load().c_str());
   std::printf("data: %s, max_len %lld, %d steps of B=%lld; budget run: %lld tokens a step\n",
               source.c_str(), static_cast<long long>(o.max_len), o.steps,
@@ -287,6 +290,7 @@ int main_bench(const Options& o) {
 }  // namespace disc::bench
 
 int main(int argc, char** argv) {
+  disc::devices::cpu::run_again_with_short_openmp_spin(argv);  // as disc-train runs
   disc::bench::Options o;
   CLI::App app{"Padded against packed steps on CodeAlpaca, side by side"};
   app.add_option("--model", o.model, "small (configs/codealpaca.yaml's llama) or memory (4x512)")

@@ -349,12 +349,6 @@ Compiles measure_compiles(const Options& o, const std::vector<data::HostBatch>& 
 
 // ----- printing -----
 
-// The OpenMP spin every system here runs with (the PyTorch child inherits it): see openmp_spin.h.
-std::string openmp_spin() {
-  const char* spin = std::getenv("GOMP_SPINCOUNT");
-  return spin != nullptr ? spin : "unset (libgomp's default)";
-}
-
 void print_setup(const Options& o) {
   std::printf(
       "bench_step: %s; AdamW (lr %g), f32, cpu, %d threads; GOMP_SPINCOUNT=%s for disc and "

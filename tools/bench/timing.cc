@@ -32,6 +32,11 @@ std::string cpu_facts() {
          (has("amx_bf16") ? "yes" : "no");
 }
 
+std::string openmp_spin() {
+  const char* spin = std::getenv("GOMP_SPINCOUNT");
+  return spin != nullptr ? spin : "unset (libgomp's default)";
+}
+
 std::string machine_load() {
   double avg[3] = {};
   if (getloadavg(avg, 3) < 1) return cpu_facts() + "; load average unknown";

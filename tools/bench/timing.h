@@ -18,6 +18,11 @@ std::string cpu_facts();
 // how much else ran while the timings were taken. Every benchmark prints it.
 std::string machine_load();
 
+// GOMP_SPINCOUNT as the benchmark runs with it (devices/cpu/openmp_spin.h: disc-train shortens
+// libgomp's spin, and so do the benchmarks that call run_again_with_short_openmp_spin), or
+// "unset (libgomp's default)".
+std::string openmp_spin();
+
 // The q-quantile (0..1) of `v`, interpolated between neighbours; 0 for an empty `v`.
 double percentile(std::vector<double> v, double q);
 
