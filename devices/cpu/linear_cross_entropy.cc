@@ -79,15 +79,16 @@ void run(Device& dev, const LinearCrossEntropyArgs& a, sums_t<E>* loss, E* dh, E
   E* ge = read_panel<E>(g, chunk * v);
   const E* h = static_cast<const E*>(a.h);
   const T scale = a.count == 0 ? T(0) : static_cast<T>(1.0 / static_cast<double>(a.count));
-  std::vector<float> wide_dw;  // 16-bit: dw's sums
+  // dw's sums (16-bit: in f32 scratch) start as the first chunk's product: no pass zeroes them.
+  std::unique_ptr<float[]> wide_dw;
   T* dw_sums = nullptr;
   if constexpr (kHalf<E>) {
-    wide_dw.assign(static_cast<size_t>(a.d * v), 0.0f);
-    dw_sums = wide_dw.data();
+    wide_dw = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(a.d * v));
+    dw_sums = wide_dw.get();
   } else {
     dw_sums = dw;
-    std::fill(dw, dw + a.d * v, T(0));
   }
+  if (a.rows == 0) std::fill(dw_sums, dw_sums + a.d * v, T(0));
   std::vector<double> terms(static_cast<size_t>(a.rows), 0.0);
   for (int64_t r0 = 0; r0 < a.rows; r0 += chunk) {
     const int64_t n = std::min(chunk, a.rows - r0);
@@ -100,9 +101,9 @@ void run(Device& dev, const LinearCrossEntropyArgs& a, sums_t<E>* loss, E* dh, E
     });
     gemm<E>(dev, n, a.d, v, ge, false, a.w, !a.transpose_w, dh + r0 * a.d);
     if (a.transpose_w)
-      gemm<E>(dev, v, a.d, n, ge, true, hc, false, dw_sums, true);
+      gemm<E>(dev, v, a.d, n, ge, true, hc, false, dw_sums, r0 > 0);
     else
-      gemm<E>(dev, a.d, v, n, hc, true, ge, false, dw_sums, true);
+      gemm<E>(dev, a.d, v, n, hc, true, ge, false, dw_sums, r0 > 0);
   }
   if constexpr (kHalf<E>) cpu::narrow_half(DType::kBF16, dw_sums, dw, a.d * v);
   double total = 0;  // in row order: the same bits for any threads
