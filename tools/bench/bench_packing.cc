@@ -57,7 +57,7 @@ struct Options {
   int64_t max_len = 512;
   std::string data = "../shared/data/codealpaca/codealpaca.json";
   std::string tokenizer;  // a sentencepiece model; "" for byte tokens
-  int64_t tokenizer_vocab = 0;
+  std::shared_ptr<const data::SentencePieceTokenizer> spm;  // that model, loaded once
   int threads = 2;
   uint64_t seed = 1;
   std::string json;
@@ -67,13 +67,13 @@ struct Options {
 
 ir::models::LlamaConfig model_of(const Options& o) {
   if (o.model == "memory")
-    return {.vocab = std::max<int64_t>(32000, o.tokenizer_vocab),
+    return {.vocab = std::max<int64_t>(32000, o.spm ? o.spm->vocab_size() : 0),
             .hidden = 512,
             .layers = 4,
             .heads = 8,
             .kv_heads = 8,
             .ffn = 1376};
-  return {.vocab = o.tokenizer.empty() ? 258 : o.tokenizer_vocab,
+  return {.vocab = o.spm ? o.spm->vocab_size() : 258,
           .hidden = 128,
           .layers = 2,
           .heads = 4,
@@ -162,9 +162,7 @@ double max_relative(const std::vector<float>& a, const std::vector<float>& b) {
 // or (bytes for the memory llama's 32000) drawn at random, as bench_memory does, since only the
 // lengths shape the work.
 std::vector<std::vector<int32_t>> examples_for(const Options& o, std::string& source) {
-  if (!o.tokenizer.empty())
-    return codealpaca_examples(o.data, o.max_len, data::SentencePieceTokenizer(o.tokenizer),
-                               source);
+  if (o.spm) return codealpaca_examples(o.data, o.max_len, *o.spm, source);
   auto ex = codealpaca_examples(o.data, o.max_len, o.seed, source);
   const int64_t vocab = model_of(o).vocab;
   if (vocab <= 258) return ex;
@@ -314,7 +312,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (!o.tokenizer.empty())
-      o.tokenizer_vocab = disc::data::SentencePieceTokenizer(o.tokenizer).vocab_size();
+      o.spm = std::make_shared<const disc::data::SentencePieceTokenizer>(o.tokenizer);
     return disc::bench::main_bench(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_packing: %s\n", e.what());

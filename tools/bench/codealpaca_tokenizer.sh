@@ -13,7 +13,7 @@ data="$(realpath "${2:-$root/../shared/data/codealpaca/codealpaca.json}")"
 mkdir -p "$out" && cd "$out"
 if [ ! -f sp.model ]; then
   echo "== tokenizer: spm_train, up to 32000 pieces (bpe, byte fallback) on CodeAlpaca's text" >&2
-  # Each example's fields joined by "\n", as disc-train's json loader joins them.
+  # Each example's fields, the empty ones too, joined by "\n", one example after another.
   /usr/bin/python3 -c "
 import json, sys
 rows = json.load(open(sys.argv[1]))
